@@ -1,0 +1,218 @@
+"""The Engine: owns a model on one long-lived thread and streams chat replies from it.
+
+MLX streams belong to the thread that created them, so loading, prefill and decoding
+all run on the engine's own thread. Callers submit work and get events back through a
+callback (called on the engine thread) and/or a blocking iterator.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from engine.errors import EngineClosedError
+from engine.types import (
+    ChatEvent,
+    ChatRequest,
+    ChatResult,
+    Finished,
+    GenerationStats,
+    LoadProgress,
+    ModelInfo,
+    StopReason,
+)
+
+T = TypeVar("T")
+EventFn = Callable[[ChatEvent], None]
+
+
+class PromptCacheStore(Protocol):
+    """Where KV caches come from and go back to between requests."""
+
+    def fetch(self, model: Any, tokens: list[int]) -> tuple[list[Any], int]: ...
+    def store(self, tokens: list[int], cache: list[Any]) -> None: ...
+    def stats(self) -> dict[str, Any]: ...
+    def clear(self) -> None: ...
+
+
+class NoPromptCache:
+    """Recompute every prompt from scratch (the baseline the prefix cache is measured against)."""
+
+    def fetch(self, model: Any, tokens: list[int]) -> tuple[list[Any], int]:
+        from mlx_lm.models.cache import make_prompt_cache
+
+        return make_prompt_cache(model), 0
+
+    def store(self, tokens: list[int], cache: list[Any]) -> None:
+        pass
+
+    def stats(self) -> dict[str, Any]:
+        return {"entries": 0, "bytes": 0}
+
+    def clear(self) -> None:
+        pass
+
+
+@dataclass
+class RequestHandle:
+    """A submitted chat request: cancel it, iterate its events, or wait for its result."""
+
+    id: int
+    request: ChatRequest
+    on_event: EventFn | None = None
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+    _events: queue.Queue[ChatEvent] = field(default_factory=queue.Queue)
+    _done: Future[ChatResult] = field(default_factory=Future)
+
+    def cancel(self) -> None:
+        """Stop the request as soon as possible (within one prefill chunk or one token)."""
+        self.cancel_event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel_event.is_set()
+
+    def done(self) -> bool:
+        return self._done.done()
+
+    def result(self, timeout: float | None = None) -> ChatResult:
+        """Block until the reply is finished and return it."""
+        return self._done.result(timeout)
+
+    def events(self, timeout: float | None = None) -> Iterator[ChatEvent]:
+        """Yield this request's events until (and including) its Finished event."""
+        while True:
+            event = self._events.get(timeout=timeout)
+            yield event
+            if isinstance(event, Finished):
+                return
+
+    def emit(self, event: ChatEvent) -> None:
+        self._events.put(event)
+        if self.on_event is not None:
+            self.on_event(event)
+        if isinstance(event, Finished):
+            self._done.set_result(event.result)
+
+
+class Engine:
+    """One model, one thread, a queue of requests served in order."""
+
+    def __init__(self, prompt_cache: PromptCacheStore | None = None) -> None:
+        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._ids = itertools.count(1)
+        self._closed = False
+        self._loaded: Any = None  # engine.models.LoadedModel, touched only on the engine thread
+        self._prompt_cache_override = prompt_cache
+        self.prompt_cache: PromptCacheStore = prompt_cache or NoPromptCache()
+        self.model_info: ModelInfo | None = None
+        self.memory_plan: Any = None
+        self._thread = threading.Thread(target=self._serve, name="corral-engine", daemon=True)
+        self._thread.start()
+
+    # ---- public API (any thread) ----
+
+    def load_model(
+        self, spec: str, on_progress: Callable[[LoadProgress], None] | None = None
+    ) -> Future[ModelInfo]:
+        """Load `spec` ("default", a folder, a .gguf file or a repo id) on the engine thread."""
+
+        def job() -> ModelInfo:
+            from engine.models import load_model
+
+            report = (lambda s, f: on_progress(LoadProgress(s, f))) if on_progress else None
+            self._unload()
+            loaded = load_model(spec, report)
+            self._loaded = loaded
+            self.model_info = loaded.info
+            self._after_load(loaded)
+            return loaded.info
+
+        return self._submit_call(job)
+
+    def unload(self) -> Future[None]:
+        """Release the model and its caches."""
+        return self._submit_call(self._unload)
+
+    def submit(self, request: ChatRequest, on_event: EventFn | None = None) -> RequestHandle:
+        """Queue a chat request; events go to `on_event` (on the engine thread) and the handle."""
+        handle = RequestHandle(id=next(self._ids), request=request, on_event=on_event)
+        self._put(lambda: self._run_chat(handle))
+        return handle
+
+    def chat(self, request: ChatRequest) -> ChatResult:
+        """Generate a whole reply and return it (blocking)."""
+        return self.submit(request).result()
+
+    def run(self, fn: Callable[[Any], T]) -> Future[T]:
+        """Run `fn(loaded_model)` on the engine thread (for benchmarks and tests)."""
+        return self._submit_call(lambda: fn(self._loaded))
+
+    def close(self) -> None:
+        """Finish queued work, release the model, and stop the thread."""
+        if self._closed:
+            return
+        self._put(self._unload)
+        self._closed = True
+        self._jobs.put(None)
+        self._thread.join(timeout=30)
+
+    # ---- engine thread ----
+
+    def _put(self, job: Callable[[], None]) -> None:
+        if self._closed:
+            raise EngineClosedError("the engine has been closed")
+        self._jobs.put(job)
+
+    def _submit_call(self, fn: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
+
+        def job() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to the caller, never kills the thread
+                future.set_exception(exc)
+
+        self._put(job)
+        return future
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
+
+    def _after_load(self, loaded: Any) -> None:
+        """Size the prompt cache for the model that just loaded."""
+
+    def _unload(self) -> None:
+        self.prompt_cache.clear()
+        self._loaded = None
+        self.model_info = None
+
+    def _run_chat(self, handle: RequestHandle) -> None:
+        from engine.generation import generate_reply
+
+        started = time.perf_counter()
+        if handle.cancelled:
+            result = ChatResult("", StopReason.CANCELLED, GenerationStats(stop_reason="cancelled"))
+        elif self._loaded is None:
+            result = _error_result("no model is loaded", started)
+        else:
+            try:
+                result = generate_reply(self._loaded, self.prompt_cache, handle, started)
+            except Exception as exc:  # a bug or bad input must not kill the engine thread
+                result = _error_result(f"{type(exc).__name__}: {exc}", started)
+        handle.emit(Finished(result))
+
+
+def _error_result(message: str, started: float) -> ChatResult:
+    stats = GenerationStats(stop_reason=StopReason.ERROR.value)
+    stats.total_s = time.perf_counter() - started
+    return ChatResult("", StopReason.ERROR, stats, error=message)

@@ -1,0 +1,133 @@
+"""One chat reply from start to finish, run on the engine thread.
+
+Builds the prompt, takes the longest cached prefix, prefills the rest in cancellable
+chunks, decodes (free or constrained), applies stop conditions, streams text deltas and
+gathers the reply's statistics. The KV cache always goes back to the prompt cache with
+exactly the tokens it holds, also after a cancel or an error.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from engine.decode import Cancelled, decode_free, prefill
+from engine.prompt import render_prompt
+from engine.sampling import build_processors, build_sampler, end_token_ids, seed_generation
+from engine.streaming import ReplyText
+from engine.types import (
+    ChatResult,
+    GenerationStats,
+    PrefillProgress,
+    StopReason,
+    TextDelta,
+)
+
+
+def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) -> ChatResult:
+    """Generate the reply for `handle.request` with `loaded` (model + tokenizer)."""
+    request = handle.request
+    model, tokenizer = loaded.model, loaded.tokenizer
+    settings = request.sampling
+    settings.validate()
+
+    tool_plan = None
+    constraint = request.constraint
+    if request.tools:
+        from engine.tools import prepare_tool_request
+
+        tool_plan = prepare_tool_request(
+            tokenizer, request.messages, request.tools, request.tool_choice
+        )
+        prompt_tokens = tool_plan.prompt_tokens
+        constraint = tool_plan.constraint or constraint
+    else:
+        prompt_tokens = render_prompt(tokenizer, request.messages)
+
+    stats = GenerationStats(prompt_tokens=len(prompt_tokens))
+    seed_generation(settings)
+    cache, n_cached = prompt_cache.fetch(model, prompt_tokens)
+    stats.cached_tokens = n_cached
+    fed: list[int] = list(prompt_tokens[:n_cached])
+    reply = ReplyText(tokenizer, settings.stop)
+    generated: list[int] = []
+    stop_reason = StopReason.LENGTH
+    first_token_at = last_token_at = None
+    incomplete = False
+    runtime = None
+
+    def progress(done: int, total: int) -> None:
+        handle.emit(PrefillProgress(n_cached + done, len(prompt_tokens)))
+
+    try:
+        prefill(model, cache, prompt_tokens[n_cached:-1], fed, cancel=handle.cancel_event,
+                on_progress=progress)
+        sampler, processors = build_sampler(settings), build_processors(settings)
+        ends = end_token_ids(tokenizer)
+        if constraint is not None:
+            from engine.constraints.loop import ConstrainedDecoder
+
+            runtime = ConstrainedDecoder(tokenizer, constraint, ends)
+            tokens = runtime.decode(model, cache, prompt_tokens[-1:], fed, sampler=sampler,
+                                    processors=processors, history=prompt_tokens)
+        else:
+            tokens = decode_free(model, cache, prompt_tokens[-1:], fed, sampler=sampler,
+                                 processors=processors, history=prompt_tokens)
+        try:
+            for token in tokens:
+                last_token_at = time.perf_counter()
+                first_token_at = first_token_at or last_token_at
+                if handle.cancelled:
+                    stop_reason = StopReason.CANCELLED
+                    break
+                if token in ends:
+                    stop_reason = StopReason.EOS
+                    break
+                generated.append(token)
+                if delta := reply.add(token):
+                    handle.emit(TextDelta(delta))
+                if reply.stopped:
+                    stop_reason = StopReason.STOP_STRING
+                    break
+                if len(generated) >= settings.max_tokens:
+                    stop_reason = StopReason.LENGTH
+                    break
+                if runtime is not None and runtime.finished:
+                    stop_reason = StopReason.EOS
+                    break
+        finally:
+            tokens.close()
+    except Cancelled:
+        stop_reason = StopReason.CANCELLED
+    finally:
+        prompt_cache.store(fed, cache)
+
+    if delta := reply.finish():
+        handle.emit(TextDelta(delta))
+    now = time.perf_counter()
+    stats.generated_tokens = len(generated)
+    stats.stop_reason = stop_reason.value
+    stats.total_s = now - started
+    if first_token_at is not None:
+        stats.ttft_s = first_token_at - started
+        new_tokens = len(prompt_tokens) - n_cached
+        stats.prefill_tps = new_tokens / stats.ttft_s if stats.ttft_s > 0 else 0.0
+        if len(generated) > 1 and last_token_at > first_token_at:
+            stats.decode_tps = (len(generated) - 1) / (last_token_at - first_token_at)
+    if runtime is not None:
+        runtime.fill_stats(stats)
+        incomplete = stop_reason == StopReason.LENGTH or not runtime.accepting
+        if stop_reason == StopReason.CANCELLED:
+            incomplete = True
+
+    text, calls = reply.text, []
+    if tool_plan is not None:
+        text, calls = tool_plan.parse(reply.text)
+    return ChatResult(
+        text=text,
+        stop_reason=stop_reason,
+        stats=stats,
+        incomplete=incomplete,
+        constraint_name=constraint.name or constraint.kind if constraint is not None else None,
+        tool_calls=calls,
+    )

@@ -1,0 +1,221 @@
+"""Load and validate tool definitions in the OpenAI format.
+
+A tool is `{"type": "function", "function": {"name", "description", "parameters"}}`.
+Every definition is checked up front: the name is unique and well formed, and `parameters`
+is an object schema that llguidance compiles (with the same options the tool grammar
+uses), so a request never starts with a tool the decoder cannot constrain. Errors name the
+tool (by position and name) and the problem.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import CorralError
+
+# OpenAI's rule for function names.
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_MAX_FILE_BYTES = 4 * 1024 * 1024
+
+# JSON layout inside tool calls: no free whitespace (it would let a small model ramble) and
+# the separators chat templates write with `tojson`, so calls look like the prompt's examples.
+JSON_OPTIONS: dict[str, Any] = {
+    "whitespace_flexible": False,
+    "item_separator": ", ",
+    "key_separator": ": ",
+}
+
+_EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+class ToolDefinitionError(CorralError, ValueError):
+    """A tool definition (or a tool_choice naming one) is malformed."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One validated tool: its name, description, parameter schema and compile warnings."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    warnings: tuple[str, ...] = field(default=())
+
+    def to_openai(self) -> dict[str, Any]:
+        """The tool in the OpenAI format, as chat templates expect it."""
+        function: dict[str, Any] = {"name": self.name}
+        if self.description:
+            function["description"] = self.description
+        function["parameters"] = self.parameters
+        return {"type": "function", "function": function}
+
+
+def strict_schema(schema: Any) -> Any:
+    """A copy of `schema` where object schemas that list `properties` and say nothing about
+    extra keys get `additionalProperties: false`.
+
+    Every value this accepts is accepted by the original, and the model cannot invent
+    argument names. Subschemas of `allOf` are left alone: closing them would make the
+    combination unsatisfiable.
+    """
+    if isinstance(schema, list):
+        return [strict_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "allOf" or key in ("const", "enum", "default", "examples"):
+            out[key] = copy.deepcopy(value)
+        elif key in ("properties", "patternProperties", "$defs", "definitions"):
+            out[key] = (
+                {k: strict_schema(v) for k, v in value.items()}
+                if isinstance(value, dict)
+                else value
+            )
+        else:
+            out[key] = strict_schema(value)
+    closable = (
+        isinstance(out.get("properties"), dict)
+        and "additionalProperties" not in out
+        and "patternProperties" not in out
+        and "unevaluatedProperties" not in out
+        and "allOf" not in out
+    )
+    if closable:
+        out["additionalProperties"] = False
+    return out
+
+
+def arguments_grammar_schema(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The schema embedded in the tool grammar for `parameters` (strict, compact layout)."""
+    schema = strict_schema(parameters)
+    schema["x-guidance"] = dict(JSON_OPTIONS)
+    return schema
+
+
+def compile_parameters(parameters: dict[str, Any]) -> tuple[str | None, list[str]]:
+    """Compile a parameter schema with llguidance: (error or None, warnings)."""
+    from llguidance import LLMatcher
+
+    try:
+        grammar = LLMatcher.grammar_from_json_schema(arguments_grammar_schema(parameters))
+    except (ValueError, TypeError) as exc:
+        return str(exc), []
+    is_error, messages = LLMatcher.validate_grammar_with_warnings(grammar)
+    if is_error:
+        return (messages[0] if messages else "llguidance rejected the schema"), []
+    return None, list(messages)
+
+
+def _where(index: int, name: str | None) -> str:
+    return f'tool {index + 1} ("{name}")' if name else f"tool {index + 1}"
+
+
+def _validate_one(index: int, tool: Any) -> ToolSpec:
+    if not isinstance(tool, dict):
+        raise ToolDefinitionError(
+            f"{_where(index, None)}: expected an object, got {type(tool).__name__}"
+        )
+    if "function" in tool:
+        kind = tool.get("type", "function")
+        if kind != "function":
+            raise ToolDefinitionError(
+                f'{_where(index, None)}: "type" must be "function", got {kind!r}'
+            )
+        function = tool["function"]
+        if not isinstance(function, dict):
+            raise ToolDefinitionError(f'{_where(index, None)}: "function" must be an object')
+    elif "name" in tool:
+        function = tool  # the bare function form some tools files use
+    else:
+        raise ToolDefinitionError(
+            f'{_where(index, None)}: missing "function" (expected '
+            '{"type": "function", "function": {"name": ..., "parameters": ...}})'
+        )
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise ToolDefinitionError(f'{_where(index, None)}: missing "name" (a non-empty string)')
+    where = _where(index, name)
+    if not _NAME_RE.match(name):
+        raise ToolDefinitionError(
+            f"{where}: invalid name; use 1-64 letters, digits, '_' or '-'"
+        )
+    description = function.get("description", "")
+    if description is None:
+        description = ""
+    if not isinstance(description, str):
+        raise ToolDefinitionError(f'{where}: "description" must be a string')
+    parameters = function.get("parameters")
+    if parameters is None:
+        parameters = copy.deepcopy(_EMPTY_PARAMETERS)
+    if not isinstance(parameters, dict):
+        raise ToolDefinitionError(
+            f'{where}: "parameters" must be a JSON schema object, got {type(parameters).__name__}'
+        )
+    if parameters.get("type", "object") != "object":
+        raise ToolDefinitionError(
+            f'{where}: "parameters" must describe an object (type "object"), '
+            f"got type {parameters.get('type')!r}"
+        )
+    error, warnings = compile_parameters(parameters)
+    if error is not None:
+        raise ToolDefinitionError(f'{where}: "parameters" is not a usable JSON schema: {error}')
+    return ToolSpec(name, description, copy.deepcopy(parameters), tuple(warnings))
+
+
+def validate_tools(tools: Any, source: str = "") -> list[ToolSpec]:
+    """Validate OpenAI-format tool definitions; raise ToolDefinitionError naming the problem.
+
+    `source` (a file name) prefixes error messages.
+    """
+    prefix = f"{source}: " if source else ""
+    if isinstance(tools, dict) and isinstance(tools.get("tools"), list):
+        tools = tools["tools"]
+    elif isinstance(tools, dict):
+        tools = [tools]
+    if not isinstance(tools, list):
+        raise ToolDefinitionError(f"{prefix}tools must be a list of tool definitions")
+    if not tools:
+        raise ToolDefinitionError(f"{prefix}the tool list is empty")
+    specs: list[ToolSpec] = []
+    seen: dict[str, int] = {}
+    for index, tool in enumerate(tools):
+        try:
+            spec = _validate_one(index, tool)
+        except ToolDefinitionError as exc:
+            raise ToolDefinitionError(f"{prefix}{exc}") from None
+        if spec.name in seen:
+            raise ToolDefinitionError(
+                f'{prefix}{_where(index, spec.name)}: duplicate name, already used by '
+                f"tool {seen[spec.name] + 1}"
+            )
+        seen[spec.name] = index
+        specs.append(spec)
+    return specs
+
+
+def load_tools(source: str | Path | list[dict[str, Any]] | dict[str, Any]) -> list[ToolSpec]:
+    """Tools from a list (or `{"tools": [...]}`) or from a `.json` file holding one."""
+    if not isinstance(source, (str, Path)):
+        return validate_tools(source)
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise ToolDefinitionError(f"{path}: no such tools file")
+    if path.stat().st_size > _MAX_FILE_BYTES:
+        raise ToolDefinitionError(f"{path}: too large for a tools file (over 4 MB)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ToolDefinitionError(f"{path}: not a UTF-8 text file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ToolDefinitionError(
+            f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    return validate_tools(data, str(path))
