@@ -27,6 +27,7 @@ from engine.types import (
     ModelInfo,
     StopReason,
 )
+from engine.worker import acquire_worker, release_worker
 
 T = TypeVar("T")
 EventFn = Callable[[ChatEvent], None]
@@ -105,7 +106,6 @@ class Engine:
     """One model, one thread, a queue of requests served in order."""
 
     def __init__(self, prompt_cache: PromptCacheStore | None = None) -> None:
-        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._ids = itertools.count(1)
         self._closed = False
         self._loaded: Any = None  # engine.models.LoadedModel, touched only on the engine thread
@@ -113,8 +113,8 @@ class Engine:
         self.prompt_cache: PromptCacheStore = prompt_cache or NoPromptCache()
         self.model_info: ModelInfo | None = None
         self.memory_plan: Any = None
-        self._thread = threading.Thread(target=self._serve, name="corral-engine", daemon=True)
-        self._thread.start()
+        self._worker = acquire_worker()
+        self._drained = threading.Event()
 
     # ---- public API (any thread) ----
 
@@ -159,16 +159,17 @@ class Engine:
         if self._closed:
             return
         self._put(self._unload)
+        self._put(self._drained.set)
         self._closed = True
-        self._jobs.put(None)
-        self._thread.join(timeout=30)
+        release_worker(self._worker)
+        self._drained.wait(timeout=60)
 
     # ---- engine thread ----
 
     def _put(self, job: Callable[[], None]) -> None:
         if self._closed:
             raise EngineClosedError("the engine has been closed")
-        self._jobs.put(job)
+        self._worker.put(job)
 
     def _submit_call(self, fn: Callable[[], T]) -> Future[T]:
         future: Future[T] = Future()
@@ -183,10 +184,6 @@ class Engine:
 
         self._put(job)
         return future
-
-    def _serve(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            job()
 
     def _after_load(self, loaded: Any) -> None:
         """Size the prompt cache for the model that just loaded."""

@@ -72,7 +72,9 @@ def imported_gguf_dir(gguf: Path) -> Path:
     return cache_dir() / "models" / gguf.stem
 
 
-def ensure_gguf_imported(gguf: str | os.PathLike[str], on_progress: ProgressFn | None = None) -> Path:
+def ensure_gguf_imported(
+    gguf: str | os.PathLike[str], on_progress: ProgressFn | None = None
+) -> Path:
     """Import `gguf` into the cache once; later calls return the cached folder at once."""
     gguf = Path(gguf).expanduser().resolve()
     out = imported_gguf_dir(gguf)

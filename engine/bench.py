@@ -1,0 +1,112 @@
+"""`python -m engine bench`: the engine's figures, each measured side by side in one run.
+
+Sections: `decode` (engine vs mlx-lm's stream_generate), `constraints` (issue 3),
+`trie` (issue 7). Each returns a flat dict of figures; `--json` prints them merged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from engine.engine import Engine
+from engine.types import ChatRequest, SamplingSettings
+
+BENCH_PROMPT = "Write a long, detailed story about a lighthouse keeper and a storm."
+
+
+def _engine_decode_tps(engine: Engine, tokens: int) -> tuple[float, int]:
+    request = ChatRequest(
+        [{"role": "user", "content": BENCH_PROMPT}],
+        SamplingSettings(temperature=0.0, max_tokens=tokens),
+    )
+    result = engine.chat(request)
+    if result.error:
+        raise RuntimeError(result.error)
+    return result.stats.decode_tps, result.stats.generated_tokens
+
+
+def _mlx_lm_decode_tps(loaded: Any, tokens: int) -> tuple[float, int]:
+    """Run mlx-lm's own loop on the same model, prompt and settings (on the engine thread)."""
+    from mlx_lm import stream_generate
+    from mlx_lm.sample_utils import make_sampler
+
+    from engine.prompt import render_prompt
+
+    prompt = render_prompt(loaded.tokenizer, [{"role": "user", "content": BENCH_PROMPT}])
+    stamps = []
+    for _ in stream_generate(loaded.model, loaded.tokenizer, prompt, max_tokens=tokens,
+                             sampler=make_sampler(temp=0.0)):
+        stamps.append(time.perf_counter())
+    # Same measure as the engine: tokens after the first over the time since the first.
+    # mlx-lm yields the final EOS-free token list; its last response may repeat the end.
+    n = len(stamps)
+    return ((n - 1) / (stamps[-1] - stamps[0]) if n > 1 else 0.0), n
+
+
+def bench_decode(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    """Decode tokens/s of the engine and of mlx-lm, alternating runs, medians compared."""
+    ours, theirs, counts = [], [], []
+    _engine_decode_tps(engine, 8)  # warm-up: compile kernels, fill allocator caches
+    for _ in range(args.repeats):
+        tps, n = _engine_decode_tps(engine, args.tokens)
+        ours.append(tps)
+        counts.append(n)
+        tps, n = engine.run(lambda lm: _mlx_lm_decode_tps(lm, args.tokens)).result()
+        theirs.append(tps)
+        counts.append(n)
+    decode, reference = statistics.median(ours), statistics.median(theirs)
+    return {
+        "decode_tps": round(decode, 2),
+        "mlx_lm_decode_tps": round(reference, 2),
+        "decode_ratio_vs_mlx_lm": round(decode / reference, 3) if reference else None,
+        "decode_tokens": min(counts),
+        "decode_runs": args.repeats,
+    }
+
+
+def _section_constraints(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from engine.constraints.bench import run_constraint_bench
+
+    return run_constraint_bench(engine, args)
+
+
+def _section_trie(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from engine.bench_trie import run_trie_bench
+
+    return engine.run(lambda lm: run_trie_bench(lm.model, lm.tokenizer)).result()
+
+
+SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
+    "decode": bench_decode,
+    "constraints": _section_constraints,
+    "trie": _section_trie,
+}
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Run the chosen sections and print their figures (or one JSON object)."""
+    chosen = args.only or list(SECTIONS)
+    engine = Engine()
+    figures: dict[str, Any] = {}
+    try:
+        info = engine.load_model(args.model).result()
+        figures["model"] = info.name
+        for name in chosen:
+            if not args.json:
+                print(f"== {name}", file=sys.stderr, flush=True)
+            section = SECTIONS[name](engine, args)
+            figures.update(section)
+            if not args.json:
+                for key, value in section.items():
+                    print(f"{key:40s} {value}")
+    finally:
+        engine.close()
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    return 0

@@ -1,0 +1,172 @@
+"""Command line: `python -m engine chat | import-gguf | bench`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from engine.errors import CorralError
+from engine.types import ChatRequest, ConstraintSpec, LoadProgress, SamplingSettings, TextDelta
+
+
+def _progress_printer(enabled: bool):
+    last = [""]
+
+    def show(p: LoadProgress) -> None:
+        if enabled and p.stage != last[0]:
+            last[0] = p.stage
+            print(f"[{p.fraction:4.0%}] {p.stage}", file=sys.stderr, flush=True)
+
+    return show
+
+
+def _constraint_from_args(args: argparse.Namespace) -> ConstraintSpec | None:
+    from engine.constraints.sources import constraint_from_file, constraint_from_text
+
+    if args.json_schema:
+        return constraint_from_file(args.json_schema, kind="json_schema")
+    if args.grammar:
+        return constraint_from_file(args.grammar)
+    if args.regex:
+        return constraint_from_text(args.regex, kind="regex", name="regex")
+    return None
+
+
+def _tools_from_args(args: argparse.Namespace) -> list[dict] | None:
+    if not args.tools:
+        return None
+    from engine.tools import load_tools
+
+    return load_tools(args.tools)
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from engine.engine import Engine
+
+    messages = []
+    if args.system:
+        messages.append({"role": "system", "content": args.system})
+    messages.append({"role": "user", "content": args.prompt})
+    sampling = SamplingSettings(
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        min_p=args.min_p,
+        repetition_penalty=args.repetition_penalty,
+        seed=args.seed,
+        max_tokens=args.max_tokens,
+        stop=args.stop or [],
+    )
+    request = ChatRequest(
+        messages,
+        sampling,
+        constraint=_constraint_from_args(args),
+        tools=_tools_from_args(args),
+        tool_choice=args.tool_choice,
+    )
+    engine = Engine()
+    try:
+        engine.load_model(args.model, _progress_printer(not args.json)).result()
+        handle = engine.submit(request)
+        try:
+            for event in handle.events():
+                if isinstance(event, TextDelta) and not args.json:
+                    print(event.text, end="", flush=True)
+        except KeyboardInterrupt:
+            handle.cancel()
+        result = handle.result()
+    finally:
+        engine.close()
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print()
+        for call in result.tool_calls:
+            print(f"[tool call] {call.name}({json.dumps(call.arguments, ensure_ascii=False)})")
+        s = result.stats
+        print(
+            f"[{result.stop_reason.value}] {s.prompt_tokens} prompt tokens "
+            f"({s.cached_tokens} cached), {s.generated_tokens} generated, "
+            f"TTFT {s.ttft_s:.2f}s, {s.decode_tps:.1f} tok/s",
+            file=sys.stderr,
+        )
+    if result.error:
+        print(f"error: {result.error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_import_gguf(args: argparse.Namespace) -> int:
+    from engine.gguf_import import import_gguf
+    from engine.models import ensure_gguf_imported
+
+    def show(stage: str, fraction: float) -> None:
+        print(f"[{fraction:4.0%}] {stage}", file=sys.stderr, flush=True)
+
+    if args.out:
+        out = import_gguf(args.file, args.out, show)
+    else:
+        out = ensure_gguf_imported(args.file, show)
+    print(out)
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from engine.bench import run_bench
+
+    return run_bench(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    chat = sub.add_parser("chat", help="generate one reply and print it as it streams")
+    chat.add_argument("--model", default="default",
+                      help="'default', an MLX folder, a .gguf file or a Hugging Face repo id")
+    chat.add_argument("--prompt", required=True)
+    chat.add_argument("--system")
+    chat.add_argument("--max-tokens", type=int, default=256)
+    chat.add_argument("--temperature", type=float, default=0.7)
+    chat.add_argument("--top-p", type=float, default=1.0)
+    chat.add_argument("--top-k", type=int, default=0)
+    chat.add_argument("--min-p", type=float, default=0.0)
+    chat.add_argument("--repetition-penalty", type=float, default=1.0)
+    chat.add_argument("--seed", type=int)
+    chat.add_argument("--stop", action="append", help="stop string (repeatable)")
+    chat.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    group = chat.add_mutually_exclusive_group()
+    group.add_argument("--json-schema", metavar="FILE", help="constrain to a JSON schema file")
+    group.add_argument("--grammar", metavar="FILE",
+                       help="constrain to a .lark/.gbnf/.regex/.json file")
+    group.add_argument("--regex", metavar="R", help="constrain to a regular expression")
+    chat.add_argument("--tools", metavar="FILE", help="tool definitions (OpenAI format, .json)")
+    chat.add_argument("--tool-choice", default="auto", help="auto, required, none or a tool name")
+    chat.set_defaults(func=cmd_chat)
+
+    imp = sub.add_parser("import-gguf", help="convert a llama GGUF file into an MLX model folder")
+    imp.add_argument("file", type=Path)
+    imp.add_argument("out", type=Path, nargs="?",
+                     help="output folder (default: the model cache)")
+    imp.set_defaults(func=cmd_import_gguf)
+
+    bench = sub.add_parser("bench", help="measure the engine against mlx-lm, side by side")
+    bench.add_argument("--model", default="default")
+    bench.add_argument("--tokens", type=int, default=64, help="tokens to decode per run")
+    bench.add_argument("--repeats", type=int, default=3)
+    bench.add_argument("--only", action="append",
+                       help="run only these sections (decode, constraints, trie); repeatable")
+    bench.add_argument("--json", action="store_true", help="print one JSON object")
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CorralError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
