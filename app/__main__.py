@@ -1,0 +1,84 @@
+"""Start Corral: `python -m app [--model SPEC] [--data-dir DIR]`.
+
+The window is shown first and the model loads on the engine thread afterwards, so the app
+is on screen (and usable: messages wait for the model) within a moment of launch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+_LAUNCHED = time.perf_counter()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="corral", description="Corral: local LLM chat")
+    parser.add_argument("--model", default=None,
+                        help='"default", an MLX model folder, a .gguf file or a Hugging Face '
+                             "repo id (default: the last model used, else the default model)")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="where the conversation database lives (default: the user's "
+                             "data folder)")
+    parser.add_argument("--self-test", action="store_true",
+                        help="check that the app and its engine run, then exit")
+    parser.add_argument("--report-startup", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("files", nargs="*", help="grammar or schema files to constrain with")
+    return parser.parse_args(argv)
+
+
+def _self_test(args: argparse.Namespace) -> int:
+    """Hook for the packaging checks (app/self_test.py provides `run_self_test(args)`)."""
+    try:
+        from app.self_test import run_self_test  # type: ignore[import-not-found]
+    except ImportError:
+        print("corral: the self-test is not part of this build", file=sys.stderr)
+        return 2
+    return int(run_self_test(args))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.self_test:
+        return _self_test(args)
+
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from app.application import create_application
+    from app.jobs.engine_bridge import EngineBridge
+    from app.paths import default_data_dir
+    from app.store import Store
+    from app.views.main_window import MainWindow
+
+    app, file_opener = create_application(sys.argv[:1])
+    store = Store.open(args.data_dir or default_data_dir())
+    bridge = EngineBridge()
+    window = MainWindow(store, bridge)
+    file_opener.attach(window.open_files)
+    window.show()
+    spec = args.model or store.get_setting("model_spec") or "default"
+    QTimer.singleShot(0, lambda: window.load_model(spec))
+    if args.files:
+        files = [str(Path(f).resolve()) for f in args.files]
+        QTimer.singleShot(0, lambda: window.open_files(files))
+    if args.report_startup:  # used by benchmarks/gui_bench.py
+        def report() -> None:
+            print(json.dumps({"shown_s": time.perf_counter() - _LAUNCHED,
+                              "model_loading": bridge.loading or bridge.model_info is None}),
+                  flush=True)
+            QApplication.quit()
+
+        QTimer.singleShot(0, report)
+    code = app.exec()
+    window.save_state()
+    bridge.close()
+    store.close()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

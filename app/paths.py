@@ -1,0 +1,27 @@
+"""Where the app keeps its data and finds its bundled resources."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "Corral"
+
+
+def default_data_dir() -> Path:
+    """The user's data folder (the conversation database lives here)."""
+    return Path(platformdirs.user_data_dir(APP_NAME, APP_NAME))
+
+
+def resources_dir() -> Path:
+    """The `resources/` folder: next to the package, or inside a PyInstaller bundle."""
+    bundle = getattr(sys, "_MEIPASS", None)
+    if bundle and (Path(bundle) / "resources").is_dir():
+        return Path(bundle) / "resources"
+    return Path(__file__).resolve().parents[1] / "resources"
+
+
+def icon_path(name: str) -> Path:
+    return resources_dir() / "icons" / name

@@ -1,0 +1,284 @@
+"""Conversations as message trees, app settings and presets, kept in SQLite.
+
+Every message has a parent; editing a message or regenerating a reply adds a sibling, so
+old branches stay. A conversation points at its active leaf, and the active path is the
+chain from the root to that leaf. Each message remembers when it was last on the active
+path, so switching back to a branch returns to where the user left it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from app.store.db import connect
+from app.store.records import ChatSettings, Conversation, Message, ToolsConfig
+
+DB_NAME = "corral.sqlite3"
+DEFAULT_TITLE = "New chat"
+
+
+def _like(query: str) -> str:
+    escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+class Store:
+    """The app's database. Use from one thread (the GUI thread)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.db: sqlite3.Connection = connect(path)
+
+    @classmethod
+    def open(cls, data_dir: str | Path) -> Store:
+        store = cls(Path(data_dir) / DB_NAME)
+        store.seed_presets()
+        return store
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ---- conversations ----
+
+    def _conversation(self, row: sqlite3.Row) -> Conversation:
+        return Conversation(
+            id=row["id"],
+            title=row["title"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            active_leaf_id=row["active_leaf_id"],
+            settings=ChatSettings.from_dict(json.loads(row["settings"])),
+            constraint=json.loads(row["constraint_spec"]) if row["constraint_spec"] else None,
+            tools=ToolsConfig.from_dict(json.loads(row["tools"])),
+        )
+
+    def create_conversation(
+        self, title: str = DEFAULT_TITLE, settings: ChatSettings | None = None
+    ) -> Conversation:
+        now = time.time()
+        cur = self.db.execute(
+            "INSERT INTO conversations (title, created_at, updated_at, settings) VALUES (?,?,?,?)",
+            (title, now, now, json.dumps((settings or ChatSettings()).to_dict())),
+        )
+        return self.conversation(cur.lastrowid)  # type: ignore[return-value]
+
+    def conversation(self, conversation_id: int) -> Conversation | None:
+        row = self.db.execute(
+            "SELECT * FROM conversations WHERE id = ?", (conversation_id,)
+        ).fetchone()
+        return self._conversation(row) if row else None
+
+    def conversations(self, query: str = "") -> list[Conversation]:
+        """All conversations, most recently changed first; `query` matches title or content."""
+        if not query.strip():
+            rows = self.db.execute(
+                "SELECT * FROM conversations ORDER BY updated_at DESC, id DESC"
+            ).fetchall()
+        else:
+            pattern = _like(query.strip())
+            rows = self.db.execute(
+                "SELECT * FROM conversations c WHERE c.title LIKE ?1 ESCAPE '\\' OR EXISTS ("
+                " SELECT 1 FROM messages m WHERE m.conversation_id = c.id"
+                " AND m.content LIKE ?1 ESCAPE '\\')"
+                " ORDER BY updated_at DESC, id DESC",
+                (pattern,),
+            ).fetchall()
+        return [self._conversation(r) for r in rows]
+
+    def _touch(self, conversation_id: int) -> None:
+        self.db.execute(
+            "UPDATE conversations SET updated_at = ? WHERE id = ?", (time.time(), conversation_id)
+        )
+
+    def rename_conversation(self, conversation_id: int, title: str) -> None:
+        self.db.execute(
+            "UPDATE conversations SET title = ? WHERE id = ?",
+            (title.strip() or DEFAULT_TITLE, conversation_id),
+        )
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        self.db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def set_chat_settings(self, conversation_id: int, settings: ChatSettings) -> None:
+        self.db.execute(
+            "UPDATE conversations SET settings = ? WHERE id = ?",
+            (json.dumps(settings.to_dict()), conversation_id),
+        )
+
+    def set_constraint(self, conversation_id: int, constraint: dict[str, Any] | None) -> None:
+        self.db.execute(
+            "UPDATE conversations SET constraint_spec = ? WHERE id = ?",
+            (json.dumps(constraint) if constraint else None, conversation_id),
+        )
+
+    def set_tools(self, conversation_id: int, tools: ToolsConfig) -> None:
+        self.db.execute(
+            "UPDATE conversations SET tools = ? WHERE id = ?",
+            (json.dumps(tools.to_dict()), conversation_id),
+        )
+
+    # ---- messages ----
+
+    def _message(self, row: sqlite3.Row) -> Message:
+        return Message(
+            id=row["id"],
+            conversation_id=row["conversation_id"],
+            parent_id=row["parent_id"],
+            role=row["role"],
+            content=row["content"],
+            meta=json.loads(row["meta"]),
+            created_at=row["created_at"],
+        )
+
+    def message(self, message_id: int) -> Message | None:
+        row = self.db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+        return self._message(row) if row else None
+
+    def add_message(
+        self,
+        conversation_id: int,
+        parent_id: int | None,
+        role: str,
+        content: str,
+        meta: dict[str, Any] | None = None,
+    ) -> Message:
+        """Add a message under `parent_id` (None: a new root) and make it the active leaf."""
+        now = time.time()
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            cur = self.db.execute(
+                "INSERT INTO messages (conversation_id, parent_id, role, content, meta,"
+                " created_at, visited_at) VALUES (?,?,?,?,?,?,?)",
+                (conversation_id, parent_id, role, content, json.dumps(meta or {}), now, now),
+            )
+            message_id = cur.lastrowid
+            self._set_leaf(conversation_id, message_id, now)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return self.message(message_id)  # type: ignore[arg-type,return-value]
+
+    def update_meta(self, message_id: int, meta: dict[str, Any]) -> None:
+        self.db.execute("UPDATE messages SET meta = ? WHERE id = ?", (json.dumps(meta), message_id))
+
+    def children(self, conversation_id: int, parent_id: int | None) -> list[Message]:
+        rows = self.db.execute(
+            "SELECT * FROM messages WHERE conversation_id = ? AND parent_id IS ?"
+            " ORDER BY created_at, id",
+            (conversation_id, parent_id),
+        ).fetchall()
+        return [self._message(r) for r in rows]
+
+    def siblings(self, message: Message) -> list[Message]:
+        """The alternatives at `message`'s place in the tree (itself included), oldest first."""
+        return self.children(message.conversation_id, message.parent_id)
+
+    def active_path(self, conversation_id: int) -> list[Message]:
+        """The messages from the root to the active leaf."""
+        conv = self.conversation(conversation_id)
+        if conv is None or conv.active_leaf_id is None:
+            return []
+        rows = self.db.execute(
+            "WITH RECURSIVE path(id, parent_id, depth) AS ("
+            " SELECT id, parent_id, 0 FROM messages WHERE id = ?"
+            " UNION ALL SELECT m.id, m.parent_id, path.depth + 1"
+            " FROM messages m JOIN path ON m.id = path.parent_id)"
+            " SELECT messages.* FROM path JOIN messages ON messages.id = path.id"
+            " ORDER BY path.depth DESC",
+            (conv.active_leaf_id,),
+        ).fetchall()
+        return [self._message(r) for r in rows]
+
+    def select_branch(self, message_id: int) -> None:
+        """Make the branch through `message_id` active, down to its last visited leaf."""
+        message = self.message(message_id)
+        if message is None:
+            return
+        leaf = message.id
+        while True:
+            row = self.db.execute(
+                "SELECT id FROM messages WHERE parent_id = ? ORDER BY visited_at DESC, id DESC"
+                " LIMIT 1",
+                (leaf,),
+            ).fetchone()
+            if row is None:
+                break
+            leaf = row["id"]
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self._set_leaf(message.conversation_id, leaf, time.time())
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def set_active_leaf(self, conversation_id: int, message_id: int | None) -> None:
+        """Point the conversation at `message_id` (None: an empty path, e.g. before a new root)."""
+        if message_id is None:
+            self.db.execute(
+                "UPDATE conversations SET active_leaf_id = NULL WHERE id = ?", (conversation_id,)
+            )
+        else:
+            self.select_branch(message_id)
+
+    def _set_leaf(self, conversation_id: int, leaf_id: int, now: float) -> None:
+        self.db.execute(
+            "WITH RECURSIVE path(id, parent_id) AS ("
+            " SELECT id, parent_id FROM messages WHERE id = ?"
+            " UNION ALL SELECT m.id, m.parent_id FROM messages m"
+            " JOIN path ON m.id = path.parent_id)"
+            " UPDATE messages SET visited_at = ? WHERE id IN (SELECT id FROM path)",
+            (leaf_id, now),
+        )
+        self.db.execute(
+            "UPDATE conversations SET active_leaf_id = ?, updated_at = ? WHERE id = ?",
+            (leaf_id, now, conversation_id),
+        )
+
+    # ---- app settings ----
+
+    def get_setting(self, key: str, default: Any = None) -> Any:
+        row = self.db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+        return json.loads(row["value"]) if row else default
+
+    def set_setting(self, key: str, value: Any) -> None:
+        self.db.execute(
+            "INSERT INTO settings (key, value) VALUES (?, ?)"
+            " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, json.dumps(value)),
+        )
+
+    # ---- presets ----
+
+    def presets(self) -> dict[str, str]:
+        rows = self.db.execute("SELECT name, system_prompt FROM presets ORDER BY name").fetchall()
+        return {r["name"]: r["system_prompt"] for r in rows}
+
+    def save_preset(self, name: str, system_prompt: str) -> None:
+        self.db.execute(
+            "INSERT INTO presets (name, system_prompt) VALUES (?, ?)"
+            " ON CONFLICT(name) DO UPDATE SET system_prompt = excluded.system_prompt",
+            (name, system_prompt),
+        )
+
+    def delete_preset(self, name: str) -> None:
+        self.db.execute("DELETE FROM presets WHERE name = ?", (name,))
+
+    def seed_presets(self) -> None:
+        """Add the bundled presets once, on first run (a user may delete them later)."""
+        if self.get_setting("presets_seeded"):
+            return
+        from app.paths import resources_dir
+
+        for path in sorted((resources_dir() / "presets").glob("*.json")):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                self.save_preset(str(data["name"]), str(data["system_prompt"]))
+            except (OSError, ValueError, KeyError):
+                continue  # a damaged bundled preset must not stop the app
+        self.set_setting("presets_seeded", True)

@@ -1,0 +1,98 @@
+"""Tool definitions for the GUI: validate edited JSON, list and run the built-in tools.
+
+Validation is the engine's (engine.tools); built-in tools come from the engine when it
+provides them (engine.tools.builtins), so the panel simply shows none until then.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from app.store.records import ToolsConfig
+
+
+class ToolsError(ValueError):
+    """Tool definitions the user wrote or loaded are not usable; the message says why."""
+
+
+def parse_tools_text(text: str, source: str = "") -> list[dict[str, Any]]:
+    """Validate tool definitions given as JSON text; return them in the OpenAI format."""
+    from engine.tools.definitions import ToolDefinitionError, validate_tools
+
+    prefix = f"{source}: " if source else ""
+    if not text.strip():
+        return []
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ToolsError(
+            f"{prefix}invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    try:
+        specs = validate_tools(data, source)
+    except ToolDefinitionError as exc:
+        raise ToolsError(str(exc)) from None
+    return [spec.to_openai() for spec in specs]
+
+
+def looks_like_tools(path: str) -> bool:
+    """Whether a .json file holds tool definitions (rather than a JSON schema)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.loads(f.read(4 * 1024 * 1024))
+    except (OSError, ValueError):
+        return False
+    if isinstance(data, dict) and isinstance(data.get("tools"), list):
+        return True
+    items = data if isinstance(data, list) else [data]
+    return bool(items) and all(
+        isinstance(t, dict) and (t.get("type") == "function" or "function" in t) for t in items
+    )
+
+
+def _builtins_module() -> Any:
+    try:
+        from engine.tools import builtins  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return builtins
+
+
+def builtin_tools() -> list[dict[str, Any]]:
+    """The engine's built-in tools in the OpenAI format ([] when it has none)."""
+    module = _builtins_module()
+    if module is None:
+        return []
+    for name in ("builtin_tools", "builtin_definitions", "definitions"):
+        fn = getattr(module, name, None)
+        if callable(fn):
+            tools = fn()
+            return [t.to_openai() if hasattr(t, "to_openai") else t for t in tools]
+    tools = getattr(module, "BUILTIN_TOOLS", None)
+    return list(tools) if isinstance(tools, (list, tuple)) else []
+
+
+def builtin_names() -> list[str]:
+    return [t["function"]["name"] for t in builtin_tools()]
+
+
+def run_builtin(name: str, arguments: dict[str, Any]) -> str:
+    """Run a built-in tool; its result (or error) as text for the tool message."""
+    module = _builtins_module()
+    if module is None or not hasattr(module, "run_builtin"):
+        raise ToolsError("built-in tools are not available in this engine")
+    result = module.run_builtin(name, arguments)
+    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+
+
+def enabled_tool_definitions(config: ToolsConfig) -> list[dict[str, Any]]:
+    """The tools a request offers: the user's definitions plus the enabled built-ins."""
+    tools = list(config.definitions)
+    names = {t.get("function", t).get("name") for t in tools}
+    if config.builtins:
+        for tool in builtin_tools():
+            name = tool["function"]["name"]
+            if name in config.builtins and name not in names:
+                tools.append(tool)
+    return tools

@@ -1,0 +1,78 @@
+"""The menu bar, with the platform's standard shortcuts (Cmd on macOS, Ctrl elsewhere)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMenu
+
+Key = QKeySequence.StandardKey
+
+
+def _action(menu: QMenu, text: str, slot: Callable[[], Any], *shortcuts: Any,
+            role: QAction.MenuRole | None = None) -> QAction:
+    action = QAction(text, menu)
+    keys: list[QKeySequence] = []
+    for shortcut in shortcuts:
+        if isinstance(shortcut, QKeySequence.StandardKey):
+            keys += QKeySequence.keyBindings(shortcut)
+        else:
+            keys.append(QKeySequence(shortcut))
+    action.setShortcuts(keys)
+    if role is not None:
+        action.setMenuRole(role)
+    action.triggered.connect(lambda _checked=False: slot())
+    menu.addAction(action)
+    return action
+
+
+def build_menus(window: Any) -> dict[str, QAction]:
+    """Create the menus of `window` (a MainWindow); return the actions by name."""
+    bar = window.menuBar()
+    acts: dict[str, QAction] = {}
+    file = bar.addMenu("&File")
+    acts["new"] = _action(file, "&New Chat", window.new_chat, Key.New)
+    acts["constrain_file"] = _action(file, "Open &Constraint…", window.choose_constraint_file,
+                                     Key.Open)
+    acts["load_tools"] = _action(file, "Load &Tools…", window.choose_tools_file)
+    file.addSeparator()
+    acts["export_md"] = _action(file, "Export as &Markdown…", lambda: window.export("md"))
+    acts["export_json"] = _action(file, "Export as &JSON…", lambda: window.export("json"))
+    file.addSeparator()
+    acts["close"] = _action(file, "&Close Window", window.close, Key.Close)
+    acts["quit"] = _action(file, "&Quit", window.quit, Key.Quit,
+                           role=QAction.MenuRole.QuitRole)
+
+    edit = bar.addMenu("&Edit")
+    acts["find"] = _action(edit, "&Find Chats", window.focus_search, Key.Find)
+    acts["preferences"] = _action(edit, "&Preferences…", window.show_preferences,
+                                  Key.Preferences, "Ctrl+,",
+                                  role=QAction.MenuRole.PreferencesRole)
+
+    chat = bar.addMenu("&Chat")
+    acts["stop"] = _action(chat, "&Stop", window.stop, "Esc", "Ctrl+.")
+    acts["regenerate"] = _action(chat, "&Regenerate Reply", window.regenerate, "Ctrl+R")
+    chat.addSeparator()
+    acts["constrain_editor"] = _action(chat, "Write a &Grammar…", window.open_constraint_editor,
+                                       "Ctrl+G")
+    acts["remove_constraint"] = _action(chat, "Remove Constraint", window.remove_constraint)
+    chat.addSeparator()
+    acts["rename"] = _action(chat, "Re&name Chat…", window.rename_chat)
+    acts["delete"] = _action(chat, "&Delete Chat…", window.delete_chat)
+
+    model = bar.addMenu("&Model")
+    _action(model, "&Default Model", lambda: window.load_model("default"))
+    _action(model, "Open MLX Model &Folder…", window.model_bar.choose_folder)
+    _action(model, "Import &GGUF…", window.model_bar.choose_gguf)
+    _action(model, "Hugging Face &Repo…", window.model_bar.repo.setFocus)
+
+    view = bar.addMenu("&View")
+    view.addAction(window.settings_dock.toggleViewAction())
+    view.addAction(window.tools_dock.toggleViewAction())
+    acts["sidebar"] = _action(view, "Toggle &Sidebar", window.toggle_sidebar, "Ctrl+Shift+S")
+
+    help_menu = bar.addMenu("&Help")
+    _action(help_menu, "&About Corral", window.about, role=QAction.MenuRole.AboutRole)
+    return acts

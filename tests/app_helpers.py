@@ -1,0 +1,89 @@
+"""Shared pieces for the GUI tests (tests/test_app_*.py): offscreen Qt, a real Engine with
+the tiny random model, and a MainWindow on a temporary data folder."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+import engine  # noqa: E402,F401  (OpenBLAS before MLX)
+
+REPO = Path(__file__).resolve().parents[1]
+SCREENSHOTS = REPO / "artifacts" / "screenshots"
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from engine.models import ensure_default_model
+    from engine.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny"), ensure_default_model())
+
+
+@pytest.fixture(scope="module")
+def tiny_engine(tiny_model_dir: Path):
+    """One real Engine per test module, with the tiny model loaded."""
+    from engine.engine import Engine
+
+    eng = Engine()
+    eng.load_model(str(tiny_model_dir)).result(timeout=120)
+    yield eng
+    eng.close()
+
+
+def make_window(qtbot, data_dir: Path, eng):
+    """A shown MainWindow over `eng` (already loaded) and a store in `data_dir`."""
+    from app.jobs.engine_bridge import EngineBridge
+    from app.store import Store
+    from app.views.main_window import MainWindow
+
+    store = Store.open(data_dir)
+    window = MainWindow(store, EngineBridge(eng))
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    return window
+
+
+def close_window(window) -> None:
+    """Close without stopping the shared engine."""
+    if window.controller.busy:
+        window.controller.stop()
+    window.close()
+    window.store.close()
+
+
+def wait_idle(qtbot, window, timeout: int = 60_000) -> None:
+    qtbot.waitUntil(lambda: not window.controller.busy, timeout=timeout)
+
+
+# The tiny random model repeats its input token unless sampled very hot; at this
+# temperature it streams varied (random) words, which is what GUI tests need.
+TINY_TEMPERATURE = 10.0
+
+
+def set_sampling(window, **changes) -> None:
+    """Change the open conversation's settings (stored, and shown in the panel)."""
+    from dataclasses import replace
+
+    conv = window.controller.conversation
+    settings = replace(conv.settings, **changes)
+    window.store.set_chat_settings(conv.id, settings)
+    window.settings_panel.set_settings(settings)
+
+
+def screenshot(widget, name: str) -> Path:
+    """Save `widget` as artifacts/screenshots/NAME.png once pending layouts have run."""
+    from PySide6.QtWidgets import QApplication
+
+    for _ in range(3):
+        QApplication.processEvents()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    widget.grab().save(str(path))
+    return path

@@ -1,0 +1,122 @@
+"""The chat window with a real engine (tiny random model): streaming, stop, regenerate,
+edit-and-branch, branch switching, persistence across a restart."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from app_helpers import (  # noqa: E402
+    TINY_TEMPERATURE,
+    close_window,
+    make_window,
+    screenshot,
+    set_sampling,
+    tiny_engine,  # noqa: F401
+    tiny_model_dir,  # noqa: F401
+    wait_idle,
+)
+from PySide6.QtCore import Qt  # noqa: E402
+
+
+def test_send_streams_a_rendered_reply(qtbot, tmp_path, tiny_engine):  # noqa: F811
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=120, seed=1)
+    deltas: list[str] = []
+    window.controller.replyText.connect(deltas.append)
+    window.composer.edit.setPlainText("Tell me a story")
+    qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
+    assert window.composer.edit.toPlainText() == ""
+    assert window.controller.busy and window.composer.button.text() == "Stop"
+    wait_idle(qtbot, window)
+    assert len(deltas) > 1  # the text arrived in pieces, not at the end
+    widgets = window.chat.message_widgets()
+    assert [w.message.role for w in widgets] == ["user", "assistant"]
+    reply = widgets[1]
+    assert reply.message.content and reply.body.toPlainText().strip()
+    assert "tok/s" in reply.stats.text() and "prompt tokens cached" in reply.stats.text()
+    assert window.sidebar.titles() == ["Tell me a story"]
+    screenshot(window, "chat_reply")
+    close_window(window)
+
+
+def _send(qtbot, window, text: str) -> None:
+    window.composer.edit.setPlainText(text)
+    qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
+    assert window.controller.busy
+
+
+def test_stop_mid_reply_with_escape(qtbot, tmp_path, tiny_engine):  # noqa: F811
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=4000, seed=2)
+    _send(qtbot, window, "Write a very long essay")
+    qtbot.waitUntil(lambda: len(window.chat.reply_text_shown) > 20, timeout=30_000)
+    screenshot(window, "chat_streaming")
+    qtbot.keyClick(window, Qt.Key.Key_Escape)
+    wait_idle(qtbot, window, timeout=10_000)
+    reply = window.chat.message_widgets()[-1]
+    assert reply.message.meta["stop_reason"] == "cancelled"
+    assert 0 < reply.message.meta["stats"]["generated_tokens"] < 4000
+    assert "Stopped" in reply.status.text()
+    assert window.composer.button.text() == "Send"
+    close_window(window)
+
+
+def test_stop_during_prompt_processing(qtbot, tmp_path, tiny_engine):  # noqa: F811
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=4000)
+    _send(qtbot, window, "word " * 3000)  # a long prompt: stop lands before any text
+    window.composer.button.click()  # the Send button reads Stop while busy
+    wait_idle(qtbot, window, timeout=10_000)
+    roles = [w.message.role for w in window.chat.message_widgets()]
+    assert roles == ["user"]  # no reply was kept, the question is
+    assert "Stopped" in window.notice.text()
+    close_window(window)
+
+
+def test_regenerate_keeps_the_old_reply_as_a_branch(qtbot, tmp_path, tiny_engine):  # noqa: F811
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=20)
+    _send(qtbot, window, "Hello")
+    wait_idle(qtbot, window)
+    first = window.chat.message_widgets()[-1].message
+    window.chat.message_widgets()[-1].actions["Regenerate"].click()
+    wait_idle(qtbot, window)
+    widgets = window.chat.message_widgets()
+    second = widgets[-1].message
+    assert len(widgets) == 2 and second.id != first.id and second.parent_id == first.parent_id
+    assert widgets[-1].switcher is not None and widgets[-1].switcher.label.text() == "2/2"
+    widgets[-1].switcher.previous.click()
+    shown = window.chat.message_widgets()[-1]
+    assert shown.message.id == first.id and shown.switcher.label.text() == "1/2"
+    assert shown.body.markdown == first.content
+    close_window(window)
+
+
+def test_edit_branches_and_switches_back(qtbot, tmp_path, tiny_engine):  # noqa: F811
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=12)
+    _send(qtbot, window, "first question")
+    wait_idle(qtbot, window)
+    _send(qtbot, window, "follow-up")
+    wait_idle(qtbot, window)
+    assert len(window.chat.message_widgets()) == 4
+    user = window.chat.message_widgets()[0]
+    user.actions["Edit"].click()
+    assert user.editor is not None
+    user.editor.setPlainText("first question, edited")
+    screenshot(window, "chat_editing")
+    qtbot.keyClick(user.editor, Qt.Key.Key_Return)
+    wait_idle(qtbot, window)
+    widgets = window.chat.message_widgets()
+    assert [w.message.content for w in widgets][0] == "first question, edited"
+    assert len(widgets) == 2 and widgets[0].switcher.label.text() == "2/2"
+    screenshot(window, "chat_branch")
+    widgets[0].switcher.previous.click()  # back to the original branch, down to its end
+    widgets = window.chat.message_widgets()
+    assert [w.message.content for w in widgets][::2] == ["first question", "follow-up"]
+    assert widgets[0].switcher.label.text() == "1/2"
+    widgets[0].switcher.next.click()
+    assert window.chat.message_widgets()[0].message.content == "first question, edited"
+    close_window(window)
