@@ -94,7 +94,7 @@ def ensure_default_model(on_progress: ProgressFn | None = None) -> Path:
 def _check_mlx_folder(folder: Path) -> None:
     if not (folder / "config.json").exists():
         raise ModelLoadError(f"{folder}: not a model folder (no config.json)")
-    if not any(folder.glob(pattern) for pattern in _WEIGHT_GLOBS):
+    if not any(any(folder.glob(pattern)) for pattern in _WEIGHT_GLOBS):
         raise ModelLoadError(f"{folder}: no weights (*.safetensors) in the model folder")
 
 

@@ -1,0 +1,56 @@
+"""Shared fixtures: the real default model, a tiny random model with the same tokenizer,
+and engines loaded with each. Model folders are built once per test session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import engine  # noqa: E402,F401  (preloads OpenBLAS before MLX)
+import pytest  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+DATASETS = REPO.parent / "shared" / "datasets"
+
+
+@pytest.fixture(scope="session")
+def default_model_dir() -> Path:
+    from engine.models import ensure_default_model
+
+    return ensure_default_model()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path) -> Path:
+    from engine.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), default_model_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_engine(tiny_model_dir: Path):
+    from engine.engine import Engine
+
+    eng = Engine()
+    eng.load_model(str(tiny_model_dir)).result()
+    yield eng
+    eng.close()
+
+
+@pytest.fixture(scope="session")
+def default_engine(default_model_dir: Path):
+    from engine.engine import Engine
+
+    eng = Engine()
+    eng.load_model("default").result()
+    yield eng
+    eng.close()
+
+
+@pytest.fixture(scope="session")
+def default_gguf() -> Path:
+    from engine.models import default_gguf_path
+
+    return default_gguf_path()
