@@ -8,8 +8,9 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import engine  # noqa: E402,F401  (preloads OpenBLAS before MLX)
 import pytest  # noqa: E402
+
+import engine  # noqa: E402,F401  (preloads OpenBLAS before MLX)
 
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = REPO.parent / "shared" / "datasets"

@@ -1,0 +1,137 @@
+"""The engine's request loop on the tiny model: streaming, cancellation, stop conditions."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from engine.engine import Engine
+from engine.types import (
+    ChatRequest,
+    Finished,
+    PrefillProgress,
+    SamplingSettings,
+    StopReason,
+    TextDelta,
+)
+
+
+def _request(text: str = "Hello there", **sampling) -> ChatRequest:
+    sampling.setdefault("temperature", 0.0)
+    return ChatRequest([{"role": "user", "content": text}], SamplingSettings(**sampling))
+
+
+def test_streams_deltas_then_one_finished_event(tiny_engine: Engine) -> None:
+    events = list(tiny_engine.submit(_request(max_tokens=12)).events(timeout=60))
+    assert isinstance(events[-1], Finished)
+    assert sum(isinstance(e, Finished) for e in events) == 1
+    result = events[-1].result
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text == result.text and text
+    assert result.stop_reason in (StopReason.LENGTH, StopReason.EOS)
+    stats = result.stats
+    assert stats.prompt_tokens > 5 and 0 < stats.generated_tokens <= 12
+    assert stats.ttft_s > 0 and stats.total_s >= stats.ttft_s
+
+
+def test_max_tokens_stops_with_length(tiny_engine: Engine) -> None:
+    result = tiny_engine.chat(_request(max_tokens=5))
+    assert result.stats.generated_tokens == 5
+    assert result.stop_reason == StopReason.LENGTH
+
+
+def test_stop_string_cuts_the_reply(tiny_engine: Engine) -> None:
+    free = tiny_engine.chat(_request(max_tokens=16))
+    assert len(free.text) > 6
+    stop = free.text[3:6]
+    result = tiny_engine.chat(_request(max_tokens=16, stop=[stop]))
+    assert result.stop_reason == StopReason.STOP_STRING
+    assert result.text == free.text[: free.text.find(stop)]
+    assert stop not in result.text
+
+
+def test_same_seed_same_text(tiny_engine: Engine) -> None:
+    a = tiny_engine.chat(_request(max_tokens=16, temperature=1.5, seed=7))
+    b = tiny_engine.chat(_request(max_tokens=16, temperature=1.5, seed=7))
+    c = tiny_engine.chat(_request(max_tokens=16, temperature=1.5, seed=8))
+    assert a.text == b.text
+    assert a.text != c.text
+
+
+def test_cancel_during_prefill_ends_within_one_chunk(tiny_engine: Engine) -> None:
+    long_prompt = " ".join(f"word{i}" for i in range(1500))  # several prefill chunks
+    progress: list[PrefillProgress] = []
+    handle_box: list = []
+
+    def on_event(event) -> None:
+        if isinstance(event, PrefillProgress):
+            progress.append(event)
+            handle_box[0].cancel()  # cancel as soon as the first chunk is done
+
+    handle = tiny_engine.submit(_request(long_prompt, max_tokens=5), on_event=on_event)
+    handle_box.append(handle)
+    result = handle.result(timeout=120)
+    assert result.stop_reason == StopReason.CANCELLED
+    assert result.stats.generated_tokens == 0
+    assert len(progress) == 1 and progress[0].done < progress[0].total
+    # The engine is ready for the next request.
+    assert tiny_engine.chat(_request(max_tokens=3)).stop_reason == StopReason.LENGTH
+
+
+def test_cancel_during_decoding(tiny_engine: Engine) -> None:
+    handle_box: list = []
+
+    def on_event(event) -> None:
+        if isinstance(event, TextDelta):
+            handle_box[0].cancel()
+
+    handle = tiny_engine.submit(_request(max_tokens=200), on_event=on_event)
+    handle_box.append(handle)
+    result = handle.result(timeout=120)
+    assert result.stop_reason == StopReason.CANCELLED
+    assert 1 <= result.stats.generated_tokens <= 3
+    assert tiny_engine.chat(_request(max_tokens=3)).stop_reason == StopReason.LENGTH
+
+
+def test_cancel_from_another_thread_while_queued(tiny_engine: Engine) -> None:
+    gate = threading.Event()
+    tiny_engine.run(lambda lm: gate.wait(30))  # keep the engine busy
+    handle = tiny_engine.submit(_request(max_tokens=50))
+    handle.cancel()
+    gate.set()
+    assert handle.result(timeout=60).stop_reason == StopReason.CANCELLED
+
+
+def test_bad_settings_are_an_error_result_not_a_crash(tiny_engine: Engine) -> None:
+    result = tiny_engine.chat(_request(top_p=0.0))
+    assert result.stop_reason == StopReason.ERROR
+    assert "top_p" in result.error
+    assert tiny_engine.chat(_request(max_tokens=2)).stats.generated_tokens == 2
+
+
+def test_no_model_loaded_is_an_error() -> None:
+    eng = Engine()
+    try:
+        result = eng.chat(_request(max_tokens=2))
+        assert result.stop_reason == StopReason.ERROR
+        assert "no model" in result.error
+    finally:
+        eng.close()
+
+
+def test_missing_model_folder_fails_the_load(tmp_path) -> None:
+    from engine.errors import ModelLoadError
+
+    eng = Engine()
+    try:
+        with pytest.raises(ModelLoadError, match="no such model folder"):
+            eng.load_model(str(tmp_path / "missing")).result(timeout=60)
+    finally:
+        eng.close()
+
+
+def test_sampling_options_run(tiny_engine: Engine) -> None:
+    result = tiny_engine.chat(_request(max_tokens=8, temperature=0.9, top_p=0.9, top_k=20,
+                                       min_p=0.05, repetition_penalty=1.3, seed=1))
+    assert result.stats.generated_tokens == 8
