@@ -105,7 +105,11 @@ def cmd_import_gguf(args: argparse.Namespace) -> int:
     def show(stage: str, fraction: float) -> None:
         print(f"[{fraction:4.0%}] {stage}", file=sys.stderr, flush=True)
 
-    if args.out:
+    if str(args.file) == "default":
+        from engine.models import ensure_default_model
+
+        out = ensure_default_model(show)
+    elif args.out:
         out = import_gguf(args.file, args.out, show)
     else:
         out = ensure_gguf_imported(args.file, show)
@@ -147,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.set_defaults(func=cmd_chat)
 
     imp = sub.add_parser("import-gguf", help="convert a llama GGUF file into an MLX model folder")
-    imp.add_argument("file", type=Path)
+    imp.add_argument("file", type=Path, help="a .gguf file, or 'default' for the embedded model")
     imp.add_argument("out", type=Path, nargs="?",
                      help="output folder (default: the model cache)")
     imp.set_defaults(func=cmd_import_gguf)
