@@ -1,5 +1,5 @@
-"""Shared pieces for the GUI tests (tests/test_app_*.py): offscreen Qt, a real Engine with
-the tiny random model, and a MainWindow on a temporary data folder."""
+"""Shared pieces for the GUI tests (tests/test_app_*.py): offscreen Qt and a MainWindow on
+a temporary data folder over a real Engine (conftest's `tiny_engine` / `default_engine`)."""
 
 from __future__ import annotations
 
@@ -9,31 +9,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from pathlib import Path  # noqa: E402
 
-import pytest  # noqa: E402
-
 import engine  # noqa: E402,F401  (OpenBLAS before MLX)
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
-
-
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from engine.models import ensure_default_model
-    from engine.tiny_model import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny"), ensure_default_model())
-
-
-@pytest.fixture(scope="module")
-def tiny_engine(tiny_model_dir: Path):
-    """One real Engine per test module, with the tiny model loaded."""
-    from engine.engine import Engine
-
-    eng = Engine()
-    eng.load_model(str(tiny_model_dir)).result(timeout=120)
-    yield eng
-    eng.close()
 
 
 def make_window(qtbot, data_dir: Path, eng):

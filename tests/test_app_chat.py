@@ -13,14 +13,12 @@ from app_helpers import (  # noqa: E402
     make_window,
     screenshot,
     set_sampling,
-    tiny_engine,  # noqa: F401
-    tiny_model_dir,  # noqa: F401
     wait_idle,
 )
 from PySide6.QtCore import Qt  # noqa: E402
 
 
-def test_send_streams_a_rendered_reply(qtbot, tmp_path, tiny_engine):  # noqa: F811
+def test_send_streams_a_rendered_reply(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=120, seed=1)
     deltas: list[str] = []
@@ -47,7 +45,7 @@ def _send(qtbot, window, text: str) -> None:
     assert window.controller.busy
 
 
-def test_stop_mid_reply_with_escape(qtbot, tmp_path, tiny_engine):  # noqa: F811
+def test_stop_mid_reply_with_escape(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=4000, seed=2)
     _send(qtbot, window, "Write a very long essay")
@@ -63,7 +61,7 @@ def test_stop_mid_reply_with_escape(qtbot, tmp_path, tiny_engine):  # noqa: F811
     close_window(window)
 
 
-def test_stop_during_prompt_processing(qtbot, tmp_path, tiny_engine):  # noqa: F811
+def test_stop_during_prompt_processing(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=4000)
     _send(qtbot, window, "word " * 3000)  # a long prompt: stop lands before any text
@@ -75,7 +73,7 @@ def test_stop_during_prompt_processing(qtbot, tmp_path, tiny_engine):  # noqa: F
     close_window(window)
 
 
-def test_regenerate_keeps_the_old_reply_as_a_branch(qtbot, tmp_path, tiny_engine):  # noqa: F811
+def test_regenerate_keeps_the_old_reply_as_a_branch(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=20)
     _send(qtbot, window, "Hello")
@@ -94,7 +92,7 @@ def test_regenerate_keeps_the_old_reply_as_a_branch(qtbot, tmp_path, tiny_engine
     close_window(window)
 
 
-def test_edit_branches_and_switches_back(qtbot, tmp_path, tiny_engine):  # noqa: F811
+def test_edit_branches_and_switches_back(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=12)
     _send(qtbot, window, "first question")
@@ -119,4 +117,67 @@ def test_edit_branches_and_switches_back(qtbot, tmp_path, tiny_engine):  # noqa:
     assert widgets[0].switcher.label.text() == "1/2"
     widgets[0].switcher.next.click()
     assert window.chat.message_widgets()[0].message.content == "first question, edited"
+    close_window(window)
+
+
+# Runs the real window in another process: one full exchange, then a second question
+# whose reply is streaming when the process is killed.
+_FIRST_RUN = """
+import os, signal, sys
+os.environ["QT_QPA_PLATFORM"] = "offscreen"
+import engine
+from PySide6.QtCore import QTimer
+from app.application import create_application
+from app.jobs.engine_bridge import EngineBridge
+from app.store import ChatSettings, Store
+from app.views.main_window import MainWindow
+
+app, _ = create_application([])
+store = Store.open(sys.argv[1])
+window = MainWindow(store, EngineBridge())
+window.show()
+window.load_model(sys.argv[2])
+conv = window.controller.conversation
+store.set_chat_settings(conv.id, ChatSettings(temperature=10.0, max_tokens=8, seed=3))
+answers = []
+
+def finished(result):
+    answers.append(result)
+    if len(answers) == 1:  # the second reply runs long enough to be killed mid-way
+        store.set_chat_settings(conv.id, ChatSettings(temperature=10.0, max_tokens=3000))
+        QTimer.singleShot(0, lambda: window.send("second question"))
+
+def text(so_far):
+    if len(answers) == 1 and len(so_far) > 10:
+        os.kill(os.getpid(), signal.SIGKILL)  # no clean shutdown at all
+
+window.controller.replyFinished.connect(finished)
+window.controller.replyText.connect(text)
+window.send("first question")
+app.exec()
+"""
+
+
+def test_conversation_survives_a_killed_app(qtbot, tmp_path, tiny_engine, tiny_model_dir):
+    import subprocess
+    import sys
+
+    from app_helpers import REPO
+
+    data = tmp_path / "data"
+    proc = subprocess.run([sys.executable, "-c", _FIRST_RUN, str(data), str(tiny_model_dir)],
+                          cwd=REPO, capture_output=True, timeout=180)
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    window = make_window(qtbot, data, tiny_engine)
+    assert window.sidebar.titles() == ["first question"]
+    messages = [w.message for w in window.chat.message_widgets()]
+    # Everything up to the killed reply is there; only the reply in flight is lost.
+    assert [m.role for m in messages] == ["user", "assistant", "user"]
+    assert messages[0].content == "first question" and messages[1].content
+    assert messages[2].content == "second question"
+    assert window.controller.conversation.settings.max_tokens == 3000
+    set_sampling(window, max_tokens=8)
+    window.regenerate()  # the conversation carries on where it stopped
+    wait_idle(qtbot, window)
+    assert [w.message.role for w in window.chat.message_widgets()][-1] == "assistant"
     close_window(window)
