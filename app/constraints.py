@@ -1,10 +1,10 @@
 """Constraint files and pasted grammars, checked before the GUI applies them.
 
-The engine's constraint sources (engine.constraints) do the real work when they are
-installed; until then a small local fallback reads the file, guesses its kind from the
-extension and asks llguidance to validate it. Either way the GUI gets a `Checked`: a
+The engine's constraint sources and validation (engine.constraints.sources / .validate,
+no MLX) do the work; if an engine build lacks them, a small local fallback reads the file
+by extension and asks llguidance to validate it. Either way the GUI gets a `Checked`: a
 ConstraintSpec ready for a request, or problems with line and column, never an exception.
-Everything here may block, so the GUI runs it on a worker thread.
+Everything here may block (grammars are compiled), so the GUI runs it on a worker thread.
 """
 
 from __future__ import annotations
@@ -81,29 +81,58 @@ def _problem(message: str) -> Problem:
     return Problem(first)
 
 
-def _engine_module() -> Any:
+def _engine_api() -> tuple[Any, Any, Any] | None:
+    """(ConstraintError, sources, validate) from the engine, or None if it has none."""
     try:
-        from engine.constraints import sources  # type: ignore[import-not-found]
+        from engine.constraints import ConstraintError, sources, validate
     except ImportError:
         return None
-    return sources
+    return ConstraintError, sources, validate
+
+
+def _problems(diagnostics: Any) -> list[Problem]:
+    return [Problem(d.message, d.line, d.column) for d in diagnostics]
+
+
+def _engine_check(api: tuple[Any, Any, Any], make_spec: Any, path: str | None) -> Checked:
+    constraint_error, _sources, validate = api
+    try:
+        spec = make_spec()
+    except constraint_error as exc:
+        return Checked(None, _problems(exc.diagnostics) or [Problem(str(exc))], path=path)
+    report = validate.validate_constraint(spec)
+    errors, warnings = _problems(report.errors), _problems(report.warnings)
+    return Checked(None if errors else spec, errors, warnings, path)
+
+
+def _strip_path(message: str, path: str | Path) -> str:
+    """The GUI names the file itself; drop the engine's "PATH: " prefix."""
+    for prefix in (f"{Path(path).expanduser()}: ", f"{Path(path).name}: "):
+        if message.startswith(prefix):
+            return message[len(prefix):]
+    return message
 
 
 def check_file(path: str | Path) -> Checked:
     """Read and validate a constraint file (blocking)."""
+    if (api := _engine_api()) is not None:
+        checked = _engine_check(api, lambda: api[1].constraint_from_file(path), str(path))
+        checked.errors = [Problem(_strip_path(e.message, path), e.line, e.column)
+                          for e in checked.errors]
+        return checked
     path = Path(path)
     kind = EXTENSIONS.get(path.suffix.lower())
     if kind is None:
         known = ", ".join(sorted(EXTENSIONS))
-        return Checked(None, [Problem(f"{path.name}: not a constraint file (use {known})")])
+        return Checked(None, [Problem(f"not a constraint file (use {known})")])
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
-            return Checked(None, [Problem(f"{path.name}: too large (over 1 MB)")])
+            return Checked(None, [Problem("too large (over 1 MB)")])
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        return Checked(None, [Problem(f"{path.name}: not a UTF-8 text file")])
+        return Checked(None, [Problem("not a UTF-8 text file")])
     except OSError as exc:
-        return Checked(None, [Problem(f"{path.name}: cannot be read ({exc.strerror})")])
+        return Checked(None, [Problem(f"cannot be read ({exc.strerror})")])
     checked = check_source(kind, text, path.name)
     checked.path = str(path)
     return checked
@@ -111,6 +140,8 @@ def check_file(path: str | Path) -> Checked:
 
 def check_source(kind: str, source: str, name: str = "") -> Checked:
     """Validate pasted or loaded constraint text of `kind` (blocking)."""
+    if (api := _engine_api()) is not None:
+        return _engine_check(api, lambda: api[1].constraint_from_text(source, kind, name), None)
     label = name or KIND_LABELS.get(kind, kind)
     if kind != "any_json" and not source.strip():
         return Checked(None, [Problem(f"{label}: empty")])

@@ -66,3 +66,21 @@ def screenshot(widget, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     widget.grab().save(str(path))
     return path
+
+
+def drop_files(target, paths) -> bool:
+    """Drag `paths` onto `target` and drop them there, as real Qt drag events."""
+    from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+    from PySide6.QtGui import QDragEnterEvent, QDropEvent
+    from PySide6.QtWidgets import QApplication
+
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    center = target.rect().center()
+    enter = QDragEnterEvent(QPointF(center), Qt.DropAction.CopyAction, mime,
+                            Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(target, enter)
+    drop = QDropEvent(QPointF(center), Qt.DropAction.CopyAction, mime,
+                      Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(target, drop)
+    return enter.isAccepted() and drop.isAccepted()

@@ -26,7 +26,7 @@ from engine.types import ConstraintSpec
 
 
 class ConstraintChip(QFrame):
-    """"⛓ name · kind ✕": the active constraint, removable."""
+    """"Constraint: name · kind ✕": the active constraint, removable."""
 
     removeRequested = Signal()
 
@@ -51,7 +51,8 @@ class ConstraintChip(QFrame):
         if spec is not None:
             kind = KIND_LABELS.get(spec.kind, spec.kind)
             name = spec.name or kind
-            self.label.setText(f"⛓ {name} · {kind}" if name != kind else f"⛓ {kind}")
+            shown = f"{name} · {kind}" if name != kind else kind
+            self.label.setText(f"Constraint: {shown}")
             self.setToolTip(f"Every reply must fit this {kind}. Click ✕ to remove it.")
         self.setVisible(spec is not None)
 

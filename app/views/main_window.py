@@ -286,7 +286,7 @@ class MainWindow(QMainWindow):
         conv = self.controller.conversation
         badge = ""
         if conv is not None and conv.constraint:
-            badge = f"⛓ Constrained: {conv.constraint.get('name') or conv.constraint['kind']}"
+            badge = f"Constrained: {conv.constraint.get('name') or conv.constraint['kind']}"
         self.chat.begin_reply(badge)
         if not self.bridge.model_info:
             self.chat.reply.set_status("Waiting for the model to load…")  # type: ignore[union-attr]

@@ -164,7 +164,7 @@ class MessageWidget(QFrame):
         self.badge.setObjectName("constraintBadge")
         self.badge.setVisible(False)
         if meta.get("constraint"):
-            self.set_badge(f"⛓ Constrained: {meta['constraint']}")
+            self.set_badge(f"Constrained: {meta['constraint']}")
         header.addWidget(self.badge)
         header.addStretch(1)
         if message is not None and branch[1] > 1:

@@ -1,0 +1,120 @@
+"""Constraints in the window: drop a grammar file and the next reply fits it, a broken file
+shows its error and applies nothing, the chip removes it, the editor checks pasted text."""
+
+from __future__ import annotations
+
+import json
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import jsonschema  # noqa: E402
+from app_helpers import (  # noqa: E402
+    TINY_TEMPERATURE,
+    close_window,
+    drop_files,
+    make_window,
+    screenshot,
+    set_sampling,
+    wait_idle,
+)
+
+YES_NO = 'start: answer "."\nanswer: "yes" | "no"\n'
+SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"enum": ["yes", "no"]}, "sure": {"type": "boolean"}},
+    "required": ["answer", "sure"],
+    "additionalProperties": False,
+}
+
+
+def _ask(qtbot, window, text: str):
+    window.send(text)
+    wait_idle(qtbot, window)
+    return window.chat.message_widgets()[-1]
+
+
+def test_dropped_lark_file_constrains_the_next_reply(qtbot, tmp_path, tiny_engine):
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=20)
+    grammar = tmp_path / "yes_no.lark"
+    grammar.write_text(YES_NO)
+    assert drop_files(window.composer.edit.viewport(), [grammar])
+    chip = window.constraint_bar.chip
+    qtbot.waitUntil(chip.isVisible, timeout=10_000)
+    assert chip.label.text() == "Constraint: yes_no.lark · Lark"
+    assert window.controller.conversation.constraint["kind"] == "lark"
+    reply = _ask(qtbot, window, "Is the sky blue?")
+    assert reply.message.content in ("yes.", "no.")
+    assert reply.badge.isVisible() and "yes_no.lark" in reply.badge.text()
+    screenshot(window, "constraint_applied")
+    close_window(window)
+
+
+def test_dropped_schema_on_the_window_gives_valid_json(qtbot, tmp_path, tiny_engine):
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=40)
+    path = tmp_path / "answer.json"
+    path.write_text(json.dumps(SCHEMA, indent=2))
+    assert drop_files(window, [path])
+    qtbot.waitUntil(window.constraint_bar.chip.isVisible, timeout=10_000)
+    assert "JSON schema" in window.constraint_bar.chip.label.text()
+    reply = _ask(qtbot, window, "Answer in JSON")
+    jsonschema.validate(json.loads(reply.message.content), SCHEMA)
+    stats = reply.message.meta["stats"]
+    assert stats["constrained"] and stats["forced_tokens"] > 0
+    assert f"{stats['forced_tokens']} forced" in reply.stats.text()
+    close_window(window)
+
+
+def test_broken_file_shows_its_error_and_applies_nothing(qtbot, tmp_path, tiny_engine):
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    bad = tmp_path / "broken.lark"
+    bad.write_text('start: "a" | b\nb: c\n')
+    assert drop_files(window.composer.edit.viewport(), [bad])
+    error = window.constraint_bar.error
+    qtbot.waitUntil(lambda: "nothing was applied" in error.text(), timeout=10_000)
+    assert "broken.lark" in error.text() and "line 2" in error.text()
+    assert 'unknown name: "c"' in error.text()
+    assert not window.constraint_bar.chip.isVisible()
+    assert window.controller.conversation.constraint is None
+    screenshot(window, "constraint_error")
+    binary = tmp_path / "data.json"
+    binary.write_bytes(b"\x00\x01\x02")
+    drop_files(window, [binary])
+    qtbot.waitUntil(lambda: "not a text file" in error.text(), timeout=10_000)
+    close_window(window)
+
+
+def test_removing_the_chip_frees_the_next_reply(qtbot, tmp_path, tiny_engine):
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=10)
+    regex = tmp_path / "digits.regex"
+    regex.write_text("[0-9]{3}\n")
+    drop_files(window.composer.edit.viewport(), [regex])
+    qtbot.waitUntil(window.constraint_bar.chip.isVisible, timeout=10_000)
+    assert _ask(qtbot, window, "Three digits").message.content.isdigit()
+    window.constraint_bar.chip.close_button.click()
+    assert not window.constraint_bar.chip.isVisible()
+    assert window.controller.conversation.constraint is None
+    reply = _ask(qtbot, window, "Anything")
+    assert reply.message.meta["constraint"] is None and not reply.badge.isVisible()
+    close_window(window)
+
+
+def test_editor_checks_pasted_text_before_applying(qtbot, tmp_path, tiny_engine):
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    window.open_constraint_editor()
+    editor = window.constraint_editor
+    editor.kind.setCurrentIndex(editor.kind.findData("json_schema"))
+    editor.text.setPlainText('{"type": "object",\n  "properties": {"a": }}')
+    qtbot.waitUntil(lambda: editor.problems.count() > 0, timeout=10_000)
+    assert "line 2" in editor.problems.item(0).text()
+    assert not editor.apply_button.isEnabled()
+    screenshot(editor, "constraint_editor_error")
+    editor.text.setPlainText(json.dumps(SCHEMA))
+    qtbot.waitUntil(editor.apply_button.isEnabled, timeout=10_000)
+    editor.apply_button.click()
+    assert window.constraint_bar.chip.isVisible()
+    assert window.controller.conversation.constraint["source"] == json.dumps(SCHEMA)
+    close_window(window)
