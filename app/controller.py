@@ -211,12 +211,17 @@ class ChatController(QObject):
             messages.append({"role": "system", "content": conv.settings.system_prompt})
         messages += [m.to_chat_message() for m in upto]
         tools = enabled_tool_definitions(conv.tools)
+        choice = conv.tools.tool_choice if tools else "auto"
+        if upto and upto[-1].role == "tool" and choice != "none":
+            # "required" or a named tool applies to the answer to the user; once the results
+            # are in, the model may answer in text (else it could only ever call again).
+            choice = "auto"
         return ChatRequest(
             messages=messages,
             sampling=conv.settings.to_sampling(),
             constraint=spec_from_dict(conv.constraint) if conv.constraint else None,
             tools=tools or None,
-            tool_choice=conv.tools.tool_choice if tools else "auto",
+            tool_choice=choice,
         )
 
     def _start_reply(self, parent: Message) -> None:

@@ -198,6 +198,8 @@ class ToolsPanel(QWidget):
             return
         self.config.definitions = self._pending
         self._pending = None
+        with QSignalBlocker(self.editor):  # show what was applied, normalised and readable
+            self.editor.setPlainText(json.dumps(self.config.definitions, indent=2))
         self.apply_button.setEnabled(False)
         self._fill_choices()
         self._emit()
