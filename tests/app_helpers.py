@@ -24,6 +24,8 @@ def make_window(qtbot, data_dir: Path, eng):
     store = Store.open(data_dir)
     window = MainWindow(store, EngineBridge(eng))
     qtbot.addWidget(window)
+    if store.get_setting("window_geometry") is None:
+        window.resize(1180, 780)  # the default on a laptop screen (offscreen's is 800x600)
     window.show()
     qtbot.waitExposed(window)
     return window

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, QTimer
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QIcon
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QIcon
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -128,7 +128,13 @@ class MainWindow(QMainWindow):
         self.cache_label.setObjectName("cacheLabel")
         self.statusBar().addPermanentWidget(self.model_label)
         self.statusBar().addPermanentWidget(self.cache_label)
-        self.resize(*DEFAULT_SIZE)
+        width, height = DEFAULT_SIZE
+        screen = QGuiApplication.primaryScreen()
+        if screen is not None:  # a small screen gets most of it, not more than all of it
+            available = screen.availableGeometry()
+            width = min(width, int(available.width() * 0.92))
+            height = min(height, int(available.height() * 0.92))
+        self.resize(width, height)
 
     def _dock(self, title: str, name: str, widget: QWidget) -> QDockWidget:
         dock = QDockWidget(title, self)

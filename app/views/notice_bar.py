@@ -23,8 +23,9 @@ class NoticeBar(QFrame):
 
     def show_message(self, text: str, kind: str = "info") -> None:
         self.setProperty("kind", kind)
-        self.style().unpolish(self)
-        self.style().polish(self)
+        for widget in (self, self.label):  # re-apply the style sheet for the new kind
+            widget.style().unpolish(widget)
+            widget.style().polish(widget)
         self.label.setText(text)
         self.setVisible(bool(text))
 

@@ -1,0 +1,159 @@
+"""The window's frame: conversations list and search, settings and presets, menus with
+standard shortcuts, remembered window state, file-open events, model errors as messages,
+and an app package that never imports MLX."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from app_helpers import REPO, close_window, make_window, screenshot  # noqa: E402
+from PySide6.QtGui import QFileOpenEvent, QKeySequence  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+
+def test_sidebar_new_search_rename_delete(qtbot, tmp_path, tiny_engine):
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    store, c = window.store, window.controller
+    first = c.conversation_id
+    window.actions_by_name["new"].trigger()
+    assert c.conversation_id == first  # an empty chat is reused, not piled up
+    store.add_message(first, None, "user", "the pangolin question")
+    window.actions_by_name["new"].trigger()
+    second = c.conversation_id
+    assert second != first
+    store.rename_conversation(first, "Animals")
+    window.refresh_sidebar()
+    window.sidebar.search.setText("pangolin")  # matches content, not only titles
+    qtbot.waitUntil(lambda: window.sidebar.titles() == ["Animals"], timeout=3000)
+    window.sidebar.search.clear()
+    qtbot.waitUntil(lambda: len(window.sidebar.titles()) == 2, timeout=3000)
+    window.sidebar.renameRequested.emit(second, "Plans")
+    assert "Plans" in window.sidebar.titles()
+    window.sidebar.list.setCurrentRow(window.sidebar.titles().index("Animals"))
+    assert c.conversation_id == first
+    assert window.chat.message_widgets()[0].message.content == "the pangolin question"
+    window.sidebar.deleteRequested.emit(first)
+    assert window.sidebar.titles() == ["Plans"] and c.conversation_id == second
+    close_window(window)
+
+
+def test_settings_and_presets_are_saved_per_conversation(qtbot, tmp_path, tiny_engine):
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    panel, store = window.settings_panel, window.store
+    window.settings_dock.show()
+    panel.temperature.setValue(0.3)
+    panel.top_k.setValue(40)
+    panel.seed.setValue(1234)
+    panel.preset.setCurrentText("Programmer")
+    panel.preset.activated.emit(panel.preset.currentIndex())
+    conv = window.controller.conversation
+    assert conv.settings.temperature == 0.3 and conv.settings.top_k == 40
+    assert conv.settings.seed == 1234
+    assert conv.settings.system_prompt == store.presets()["Programmer"]
+    request = window.controller.build_request([], conv)
+    assert request.messages[0]["role"] == "system" and request.sampling.top_k == 40
+    panel.system_prompt.setPlainText("Talk like a pirate.")
+    panel.presetSaved.emit("Pirate", panel.system_prompt.toPlainText())
+    assert store.presets()["Pirate"] == "Talk like a pirate."
+    assert panel.preset.findText("Pirate") >= 0
+    screenshot(window, "settings_panel")
+    window.store.add_message(conv.id, None, "user", "x")
+    window.new_chat()  # a new chat starts from the current settings
+    assert window.controller.conversation.settings.system_prompt == "Talk like a pirate."
+    panel.seed.setValue(-1)
+    assert window.controller.conversation.settings.seed is None  # "Random"
+    close_window(window)
+
+
+def test_standard_shortcuts_and_remembered_window_state(qtbot, tmp_path, tiny_engine):
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    acts = window.actions_by_name
+    for name, key in (("new", QKeySequence.StandardKey.New),
+                      ("find", QKeySequence.StandardKey.Find),
+                      ("close", QKeySequence.StandardKey.Close)):
+        assert acts[name].shortcuts()[: len(QKeySequence.keyBindings(key))] == \
+            QKeySequence.keyBindings(key)
+    assert QKeySequence("Ctrl+,") in acts["preferences"].shortcuts()
+    assert {QKeySequence("Esc"), QKeySequence("Ctrl+.")} <= set(acts["stop"].shortcuts())
+    acts["find"].trigger()
+    assert window.sidebar.search.hasFocus() or QApplication.focusWidget() is None
+    window.resize(760, 560)  # within the offscreen screen (800x600)
+    window.tools_dock.show()
+    window.close()
+    window.store.close()
+    again = make_window(qtbot, tmp_path, tiny_engine)
+    assert (again.width(), again.height()) == (760, 560)
+    assert again.tools_dock.isVisible()
+    close_window(again)
+
+
+def test_files_opened_through_the_os_become_constraints(qtbot, tmp_path, tiny_engine):
+    from app.application import create_application
+
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    app, opener = create_application([])
+    opener.attach(window.open_files)
+    grammar = tmp_path / "verdict.gbnf"
+    grammar.write_text('root ::= "guilty" | "not guilty"\n')
+    QApplication.sendEvent(app, QFileOpenEvent(str(grammar)))
+    qtbot.waitUntil(window.constraint_bar.chip.isVisible, timeout=10_000)
+    assert "verdict.gbnf" in window.constraint_bar.chip.label.text()
+    app.removeEventFilter(opener)
+    close_window(window)
+
+
+def test_model_errors_are_messages_not_tracebacks(qtbot, tmp_path):
+    from app.jobs.engine_bridge import EngineBridge
+    from app.store import Store
+    from app.views.main_window import MainWindow
+
+    bridge = EngineBridge()  # its own engine: a failed load unloads the engine's model
+    window = MainWindow(Store.open(tmp_path), bridge)
+    qtbot.addWidget(window)
+    window.show()
+    window.load_model(str(tmp_path / "no-such-model"))
+    qtbot.waitUntil(window.notice.isVisible, timeout=30_000)
+    assert "could not be loaded" in window.notice.text() and "no-such-model" in window.notice.text()
+    assert "Traceback" not in window.notice.text()
+    assert window.model_bar.picker.text() == "Model: none"
+    window.send("hello")  # no model: the reply fails with a message
+    qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
+    assert "no model is loaded" in window.notice.text()
+    screenshot(window, "model_error")
+    window.close()
+    window.store.close()
+    bridge.close()
+
+
+def test_app_starts_and_never_imports_mlx(tmp_path):
+    """`python -m app` shows its window while the model is still loading, and nothing the
+    GUI imports (constraint checks included) pulls in MLX."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "app", "--data-dir", str(tmp_path), "--report-startup"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["model_loading"] is True
+    probe = (
+        "import sys, pathlib\n"
+        "import app.__main__, app.views.main_window, app.controller\n"
+        "from app.constraints import check_file, check_source\n"
+        "from app.tools import parse_tools_text, builtin_tools\n"
+        f"p = pathlib.Path({str(tmp_path)!r}) / 'g.lark'\n"
+        "p.write_text('start: \"a\"')\n"
+        "assert check_file(p).ok and check_source('regex', 'a+').ok\n"
+        "parse_tools_text('[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]')\n"
+        "builtin_tools()\n"
+        "print(sorted(m for m in sys.modules if m == 'mlx' or m.startswith('mlx.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
