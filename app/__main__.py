@@ -11,6 +11,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 _LAUNCHED = time.perf_counter()
 
@@ -40,13 +41,36 @@ def _self_test(args: argparse.Namespace) -> int:
     return int(run_self_test(args))
 
 
+def _report_startup(window: Any, bridge: Any) -> None:
+    """For benchmarks/gui_bench.py: print a JSON line when the window first paints and one
+    when the model is ready, then quit."""
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QApplication
+
+    def emit(event: str, **extra: Any) -> None:
+        print(json.dumps({"event": event, "t_s": time.perf_counter() - _LAUNCHED, **extra}),
+              flush=True)
+
+    class FirstPaint(QObject):
+        def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+            if event.type() == QEvent.Type.Paint:
+                window.removeEventFilter(self)
+                emit("shown", model_loading=bridge.loading or bridge.model_info is None)
+            return False
+
+    window._startup_filter = FirstPaint(window)
+    window.installEventFilter(window._startup_filter)
+    bridge.modelLoaded.connect(lambda _info: (emit("model_ready"), QApplication.quit()))
+    bridge.loadFailed.connect(lambda message: (emit("model_failed", error=message),
+                                               QApplication.quit()))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.self_test:
         return _self_test(args)
 
     from PySide6.QtCore import QTimer
-    from PySide6.QtWidgets import QApplication
 
     from app.application import create_application
     from app.jobs.engine_bridge import EngineBridge
@@ -65,14 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.files:
         files = [str(Path(f).resolve()) for f in args.files]
         QTimer.singleShot(0, lambda: window.open_files(files))
-    if args.report_startup:  # used by benchmarks/gui_bench.py
-        def report() -> None:
-            print(json.dumps({"shown_s": time.perf_counter() - _LAUNCHED,
-                              "model_loading": bridge.loading or bridge.model_info is None}),
-                  flush=True)
-            QApplication.quit()
-
-        QTimer.singleShot(0, report)
+    if args.report_startup:
+        _report_startup(window, bridge)
     code = app.exec()
     window.save_state()
     bridge.close()

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QApplication
 
 from app import __version__
 from app.paths import APP_NAME, icon_path
+from app.qt_compat import guard_refcounts
 
 
 class FileOpenFilter(QObject):
@@ -42,6 +43,7 @@ class FileOpenFilter(QObject):
 def create_application(argv: list[str]) -> tuple[QApplication, FileOpenFilter]:
     """The QApplication (created once) and its file-open filter."""
     app = QApplication.instance() or QApplication(argv)
+    guard_refcounts()
     app.setApplicationName(APP_NAME)
     app.setOrganizationName(APP_NAME)
     app.setApplicationVersion(__version__)

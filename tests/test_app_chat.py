@@ -51,9 +51,11 @@ def test_stop_mid_reply_with_escape(qtbot, tmp_path, tiny_engine):
     _send(qtbot, window, "Write a very long essay")
     qtbot.waitUntil(lambda: len(window.chat.reply_text_shown) > 20, timeout=30_000)
     screenshot(window, "chat_streaming")
+    streamed_body = window.chat.reply.body
     qtbot.keyClick(window, Qt.Key.Key_Escape)
     wait_idle(qtbot, window, timeout=10_000)
     reply = window.chat.message_widgets()[-1]
+    assert reply.body is streamed_body  # the saved reply adopts what was rendered, no re-render
     assert reply.message.meta["stop_reason"] == "cancelled"
     assert 0 < reply.message.meta["stats"]["generated_tokens"] < 4000
     assert "Stopped" in reply.status.text()

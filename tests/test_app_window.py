@@ -133,14 +133,17 @@ def test_model_errors_are_messages_not_tracebacks(qtbot, tmp_path):
 def test_app_starts_and_never_imports_mlx(tmp_path):
     """`python -m app` shows its window while the model is still loading, and nothing the
     GUI imports (constraint checks included) pulls in MLX."""
+    missing = tmp_path / "no-model"  # fails fast; the window must not wait for it anyway
     proc = subprocess.run(
-        [sys.executable, "-m", "app", "--data-dir", str(tmp_path), "--report-startup"],
+        [sys.executable, "-m", "app", "--data-dir", str(tmp_path), "--model", str(missing),
+         "--report-startup"],
         cwd=REPO, capture_output=True, text=True, timeout=120,
         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert report["model_loading"] is True
+    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [e["event"] for e in events] == ["shown", "model_failed"]
+    assert events[0]["model_loading"] is True and "no-model" in events[1]["error"]
     probe = (
         "import sys, pathlib\n"
         "import app.__main__, app.views.main_window, app.controller\n"

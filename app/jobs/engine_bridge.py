@@ -156,23 +156,19 @@ class EngineBridge(QObject):
 
     def cache_stats(self) -> dict[str, Any]:
         """The prompt cache's statistics (entries, bytes, hits...), {} if unavailable."""
-        cache = getattr(self._engine, "prompt_cache", None)
+        if self._engine is None:
+            return {}
         try:
-            return dict(cache.stats()) if cache is not None else {}
+            if hasattr(self._engine, "cache_stats"):
+                return dict(self._engine.cache_stats())
+            return dict(self._engine.prompt_cache.stats())
         except Exception:  # statistics are decoration; never let them break the UI
             return {}
 
-    def set_cache_budget(self, nbytes: int) -> None:
-        """Resize the prompt cache, on the engine thread (the cache is not thread-safe)."""
-        if self._engine is None:
-            return
-
-        def resize(_loaded: Any) -> None:
-            cache = self._engine.prompt_cache
-            if hasattr(cache, "budget_bytes"):
-                cache.budget_bytes = nbytes
-
-        self._engine.run(resize)
+    def set_cache_budget(self, nbytes: int | None) -> None:
+        """The user's KV-cache budget (None: automatic, sized by the engine's memory plan)."""
+        if self._engine is not None and hasattr(self._engine, "set_kv_budget"):
+            self._engine.set_kv_budget(nbytes)
 
     def memory_plan(self) -> Any:
         return getattr(self._engine, "memory_plan", None)

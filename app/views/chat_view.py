@@ -1,7 +1,9 @@
 """The conversation column: message widgets in a scroll area, plus the reply being streamed.
 
-Streamed text is rendered at most every RENDER_INTERVAL_MS, whatever the token rate, so
-re-rendering Markdown never stalls the event loop. The view sticks to the bottom while a
+Streamed text is rendered at most every RENDER_INTERVAL_MS, whatever the token rate, and
+only its last paragraph is laid out again (ChunkedMarkdown), so rendering never stalls
+the event loop. When the reply is saved, its widget for the stored message adopts the
+streamed body instead of rendering it all again. The view sticks to the bottom while a
 reply grows unless the user has scrolled up to read.
 """
 
@@ -14,6 +16,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from app.store import Message
+from app.views.markdown_view import ChunkedMarkdown
 from app.views.message_widget import MessageWidget
 
 RENDER_INTERVAL_MS = 50
@@ -38,8 +41,8 @@ class Entry:
 
     def key(self, builtins: frozenset[str]) -> str:
         m = self.message
-        return json.dumps([m.id, m.content, m.meta, self.branch, self.last_reply,
-                           self.tool_results, sorted(builtins)], sort_keys=True, default=str)
+        return json.dumps([m.id, m.content, m.meta, self.branch, self.tool_results,
+                           sorted(builtins)], sort_keys=True, default=str)
 
 
 class ChatView(QScrollArea):
@@ -72,6 +75,7 @@ class ChatView(QScrollArea):
         self.order: list[MessageWidget] = []
         self.reply: MessageWidget | None = None
         self._reply_text = ""
+        self._handoff: ChunkedMarkdown | None = None  # a finished reply's rendered body
         self._render_timer = QTimer(self, singleShot=True, interval=RENDER_INTERVAL_MS)
         self._render_timer.timeout.connect(self._render_reply)
         self._stick = True
@@ -92,11 +96,15 @@ class ChatView(QScrollArea):
             widget = self.widgets.pop(key, None) or keep.get(key)
             if widget is None:
                 widget = self._make(entry, interactive, builtins)
+            widget.set_last_reply(entry.last_reply)
             keep[key] = widget
             order.append(widget)
         for widget in self.widgets.values():
             self.column.removeWidget(widget)
             widget.deleteLater()
+        if self._handoff is not None:  # not adopted: the reply was not kept
+            self._handoff.deleteLater()
+            self._handoff = None
         for widget in self.order:
             if widget in order:
                 self.column.removeWidget(widget)
@@ -111,9 +119,12 @@ class ChatView(QScrollArea):
             widget.set_interactive(enabled)
 
     def _make(self, entry: Entry, interactive: bool, builtins: frozenset[str]) -> MessageWidget:
+        body = None
+        if self._handoff is not None and self._handoff.markdown == entry.message.content:
+            body, self._handoff = self._handoff, None
         widget = MessageWidget(entry.message, branch=entry.branch, last_reply=entry.last_reply,
                                tool_results=entry.tool_results, builtins=builtins,
-                               interactive=interactive, parent=self.container)
+                               interactive=interactive, body=body, parent=self.container)
         widget.editSubmitted.connect(self.editSubmitted)
         widget.regenerateRequested.connect(self.regenerateRequested)
         widget.branchStepped.connect(self.branchStepped)
@@ -153,9 +164,16 @@ class ChatView(QScrollArea):
             self.reply.set_text(self._reply_text)
             self.reply.set_status("")
 
-    def end_reply(self) -> None:
+    def end_reply(self, keep_body: bool = False) -> None:
+        """Remove the streaming widget; with `keep_body`, the saved reply's widget may adopt
+        its rendered body on the next `set_entries`."""
         self._render_timer.stop()
         if self.reply is not None:
+            if keep_body and self._reply_text:
+                self._render_reply()  # the last text may not be rendered yet
+                self._handoff = self.reply.body
+                self._handoff.setParent(self.container)
+                self._handoff.hide()
             self.column.removeWidget(self.reply)
             self.reply.deleteLater()
             self.reply = None

@@ -28,6 +28,7 @@ from app.controller import ChatController
 from app.jobs.engine_bridge import EngineBridge
 from app.jobs.thread import run_task
 from app.paths import icon_path
+from app.qt_compat import guard_refcounts
 from app.store import Store
 from app.store.export import to_json, to_markdown
 from app.tools import builtin_names, builtin_tools, looks_like_tools, run_builtin
@@ -52,6 +53,7 @@ STATUS_INTERVAL_MS = 1000
 class MainWindow(QMainWindow):
     def __init__(self, store: Store, bridge: EngineBridge) -> None:
         super().__init__()
+        guard_refcounts()  # before the thousands of Qt calls a session makes
         self.store = store
         self.bridge = bridge
         self.controller = ChatController(store, bridge, self)
@@ -298,7 +300,7 @@ class MainWindow(QMainWindow):
             self.chat.reply.set_status("Waiting for the model to load…")  # type: ignore[union-attr]
 
     def _reply_finished(self, _result: object) -> None:
-        self.chat.end_reply()
+        self.chat.end_reply(keep_body=True)
 
     def _busy_changed(self, busy: bool) -> None:
         self.composer.set_busy(busy)
@@ -423,7 +425,11 @@ class MainWindow(QMainWindow):
         self.model_bar.loaded(info.name)
         if self.bridge.model_spec:
             self.store.set_setting("model_spec", self.bridge.model_spec)
-        self._apply_cache_budget()
+        if self.store.get_setting("kv_budget_mb", 0):
+            self._apply_cache_budget()
+        plan = self.bridge.memory_plan()
+        if getattr(plan, "warning", None):
+            self.notice.show_message(plan.warning, "error")
         if self.chat.reply is not None and not self.chat.reply_text_shown:
             self.chat.reply.set_status("Reading the prompt…")
         self.update_status()
@@ -435,8 +441,7 @@ class MainWindow(QMainWindow):
 
     def _apply_cache_budget(self) -> None:
         mb = int(self.store.get_setting("kv_budget_mb", 0) or 0)
-        if mb > 0:
-            self.bridge.set_cache_budget(mb * 1024 * 1024)
+        self.bridge.set_cache_budget(mb * 1024 * 1024 if mb > 0 else None)
 
     def show_preferences(self) -> None:
         dialog = PreferencesDialog(int(self.store.get_setting("kv_budget_mb", 0) or 0), self)
@@ -453,9 +458,10 @@ class MainWindow(QMainWindow):
         else:
             self.model_label.setText("No model")
         stats = self.bridge.cache_stats()
+        plan = self.bridge.memory_plan()
         if stats:
             used = format_bytes(stats.get("bytes", 0))
-            budget = stats.get("budget_bytes")
+            budget = getattr(plan, "kv_budget_bytes", None) or stats.get("budget_bytes")
             text = f"KV cache {used}" + (f" of {format_bytes(budget)}" if budget else "")
             self.cache_label.setText(text + f" · {stats.get('entries', 0)} entries")
         else:

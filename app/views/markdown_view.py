@@ -1,8 +1,12 @@
-"""Markdown rendering for chat messages: a read-only QTextBrowser sized to its content.
+"""Markdown rendering for chat messages: read-only QTextBrowsers sized to their content.
 
 Code blocks render in the system's fixed font on a tinted background, each with a "Copy"
-link above it. Links to the web open in the browser. The view has no scroll bars of its
-own; the chat's scroll area scrolls.
+link above it. Links to the web open in the browser. The views have no scroll bars of
+their own; the chat's scroll area scrolls.
+
+Laying out a QTextDocument costs time in proportion to its length, so a message is shown
+as a column of chunks split at paragraph boundaries (`ChunkedMarkdown`): while a reply
+streams only its last, growing chunk is laid out again, never the whole reply.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import re
 
 from PySide6.QtCore import QEvent, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette, QTextCursor, QTextFormat
-from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QWidget
+from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
 COPY_SCHEME = "corral-copy"
 _FENCE_RE = re.compile(r"^( {0,3})(`{3,}|~{3,})\s*([^`\s]*)")
@@ -47,6 +51,31 @@ def prepare_markdown(text: str) -> tuple[str, list[str]]:
     if fence is not None:
         blocks.append("\n".join(code))
     return "\n".join(out), blocks
+
+
+def split_chunks(text: str) -> list[str]:
+    """Split Markdown at blank lines outside code fences, where rendering the parts apart
+    looks the same as rendering them together (indented continuations stay attached)."""
+    chunks: list[str] = []
+    current: list[str] = []
+    fence: tuple[str, int] | None = None
+    blank = False
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if fence is None and blank and stripped and not line[:1].isspace() and current:
+            chunks.append("\n".join(current).strip("\n"))
+            current = []
+        current.append(line)
+        match = _FENCE_RE.match(line)
+        if fence is None and match:
+            fence = (match.group(2)[0], len(match.group(2)))
+        elif fence is not None and stripped and set(stripped) == {fence[0]} \
+                and len(stripped) >= fence[1]:
+            fence = None
+        blank = fence is None and not stripped
+    if current and "\n".join(current).strip():
+        chunks.append("\n".join(current).strip("\n"))
+    return chunks
 
 
 class MarkdownView(QTextBrowser):
@@ -142,3 +171,46 @@ class MarkdownView(QTextBrowser):
         if event.type() == QEvent.Type.PaletteChange and self._source is not None:
             source, self._source = self._source, None
             self.set_markdown(source)  # re-tint for the new light/dark palette
+
+
+class ChunkedMarkdown(QWidget):
+    """A message body: one MarkdownView per chunk, re-rendering only chunks that changed."""
+
+    copied = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._source = ""
+        self.views: list[MarkdownView] = []
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self._layout.setSpacing(4)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
+
+    @property
+    def markdown(self) -> str:
+        return self._source
+
+    @property
+    def code_blocks(self) -> list[str]:
+        return [code for view in self.views for code in view.code_blocks]
+
+    def toPlainText(self) -> str:  # mirrors QTextEdit
+        return "\n\n".join(view.toPlainText() for view in self.views)
+
+    def set_markdown(self, text: str) -> None:
+        if text == self._source:
+            return
+        self._source = text
+        chunks = split_chunks(text)
+        for index, chunk in enumerate(chunks):
+            if index == len(self.views):
+                view = MarkdownView(self)
+                view.copied.connect(self.copied)
+                self._layout.addWidget(view)
+                self.views.append(view)
+            self.views[index].set_markdown(chunk)  # unchanged chunks return at once
+        for view in self.views[len(chunks):]:
+            self._layout.removeWidget(view)
+            view.deleteLater()
+        del self.views[len(chunks):]

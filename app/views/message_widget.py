@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 from app.store import Message
 from app.views.composer import MessageEdit
 from app.views.format import format_stats
-from app.views.markdown_view import MarkdownView
+from app.views.markdown_view import ChunkedMarkdown
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "tool": "Tool"}
 
@@ -141,8 +141,10 @@ class MessageWidget(QFrame):
         tool_results: dict[str, str] | None = None,
         builtins: frozenset[str] = frozenset(),
         interactive: bool = True,
+        body: ChunkedMarkdown | None = None,
         parent: QWidget | None = None,
     ) -> None:
+        """`body` may be the already rendered body of the streamed reply, adopted as is."""
         super().__init__(parent)
         self.message = message
         role = message.role if message is not None else "assistant"
@@ -182,12 +184,13 @@ class MessageWidget(QFrame):
                              self.start_edit, interactive)
             if role == "assistant":
                 self._action(header, "Copy", "Copy the reply", self._copy, True)
-                if last_reply:
-                    self._action(header, "Regenerate", "Generate a new version of this reply",
-                                 self.regenerateRequested.emit, interactive)
+                self._action(header, "Regenerate", "Generate a new version of this reply",
+                             self.regenerateRequested.emit, interactive)
+                self.set_last_reply(last_reply)
         layout.addLayout(header)
 
-        self.body = MarkdownView(self)
+        self.body = body if body is not None else ChunkedMarkdown(self)
+        self.body.setParent(self)
         self.body.set_markdown(message.content if message is not None else "")
         self.body.setVisible(bool(message is None or message.content))
         layout.addWidget(self.body)
@@ -225,6 +228,11 @@ class MessageWidget(QFrame):
         row.addWidget(button)
         self.actions[text] = button
 
+    def set_last_reply(self, last: bool) -> None:
+        """Only the last reply of the chat offers Regenerate."""
+        if "Regenerate" in self.actions:
+            self.actions["Regenerate"].setVisible(last)
+
     def set_interactive(self, enabled: bool) -> None:
         """Disable the actions that change the conversation while a reply is generated."""
         for name, button in self.actions.items():
@@ -255,6 +263,7 @@ class MessageWidget(QFrame):
         """Swap the body for an editor; sending it makes a new branch."""
         if self.message is None or self.editor is not None:
             return
+        layout = self.layout()
         self.editor = MessageEdit(self)
         self.editor.setPlainText(self.message.content)
         self.editor.setFixedHeight(90)
@@ -264,7 +273,6 @@ class MessageWidget(QFrame):
         row.addStretch(1)
         row.addWidget(cancel)
         row.addWidget(save)
-        layout = self.layout()
         index = layout.indexOf(self.body)
         self.body.setVisible(False)
         layout.insertWidget(index + 1, self.editor)
