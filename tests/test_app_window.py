@@ -160,3 +160,69 @@ def test_app_starts_and_never_imports_mlx(tmp_path):
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+def test_many_qt_calls_do_not_exhaust_none(qtbot):
+    """PySide6 6.12.0 on Python 3.11 drops a reference to None per void call and to True
+    per signal emit; without the guard this loop aborts the interpreter."""
+    from PySide6.QtWidgets import QLabel
+
+    from app.qt_compat import guard_refcounts
+
+    guard_refcounts()
+    label = QLabel()
+    for _ in range(30_000):
+        label.setText("x")  # a void method
+    label.windowTitleChanged.emit("x")
+    assert sys.getrefcount(None) > 0
+
+
+def test_dark_palette_follows_the_system(qtbot, tmp_path, tiny_engine):
+    """With a dark system palette every part of the window is drawn from it (no hard-coded
+    light colours): a screenshot of a rich conversation in dark mode."""
+    from PySide6.QtGui import QColor, QPalette
+
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    store, conv = window.store, window.controller.conversation
+    q = store.add_message(conv.id, None, "user", "Give me a function and call the weather tool.")
+    a = store.add_message(conv.id, q.id, "assistant",
+                          "Here it is:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\n"
+                          "- **fast**\n- *typed*", {
+                              "constraint": "answer.lark",
+                              "stats": {"ttft_s": 0.12, "decode_tps": 41.5, "generated_tokens": 30,
+                                        "prompt_tokens": 60, "cached_tokens": 48,
+                                        "forced_tokens": 5, "mask_overhead_ms": 0.4},
+                              "tool_calls": [{"id": "c1", "name": "get_weather",
+                                              "arguments": {"city": "Oslo"}}]})
+    store.select_branch(a.id)
+    app = QApplication.instance()
+    light = app.palette()
+    dark = QPalette()
+    for role, colour in ((QPalette.ColorRole.Window, "#1e1e1e"),
+                         (QPalette.ColorRole.WindowText, "#e6e6e6"),
+                         (QPalette.ColorRole.Base, "#252526"),
+                         (QPalette.ColorRole.AlternateBase, "#2d2d30"),
+                         (QPalette.ColorRole.Text, "#e6e6e6"),
+                         (QPalette.ColorRole.Button, "#333337"),
+                         (QPalette.ColorRole.ButtonText, "#e6e6e6"),
+                         (QPalette.ColorRole.Mid, "#6b6b6b"),
+                         (QPalette.ColorRole.Midlight, "#3c3c3c"),
+                         (QPalette.ColorRole.Highlight, "#2f65ca"),
+                         (QPalette.ColorRole.HighlightedText, "#ffffff"),
+                         (QPalette.ColorRole.PlaceholderText, "#8a8a8a"),
+                         (QPalette.ColorRole.Link, "#6ea8ff")):
+        dark.setColor(role, QColor(colour))
+    app.setPalette(dark)
+    try:
+        window.render_chat()
+        reply = window.chat.message_widgets()[-1]
+        assert reply.cards and not reply.badge.isHidden() and "48/60" in reply.stats.text()
+        screenshot(window, "dark_mode")
+        image = window.grab().toImage()
+        # The chat column is drawn from the dark Base colour, not a light default.
+        empty_spot = window.chat.mapTo(window, window.chat.rect().center())
+        empty_spot.setY(window.chat.mapTo(window, window.chat.rect().bottomLeft()).y() - 20)
+        assert image.pixelColor(empty_spot).lightness() < 80
+    finally:
+        app.setPalette(light)
+    close_window(window)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QTimer
+from PySide6.QtCore import QByteArray, QEvent, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QIcon
 from PySide6.QtWidgets import (
     QApplication,
@@ -62,6 +62,7 @@ class MainWindow(QMainWindow):
         self.setObjectName("mainWindow")
         if icon_path("corral.svg").exists():
             self.setWindowIcon(QIcon(str(icon_path("corral.svg"))))
+        self._restyling = False
         self.setStyleSheet(STYLE_SHEET)
         self.setAcceptDrops(True)
         self._build()
@@ -301,6 +302,7 @@ class MainWindow(QMainWindow):
 
     def _reply_finished(self, _result: object) -> None:
         self.chat.end_reply(keep_body=True)
+        self.update_status()  # the prompt cache just changed
 
     def _busy_changed(self, busy: bool) -> None:
         self.composer.set_busy(busy)
@@ -463,7 +465,8 @@ class MainWindow(QMainWindow):
             used = format_bytes(stats.get("bytes", 0))
             budget = getattr(plan, "kv_budget_bytes", None) or stats.get("budget_bytes")
             text = f"KV cache {used}" + (f" of {format_bytes(budget)}" if budget else "")
-            self.cache_label.setText(text + f" · {stats.get('entries', 0)} entries")
+            entries = stats.get("entries", 0)
+            self.cache_label.setText(text + f" · {entries} entr{'y' if entries == 1 else 'ies'}")
         else:
             self.cache_label.setText("")
 
@@ -503,6 +506,16 @@ class MainWindow(QMainWindow):
         self.store.set_setting("window_state", bytes(self.saveState().toBase64()).decode())
         self.store.set_setting("window_splitter",
                                bytes(self.splitter.saveState().toBase64()).decode())
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and not self._restyling:
+            # palette(...) in a style sheet is resolved when the sheet is applied: re-apply
+            # it so a switch between light and dark mode recolours everything.
+            self._restyling = True
+            self.setStyleSheet("")
+            self.setStyleSheet(STYLE_SHEET)
+            self._restyling = False
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.settings_panel.flush()

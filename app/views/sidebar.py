@@ -2,20 +2,36 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QSignalBlocker, Qt, QTimer, Signal
+from PySide6.QtCore import QModelIndex, QPoint, QSignalBlocker, QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QInputDialog,
     QLineEdit,
+    QListView,
     QListWidget,
     QListWidgetItem,
     QMenu,
     QMessageBox,
     QPushButton,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
 
 from app.store import Conversation
+
+
+class _FitWidth(QStyledItemDelegate):
+    """Rows as wide as the list, so long titles end in "…" instead of scrolling sideways."""
+
+    def __init__(self, view: QListView) -> None:
+        super().__init__(view)
+        self._view = view
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
+        size = super().sizeHint(option, index)
+        size.setWidth(self._view.viewport().width())
+        return size
 
 
 class Sidebar(QWidget):
@@ -42,6 +58,9 @@ class Sidebar(QWidget):
         self.list.setObjectName("conversationList")
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setResizeMode(QListView.ResizeMode.Adjust)
+        self.list.setItemDelegate(_FitWidth(self.list))
         layout.addWidget(self.new_button)
         layout.addWidget(self.search)
         layout.addWidget(self.list, 1)
