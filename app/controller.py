@@ -245,7 +245,11 @@ class ChatController(QObject):
     def _on_finished(self, result: ChatResult) -> None:
         parent, self._reply_parent = self._reply_parent, None
         self.job = None
-        keep = bool(result.text or result.tool_calls)
+        # An empty reply that ended normally is kept (and shown as such); an empty one that
+        # was stopped or failed is not.
+        keep = bool(result.text or result.tool_calls) or (
+            result.error is None and result.stop_reason != StopReason.CANCELLED
+        )
         if parent is not None and keep and self.store.message(parent.id) is not None:
             meta = {
                 "stats": result.stats.to_dict(),

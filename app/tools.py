@@ -1,7 +1,7 @@
 """Tool definitions for the GUI: validate edited JSON, list and run the built-in tools.
 
-Validation is the engine's (engine.tools); built-in tools come from the engine when it
-provides them (engine.tools.builtins), so the panel simply shows none until then.
+Validation and the built-in tools are the engine's (engine.tools.definitions and
+engine.tools.builtins, no MLX); an engine build without built-ins shows none.
 """
 
 from __future__ import annotations
@@ -64,13 +64,10 @@ def builtin_tools() -> list[dict[str, Any]]:
     module = _builtins_module()
     if module is None:
         return []
-    for name in ("builtin_tools", "builtin_definitions", "definitions"):
-        fn = getattr(module, name, None)
-        if callable(fn):
-            tools = fn()
-            return [t.to_openai() if hasattr(t, "to_openai") else t for t in tools]
-    tools = getattr(module, "BUILTIN_TOOLS", None)
-    return list(tools) if isinstance(tools, (list, tuple)) else []
+    try:
+        return list(module.builtin_tools())
+    except (OSError, ValueError):  # a damaged bundled schema: offer the others nothing
+        return []
 
 
 def builtin_names() -> list[str]:
@@ -80,10 +77,9 @@ def builtin_names() -> list[str]:
 def run_builtin(name: str, arguments: dict[str, Any]) -> str:
     """Run a built-in tool; its result (or error) as text for the tool message."""
     module = _builtins_module()
-    if module is None or not hasattr(module, "run_builtin"):
+    if module is None:
         raise ToolsError("built-in tools are not available in this engine")
-    result = module.run_builtin(name, arguments)
-    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+    return str(module.run_builtin(name, arguments))
 
 
 def enabled_tool_definitions(config: ToolsConfig) -> list[dict[str, Any]]:

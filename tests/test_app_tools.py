@@ -17,6 +17,7 @@ from app_helpers import (  # noqa: E402
     set_sampling,
     wait_idle,
 )
+from PySide6.QtCore import Qt  # noqa: E402
 
 WEATHER = [{
     "type": "function",
@@ -91,4 +92,41 @@ def test_invalid_tool_definitions_show_the_problem(qtbot, tmp_path, tiny_engine)
     assert window.controller.conversation.tools.definitions == WEATHER
     assert panel.choice.findText("get_weather") >= 0  # a named choice is offered
     screenshot(window, "tools_panel")
+    close_window(window)
+
+
+def test_run_a_builtin_tool_from_its_card(qtbot, tmp_path, tiny_engine):
+    from app.store import ToolsConfig
+    from app.tools import run_builtin
+
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=0.0, max_tokens=30)
+    panel = window.tools_panel
+    window.tools_dock.show()
+    assert panel.builtin_list.count() >= 1 and not panel.no_builtins.isVisible()
+    item = panel.builtin_list.findItems("calculator", Qt.MatchFlag.MatchExactly)[0]
+    item.setCheckState(Qt.CheckState.Checked)  # offers the built-in to the model
+    panel.choice.setCurrentText("calculator")  # ...and makes it call it
+    panel.choice.activated.emit(panel.choice.currentIndex())
+    assert window.controller.conversation.tools == ToolsConfig(
+        builtins=["calculator"], tool_choice="calculator")
+    # The tiny random model cannot finish a free-text argument, so the call it would make
+    # is stored as a reply; what is tested is the card running the built-in.
+    conv = window.controller.conversation
+    question = window.store.add_message(conv.id, None, "user", "What is 6 times 7?")
+    call = {"id": "call_0", "name": "calculator", "arguments": {"expression": "6 * 7"}}
+    window.store.add_message(conv.id, question.id, "assistant", "",
+                             {"tool_calls": [call], "constraint": "tools: calculator"})
+    window.render_chat()
+    reply = window.chat.message_widgets()[-1]
+    assert call["name"] == "calculator" and reply.cards[0].run_button is not None
+    reply.cards[0].run_button.click()  # runs on a worker thread, then the chat continues
+    qtbot.waitUntil(lambda: [m.role for m in window.controller.path()][-2:] == ["tool", "assistant"]
+                    and not window.controller.busy, timeout=60_000)
+    tool_message = window.controller.path()[-2]
+    assert tool_message.content == run_builtin("calculator", call["arguments"]) == "42"
+    request = window.controller.build_request(window.controller.path()[:-1], conv)
+    assert request.messages[-1] == {"role": "tool", "content": "42", "tool_call_id": "call_0",
+                                    "name": "calculator"}
+    assert request.tool_choice == "auto"  # after the results the model may answer in text
     close_window(window)

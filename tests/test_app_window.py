@@ -226,3 +226,28 @@ def test_dark_palette_follows_the_system(qtbot, tmp_path, tiny_engine):
     finally:
         app.setPalette(light)
     close_window(window)
+
+
+def test_composer_keys_and_export(qtbot, tmp_path, tiny_engine, monkeypatch):
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QFileDialog
+
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    edit = window.composer.edit
+    qtbot.keyClicks(edit, "line one")
+    qtbot.keyClick(edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(edit, "line two")
+    assert edit.toPlainText() == "line one\nline two" and not window.controller.busy
+    conv = window.controller.conversation
+    q = window.store.add_message(conv.id, None, "user", "Export me")
+    window.store.add_message(conv.id, q.id, "assistant", "**Done**", {"constraint": "x.lark"})
+    for fmt in ("md", "json"):
+        target = tmp_path / f"chat.{fmt}"
+        monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                            staticmethod(lambda *a, target=target, **k: (str(target), "")))
+        window.actions_by_name[f"export_{fmt}"].trigger()
+        assert target.exists()
+    assert "## Assistant (constrained: x.lark)" in (tmp_path / "chat.md").read_text()
+    data = json.loads((tmp_path / "chat.json").read_text())
+    assert [m["content"] for m in data["messages"]] == ["Export me", "**Done**"]
+    close_window(window)

@@ -208,6 +208,9 @@ class MessageWidget(QFrame):
         self.status.setVisible(False)
         layout.addWidget(self.status)
         notes = []
+        if message is not None and role == "assistant" and not message.content \
+                and not meta.get("tool_calls"):
+            notes.append("The model ended its reply without any text.")
         if meta.get("stop_reason") == "cancelled":
             notes.append("Stopped.")
         if meta.get("incomplete"):
