@@ -66,9 +66,14 @@ def test_stop_mid_reply_with_escape(qtbot, tmp_path, tiny_engine):
 def test_stop_during_prompt_processing(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=4000)
-    _send(qtbot, window, "word " * 3000)  # a long prompt: stop lands before any text
+    progress: list[tuple[int, int]] = []
+    window.controller.replyPrefill.connect(lambda done, total: progress.append((done, total)))
+    _send(qtbot, window, "many different words " * 2000)  # a long prompt, read in chunks
+    qtbot.waitUntil(lambda: bool(progress), timeout=30_000)
+    assert "Reading the prompt" in window.chat.reply.status.text()
     window.composer.button.click()  # the Send button reads Stop while busy
     wait_idle(qtbot, window, timeout=10_000)
+    assert progress[-1][0] < progress[-1][1]  # stopped part-way through the prompt
     roles = [w.message.role for w in window.chat.message_widgets()]
     assert roles == ["user"]  # no reply was kept, the question is
     assert "Stopped" in window.notice.text()
