@@ -10,7 +10,7 @@ from PySide6.QtGui import QFileOpenEvent, QIcon
 from PySide6.QtWidgets import QApplication
 
 from app import __version__
-from app.paths import APP_NAME, icon_path
+from app.paths import APP_NAME, app_icon_path
 from app.qt_compat import guard_refcounts
 
 
@@ -48,8 +48,8 @@ def create_application(argv: list[str]) -> tuple[QApplication, FileOpenFilter]:
     app.setOrganizationName(APP_NAME)
     app.setApplicationVersion(__version__)
     app.setDesktopFileName("corral")
-    if icon_path("corral.svg").exists():
-        app.setWindowIcon(QIcon(str(icon_path("corral.svg"))))
+    if app_icon_path().exists():
+        app.setWindowIcon(QIcon(str(app_icon_path())))
     opener = FileOpenFilter(app)
     app.installEventFilter(opener)
     return app, opener  # type: ignore[return-value]

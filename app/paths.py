@@ -23,5 +23,6 @@ def resources_dir() -> Path:
     return Path(__file__).resolve().parents[1] / "resources"
 
 
-def icon_path(name: str) -> Path:
-    return resources_dir() / "icons" / name
+def app_icon_path() -> Path:
+    """The app's icon (the same picture the packaged app's .icns/.ico are made from)."""
+    return resources_dir() / "brand" / "corral.png"

@@ -27,7 +27,7 @@ from app.constraints import KIND_LABELS, Checked, check_file, spec_from_dict, sp
 from app.controller import ChatController
 from app.jobs.engine_bridge import EngineBridge
 from app.jobs.thread import run_task
-from app.paths import icon_path
+from app.paths import app_icon_path
 from app.qt_compat import guard_refcounts
 from app.store import Store
 from app.store.export import to_json, to_markdown
@@ -60,8 +60,8 @@ class MainWindow(QMainWindow):
         self._model_name: str | None = None
         self.setWindowTitle("Corral")
         self.setObjectName("mainWindow")
-        if icon_path("corral.svg").exists():
-            self.setWindowIcon(QIcon(str(icon_path("corral.svg"))))
+        if app_icon_path().exists():
+            self.setWindowIcon(QIcon(str(app_icon_path())))
         self._restyling = False
         self.setStyleSheet(STYLE_SHEET)
         self.setAcceptDrops(True)
