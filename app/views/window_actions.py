@@ -1,0 +1,133 @@
+"""What the main window does with files and panels: constraint files, dropped or opened
+(validated off the GUI thread, applied only when valid), the constraint editor, tools
+files and built-in tool runs, and the settings and presets panels' changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtWidgets import QFileDialog
+
+from app.constraints import KIND_LABELS, Checked, check_file, spec_from_dict, spec_to_dict
+from app.jobs.thread import run_task
+from app.tools import looks_like_tools, run_builtin
+from app.views.constraint_widgets import ConstraintEditor
+from engine.types import ConstraintSpec
+
+
+class WindowActions:
+    """Mixed into MainWindow; uses its store, controller, panels and bars."""
+
+    store: Any
+    controller: Any
+    constraint_bar: Any
+    settings_panel: Any
+    tools_panel: Any
+    tools_dock: Any
+    notice: Any
+
+    def run_builtin_tool(self, call_id: str, name: str, arguments: object) -> None:
+        args = arguments if isinstance(arguments, dict) else {}
+        run_task(lambda: run_builtin(name, args),
+                 lambda result, error: self.controller.submit_tool_result(
+                     call_id, name, result if error is None else f"Error: {error}"))
+
+    # ---- constraints ----
+
+    def open_files(self, paths: list[str]) -> None:
+        """Dropped or opened files: a tools list goes to the tools panel, anything else is
+        checked as a constraint (a file that is neither gets a clear error)."""
+        for path in paths[:1]:
+            if path.lower().endswith(".json") and looks_like_tools(path):
+                self.load_tools_file(path)
+            else:
+                self.open_constraint_file(path)
+
+    def open_constraint_file(self, path: str) -> None:
+        self.constraint_bar.show_error(f"Checking {Path(path).name}…")
+        run_task(lambda: check_file(path), self._constraint_checked)
+
+    def _constraint_checked(self, checked: Checked | None, error: BaseException | None) -> None:
+        if error is not None or checked is None:
+            self.constraint_bar.show_error(f"Could not check the file: {error}")
+            return
+        if not checked.ok:
+            name = Path(checked.path).name if checked.path else "The constraint"
+            problems = "; ".join(str(p) for p in checked.errors) or "not valid"
+            self.constraint_bar.show_error(f"{name}: {problems} — nothing was applied.")
+            return
+        assert checked.spec is not None
+        self.apply_constraint(checked.spec, checked.path)
+
+    def apply_constraint(self, spec: ConstraintSpec, path: str | None = None) -> None:
+        if self.controller.conversation_id is None:
+            self.controller.new_conversation()
+        cid = self.controller.conversation_id
+        assert cid is not None
+        self.store.set_constraint(cid, spec_to_dict(spec, path))
+        self.constraint_bar.set_spec(spec)
+        self.constraint_bar.show_error("")
+        kind = KIND_LABELS.get(spec.kind, spec.kind)
+        self.statusBar().showMessage(f"Replies must now fit {spec.name or kind} ({kind}).", 5000)
+
+    def remove_constraint(self) -> None:
+        if self.controller.conversation_id is not None:
+            self.store.set_constraint(self.controller.conversation_id, None)
+        self.constraint_bar.set_spec(None)
+        self.constraint_bar.show_error("")
+
+    def choose_constraint_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Constrain replies", "",
+            "Grammars and schemas (*.json *.lark *.gbnf *.regex *.re);;All files (*)",
+        )
+        if path:
+            self.open_constraint_file(path)
+
+    def open_constraint_editor(self) -> None:
+        conv = self.controller.conversation
+        current = spec_from_dict(conv.constraint) if conv and conv.constraint else None
+        dialog = ConstraintEditor(self, current)
+        dialog.accepted.connect(lambda: self._editor_accepted(dialog))
+        dialog.open()  # window-modal, the event loop keeps running
+        self.constraint_editor = dialog
+
+    def _editor_accepted(self, dialog: ConstraintEditor) -> None:
+        spec = dialog.spec()
+        if spec is not None:
+            name = "Pasted " + KIND_LABELS[spec.kind]
+            self.apply_constraint(ConstraintSpec(spec.kind, spec.source, name))
+
+    # ---- tools and settings ----
+
+    def choose_tools_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Load tools", "", "Tool definitions (*.json)")
+        if path:
+            self.load_tools_file(path)
+
+    def load_tools_file(self, path: str) -> None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            self.notice.show_message(f"{Path(path).name}: cannot be read ({exc})", "error")
+            return
+        self.tools_dock.show()
+        self.tools_dock.raise_()
+        self.tools_panel.load_text(text, Path(path).name)
+
+    def _tools_changed(self, config: object) -> None:
+        if self.controller.conversation_id is not None:
+            self.store.set_tools(self.controller.conversation_id, config)  # type: ignore[arg-type]
+
+    def _settings_changed(self, settings: object) -> None:
+        if self.controller.conversation_id is not None:
+            self.store.set_chat_settings(self.controller.conversation_id, settings)  # type: ignore[arg-type]
+
+    def _save_preset(self, name: str, text: str) -> None:
+        self.store.save_preset(name, text)
+        self.settings_panel.set_presets(self.store.presets())
+
+    def _delete_preset(self, name: str) -> None:
+        self.store.delete_preset(name)
+        self.settings_panel.set_presets(self.store.presets())
