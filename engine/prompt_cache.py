@@ -27,7 +27,7 @@ Protocol, one request at a time on the engine thread that owns the model (not th
 `cache, n = trie.fetch(model, prompt)`, prefill `prompt[n:]`, decode, then always (finished,
 cancelled or stopped) `trie.store(prompt + fed_tokens, cache)`. The cache's own length decides
 what is kept: after a cancel mid-prefill only the computed part is stored; a token fed past the
-list is trimmed. Skip `store` only if the model raised mid-evaluation (the state may be garbage).
+list is trimmed. If the model raised mid-evaluation, `store` drops a state it cannot evaluate.
 """
 
 from __future__ import annotations
@@ -257,7 +257,11 @@ class PromptCacheTrie:
         if loan is not None and loan[0] is cache and n <= loan[2] and loan[1] in self._entries:
             return  # an untouched copy of a prefix the trie still holds
         arrays = cache_arrays(cache)
-        mx.eval(arrays)  # no lazy graph (and its inputs) kept alive by the trie
+        try:
+            mx.eval(arrays)  # no lazy graph (and its inputs) kept alive by the trie
+        except Exception:  # the request failed mid-evaluation: its state is not to be trusted
+            self._prune_handed_out()
+            return
         nbytes = sum(a.nbytes for a in arrays)
         if nbytes > self._budget:
             self._counts["rejected"] += 1
