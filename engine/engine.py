@@ -105,14 +105,26 @@ class RequestHandle:
 class Engine:
     """One model, one thread, a queue of requests served in order."""
 
-    def __init__(self, prompt_cache: PromptCacheStore | None = None) -> None:
+    def __init__(
+        self,
+        prompt_cache: PromptCacheStore | None = None,
+        *,
+        kv_budget_bytes: int | None = None,
+        reuse_prefixes: bool = True,
+    ) -> None:
+        """`prompt_cache` replaces the KV-cache store (default: an LRU token trie sized by
+        the memory plan at each load); `kv_budget_bytes` is the user's budget setting
+        (None: automatic); `reuse_prefixes=False` recomputes every prompt (for benchmarks)."""
         self._ids = itertools.count(1)
         self._closed = False
         self._loaded: Any = None  # engine.models.LoadedModel, touched only on the engine thread
         self._prompt_cache_override = prompt_cache
         self.prompt_cache: PromptCacheStore = prompt_cache or NoPromptCache()
         self.model_info: ModelInfo | None = None
-        self.memory_plan: Any = None
+        self.memory_plan: Any = None  # engine.memory.MemoryPlan of the loaded model
+        self._kv_budget_setting = kv_budget_bytes
+        self._reuse_prefixes = reuse_prefixes
+        self._wired: Any = None
         self._worker = acquire_worker()
         self._drained = threading.Event()
 
@@ -150,6 +162,21 @@ class Engine:
         """Generate a whole reply and return it (blocking)."""
         return self.submit(request).result()
 
+    def set_kv_budget(self, kv_budget_bytes: int | None) -> Future[Any]:
+        """Change the prompt-cache budget (None: automatic); returns the new memory plan."""
+
+        def job() -> Any:
+            self._kv_budget_setting = kv_budget_bytes
+            if self._loaded is not None:
+                self._plan_memory(self._loaded)
+            return self.memory_plan
+
+        return self._submit_call(job)
+
+    def cache_stats(self) -> dict[str, Any]:
+        """The prompt cache's figures (entries, bytes, hits, misses, evictions...)."""
+        return dict(self.prompt_cache.stats())
+
     def run(self, fn: Callable[[Any], T]) -> Future[T]:
         """Run `fn(loaded_model)` on the engine thread (for benchmarks and tests)."""
         return self._submit_call(lambda: fn(self._loaded))
@@ -186,12 +213,35 @@ class Engine:
         return future
 
     def _after_load(self, loaded: Any) -> None:
-        """Size the prompt cache for the model that just loaded."""
+        """Plan memory for the model that just loaded: wired limit and prompt-cache budget."""
+        from engine.memory import WiredLimit
+
+        self._wired = WiredLimit()
+        self._plan_memory(loaded)
+
+    def _plan_memory(self, loaded: Any) -> None:
+        from engine.memory import plan_memory
+        from engine.prompt_cache import PromptCacheTrie
+
+        plan = plan_memory(loaded.info.weights_bytes, self._kv_budget_setting)
+        self.memory_plan = plan
+        # Runs on the engine thread between requests: no async eval is in flight.
+        self._wired.apply(plan)
+        if self._prompt_cache_override is not None or not self._reuse_prefixes:
+            return
+        if isinstance(self.prompt_cache, PromptCacheTrie):
+            self.prompt_cache.budget_bytes = plan.kv_budget_bytes
+        else:
+            self.prompt_cache = PromptCacheTrie(plan.kv_budget_bytes)
 
     def _unload(self) -> None:
         self.prompt_cache.clear()
+        if self._wired is not None:
+            self._wired.restore()
+            self._wired = None
         self._loaded = None
         self.model_info = None
+        self.memory_plan = None
 
     def _run_chat(self, handle: RequestHandle) -> None:
         from engine.generation import generate_reply

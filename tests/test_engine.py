@@ -135,3 +135,32 @@ def test_sampling_options_run(tiny_engine: Engine) -> None:
     result = tiny_engine.chat(_request(max_tokens=8, temperature=0.9, top_p=0.9, top_k=20,
                                        min_p=0.05, repetition_penalty=1.3, seed=1))
     assert result.stats.generated_tokens == 8
+
+
+def test_next_turn_reuses_the_cached_prefix(tiny_engine: Engine) -> None:
+    first_turn = [{"role": "user", "content": "A question about prefix caching"}]
+    first = tiny_engine.chat(ChatRequest(first_turn, SamplingSettings(temperature=0,
+                                                                      max_tokens=6)))
+    second_turn = first_turn + [
+        {"role": "assistant", "content": first.text},
+        {"role": "user", "content": "And a follow-up"},
+    ]
+    second = tiny_engine.chat(ChatRequest(second_turn, SamplingSettings(temperature=0,
+                                                                        max_tokens=6)))
+    # Everything up to the first reply was computed already and is reused (the last
+    # prompt token may merge with the reply's first characters when the text is re-tokenized).
+    assert second.stats.cached_tokens >= first.stats.prompt_tokens - 1
+    assert tiny_engine.cache_stats()["hits"] >= 1
+    plan = tiny_engine.memory_plan
+    assert plan is not None and plan.kv_budget_bytes > 0
+
+
+def test_prefix_reuse_can_be_turned_off(tiny_model_dir) -> None:
+    eng = Engine(reuse_prefixes=False)
+    try:
+        eng.load_model(str(tiny_model_dir)).result()
+        request = _request("Same prompt twice", max_tokens=3)
+        eng.chat(request)
+        assert eng.chat(request).stats.cached_tokens == 0
+    finally:
+        eng.close()
