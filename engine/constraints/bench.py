@@ -1,0 +1,216 @@
+"""Constrained vs free decoding, measured side by side: the figures of `python -m engine bench`.
+
+Every comparison runs the same model, prompt and greedy sampling, and the same number of
+tokens: a warm-up constrained run fixes the count and the free runs stop there (ignoring
+end tokens). Runs alternate between loops; tokens/s are medians over the rounds and ratios
+the median of each round's ratio (runs side by side see the same machine load).
+Configurations: the loaded model with a JSON schema (overlapped and serial mask), the same
+on the tiny 2-layer model with the real vocabulary (a forward pass of a few ms, as on a
+fast Mac), and a key-heavy schema whose forced tokens are fed in one pass. Tokens/s count
+from the first sampled token: forced tokens before it come with the first token's latency.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from engine.constraints.loop import ConstrainedDecoder
+from engine.constraints.sources import json_schema_constraint
+from engine.decode import decode_free, prefill
+from engine.prompt import render_prompt
+from engine.sampling import build_processors, build_sampler, end_token_ids
+from engine.types import ConstraintSpec, GenerationStats, SamplingSettings
+
+ANSWER_PROMPT = "Describe the city of Paris. Reply in JSON with a title and a long summary."
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"title": {"type": "string"}, "summary": {"type": "string"}},
+    "required": ["title", "summary"],
+    "additionalProperties": False,
+}
+RECORD_PROMPT = "Create a JSON record for a fictional library member."
+RECORD_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "member_first_name": {"type": "string", "maxLength": 12},
+        "member_last_name": {"type": "string", "maxLength": 12},
+        "member_age_in_years": {"type": "integer", "minimum": 0, "maximum": 120},
+        "is_active_library_member": {"type": "boolean"},
+        "membership_level": {"enum": ["bronze", "silver", "gold"]},
+        "home_branch_location": {"type": "string", "maxLength": 16},
+        "number_of_books_borrowed": {"type": "integer", "minimum": 0, "maximum": 999},
+        "has_overdue_books": {"type": "boolean"},
+        "preferred_reading_genre": {"enum": ["fiction", "history", "science", "poetry"]},
+    },
+    "required": [
+        "member_first_name", "member_last_name", "member_age_in_years",
+        "is_active_library_member", "membership_level", "home_branch_location",
+        "number_of_books_borrowed", "has_overdue_books", "preferred_reading_genre",
+    ],
+    "additionalProperties": False,
+}
+GREEDY = SamplingSettings(temperature=0.0)
+
+
+@dataclass
+class _Run:
+    tokens: int
+    tps: float
+    stats: GenerationStats | None
+
+
+def run_constraint_bench(engine: Any, args: Any = None, **options: Any) -> dict[str, Any]:
+    """The constraint figures for the model loaded in `engine` (an engine.engine.Engine).
+
+    `args` may carry `tokens` and `repeats` (the bench command's options); keyword options
+    override them (see `measure_constraints`). Runs on the engine thread.
+    """
+    for name in ("tokens", "repeats"):
+        if args is not None and getattr(args, name, None) and name not in options:
+            options[name] = getattr(args, name)
+    return engine.run(lambda loaded: measure_constraints(loaded.model, loaded.tokenizer,
+                                                         **options)).result()
+
+
+def measure_constraints(
+    model: Any,
+    tokenizer: Any,
+    *,
+    tokens: int = 48,
+    repeats: int = 3,
+    stress: bool = True,
+    stress_tokens: int = 160,
+    stress_repeats: int = 7,
+) -> dict[str, Any]:
+    """All constraint figures, on the calling thread (which must own `model`)."""
+    answer = json_schema_constraint(ANSWER_SCHEMA, "answer schema")
+    record = json_schema_constraint(RECORD_SCHEMA, "key-heavy record schema")
+    out: dict[str, Any] = {}
+
+    main = compare_loops(model, tokenizer, answer, ANSWER_PROMPT, tokens, repeats)
+    out.update(_ratios("", main))
+    forced = compare_loops(model, tokenizer, record, RECORD_PROMPT, tokens, repeats,
+                           loops=("free", "overlapped"))
+    out["forced_free_tps"] = _median_tps(forced["free"])
+    out["forced_tps"] = _median_tps(forced["overlapped"])
+    out["forced_token_speedup"] = _paired_ratio(forced["overlapped"], forced["free"])
+    fstats = _typical_stats(forced["overlapped"])
+    out["forced_tokens"] = f"{fstats.forced_tokens} of {forced['overlapped'][0].tokens}"
+    out["forced_forward_passes"] = fstats.forward_passes
+
+    if stress:
+        import mlx_lm
+
+        from engine.models import ensure_default_model
+        from engine.tiny_model import build_tiny_model
+
+        with tempfile.TemporaryDirectory(prefix="corral-tiny-") as folder:
+            build_tiny_model(folder, ensure_default_model())
+            tiny, tiny_tok = mlx_lm.load(folder)
+        runs = compare_loops(tiny, tiny_tok, answer, ANSWER_PROMPT, stress_tokens,
+                             stress_repeats)
+        out.update(_ratios("stress_", runs))
+    return out
+
+
+def compare_loops(
+    model: Any,
+    tokenizer: Any,
+    constraint: ConstraintSpec,
+    prompt: str,
+    max_tokens: int,
+    repeats: int,
+    loops: tuple[str, ...] = ("free", "overlapped", "serial"),
+) -> dict[str, list[_Run]]:
+    """Each loop's runs, `repeats` rounds of one run per loop (rotating the order), all of
+    the length the constrained warm-up run reached."""
+    prompt_tokens = render_prompt(tokenizer, [{"role": "user", "content": prompt}])
+    warm = _run(model, tokenizer, prompt_tokens, "overlapped", constraint, max_tokens)
+    count = warm.tokens
+    _run(model, tokenizer, prompt_tokens, "free", constraint, count)
+    results: dict[str, list[_Run]] = {loop: [] for loop in loops}
+    for r in range(repeats):
+        order = loops[r % len(loops):] + loops[: r % len(loops)]
+        for loop in order:
+            results[loop].append(_run(model, tokenizer, prompt_tokens, loop, constraint, count))
+    return results
+
+
+def _run(
+    model: Any, tokenizer: Any, prompt: list[int], loop: str, constraint: ConstraintSpec,
+    max_tokens: int,
+) -> _Run:
+    from mlx_lm.models.cache import make_prompt_cache
+
+    cache = make_prompt_cache(model)
+    fed: list[int] = []
+    prefill(model, cache, prompt[:-1], fed, cancel=threading.Event())
+    ends = end_token_ids(tokenizer)
+    runtime = None
+    kwargs = dict(sampler=build_sampler(GREEDY), processors=build_processors(GREEDY),
+                  history=prompt)
+    if loop == "free":
+        tokens = decode_free(model, cache, prompt[-1:], fed, **kwargs)
+    else:
+        runtime = ConstrainedDecoder(tokenizer, constraint, ends, serial=loop == "serial")
+        tokens = runtime.decode(model, cache, prompt[-1:], fed, **kwargs)
+    stamps: list[float] = []
+    lead = 0  # forced tokens before the first sampled one arrive before any decoding: skip
+    try:
+        for token in tokens:
+            stamps.append(time.perf_counter())
+            if runtime is not None and runtime.forced_tokens == len(stamps):
+                lead = len(stamps)
+            if len(stamps) >= max_tokens:
+                break
+            if runtime is not None and (token in ends or runtime.finished):
+                break
+    finally:
+        tokens.close()
+    stats = None
+    if runtime is not None:
+        stats = GenerationStats()
+        runtime.fill_stats(stats)
+    timed = stamps[lead:]
+    n = len(timed)
+    tps = (n - 1) / (timed[-1] - timed[0]) if n > 1 and timed[-1] > timed[0] else 0.0
+    return _Run(len(stamps), tps, stats)
+
+
+def _median_tps(runs: list[_Run]) -> float:
+    return round(statistics.median(run.tps for run in runs), 2)
+
+
+def _paired_ratio(runs: list[_Run], base: list[_Run]) -> float | None:
+    """Median over rounds of tps / base tps: runs side by side see the same machine load."""
+    ratios = [a.tps / b.tps for a, b in zip(runs, base, strict=True) if b.tps]
+    return round(statistics.median(ratios), 3) if ratios else None
+
+
+def _typical_stats(runs: list[_Run]) -> GenerationStats:
+    median = statistics.median(run.tps for run in runs)
+    stats = min(runs, key=lambda run: abs(run.tps - median)).stats
+    assert stats is not None
+    return stats
+
+
+def _ratios(prefix: str, runs: dict[str, list[_Run]]) -> dict[str, Any]:
+    free, over, serial = runs["free"], runs["overlapped"], runs["serial"]
+    stats = _typical_stats(over)
+    return {
+        f"{prefix}free_tps": _median_tps(free),
+        f"{prefix}constrained_tps": _median_tps(over),
+        f"{prefix}constrained_serial_tps": _median_tps(serial),
+        f"{prefix}constrained_ratio": _paired_ratio(over, free),
+        f"{prefix}constrained_ratio_serial": _paired_ratio(serial, free),
+        f"{prefix}constrained_tokens": over[0].tokens,
+        f"{prefix}grammar_compile_ms": round(stats.grammar_compile_ms, 2),
+        f"{prefix}mask_mean_ms": round(stats.mask_mean_ms, 3),
+        f"{prefix}mask_p99_ms": round(stats.mask_p99_ms, 3),
+        f"{prefix}mask_overhead_ms": round(stats.mask_overhead_ms, 2),
+    }

@@ -1,0 +1,96 @@
+"""Apply llguidance's packed token bitmask (one bit per token, int32 words) to logits.
+
+On Metal, llguidance's MLX kernel does it. Elsewhere the words are turned into an additive
+bias on the CPU (-0.0 for allowed tokens, -inf for the rest; `x + -0.0 == x` exactly) and
+added to the logits: ~0.02 ms to build with numpy and ~0.02 ms to add for a 49k vocabulary,
+where `mx.where` over an unpacked mask costs ~0.3 ms on this CPU. Both give identical
+logits. Tokens the bitmask does not cover (a model vocabulary padded beyond the
+tokenizer's) are always masked.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import mlx.core as mx
+import numpy as np
+
+_ALLOWED_U32 = np.uint32(0x80000000)  # -0.0f
+_BLOCKED_U32 = np.uint32(0xFF800000)  # -inf f
+_STEP_U32 = np.uint32(0xFF800000 - 0x80000000)
+
+
+@cache
+def metal_available() -> bool:
+    """Whether llguidance's Metal kernel can run here."""
+    try:
+        return bool(mx.metal.is_available())
+    except Exception:  # some builds lack the metal module altogether
+        return False
+
+
+def bitmask_to_bias(bitmask: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """A float32 bias of 32 entries per word: -0.0 where the bit is set, -inf elsewhere."""
+    words = np.ascontiguousarray(bitmask, dtype=np.int32).reshape(-1)
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little")  # word bit i -> token 32w+i
+    if out is None:
+        out = np.empty(bits.size, np.float32)
+    as_u32 = out.view(np.uint32)
+    np.multiply(bits, _STEP_U32, out=as_u32, dtype=np.uint32)
+    np.subtract(_BLOCKED_U32, as_u32, out=as_u32)
+    return out
+
+
+def apply_bias(logits: mx.array, bias: np.ndarray) -> mx.array:
+    """`logits` (..., vocab) plus `bias`, trimmed or padded with -inf to the vocabulary size."""
+    vocab = logits.shape[-1]
+    if bias.size > vocab:
+        bias = bias[:vocab]
+    elif bias.size < vocab:
+        bias = np.concatenate([bias, np.full(vocab - bias.size, -np.inf, np.float32)])
+    b = mx.array(bias)
+    if b.dtype != logits.dtype:
+        b = b.astype(logits.dtype)
+    return logits + b
+
+
+def apply_token_bitmask_portable(logits: mx.array, bitmask: np.ndarray) -> mx.array:
+    """Mask `logits` with `bitmask` using plain MLX ops (any backend)."""
+    return apply_bias(logits, bitmask_to_bias(bitmask))
+
+
+def apply_token_bitmask_metal(logits: mx.array, bitmask: np.ndarray) -> mx.array:
+    """Mask `logits` with llguidance's Metal kernel (Metal only)."""
+    from llguidance.mlx import apply_token_bitmask
+
+    words = np.ascontiguousarray(bitmask, dtype=np.int32).reshape(1, -1)
+    flat = logits.reshape(1, -1)
+    return apply_token_bitmask(flat, words).reshape(logits.shape)
+
+
+def apply_token_bitmask(logits: mx.array, bitmask: np.ndarray) -> mx.array:
+    """Mask `logits` (shape (vocab,) or (1, vocab)): the Metal kernel if possible, else portable."""
+    if metal_available():
+        return apply_token_bitmask_metal(logits, bitmask)
+    return apply_token_bitmask_portable(logits, bitmask)
+
+
+class TokenMasker:
+    """Per-decoder masking with reusable buffers, split so the CPU work runs on the mask thread.
+
+    `prepare` (mask thread) turns freshly filled words into whatever `apply` (decode thread)
+    needs. The result aliases an internal buffer: `apply` copies it into MLX, and the next
+    `prepare` must not start before that.
+    """
+
+    def __init__(self, n_words: int, *, use_metal: bool | None = None) -> None:
+        self.use_metal = metal_available() if use_metal is None else use_metal
+        self._bias = np.empty(n_words * 32, np.float32)
+
+    def prepare(self, words: np.ndarray) -> np.ndarray:
+        return words if self.use_metal else bitmask_to_bias(words, self._bias)
+
+    def apply(self, logits: mx.array, prepared: np.ndarray) -> mx.array:
+        if self.use_metal:
+            return apply_token_bitmask_metal(logits, prepared)
+        return apply_bias(logits, prepared)

@@ -1,0 +1,60 @@
+"""llguidance tokenizers for loaded models, built once per tokenizer and set of end tokens.
+
+Building an LLTokenizer from a Hugging Face tokenizer takes ~1 s, so it is cached. Every
+end-of-reply token of the model and its chat template becomes one of llguidance's EOS
+tokens: the matcher then allows each of them exactly when the grammar accepts, and
+consuming any of them stops it.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+import llguidance
+
+from engine.constraints import ConstraintError
+
+_lock = threading.Lock()
+_by_tokenizer: weakref.WeakKeyDictionary[Any, dict[tuple[int, ...], llguidance.LLTokenizer]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def ll_tokenizer(tokenizer: Any, ends: Iterable[int]) -> llguidance.LLTokenizer:
+    """The LLTokenizer for `tokenizer` (an mlx-lm TokenizerWrapper or a HF fast tokenizer).
+
+    `ends` are the token ids that end a reply; with none, the tokenizer's own EOS is used.
+    """
+    key = tuple(sorted(set(ends)))
+    with _lock:
+        per_ends = _by_tokenizer.setdefault(tokenizer, {})
+        found = per_ends.get(key)
+        if found is None:
+            found = per_ends[key] = _build(tokenizer, list(key))
+        return found
+
+
+def _build(tokenizer: Any, ends: list[int]) -> llguidance.LLTokenizer:
+    import llguidance.hf
+    import transformers
+
+    # an mlx-lm TokenizerWrapper holds the HF tokenizer; an HF tokenizer is used as is
+    is_hf = isinstance(tokenizer, transformers.PreTrainedTokenizerBase)
+    hf = tokenizer if is_hf else getattr(tokenizer, "_tokenizer", tokenizer)
+    try:
+        return llguidance.hf.from_tokenizer(hf, eos_token=ends or None)
+    except (ValueError, TypeError) as exc:
+        raise ConstraintError(
+            f"constraints need a fast (Rust) Hugging Face tokenizer; this model's "
+            f"{type(hf).__name__} cannot be used ({exc})"
+        ) from exc
+
+
+@cache
+def byte_tokenizer() -> llguidance.LLTokenizer:
+    """A 256-byte tokenizer for checking grammars when no model is loaded."""
+    return llguidance.LLTokenizer("byte")

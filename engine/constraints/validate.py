@@ -1,0 +1,216 @@
+"""Compile constraints to llguidance grammars and report problems as data the GUI can show.
+
+`to_grammar` converts a ConstraintSpec into an llguidance grammar string (raising
+ConstraintError on syntax errors it can see itself); `validate_constraint` runs llguidance's
+checks as well and never raises for a bad grammar: errors and warnings come back as
+Diagnostics with the line and column where llguidance gives them. It also reports
+grammars that can produce no text and JSON-schema keywords llguidance cannot enforce.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import llguidance
+import numpy as np
+from llguidance import LLMatcher
+
+from engine.constraints import ConstraintError
+from engine.constraints.sources import ANY_JSON_SCHEMA, KIND_NAMES
+from engine.types import ConstraintSpec
+
+# Compact JSON: no free-form whitespace, so a model cannot wander off into blank lines,
+# and more of each object (keys, separators) is forced. A schema's own "x-guidance"
+# settings override these.
+JSON_COMPILE_DEFAULTS: dict[str, object] = {"whitespace_flexible": False}
+
+_POSITION = re.compile(r"^(?:at )?(\d+)\((\d+)\):\s*")
+_STOP_REASONS = ("NoExtension", "NoExtensionBias")
+_DETAIL_ERROR = re.compile(r"^error: (.*)$", re.MULTILINE)
+_UNIMPLEMENTED = re.compile(r"Unimplemented keys: \[(.*)\]")
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem with a constraint: what, and where (1-based line and column) if known."""
+
+    message: str
+    line: int | None = None
+    column: int | None = None
+    severity: Literal["error", "warning"] = "error"
+    detail: str = ""  # the offending lines with a caret, as llguidance prints them
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" if self.line is not None else ""
+        if where and self.column is not None:
+            where += f", column {self.column}"
+        return f"{where}: {self.message}" if where else self.message
+
+
+@dataclass
+class ValidationReport:
+    """The outcome of checking a constraint: its compiled grammar, errors and warnings."""
+
+    spec: ConstraintSpec
+    grammar: str | None = None
+    errors: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
+    check_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def summary(self) -> str:
+        """One line per problem, prefixed with the constraint's name."""
+        label = self.spec.name or KIND_NAMES.get(self.spec.kind, self.spec.kind)
+        lines = [f"{label}: {d}" for d in self.errors]
+        lines += [f"{label}: warning: {d}" for d in self.warnings]
+        return "\n".join(lines)
+
+    def raise_for_errors(self) -> None:
+        """Raise ConstraintError carrying the errors, if there are any."""
+        if self.errors:
+            raise ConstraintError(self.summary().split("\n")[0], self.errors + self.warnings)
+
+
+def to_grammar(spec: ConstraintSpec) -> str:
+    """The llguidance grammar for `spec`; raises ConstraintError for errors found converting it.
+
+    Cheap (no lexer is built); llguidance reports the remaining errors when a matcher or
+    `validate_constraint` compiles the result.
+    """
+    kind = spec.kind
+    if kind == "any_json":
+        return LLMatcher.grammar_from_json_schema(ANY_JSON_SCHEMA, defaults=JSON_COMPILE_DEFAULTS)
+    if kind == "json_schema":
+        from engine.constraints.sources import _check_json_schema_text
+
+        label = spec.name or "JSON schema"
+        schema = _check_json_schema_text(spec.source, label)
+        if schema is False:
+            diag = Diagnostic("Unsatisfiable schema: the schema is false, so nothing matches it")
+            raise ConstraintError(f"{label}: {diag}", [diag])
+        try:
+            return LLMatcher.grammar_from_json_schema(
+                "{}" if schema is True else spec.source, defaults=JSON_COMPILE_DEFAULTS
+            )
+        except ValueError as exc:
+            diag = Diagnostic(str(exc))
+            raise ConstraintError(f"{label}: {diag}", [diag]) from exc
+    if kind == "lark":
+        return LLMatcher.grammar_from_lark(spec.source)
+    if kind == "gbnf":
+        from llguidance.gbnf_to_lark import GbnfToLarkError, any_to_lark
+
+        try:
+            return LLMatcher.grammar_from_lark(any_to_lark(spec.source))
+        except GbnfToLarkError as exc:
+            line, column = _line_column(spec.source, exc.pos.pos)
+            diag = Diagnostic(str(exc).split(" at line ")[0], line, column)
+            raise ConstraintError(f"{spec.name or 'GBNF grammar'}: {diag}", [diag]) from exc
+        except (Exception, RecursionError) as exc:  # the converter raises bare Exceptions
+            diag = Diagnostic(f"invalid GBNF: {exc}")
+            raise ConstraintError(f"{spec.name or 'GBNF grammar'}: {diag}", [diag]) from exc
+    if kind == "regex":
+        return LLMatcher.grammar_from_regex(spec.source)
+    raise ConstraintError(f"unknown constraint kind {kind!r}")
+
+
+def compile_grammar(spec: ConstraintSpec, tokenizer: llguidance.LLTokenizer | None = None) -> str:
+    """Convert and check `spec`; return its grammar or raise ConstraintError with diagnostics."""
+    report = validate_constraint(spec, tokenizer, check_language=False)
+    report.raise_for_errors()
+    assert report.grammar is not None
+    return report.grammar
+
+
+def validate_constraint(
+    spec: ConstraintSpec,
+    tokenizer: llguidance.LLTokenizer | None = None,
+    *,
+    check_language: bool = True,
+) -> ValidationReport:
+    """Check `spec` without raising: syntax, llguidance's own checks and, with
+    `check_language`, whether it can produce any text at all.
+
+    `tokenizer` is the model's LLTokenizer if one is loaded; a byte tokenizer otherwise.
+    """
+    started = time.perf_counter()
+    report = ValidationReport(spec)
+    try:
+        report.grammar = to_grammar(spec)
+    except ConstraintError as exc:
+        report.errors = exc.diagnostics or [Diagnostic(str(exc))]
+    if report.grammar is not None:
+        is_error, messages = LLMatcher.validate_grammar_with_warnings(report.grammar, tokenizer)
+        diags = [parse_message(m, spec.kind, "error" if is_error else "warning") for m in messages]
+        if is_error:
+            report.errors.extend(diags)
+        else:
+            report.warnings.extend(diags)
+        if check_language and not is_error:
+            report.errors.extend(_language_problems(report, tokenizer))
+    if report.errors:
+        report.grammar = None
+    report.check_ms = (time.perf_counter() - started) * 1e3
+    return report
+
+
+def parse_message(
+    message: str, kind: str, severity: Literal["error", "warning"] = "error"
+) -> Diagnostic:
+    """Turn an llguidance error or warning into a Diagnostic with line and column if given."""
+    head, _, detail = message.strip("\n").partition("\n")
+    line = column = None
+    if found := _POSITION.match(head):
+        head = head[found.end():]
+        if kind == "lark":  # other kinds are wrapped or converted: positions would mislead
+            line, column = int(found.group(1)), int(found.group(2))  # both 1-based
+    if head.endswith(":") and (found := _DETAIL_ERROR.search(detail)):
+        head = f"{head[:-1]}: {found.group(1)}"  # regex errors put the reason below the excerpt
+    if head in _STOP_REASONS:  # the first mask is empty: nothing can ever match
+        head = "the constraint cannot produce any text: nothing can satisfy it"
+        detail = ""
+    if kind == "gbnf" and detail:
+        head += " (in the grammar converted from GBNF)"
+    if found := _UNIMPLEMENTED.search(head):
+        head = (
+            f"JSON schema keywords not supported: {found.group(1)}; Corral cannot enforce them "
+            '(add "x-guidance": {"lenient": true} to the schema to ignore them)'
+        )
+    elif "coerce_one_of" in head:
+        head += ' (add "x-guidance": {"coerce_one_of": true} to the schema)'
+    return Diagnostic(head.strip(), line, column, severity, detail)
+
+
+def _language_problems(
+    report: ValidationReport, tokenizer: llguidance.LLTokenizer | None
+) -> list[Diagnostic]:
+    """Errors for grammars no text can satisfy; a warning for ones only the empty text can."""
+    from engine.constraints.tokenizer import byte_tokenizer
+
+    tok = tokenizer or byte_tokenizer()
+    matcher = LLMatcher(tok, report.grammar, log_level=0)
+    if matcher.is_error():
+        return [parse_message(matcher.get_error(), report.spec.kind)]
+    bits = np.unpackbits(np.frombuffer(matcher.compute_bitmask(), np.uint8), bitorder="little")
+    bits[[t for t in tok.eos_tokens if t < bits.size]] = 0
+    if matcher.is_error():
+        return [parse_message(matcher.get_error(), report.spec.kind)]
+    if bits.any() or matcher.compute_ff_bytes():
+        return []
+    if matcher.is_accepting():
+        report.warnings.append(
+            Diagnostic("the constraint only matches the empty text", severity="warning")
+        )
+        return []
+    return [parse_message("NoExtension", report.spec.kind)]
+
+
+def _line_column(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1

@@ -1,0 +1,28 @@
+"""The constraint benchmark runs every loop side by side and reports the issue's figures."""
+
+from __future__ import annotations
+
+import argparse
+
+from engine.constraints.bench import run_constraint_bench
+
+KEYS = {
+    "constrained_ratio", "constrained_ratio_serial", "stress_constrained_ratio",
+    "stress_constrained_ratio_serial", "forced_token_speedup", "free_tps", "constrained_tps",
+    "constrained_serial_tps", "stress_free_tps", "stress_constrained_tps",
+    "stress_constrained_serial_tps", "forced_tps", "forced_free_tps",
+}
+
+
+def test_bench_reports_every_figure(tiny_engine):
+    args = argparse.Namespace(tokens=12, repeats=1)
+    figures = run_constraint_bench(tiny_engine, args, stress_tokens=12, stress_repeats=1)
+    assert KEYS <= set(figures)
+    for key in KEYS:
+        assert figures[key] is not None and figures[key] > 0, key
+    # the same count of tokens on every loop, and the forced tokens of the key-heavy schema
+    # are fed in fewer forward passes than there are tokens
+    for key in ("constrained_tokens", "stress_constrained_tokens"):
+        assert 1 < figures[key] <= 12
+    forced, total = map(int, figures["forced_tokens"].split(" of "))
+    assert forced > 0 and figures["forced_forward_passes"] < total

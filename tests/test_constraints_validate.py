@@ -1,0 +1,169 @@
+"""Grammar checks report errors and warnings as data (with line and column), never crash,
+and finish quickly even on hostile input."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from engine.constraints import ConstraintError
+from engine.constraints.sources import json_schema_constraint
+from engine.constraints.validate import (
+    Diagnostic,
+    compile_grammar,
+    to_grammar,
+    validate_constraint,
+)
+from engine.types import ConstraintSpec
+
+TIME_BOUND_S = 10.0
+
+
+def check(kind: str, source: str | dict) -> object:
+    text = source if isinstance(source, str) else json.dumps(source)
+    started = time.perf_counter()
+    report = validate_constraint(ConstraintSpec(kind, text, "test"))  # type: ignore[arg-type]
+    assert time.perf_counter() - started < TIME_BOUND_S
+    return report
+
+
+def test_good_constraints_have_no_diagnostics():
+    for kind, source in [
+        ("lark", 'start: "a"+ NUMBER\n%import common.NUMBER\n'),
+        ("gbnf", 'root ::= [a-z]+ "!"\n'),
+        ("regex", r"\d{3}-\d{4}"),
+        ("json_schema", {"type": "object", "properties": {"a": {"type": "integer"}}}),
+        ("any_json", ""),
+    ]:
+        report = check(kind, source)
+        assert report.ok and not report.warnings and report.grammar, (kind, report.errors)
+
+
+def test_lark_syntax_error_names_line_and_column():
+    report = check("lark", 'start: item+\nitem: "a"\n     | "b" ???\n')
+    assert not report.ok and report.grammar is None
+    (error,) = report.errors
+    assert error.line == 3 and 12 <= error.column <= 14  # within the "???"
+    assert "Expected" in error.message
+    assert "???" in error.detail
+    assert str(error).startswith(f"line 3, column {error.column}: ")
+
+
+def test_lark_unknown_rule_names_the_rule_and_line():
+    (error,) = check("lark", 'start: greeting name\ngreeting: "hi "\n').errors
+    assert error.line == 1 and '"name"' in error.message
+
+
+def test_gbnf_errors_point_into_the_gbnf_source():
+    (error,) = check("gbnf", 'root ::= "a" | item\nitem ::= ("b" | "c"\n').errors
+    assert error.line == 3 and "Expected ')'" in error.message
+    (error,) = check("gbnf", "root ::= missing\n").errors
+    assert "missing" in error.message
+
+
+def test_regex_error_says_why():
+    (error,) = check("regex", "a(b").errors
+    assert "unclosed group" in error.message
+
+
+@pytest.mark.parametrize(
+    ("schema", "words"),
+    [
+        ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "Unsatisfiable"),
+        ({"type": "string", "minLength": 5, "maxLength": 2}, "minLength"),
+        ({"type": "object", "required": ["a"], "properties": {"a": False}}, "'a'"),
+        (False, "Unsatisfiable"),
+        ({"$ref": "#/$defs/missing"}, "does not exist"),
+    ],
+)
+def test_unsatisfiable_schemas_are_errors(schema, words):
+    report = check("json_schema", schema)
+    assert not report.ok and words in report.errors[0].message
+
+
+def test_unsupported_keywords_are_named_with_a_way_out():
+    (error,) = check("json_schema", {"type": "object", "not": {"required": ["a"]}}).errors
+    assert "not supported" in error.message and '"not"' in error.message
+    assert "lenient" in error.message
+    lenient = {"not": {"type": "string"}, "x-guidance": {"lenient": True}}
+    assert check("json_schema", lenient).ok
+
+
+@pytest.mark.parametrize(
+    ("kind", "source"),
+    [
+        ("lark", 'start: loop\nloop: loop "x"\n'),
+        ("regex", r"[^\s\S]"),
+        ("json_schema", {"$ref": "#"}),
+    ],
+)
+def test_grammars_that_produce_no_text_are_errors(kind, source):
+    (error,) = check(kind, source).errors
+    assert "cannot produce any text" in error.message
+
+
+def test_empty_only_grammar_is_a_warning():
+    report = check("lark", 'start: ""\n')
+    assert report.ok
+    assert [w.severity for w in report.warnings] == ["warning"]
+    assert "empty text" in report.warnings[0].message
+
+
+def test_recursion_heavy_schemas_compile_or_fail_clearly():
+    tree = {
+        "$defs": {"node": {"type": "object", "properties": {
+            "value": {"type": "integer"},
+            "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+            "required": ["value"]}},
+        "$ref": "#/$defs/node",
+    }
+    assert check("json_schema", tree).ok
+    mutual = {"$defs": {
+        "a": {"type": "object", "properties": {"b": {"$ref": "#/$defs/b"}}, "required": ["b"]},
+        "b": {"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "required": ["a"]}},
+        "$ref": "#/$defs/a"}
+    check("json_schema", mutual)  # an infinite language; it must just not crash or hang
+    deep = {"type": "integer"}
+    for _ in range(300):
+        deep = {"type": "object", "properties": {"x": deep}, "required": ["x"]}
+    (error,) = check("json_schema", deep).errors
+    assert "recursion limit" in error.message
+    very_deep = '{"type":"array","items":' * 5000 + "{}" + "}" * 5000
+    (error,) = check("json_schema", very_deep).errors
+    assert "nested too deeply" in error.message
+    lark = "start: " + "(" * 3000 + '"a"' + ")" * 3000 + "\n"
+    (error,) = check("lark", lark).errors
+    assert "too deeply nested" in error.message and error.line == 1
+
+
+def test_huge_schema_is_checked_within_the_time_bound():
+    props = {f"key_{i}": {"type": "string", "pattern": f"^[a-z]{{{i % 20 + 1}}}$"}
+             for i in range(1500)}
+    check("json_schema", {"type": "object", "properties": props})
+
+
+def test_checks_with_the_models_tokenizer(tiny_model_dir):
+    import mlx_lm
+
+    from engine.constraints.tokenizer import ll_tokenizer
+
+    tokenizer = mlx_lm.load(str(tiny_model_dir))[1]
+    lltok = ll_tokenizer(tokenizer, {0, 2})
+    assert ll_tokenizer(tokenizer, [2, 0]) is lltok  # cached per tokenizer and end tokens
+    assert sorted(lltok.eos_tokens) == [0, 2]
+    spec = json_schema_constraint({"type": "boolean"})
+    assert validate_constraint(spec, lltok).ok
+    bad = ConstraintSpec("lark", 'start: "a" ???\n')
+    assert not validate_constraint(bad, lltok).ok
+
+
+def test_compile_grammar_raises_with_diagnostics():
+    assert compile_grammar(ConstraintSpec("regex", "ab+"))
+    with pytest.raises(ConstraintError) as caught:
+        compile_grammar(ConstraintSpec("lark", 'start: "a"\nb: ???\n', "my.lark"))
+    assert str(caught.value).startswith("my.lark: line 2")
+    assert isinstance(caught.value.diagnostics[0], Diagnostic)
+    with pytest.raises(ConstraintError, match="not valid JSON"):
+        to_grammar(ConstraintSpec("json_schema", "{", "s.json"))
