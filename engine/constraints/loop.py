@@ -108,8 +108,8 @@ class ConstrainedDecoder:
         self._step: _Step | None = None
         self._ff_left = 0
         self._error: str | None = None
-        compile_job = self._compile
-        self._pending = compile_job if serial else _mask_pool().submit(compile_job)
+        self._job: Callable[[], _Step] = self._compile
+        self._pending = self._job if serial else _mask_pool().submit(self._job)
 
     # ---- what the caller reads ----
 
@@ -280,6 +280,7 @@ class ConstrainedDecoder:
         self._step = None
         self._deferred = deferred
         self._submitted_at = time.perf_counter()
+        self._job = job
         self._pending = job if self.serial else _mask_pool().submit(job)
 
     def _collect(self) -> _Step:
@@ -290,7 +291,9 @@ class ConstrainedDecoder:
             return self._step
         try:
             if isinstance(pending, Future):
-                step = pending.result()
+                # On a busy machine the mask thread may not have been scheduled yet: then
+                # doing the job here beats waiting for a core to free up.
+                step = self._job() if pending.cancel() else pending.result()
             else:
                 waited = time.perf_counter()
                 step = pending()
