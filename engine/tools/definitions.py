@@ -10,6 +10,7 @@ tool (by position and name) and the problem.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -100,16 +101,28 @@ def arguments_grammar_schema(parameters: dict[str, Any]) -> dict[str, Any]:
 
 def compile_parameters(parameters: dict[str, Any]) -> tuple[str | None, list[str]]:
     """Compile a parameter schema with llguidance: (error or None, warnings)."""
+    try:
+        key = json.dumps(parameters, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        return f"not JSON: {exc}", []
+    error, warnings = _compile_cached(key)
+    return error, list(warnings)
+
+
+@functools.lru_cache(maxsize=512)
+def _compile_cached(parameters_json: str) -> tuple[str | None, tuple[str, ...]]:
+    # Requests repeat the same tools turn after turn; compile each schema once.
     from llguidance import LLMatcher
 
+    parameters = json.loads(parameters_json)
     try:
         grammar = LLMatcher.grammar_from_json_schema(arguments_grammar_schema(parameters))
     except (ValueError, TypeError) as exc:
-        return str(exc), []
+        return str(exc), ()
     is_error, messages = LLMatcher.validate_grammar_with_warnings(grammar)
     if is_error:
-        return (messages[0] if messages else "llguidance rejected the schema"), []
-    return None, list(messages)
+        return (messages[0] if messages else "llguidance rejected the schema"), ()
+    return None, tuple(messages)
 
 
 def _where(index: int, name: str | None) -> str:
@@ -199,10 +212,13 @@ def validate_tools(tools: Any, source: str = "") -> list[ToolSpec]:
     return specs
 
 
-def load_tools(source: str | Path | list[dict[str, Any]] | dict[str, Any]) -> list[ToolSpec]:
-    """Tools from a list (or `{"tools": [...]}`) or from a `.json` file holding one."""
+def load_tools(
+    source: str | Path | list[dict[str, Any]] | dict[str, Any],
+) -> list[dict[str, Any]]:
+    """Validated tools in the OpenAI format, from a list (or `{"tools": [...]}`) or from a
+    `.json` file holding one."""
     if not isinstance(source, (str, Path)):
-        return validate_tools(source)
+        return [spec.to_openai() for spec in validate_tools(source)]
     path = Path(source).expanduser()
     if not path.is_file():
         raise ToolDefinitionError(f"{path}: no such tools file")
@@ -218,4 +234,4 @@ def load_tools(source: str | Path | list[dict[str, Any]] | dict[str, Any]) -> li
         raise ToolDefinitionError(
             f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
-    return validate_tools(data, str(path))
+    return [spec.to_openai() for spec in validate_tools(data, str(path))]

@@ -1,0 +1,198 @@
+"""Safe built-in tools for trying tool calling without writing code.
+
+Each tool's schema lives in `resources/tools/<name>.json`; `run_builtin` executes a call
+and returns the text for the `tool` message. Nothing here evaluates code: the calculator
+walks a parsed `ast` of arithmetic only, with limits on exponent and result size.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import operator
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from engine.tools.definitions import ToolDefinitionError
+
+RESOURCES = Path(__file__).resolve().parents[2] / "resources" / "tools"
+BUILTIN_NAMES = ("calculator", "current_datetime", "convert_units")
+
+_MAX_EXPRESSION = 500
+_MAX_EXPONENT = 1000
+_MAX_MAGNITUDE = 1e300
+
+
+class BuiltinError(ValueError):
+    """A built-in tool was called with arguments it cannot use."""
+
+
+def builtin_tools(names: tuple[str, ...] | list[str] = BUILTIN_NAMES) -> list[dict[str, Any]]:
+    """The OpenAI-format definitions of the named built-in tools, read from resources/."""
+    tools = []
+    for name in names:
+        if name not in BUILTIN_NAMES:
+            raise ToolDefinitionError(
+                f'"{name}" is not a built-in tool ({", ".join(BUILTIN_NAMES)})'
+            )
+        tools.append(json.loads((RESOURCES / f"{name}.json").read_text(encoding="utf-8")))
+    return tools
+
+
+# --- calculator ---------------------------------------------------------------------------
+
+_BINARY: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "sqrt": math.sqrt, "abs": abs, "round": round, "min": min, "max": max,
+    "floor": math.floor, "ceil": math.ceil, "log": math.log, "log10": math.log10,
+    "exp": math.exp, "sin": math.sin, "cos": math.cos, "tan": math.tan,
+}
+_CONSTANTS = {"pi": math.pi, "e": math.e}
+
+
+def _check(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BuiltinError("the result is not a number")
+    if abs(value) > _MAX_MAGNITUDE:
+        raise BuiltinError("the result is too large")
+    return value
+
+
+def _eval(node: ast.AST) -> Any:
+    if isinstance(node, ast.Expression):
+        return _eval(node.body)
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(
+        node.value, bool
+    ):
+        return _check(node.value)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _eval(node.left), _eval(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
+            raise BuiltinError("the exponent is too large")
+        return _check(_BINARY[type(node.op)](left, right))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _check(_UNARY[type(node.op)](_eval(node.operand)))
+    if isinstance(node, ast.Name) and node.id in _CONSTANTS:
+        return _CONSTANTS[node.id]
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCTIONS
+        and not node.keywords
+    ):
+        return _check(_FUNCTIONS[node.func.id](*[_eval(a) for a in node.args]))
+    raise BuiltinError(f"unsupported element in the expression: {ast.dump(node)[:60]}")
+
+
+def calculate(expression: str) -> str:
+    """Evaluate arithmetic in `expression` (no names, attributes or calls beyond the list)."""
+    if not isinstance(expression, str) or not expression.strip():
+        raise BuiltinError("expression must be a non-empty string")
+    if len(expression) > _MAX_EXPRESSION:
+        raise BuiltinError("the expression is too long")
+    try:
+        tree = ast.parse(expression.strip().replace("^", "**"), mode="eval")
+    except SyntaxError as exc:
+        raise BuiltinError(f"not an arithmetic expression: {exc.msg}") from None
+    try:
+        value = _eval(tree)
+    except ZeroDivisionError:
+        raise BuiltinError("division by zero") from None
+    except (OverflowError, ValueError, TypeError) as exc:
+        if isinstance(exc, BuiltinError):
+            raise
+        raise BuiltinError(str(exc)) from None
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        value = int(value)
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+# --- date and time ------------------------------------------------------------------------
+
+
+def current_datetime(timezone: str | None = None, now: datetime | None = None) -> str:
+    """The current date and time as ISO 8601 with the weekday and zone name."""
+    if timezone:
+        try:
+            zone = ZoneInfo(timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise BuiltinError(f'unknown time zone "{timezone}"') from None
+        moment = (now or datetime.now(zone)).astimezone(zone)
+    else:
+        moment = (now or datetime.now()).astimezone()
+    return f"{moment.isoformat(timespec='seconds')} ({moment.strftime('%A')}, {moment.tzname()})"
+
+
+# --- unit conversion ----------------------------------------------------------------------
+
+# Factor to the base unit of each kind (m, kg, l, s, m/s).
+_UNITS: dict[str, tuple[str, float]] = {
+    "mm": ("length", 1e-3), "cm": ("length", 1e-2), "m": ("length", 1.0),
+    "km": ("length", 1e3), "in": ("length", 0.0254), "ft": ("length", 0.3048),
+    "yd": ("length", 0.9144), "mi": ("length", 1609.344),
+    "mg": ("mass", 1e-6), "g": ("mass", 1e-3), "kg": ("mass", 1.0), "t": ("mass", 1e3),
+    "oz": ("mass", 0.028349523125), "lb": ("mass", 0.45359237),
+    "ml": ("volume", 1e-3), "l": ("volume", 1.0), "tsp": ("volume", 0.00492892159375),
+    "tbsp": ("volume", 0.01478676478125), "cup": ("volume", 0.2365882365),
+    "pt": ("volume", 0.473176473), "qt": ("volume", 0.946352946), "gal": ("volume", 3.785411784),
+    "s": ("time", 1.0), "min": ("time", 60.0), "h": ("time", 3600.0), "day": ("time", 86400.0),
+    "week": ("time", 604800.0),
+    "m/s": ("speed", 1.0), "km/h": ("speed", 1 / 3.6), "mph": ("speed", 0.44704),
+    "kn": ("speed", 1852 / 3600),
+}
+_TO_KELVIN = {
+    "C": lambda v: v + 273.15, "F": lambda v: (v - 32) * 5 / 9 + 273.15, "K": lambda v: v,
+}
+_FROM_KELVIN = {
+    "C": lambda k: k - 273.15, "F": lambda k: (k - 273.15) * 9 / 5 + 32, "K": lambda k: k,
+}
+
+
+def convert_units(value: float, from_unit: str, to_unit: str) -> str:
+    """Convert `value` from one unit to another of the same kind."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BuiltinError("value must be a number")
+    if from_unit in _TO_KELVIN or to_unit in _TO_KELVIN:
+        if from_unit not in _TO_KELVIN or to_unit not in _TO_KELVIN:
+            raise BuiltinError(f"cannot convert {from_unit} to {to_unit}")
+        result = _FROM_KELVIN[to_unit](_TO_KELVIN[from_unit](value))
+    else:
+        if from_unit not in _UNITS or to_unit not in _UNITS:
+            unknown = from_unit if from_unit not in _UNITS else to_unit
+            raise BuiltinError(f'unknown unit "{unknown}"')
+        (kind_a, factor_a), (kind_b, factor_b) = _UNITS[from_unit], _UNITS[to_unit]
+        if kind_a != kind_b:
+            raise BuiltinError(f"cannot convert {kind_a} ({from_unit}) to {kind_b} ({to_unit})")
+        result = value * factor_a / factor_b
+    return f"{value:g} {from_unit} = {round(result, 6):g} {to_unit}"
+
+
+def run_builtin(name: str, arguments: dict[str, Any]) -> str:
+    """Run a built-in tool; the result (or "error: ...") is the text for the tool message."""
+    if not isinstance(arguments, dict):
+        return "error: arguments must be an object"
+    try:
+        if name == "calculator":
+            return calculate(arguments.get("expression", ""))
+        if name == "current_datetime":
+            return current_datetime(arguments.get("timezone"))
+        if name == "convert_units":
+            return convert_units(
+                arguments.get("value"), arguments.get("from_unit", ""), arguments.get("to_unit", "")
+            )
+    except BuiltinError as exc:
+        return f"error: {exc}"
+    raise ToolDefinitionError(f'"{name}" is not a built-in tool ({", ".join(BUILTIN_NAMES)})')

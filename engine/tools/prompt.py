@@ -1,0 +1,150 @@
+"""Render a conversation with tools into prompt text.
+
+Templates that support tools (a native format) get the tools and the OpenAI-style
+messages directly. Templates without tool support get the fallback: the tools described in
+the system prompt with the Hermes call format, past calls written into the assistant text
+and tool results as `<tool_response>` user turns, so any chat template can carry the
+conversation on.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine.prompt import DEFAULT_CHAT_TEMPLATE
+from engine.tools.definitions import ToolDefinitionError, ToolSpec
+from engine.tools.formats import ToolFormat
+
+FALLBACK_INTRO = (
+    "You can call functions to help with the user's request. The functions are described "
+    "as JSON within <tools></tools> tags:\n<tools>\n{tools}\n</tools>\n\n"
+    "To call a function, write a JSON object with its name and arguments within "
+    "<tool_call></tool_call> tags:\n"
+    '<tool_call>\n{{"name": <function-name>, "arguments": <args-json-object>}}\n</tool_call>'
+)
+
+
+def _text_content(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return json.dumps(content, ensure_ascii=False)
+
+
+def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copy OpenAI messages into the shape templates expect: string content, tool-call
+    arguments as parsed objects, tool results carrying the called function's name."""
+    out: list[dict[str, Any]] = []
+    names_by_id: dict[str, str] = {}
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ToolDefinitionError(f"message {i + 1}: expected an object with a role")
+        role = message["role"]
+        item: dict[str, Any] = {"role": role, "content": _text_content(message.get("content"))}
+        if role == "assistant" and message.get("tool_calls"):
+            calls = []
+            for j, call in enumerate(message["tool_calls"]):
+                function = call.get("function", call) if isinstance(call, dict) else None
+                name = function.get("name") if isinstance(function, dict) else None
+                if not isinstance(name, str):
+                    raise ToolDefinitionError(f"message {i + 1}, tool call {j + 1}: no name")
+                arguments = function.get("arguments", {})
+                if isinstance(arguments, str):
+                    try:
+                        arguments = json.loads(arguments) if arguments.strip() else {}
+                    except json.JSONDecodeError as exc:
+                        raise ToolDefinitionError(
+                            f'message {i + 1}, tool call {j + 1} ("{name}"): arguments are '
+                            f"not valid JSON: {exc.msg}"
+                        ) from None
+                call_id = str(call.get("id") or f"call_{i}_{j}")
+                names_by_id[call_id] = name
+                calls.append(
+                    {"id": call_id, "type": "function",
+                     "function": {"name": name, "arguments": arguments}}
+                )
+            item["tool_calls"] = calls
+        if role == "tool":
+            call_id = str(message.get("tool_call_id") or "")
+            item["tool_call_id"] = call_id
+            name = message.get("name") or names_by_id.get(call_id)
+            if name:
+                item["name"] = name
+        out.append(item)
+    return out
+
+
+def tools_system_prompt(tools: list[ToolSpec]) -> str:
+    """The fallback system-prompt text describing `tools` and the Hermes call format."""
+    lines = "\n".join(json.dumps(t.to_openai()["function"], ensure_ascii=False) for t in tools)
+    return FALLBACK_INTRO.format(tools=lines)
+
+
+def fallback_messages(
+    messages: list[dict[str, Any]], tools: list[ToolSpec] | None, fmt: ToolFormat
+) -> list[dict[str, Any]]:
+    """Plain user/assistant/system messages carrying tools, calls and results as text."""
+    out: list[dict[str, Any]] = []
+    rest = messages
+    if tools:
+        system = tools_system_prompt(tools)
+        if messages and messages[0]["role"] == "system":
+            system = messages[0]["content"].rstrip() + "\n\n" + system
+            rest = messages[1:]
+        out.append({"role": "system", "content": system})
+    merging = False  # consecutive tool results share one user turn
+    for message in rest:
+        role = message["role"]
+        if role == "tool":
+            block = f"<tool_response>\n{message['content']}\n</tool_response>"
+            if merging:
+                out[-1]["content"] += "\n" + block
+            else:
+                out.append({"role": "user", "content": block})
+            merging = True
+            continue
+        merging = False
+        if role == "assistant" and message.get("tool_calls"):
+            calls = [(c["function"]["name"], c["function"]["arguments"])
+                     for c in message["tool_calls"]]
+            text = message["content"].rstrip()
+            content = (text + "\n" if text else "") + fmt.calls_as_text(calls)
+            out.append({"role": "assistant", "content": content})
+        else:
+            out.append({"role": role, "content": message["content"]})
+    return out
+
+
+def render_prompt(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    tools: list[ToolSpec] | None,
+    fmt: ToolFormat,
+) -> str:
+    """The prompt text for `messages` with `tools` (None: the tools are not offered)."""
+    normalized = normalize_messages(messages)
+    if fmt.native:
+        rendered = fmt.adapt_messages(normalized)
+        kwargs: dict[str, Any] = {}
+        if tools:
+            kwargs["tools"] = [t.to_openai() for t in tools]
+    else:
+        rendered = fallback_messages(normalized, tools, fmt)
+        kwargs = {}
+    # The HF tokenizer renders, as engine.prompt does for replies without tools, so both
+    # give the same text for the same history (and share the prompt cache).
+    hf = getattr(tokenizer, "_tokenizer", tokenizer)
+    if getattr(hf, "chat_template", None) is None:
+        kwargs["chat_template"] = DEFAULT_CHAT_TEMPLATE
+    try:
+        return hf.apply_chat_template(
+            rendered, add_generation_prompt=True, tokenize=False, **kwargs
+        )
+    except Exception as exc:  # jinja errors and template raise_exception()
+        raise ToolDefinitionError(
+            f"the chat template could not render the conversation: {exc}"
+        ) from exc
