@@ -79,7 +79,9 @@ def _section_constraints(engine: Engine, args: argparse.Namespace) -> dict[str, 
 def _section_trie(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
     from engine.bench_trie import run_trie_bench
 
-    return engine.run(lambda lm: run_trie_bench(lm.model, lm.tokenizer)).result()
+    # One uncached run at the last turn, one repeat: a CPU prefills ~100x slower than a Mac.
+    return engine.run(lambda lm: run_trie_bench(
+        lm.model, lm.tokenizer, uncached_every_turn=False, reps=1)).result()
 
 
 SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
