@@ -1,7 +1,7 @@
 """`python -m engine bench`: the engine's figures, each measured side by side in one run.
 
 Sections: `decode` (engine vs mlx-lm's stream_generate), `constraints` (issue 3),
-`trie` (issue 7). Each returns a flat dict of figures; `--json` prints them merged.
+`trie` and `session` (issue 7). Each returns a flat dict of figures; `--json` prints them merged.
 """
 
 from __future__ import annotations
@@ -84,10 +84,19 @@ def _section_trie(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
         lm.model, lm.tokenizer, uncached_every_turn=False, reps=1)).result()
 
 
+def _section_session(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from engine.bench_session import run_session_hit_rate
+
+    figures = run_session_hit_rate(engine)
+    figures.pop("engine_session_steps")
+    return figures
+
+
 SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "decode": bench_decode,
     "constraints": _section_constraints,
     "trie": _section_trie,
+    "session": _section_session,
 }
 
 

@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--tokens", type=int, default=64, help="tokens to decode per run")
     bench.add_argument("--repeats", type=int, default=3)
     bench.add_argument("--only", action="append",
-                       help="run only these sections (decode, constraints, trie); repeatable")
+                       help="sections to run: decode, constraints, trie, session (repeatable)")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.set_defaults(func=cmd_bench)
     return parser

@@ -131,6 +131,10 @@ class ChatResult:
     error: str | None = None
     constraint_name: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
+    # The exact token ids sent and fed (prompt + every token given to the model), for
+    # measuring cache reuse on the tokens actually sent; not part of the JSON form.
+    token_ids: list[int] = field(default_factory=list, repr=False)
+    prompt_length: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
