@@ -241,6 +241,15 @@ def test_masked_tokens_cannot_be_revived(tiny_engine, tiny_model_dir):
     assert re.fullmatch("[a-z]{2,12}", run["text"]), run["text"]
 
 
+def test_dead_end_mid_reply_is_a_clear_error(tiny_engine, tiny_model_dir):
+    from engine.constraints import ConstraintError
+
+    vocab = json.loads((tiny_model_dir / "tokenizer.json").read_text())["model"]["vocab"]
+    spec = ConstraintSpec("lark", 'start: "ab" loop | "c"\nloop: loop "x"\n', "dead.lark")
+    with pytest.raises(ConstraintError, match="dead.lark: the reply reached a dead end"):
+        decode(tiny_engine, spec, processors=[boost([vocab["ab"]])])
+
+
 def test_stopped_matcher_finishes_without_an_end_token(tiny_engine):
     run = decode(tiny_engine, ConstraintSpec("lark", 'start: "yes" | "no"'), ends=set())
     assert run["finished"] and run["accepting"] and run["text"] in ("yes", "no")

@@ -104,6 +104,14 @@ def test_grammars_that_produce_no_text_are_errors(kind, source):
     assert "cannot produce any text" in error.message
 
 
+def test_dead_end_behind_forced_text_is_an_error():
+    (error,) = check("lark", 'start: "abc" loop\nloop: loop "x"\n').errors
+    assert "cannot produce any text" in error.message
+    # a fixed text is fine, and so is a grammar with one dead branch among live ones
+    assert check("lark", 'start: "abc"\n').ok and not check("lark", 'start: "abc"\n').warnings
+    assert check("lark", 'start: "ab" loop | "c"\nloop: loop "x"\n').ok
+
+
 def test_empty_only_grammar_is_a_warning():
     report = check("lark", 'start: ""\n')
     assert report.ok

@@ -35,7 +35,7 @@ from engine.constraints import ConstraintError
 from engine.constraints.masking import TokenMasker
 from engine.constraints.sources import KIND_NAMES
 from engine.constraints.tokenizer import ll_tokenizer
-from engine.constraints.validate import parse_message, to_grammar
+from engine.constraints.validate import Diagnostic, parse_message, to_grammar
 from engine.sampling import LogitsProcessor, Sampler
 from engine.types import ConstraintSpec, GenerationStats
 
@@ -108,6 +108,7 @@ class ConstrainedDecoder:
         self._step: _Step | None = None
         self._ff_left = 0
         self._error: str | None = None
+        self._advanced = False  # a sampled token has been consumed
         self._job: Callable[[], _Step] = self._compile
         self._pending = self._job if serial else _mask_pool().submit(self._job)
 
@@ -353,6 +354,7 @@ class ConstrainedDecoder:
         started = time.perf_counter()
         matcher = self._matcher
         assert matcher is not None
+        self._advanced = True
         if not matcher.consume_token(token):
             return _Step(stopped=True, error=matcher.get_error() or f"token {token} was rejected")
         return self._after_consume(started)
@@ -389,6 +391,9 @@ class ConstrainedDecoder:
         if self._error is None:
             return
         diag = parse_message(self._error, self.constraint.kind)
+        if self._error.startswith("NoExtension") and self._advanced:
+            diag = Diagnostic("the reply reached a dead end of the constraint: no text can "
+                              "continue it (a rule that can never be completed)")
         label = self.constraint.name or KIND_NAMES.get(self.constraint.kind, "constraint")
         raise ConstraintError(f"{label}: {diag}", [diag])
 

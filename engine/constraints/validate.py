@@ -29,6 +29,7 @@ JSON_COMPILE_DEFAULTS: dict[str, object] = {"whitespace_flexible": False}
 
 _POSITION = re.compile(r"^(?:at )?(\d+)\((\d+)\):\s*")
 _STOP_REASONS = ("NoExtension", "NoExtensionBias")
+_FOLLOW_FORCED = 32
 _DETAIL_ERROR = re.compile(r"^error: (.*)$", re.MULTILINE)
 _UNIMPLEMENTED = re.compile(r"Unimplemented keys: \[(.*)\]")
 
@@ -195,18 +196,26 @@ def _language_problems(
 
     tok = tokenizer or byte_tokenizer()
     matcher = LLMatcher(tok, report.grammar, log_level=0)
+    forced_text = False
+    for _ in range(_FOLLOW_FORCED):  # follow forced text: a dead end may wait behind it
+        mask = np.frombuffer(matcher.compute_bitmask(), np.uint8)
+        if matcher.is_error():
+            return [parse_message(matcher.get_error(), report.spec.kind)]
+        bits = np.unpackbits(mask, bitorder="little")
+        bits[[t for t in tok.eos_tokens if t < bits.size]] = 0
+        forced = matcher.compute_ff_tokens()
+        if not forced or not matcher.consume_tokens(forced):
+            break
+        forced_text = True
     if matcher.is_error():
         return [parse_message(matcher.get_error(), report.spec.kind)]
-    bits = np.unpackbits(np.frombuffer(matcher.compute_bitmask(), np.uint8), bitorder="little")
-    bits[[t for t in tok.eos_tokens if t < bits.size]] = 0
-    if matcher.is_error():
-        return [parse_message(matcher.get_error(), report.spec.kind)]
-    if bits.any() or matcher.compute_ff_bytes():
+    if bits.any():
         return []
     if matcher.is_accepting():
-        report.warnings.append(
-            Diagnostic("the constraint only matches the empty text", severity="warning")
-        )
+        if not forced_text:
+            report.warnings.append(
+                Diagnostic("the constraint only matches the empty text", severity="warning")
+            )
         return []
     return [parse_message("NoExtension", report.spec.kind)]
 
