@@ -218,6 +218,8 @@ class Engine:
 
         self._wired = WiredLimit()
         self._plan_memory(loaded)
+        threading.Thread(target=_warm_constraint_tokenizer, args=(loaded.tokenizer,),
+                         name="corral-warm-llg", daemon=True).start()
 
     def _plan_memory(self, loaded: Any) -> None:
         from engine.memory import plan_memory
@@ -257,6 +259,18 @@ class Engine:
             except Exception as exc:  # a bug or bad input must not kill the engine thread
                 result = _error_result(f"{type(exc).__name__}: {exc}", started)
         handle.emit(Finished(result))
+
+
+def _warm_constraint_tokenizer(tokenizer: Any) -> None:
+    """Build llguidance's tokenizer (~1 s) in the background so the first constrained
+    reply does not wait for it. It touches no MLX state, so any thread will do."""
+    try:
+        from engine.constraints.tokenizer import ll_tokenizer
+        from engine.sampling import end_token_ids
+
+        ll_tokenizer(tokenizer, end_token_ids(tokenizer))
+    except Exception:  # a tokenizer llguidance cannot use fails later, with its message
+        pass
 
 
 def _error_result(message: str, started: float) -> ChatResult:

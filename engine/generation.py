@@ -37,7 +37,8 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
         from engine.tools import prepare_tool_request
 
         tool_plan = prepare_tool_request(
-            tokenizer, request.messages, request.tools, request.tool_choice
+            tokenizer, request.messages, request.tools, request.tool_choice,
+            parallel_tool_calls=request.parallel_tool_calls,
         )
         prompt_tokens = tool_plan.prompt_tokens
         constraint = tool_plan.constraint or constraint
@@ -60,14 +61,17 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
         handle.emit(PrefillProgress(n_cached + done, len(prompt_tokens)))
 
     try:
-        prefill(model, cache, prompt_tokens[n_cached:-1], fed, cancel=handle.cancel_event,
-                on_progress=progress)
         sampler, processors = build_sampler(settings), build_processors(settings)
         ends = end_token_ids(tokenizer)
         if constraint is not None:
             from engine.constraints.loop import ConstrainedDecoder
 
+            # Built before prefill: syntax errors fail at once, and the grammar compiles
+            # on the mask thread while the prompt is processed.
             runtime = ConstrainedDecoder(tokenizer, constraint, ends)
+        prefill(model, cache, prompt_tokens[n_cached:-1], fed, cancel=handle.cancel_event,
+                on_progress=progress)
+        if runtime is not None:
             tokens = runtime.decode(model, cache, prompt_tokens[-1:], fed, sampler=sampler,
                                     processors=processors, history=prompt_tokens)
         else:

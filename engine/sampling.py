@@ -54,4 +54,7 @@ def end_token_ids(tokenizer) -> set[int]:
     for marker in _END_MARKERS:
         if marker in vocab and (marker in template or not template):
             ids.add(vocab[marker])
+    # ChatML models also end documents with <|endoftext|>, which templates never write.
+    if "<|im_end|>" in template and "<|endoftext|>" in vocab:
+        ids.add(vocab["<|endoftext|>"])
     return ids

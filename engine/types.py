@@ -76,6 +76,7 @@ class ChatRequest:
     constraint: ConstraintSpec | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] = "auto"
+    parallel_tool_calls: bool = True
 
 
 @dataclass

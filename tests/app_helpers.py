@@ -79,10 +79,12 @@ def drop_files(target, paths) -> bool:
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
     center = target.rect().center()
-    enter = QDragEnterEvent(QPointF(center), Qt.DropAction.CopyAction, mime,
-                            Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    buttons, mods = Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
+    try:  # PySide6 6.12 takes a QPointF here, earlier releases a QPoint
+        enter = QDragEnterEvent(QPointF(center), Qt.DropAction.CopyAction, mime, buttons, mods)
+    except TypeError:
+        enter = QDragEnterEvent(center, Qt.DropAction.CopyAction, mime, buttons, mods)
     QApplication.sendEvent(target, enter)
-    drop = QDropEvent(QPointF(center), Qt.DropAction.CopyAction, mime,
-                      Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    drop = QDropEvent(QPointF(center), Qt.DropAction.CopyAction, mime, buttons, mods)
     QApplication.sendEvent(target, drop)
     return enter.isAccepted() and drop.isAccepted()

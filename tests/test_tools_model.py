@@ -1,8 +1,8 @@
-"""Tool calling with the real default model (SmolLM2-135M, a ChatML template without tool
-support, so the Hermes fallback): under the tool grammar every call parses and validates.
+"""Tool calling with the real default model through the Engine (SmolLM2-135M: a ChatML
+template without tool support, so the Hermes fallback): every call parses and validates.
 
-Decoding is greedy with a test-only masked loop (tools_support.GreedyDecoder) that feeds
-forced tokens in one pass and reuses the shared prompt prefix, to keep the CPU time small.
+Everything runs through `Engine.chat`: the overlapped constrained loop, forced tokens and
+the prefix cache (the tool sets share their prompt's head, so later cases reuse it).
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import time
 
 import jsonschema
 import pytest
-from tools_support import GreedyDecoder, default_model, glaive_cases
+from tools_support import glaive_cases
 
-from engine.tools import prepare_tool_request
+from engine.engine import Engine
 from engine.tools.builtins import builtin_tools, run_builtin
+from engine.types import ChatRequest, ChatResult, SamplingSettings, StopReason
 
 pytestmark = pytest.mark.slow
 
@@ -32,93 +33,83 @@ TIME = {"type": "function", "function": {
         "required": ["zone"]}}}
 
 
-@pytest.fixture(scope="module")
-def decoder() -> GreedyDecoder:
-    model, tokenizer = default_model()
-    return GreedyDecoder(model, tokenizer)
+def _ask(engine: Engine, messages: list[dict], tools: list[dict], choice: str | dict,
+         max_tokens: int, parallel: bool = True) -> ChatResult:
+    result = engine.chat(ChatRequest(
+        messages, SamplingSettings(temperature=0.0, max_tokens=max_tokens),
+        tools=tools, tool_choice=choice, parallel_tool_calls=parallel))
+    assert result.error is None, result.error
+    return result
+
+
+def _complete(result: ChatResult) -> bool:
+    return result.stop_reason == StopReason.EOS and not result.incomplete
 
 
 def _schema(tools: list[dict], name: str) -> dict:
     return next(t["function"]["parameters"] for t in tools if t["function"]["name"] == name)
 
 
-@pytest.mark.timeout(1800)  # ~2 min on an idle 2-core CPU; far longer when it is shared
-def test_required_calls_validate_over_glaive_tool_sets(decoder: GreedyDecoder) -> None:
+@pytest.mark.timeout(1800)  # a few minutes on an idle 2-core CPU; far longer when shared
+def test_required_calls_validate_over_glaive_tool_sets(default_engine: Engine) -> None:
     """20 tool sets from Glaiveai2K, tool_choice=required, one call per reply so each fits
     a small token budget: every reply completes, and its call names a tool of the set and
     validates against that tool's schema with jsonschema. 100%, no exceptions."""
-    tok = decoder.tokenizer
     failures = []
     started = time.perf_counter()
     cases = glaive_cases(20)
     for case in cases:
-        plan = prepare_tool_request(
-            tok, [{"role": "user", "content": case.request}], case.tools, "required",
-            parallel_tool_calls=False,
-        )
-        out = decoder.generate(plan.prompt_tokens, plan.constraint.source, max_tokens=96)
-        content, calls = plan.parse(out.text)
+        result = _ask(default_engine, [{"role": "user", "content": case.request}], case.tools,
+                      "required", max_tokens=96, parallel=False)
+        calls = result.tool_calls
         problem = None
-        if not (out.finished and out.accepted):
-            problem = "did not complete within the token budget"
-        elif len(calls) != 1 or content:
-            problem = f"expected one call and no text, got {len(calls)} calls, text {content!r}"
+        if not _complete(result):
+            problem = f"did not complete ({result.stop_reason.value})"
+        elif len(calls) != 1 or result.text:
+            problem = f"expected one call and no text, got {len(calls)} calls, {result.text!r}"
         else:
-            call = calls[0]
             try:
-                jsonschema.validate(call.arguments, _schema(case.tools, call.name))
+                jsonschema.validate(calls[0].arguments, _schema(case.tools, calls[0].name))
             except (StopIteration, jsonschema.ValidationError) as exc:
-                problem = f"invalid call {call.name}: {exc}"
+                problem = f"invalid call {calls[0].name}: {exc}"
         if problem:
-            failures.append(f"{case.target}: {problem}\n  {out.text!r}")
+            failures.append(f"{case.target}: {problem}")
     elapsed = time.perf_counter() - started
     assert not failures, f"{len(failures)}/{len(cases)} failed:\n" + "\n".join(failures)
     print(f"20 Glaive tool sets: 100% valid calls in {elapsed:.0f} s")
 
 
-def test_named_choice_calls_that_function(decoder: GreedyDecoder) -> None:
-    tok = decoder.tokenizer
+def test_named_choice_calls_that_function(default_engine: Engine) -> None:
     messages = [{"role": "user", "content": "What's the weather like in Paris?"}]
-    plan = prepare_tool_request(tok, messages, [WEATHER, TIME], "get_time")
-    out = decoder.generate(plan.prompt_tokens, plan.constraint.source, max_tokens=48)
-    content, calls = plan.parse(out.text)
-    assert out.finished and out.accepted, out.text
-    assert [c.name for c in calls] == ["get_time"] and content == ""
-    jsonschema.validate(calls[0].arguments, TIME["function"]["parameters"])
+    result = _ask(default_engine, messages, [WEATHER, TIME], "get_time", max_tokens=48)
+    assert _complete(result), result
+    assert [c.name for c in result.tool_calls] == ["get_time"] and result.text == ""
+    jsonschema.validate(result.tool_calls[0].arguments, TIME["function"]["parameters"])
 
 
-def test_none_never_calls(decoder: GreedyDecoder) -> None:
-    tok = decoder.tokenizer
+def test_none_never_calls(default_engine: Engine) -> None:
     messages = [{"role": "user", "content": "What's the weather like in Paris?"}]
-    plan = prepare_tool_request(tok, messages, [WEATHER, TIME], "none")
-    assert plan.constraint is None and "get_weather" not in plan.prompt_text
-    out = decoder.generate(plan.prompt_tokens, None, max_tokens=24)
-    content, calls = plan.parse(out.text)
-    assert calls == [] and content == out.text and "<tool_call>" not in out.text
+    result = _ask(default_engine, messages, [WEATHER, TIME], "none", max_tokens=24)
+    assert result.tool_calls == [] and "<tool_call>" not in result.text
+    assert result.constraint_name is None
 
 
-def test_a_conversation_with_tool_results_continues(decoder: GreedyDecoder) -> None:
+def test_a_conversation_with_tool_results_continues(default_engine: Engine) -> None:
     """Call the built-in calculator, run it, send the result back as a tool message: the
     model goes on and answers in text with the result."""
-    tok = decoder.tokenizer
     tools = builtin_tools(["calculator"])
     messages: list[dict] = [{"role": "user", "content": "Calculate 12 * 7."}]
-    plan = prepare_tool_request(tok, messages, tools, "required", parallel_tool_calls=False)
-    out = decoder.generate(plan.prompt_tokens, plan.constraint.source, max_tokens=40)
-    _, calls = plan.parse(out.text)
-    assert out.finished and [c.name for c in calls] == ["calculator"], out.text
-    call = calls[0]
-    result = run_builtin(call.name, call.arguments)
+    result = _ask(default_engine, messages, tools, "required", max_tokens=40, parallel=False)
+    assert _complete(result) and [c.name for c in result.tool_calls] == ["calculator"], result
+    call = result.tool_calls[0]
+    output = run_builtin(call.name, call.arguments)
     messages += [
         {"role": "assistant", "content": "", "tool_calls": [{
             "id": call.id, "type": "function",
             "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}]},
-        {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result},
+        {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output},
     ]
-    plan = prepare_tool_request(tok, messages, tools, "auto")
-    assert f"<tool_response>\n{result}\n</tool_response>" in plan.prompt_text
-    out = decoder.generate(plan.prompt_tokens, plan.constraint.source, max_tokens=32)
-    content, calls = plan.parse(out.text)
-    assert out.accepted and content, out.text
+    follow_up = _ask(default_engine, messages, tools, "auto", max_tokens=32)
+    assert follow_up.text and not follow_up.tool_calls, follow_up
     if call.arguments.get("expression", "").replace(" ", "") in ("12*7", "7*12"):
-        assert "84" in content, content
+        assert "84" in follow_up.text, follow_up.text
