@@ -44,7 +44,19 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-PYTHON_BIN="$(find_python)" || { echo "Corral needs Python >= 3.11 (set PYTHON=...)" >&2; exit 1; }
+if ! PYTHON_BIN="$(find_python)"; then
+    # A fresh Mac has only Apple's older python3: take a current one from Homebrew.
+    if [ "$(uname -s)" = "Darwin" ] && command -v brew >/dev/null 2>&1; then
+        say "installing Python 3.12 with Homebrew"
+        brew install -q python@3.12
+        PYTHON="$(brew --prefix python@3.12)/bin/python3.12"
+    fi
+    PYTHON_BIN="$(find_python)" || {
+        echo "Corral needs Python >= 3.11: install it (https://www.python.org/downloads/" \
+            "or Homebrew), or point PYTHON= at one" >&2
+        exit 1
+    }
+fi
 
 if [ "$(uname -s)" = "Linux" ] && command -v apt-get >/dev/null 2>&1; then
     pkgs=(libopenblas0-pthread libegl1 libgl1 libxkbcommon0 libxkbcommon-x11-0
