@@ -11,13 +11,23 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+)
 
 from engine.errors import ModelLoadError
 
 # llama.cpp token types (gguf.TokenType)
+_UNKNOWN = 2
 _CONTROL = 3
 _USER_DEFINED = 4
+_BYTE = 6
 
 # The pre-tokenizer split of llama.cpp's "llama-bpe" (Llama 3) vocabularies.
 _LLAMA3_SPLIT = (
@@ -41,6 +51,55 @@ def _pre_tokenizer(pre: str) -> pre_tokenizers.PreTokenizer:
     return byte_level
 
 
+def _byte_level_bpe(meta: dict[str, Any], tokens: list[str]) -> Tokenizer:
+    """GPT-2 style byte-level BPE (Llama 3, SmolLM, Qwen...)."""
+    merges = [tuple(m.split(" ", 1)) for m in meta.get("tokenizer.ggml.merges", [])]
+    vocab = {tok: i for i, tok in enumerate(tokens)}
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+    tokenizer.pre_tokenizer = _pre_tokenizer(str(meta.get("tokenizer.ggml.pre", "gpt2")))
+    tokenizer.decoder = decoders.ByteLevel()
+    return tokenizer
+
+
+def _sentencepiece_bpe(meta: dict[str, Any], tokens: list[str], types: list[int]) -> Tokenizer:
+    """SentencePiece BPE with byte fallback (Llama 2, Mistral, TinyLlama...).
+
+    GGUF stores pieces with scores but no merges; as Hugging Face's converter does, every
+    split of a piece into two known pieces is a merge, ranked by the merged piece's score.
+    """
+    scores_arr = meta.get("tokenizer.ggml.scores")
+    if scores_arr is None:
+        scores = [-float(i) for i in range(len(tokens))]
+    else:
+        scores = scores_arr.tolist()
+    vocab = {tok: i for i, tok in enumerate(tokens)}
+    mergeable = [
+        (tok, score) for tok, score, kind in zip(tokens, scores, types, strict=True)
+        if kind not in (_CONTROL, _BYTE, _UNKNOWN) and len(tok) > 1
+    ]
+    merges: list[tuple[str, str, float]] = []
+    for piece, score in mergeable:
+        local = [(piece[:i], piece[i:], score) for i in range(1, len(piece))
+                 if piece[:i] in vocab and piece[i:] in vocab]
+        local.sort(key=lambda m: (vocab[m[0]], vocab[m[1]]))
+        merges.extend(local)
+    merges.sort(key=lambda m: m[2], reverse=True)
+    unk_id = _scalar(meta, "tokenizer.ggml.unknown_token_id")
+    unk = tokens[int(unk_id)] if unk_id is not None else None
+    tokenizer = Tokenizer(models.BPE(
+        vocab=vocab, merges=[(a, b) for a, b, _ in merges], unk_token=unk,
+        fuse_unk=True, byte_fallback=True,
+    ))
+    tokenizer.normalizer = normalizers.Sequence(
+        [normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")]
+    )
+    tokenizer.decoder = decoders.Sequence([
+        decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+        decoders.Strip(" ", 1, 0),
+    ])
+    return tokenizer
+
+
 def _scalar(meta: dict[str, Any], key: str) -> Any:
     value = meta.get(key)
     if value is None:
@@ -54,19 +113,18 @@ def build_tokenizer_files(meta: dict[str, Any], out_dir: Path, source: Path) -> 
     Raises ModelLoadError naming `source` when the tokenizer kind is not supported.
     """
     kind = meta.get("tokenizer.ggml.model")
-    if kind != "gpt2":
+    if kind not in ("gpt2", "llama"):
         raise ModelLoadError(
-            f"{source}: tokenizer not supported yet: {kind!r} (only byte-level BPE 'gpt2')"
+            f"{source}: tokenizer not supported yet: {kind!r} "
+            "(supported: byte-level BPE 'gpt2' and SentencePiece BPE 'llama')"
         )
     tokens = list(meta["tokenizer.ggml.tokens"])
-    merges = [tuple(m.split(" ", 1)) for m in meta.get("tokenizer.ggml.merges", [])]
     types_arr = meta.get("tokenizer.ggml.token_type")
     token_types = types_arr.tolist() if types_arr is not None else [1] * len(tokens)
-
-    vocab = {tok: i for i, tok in enumerate(tokens)}
-    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
-    tokenizer.pre_tokenizer = _pre_tokenizer(str(meta.get("tokenizer.ggml.pre", "gpt2")))
-    tokenizer.decoder = decoders.ByteLevel()
+    if kind == "gpt2":
+        tokenizer = _byte_level_bpe(meta, tokens)
+    else:
+        tokenizer = _sentencepiece_bpe(meta, tokens, token_types)
     added = [
         AddedToken(tok, special=t == _CONTROL, normalized=False)
         for tok, t in zip(tokens, token_types, strict=True)
