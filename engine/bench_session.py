@@ -4,7 +4,7 @@ The session has several turns, a regenerate, an edit that branches, a second con
 sharing the system prompt, and a switch back to the first branch. The hit rate is cached
 prompt tokens over the tokens a perfect cache could have reused, both counted on the tokens
 actually sent: for each request, the longest prefix it shares with anything sent or
-generated before (at most all but its last token, which must be computed for logits).
+computed before (at most all but its last token, which must be computed for logits).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 def run_session_hit_rate(engine: Engine, *, max_tokens: int = 12) -> dict[str, Any]:
     """Run the scripted session on `engine` and return its hit-rate figures."""
     settings = SamplingSettings(temperature=0.0, max_tokens=max_tokens)
+    # Start cold: what earlier requests left in the cache is not part of this session.
+    engine.run(lambda _: engine.prompt_cache.clear()).result()
     seen: list[list[int]] = []
     cached = perfect = 0
     steps: list[dict[str, Any]] = []

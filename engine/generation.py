@@ -134,6 +134,6 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
         incomplete=incomplete,
         constraint_name=constraint.name or constraint.kind if constraint is not None else None,
         tool_calls=calls,
-        token_ids=list(prompt_tokens) + generated,
+        token_ids=list(fed),
         prompt_length=len(prompt_tokens),
     )
