@@ -210,10 +210,7 @@ class ConstrainedDecoder:
                     mx.async_eval(logits)
                     fed.extend(inputs)
                 held = []
-                for token in step.ff:
-                    self._ff_left -= 1
-                    self.forced_tokens += 1
-                    yield token
+                yield from self._forced(step.ff)
             if step.stopped:
                 return
             y = sample(logits, step.mask)
@@ -257,10 +254,7 @@ class ConstrainedDecoder:
             self._raise_if_error()
             if step.ff:
                 inputs = inputs + step.ff  # fed with the next forward pass, if any
-                for token in step.ff:
-                    self._ff_left -= 1
-                    self.forced_tokens += 1
-                    yield token
+                yield from self._forced(step.ff)
             if step.stopped:
                 return
             logits = forward(inputs)
@@ -273,6 +267,13 @@ class ConstrainedDecoder:
             n += 1
             if n % 256 == 0:
                 mx.clear_cache()
+
+    def _forced(self, ff: list[int]) -> Iterator[int]:
+        """Hand the caller the grammar's forced tokens, counting them."""
+        for token in ff:
+            self._ff_left -= 1
+            self.forced_tokens += 1
+            yield token
 
     # ---- matcher jobs (mask thread in overlapped mode) ----
 
