@@ -1,7 +1,7 @@
 """Tool definitions for the GUI: validate edited JSON, list and run the built-in tools.
 
 Validation and the built-in tools are the engine's (engine.tools.definitions and
-engine.tools.builtins, no MLX); an engine build without built-ins shows none.
+engine.tools.builtins, no MLX).
 """
 
 from __future__ import annotations
@@ -18,22 +18,14 @@ class ToolsError(ValueError):
 
 def parse_tools_text(text: str, source: str = "") -> list[dict[str, Any]]:
     """Validate tool definitions given as JSON text; return them in the OpenAI format."""
-    from engine.tools.definitions import ToolDefinitionError, validate_tools
+    from engine.tools.definitions import ToolDefinitionError, tools_from_text
 
-    prefix = f"{source}: " if source else ""
     if not text.strip():
         return []
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ToolsError(
-            f"{prefix}invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
-    try:
-        specs = validate_tools(data, source)
+        return tools_from_text(text, source)
     except ToolDefinitionError as exc:
         raise ToolsError(str(exc)) from None
-    return [spec.to_openai() for spec in specs]
 
 
 def looks_like_tools(path: str) -> bool:
@@ -51,21 +43,12 @@ def looks_like_tools(path: str) -> bool:
     )
 
 
-def _builtins_module() -> Any:
-    try:
-        from engine.tools import builtins  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return builtins
-
-
 def builtin_tools() -> list[dict[str, Any]]:
-    """The engine's built-in tools in the OpenAI format ([] when it has none)."""
-    module = _builtins_module()
-    if module is None:
-        return []
+    """The engine's built-in tools in the OpenAI format."""
+    from engine.tools import builtins
+
     try:
-        return list(module.builtin_tools())
+        return list(builtins.builtin_tools())
     except (OSError, ValueError):  # a damaged bundled schema: offer the others nothing
         return []
 
@@ -76,10 +59,9 @@ def builtin_names() -> list[str]:
 
 def run_builtin(name: str, arguments: dict[str, Any]) -> str:
     """Run a built-in tool; its result (or error) as text for the tool message."""
-    module = _builtins_module()
-    if module is None:
-        raise ToolsError("built-in tools are not available in this engine")
-    return str(module.run_builtin(name, arguments))
+    from engine.tools import builtins
+
+    return str(builtins.run_builtin(name, arguments))
 
 
 def enabled_tool_definitions(config: ToolsConfig) -> list[dict[str, Any]]:

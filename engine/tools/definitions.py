@@ -228,10 +228,16 @@ def load_tools(
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ToolDefinitionError(f"{path}: not a UTF-8 text file") from None
+    return tools_from_text(text, str(path))
+
+
+def tools_from_text(text: str, source: str = "") -> list[dict[str, Any]]:
+    """Validated tools in the OpenAI format from JSON text; errors name `source` and where."""
+    prefix = f"{source}: " if source else ""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ToolDefinitionError(
-            f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            f"{prefix}invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
-    return [spec.to_openai() for spec in validate_tools(data, str(path))]
+    return [spec.to_openai() for spec in validate_tools(data, source)]
