@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 import mlx.core as mx
 from mlx_lm.sample_utils import make_logits_processors, make_sampler
@@ -46,15 +47,26 @@ def seed_generation(settings: SamplingSettings) -> int:
     return seed
 
 
-def end_token_ids(tokenizer) -> set[int]:
+def _token_id(hf: Any, token: str) -> int | None:
+    """The id of `token` if it is one token of the vocabulary (no 49k-entry vocab copy)."""
+    if not hasattr(hf, "convert_tokens_to_ids"):
+        return None
+    token_id = hf.convert_tokens_to_ids(token)
+    if isinstance(token_id, int) and hf.convert_ids_to_tokens(token_id) == token:
+        return token_id
+    return None  # unknown tokens map to the unk id, whose text differs
+
+
+def end_token_ids(tokenizer: Any) -> set[int]:
     """Every token that ends a reply: the model's EOS ids plus its template's end markers."""
     ids = set(getattr(tokenizer, "eos_token_ids", set()) or set())
-    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    hf = getattr(tokenizer, "_tokenizer", tokenizer)
     template = getattr(tokenizer, "chat_template", None) or ""
     for marker in _END_MARKERS:
-        if marker in vocab and (marker in template or not template):
-            ids.add(vocab[marker])
+        if marker in template or not template:
+            if (token_id := _token_id(hf, marker)) is not None:
+                ids.add(token_id)
     # ChatML models also end documents with <|endoftext|>, which templates never write.
-    if "<|im_end|>" in template and "<|endoftext|>" in vocab:
-        ids.add(vocab["<|endoftext|>"])
+    if "<|im_end|>" in template and (token_id := _token_id(hf, "<|endoftext|>")) is not None:
+        ids.add(token_id)
     return ids
