@@ -1,15 +1,11 @@
-"""Shared pieces for the GUI tests (tests/test_app_*.py): offscreen Qt and a MainWindow on
-a temporary data folder over a real Engine (conftest's `tiny_engine` / `default_engine`)."""
+"""Shared pieces for the GUI tests (tests/test_app_*.py; conftest.py makes Qt offscreen): a
+MainWindow on a temporary data folder over a real Engine (`tiny_engine` / `default_engine`)."""
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-
-from pathlib import Path  # noqa: E402
-
-import engine  # noqa: E402,F401  (OpenBLAS before MLX)
+import engine  # noqa: F401  (OpenBLAS before MLX)
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOTS = REPO / "artifacts" / "screenshots"

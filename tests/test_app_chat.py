@@ -3,11 +3,7 @@ edit-and-branch, branch switching, persistence across a restart."""
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-
-from app_helpers import (  # noqa: E402
+from app_helpers import (
     TINY_TEMPERATURE,
     close_window,
     make_window,
@@ -15,7 +11,7 @@ from app_helpers import (  # noqa: E402
     set_sampling,
     wait_idle,
 )
-from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtCore import Qt
 
 
 def test_send_streams_a_rendered_reply(qtbot, tmp_path, tiny_engine):

@@ -4,12 +4,9 @@ shows its error and applies nothing, the chip removes it, the editor checks past
 from __future__ import annotations
 
 import json
-import os
 
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-
-import jsonschema  # noqa: E402
-from app_helpers import (  # noqa: E402
+import jsonschema
+from app_helpers import (
     TINY_TEMPERATURE,
     close_window,
     drop_files,

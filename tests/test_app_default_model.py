@@ -5,12 +5,9 @@ validates. Also saves the screenshots a reviewer looks at first."""
 from __future__ import annotations
 
 import json
-import os
 
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-
-import jsonschema  # noqa: E402
-from app_helpers import (  # noqa: E402
+import jsonschema
+from app_helpers import (
     close_window,
     drop_files,
     make_window,
@@ -18,7 +15,7 @@ from app_helpers import (  # noqa: E402
     set_sampling,
     wait_idle,
 )
-from PySide6.QtGui import QGuiApplication  # noqa: E402
+from PySide6.QtGui import QGuiApplication
 
 SCHEMA = {
     "type": "object",

@@ -4,11 +4,8 @@ rendered as a card, a typed result that lets the conversation continue."""
 from __future__ import annotations
 
 import json
-import os
 
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-
-from app_helpers import (  # noqa: E402
+from app_helpers import (
     TINY_TEMPERATURE,
     close_window,
     drop_files,
@@ -17,7 +14,7 @@ from app_helpers import (  # noqa: E402
     set_sampling,
     wait_idle,
 )
-from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtCore import Qt
 
 WEATHER = [{
     "type": "function",

@@ -9,11 +9,9 @@ import os
 import subprocess
 import sys
 
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-
-from app_helpers import REPO, close_window, make_window, screenshot  # noqa: E402
-from PySide6.QtGui import QFileOpenEvent, QKeySequence  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
+from app_helpers import REPO, close_window, make_window, screenshot
+from PySide6.QtGui import QFileOpenEvent, QKeySequence
+from PySide6.QtWidgets import QApplication
 
 
 def test_sidebar_new_search_rename_delete(qtbot, tmp_path, tiny_engine):
