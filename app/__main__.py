@@ -18,14 +18,21 @@ _LAUNCHED = time.perf_counter()
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="corral", description="Corral: local LLM chat")
-    parser.add_argument("--model", default=None,
-                        help='"default", an MLX model folder, a .gguf file or a Hugging Face '
-                             "repo id (default: the last model used, else the default model)")
-    parser.add_argument("--data-dir", type=Path, default=None,
-                        help="where the conversation database lives (default: the user's "
-                             "data folder)")
-    parser.add_argument("--self-test", action="store_true",
-                        help="check that the app and its engine run, then exit")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help='"default", an MLX model folder, a .gguf file or a Hugging Face '
+        "repo id (default: the last model used, else the default model)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="where the conversation database lives (default: the user's data folder)",
+    )
+    parser.add_argument(
+        "--self-test", action="store_true", help="check that the app and its engine run, then exit"
+    )
     parser.add_argument("--report-startup", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("files", nargs="*", help="grammar or schema files to constrain with")
     return parser.parse_args(argv)
@@ -48,8 +55,10 @@ def _report_startup(window: Any, bridge: Any) -> None:
     from PySide6.QtWidgets import QApplication
 
     def emit(event: str, **extra: Any) -> None:
-        print(json.dumps({"event": event, "t_s": time.perf_counter() - _LAUNCHED, **extra}),
-              flush=True)
+        print(
+            json.dumps({"event": event, "t_s": time.perf_counter() - _LAUNCHED, **extra}),
+            flush=True,
+        )
 
     class FirstPaint(QObject):
         def eventFilter(self, watched: QObject, event: QEvent) -> bool:
@@ -61,8 +70,9 @@ def _report_startup(window: Any, bridge: Any) -> None:
     window._startup_filter = FirstPaint(window)
     window.installEventFilter(window._startup_filter)
     bridge.modelLoaded.connect(lambda _info: (emit("model_ready"), QApplication.quit()))
-    bridge.loadFailed.connect(lambda message: (emit("model_failed", error=message),
-                                               QApplication.quit()))
+    bridge.loadFailed.connect(
+        lambda message: (emit("model_failed", error=message), QApplication.quit())
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

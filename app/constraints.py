@@ -59,8 +59,9 @@ def spec_to_dict(spec: ConstraintSpec, path: str | None = None) -> dict[str, Any
 
 
 def spec_from_dict(data: dict[str, Any]) -> ConstraintSpec:
-    return ConstraintSpec(kind=data["kind"], source=data.get("source", ""),
-                          name=data.get("name", ""))
+    return ConstraintSpec(
+        kind=data["kind"], source=data.get("source", ""), name=data.get("name", "")
+    )
 
 
 def _problems(diagnostics: Any) -> list[Problem]:
@@ -81,15 +82,16 @@ def _strip_path(message: str, path: str | Path) -> str:
     """The GUI names the file itself; drop the engine's "PATH: " prefix."""
     for prefix in (f"{Path(path).expanduser()}: ", f"{Path(path).name}: "):
         if message.startswith(prefix):
-            return message[len(prefix):]
+            return message[len(prefix) :]
     return message
 
 
 def check_file(path: str | Path) -> Checked:
     """Read and validate a constraint file (blocking)."""
     checked = _check(lambda: sources.constraint_from_file(path), str(path))
-    checked.errors = [Problem(_strip_path(e.message, path), e.line, e.column)
-                      for e in checked.errors]
+    checked.errors = [
+        Problem(_strip_path(e.message, path), e.line, e.column) for e in checked.errors
+    ]
     return checked
 
 

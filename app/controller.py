@@ -261,8 +261,9 @@ class ChatController(QObject):
             }
             if result.error:
                 meta["error"] = result.error
-            self.store.add_message(parent.conversation_id, parent.id, "assistant", result.text,
-                                   meta)
+            self.store.add_message(
+                parent.conversation_id, parent.id, "assistant", result.text, meta
+            )
             self.conversationsChanged.emit()
         if result.error:
             self.notice.emit(f"The reply failed: {result.error}")

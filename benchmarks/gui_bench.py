@@ -114,12 +114,14 @@ def stall_while_streaming(model: str, tokens: int) -> dict[str, object]:
     if bridge.model_info is None:
         raise SystemExit(f"the model could not be loaded: {window.notice.text()}")
     conv = window.controller.conversation
-    window.store.set_chat_settings(conv.id, ChatSettings(temperature=temperature,
-                                                         max_tokens=16, seed=0))
+    window.store.set_chat_settings(
+        conv.id, ChatSettings(temperature=temperature, max_tokens=16, seed=0)
+    )
     window.send("Warm up.")
     _wait(app, lambda: not window.controller.busy, 600)
-    window.store.set_chat_settings(conv.id, ChatSettings(temperature=temperature,
-                                                         max_tokens=tokens, seed=1))
+    window.store.set_chat_settings(
+        conv.id, ChatSettings(temperature=temperature, max_tokens=tokens, seed=1)
+    )
     results: list[object] = []
     window.controller.replyFinished.connect(results.append)
     load_average = os.getloadavg()[0]
@@ -155,8 +157,9 @@ def time_to_window(model: str) -> dict[str, object]:
         args += ["--model", model]
     env = {**os.environ, "QT_QPA_PLATFORM": os.environ.get("QT_QPA_PLATFORM", "offscreen")}
     started = time.perf_counter()
-    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
     events: dict[str, dict] = {}
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -176,8 +179,9 @@ def time_to_window(model: str) -> dict[str, object]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="tiny",
-                        help='model for the streaming test: "tiny", "default" or a spec')
+    parser.add_argument(
+        "--model", default="tiny", help='model for the streaming test: "tiny", "default" or a spec'
+    )
     parser.add_argument("--tokens", type=int, default=400, help="reply length to stream")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
@@ -189,20 +193,30 @@ def main() -> int:
     if args.json:
         print(json.dumps(figures))
         return 0
-    print(f"window shown after launch:   {figures['window_shown_s']:.2f} s "
-          f"(target < {SHOWN_TARGET_S} s; model still loading: "
-          f"{figures['model_loading_when_shown']})")
+    print(
+        f"window shown after launch:   {figures['window_shown_s']:.2f} s "
+        f"(target < {SHOWN_TARGET_S} s; model still loading: "
+        f"{figures['model_loading_when_shown']})"
+    )
     print(f"default model ready after:   {figures['model_ready_s']:.2f} s")
-    print(f"event-loop stall, streaming: max {figures['stream_stall_max_ms']} ms, "
-          f"p99 {figures['stream_stall_p99_ms']} ms (target < {STALL_TARGET_MS:.0f} ms; "
-          f"{figures['reply_tokens']} tokens at {figures['reply_tok_s']} tok/s, "
-          f"model {figures['model']})")
-    print(f"machine load during the stream: {figures['load_average_1m']} "
-          f"on {figures['cpu_count']} CPUs")
-    print(f"longest GUI-thread work between ticks while streaming: "
-          f"{figures['stream_gui_busy_max_ms']} ms")
-    print(f"event-loop stall, model load: max {figures['load_stall_max_ms']} ms "
-          f"(GUI-thread work: {figures['load_gui_busy_max_ms']} ms)")
+    print(
+        f"event-loop stall, streaming: max {figures['stream_stall_max_ms']} ms, "
+        f"p99 {figures['stream_stall_p99_ms']} ms (target < {STALL_TARGET_MS:.0f} ms; "
+        f"{figures['reply_tokens']} tokens at {figures['reply_tok_s']} tok/s, "
+        f"model {figures['model']})"
+    )
+    print(
+        f"machine load during the stream: {figures['load_average_1m']} "
+        f"on {figures['cpu_count']} CPUs"
+    )
+    print(
+        f"longest GUI-thread work between ticks while streaming: "
+        f"{figures['stream_gui_busy_max_ms']} ms"
+    )
+    print(
+        f"event-loop stall, model load: max {figures['load_stall_max_ms']} ms "
+        f"(GUI-thread work: {figures['load_gui_busy_max_ms']} ms)"
+    )
     return 0
 
 

@@ -40,8 +40,9 @@ def _mlx_lm_decode_tps(loaded: Any, tokens: int) -> tuple[float, int]:
 
     prompt = render_prompt(loaded.tokenizer, [{"role": "user", "content": BENCH_PROMPT}])
     stamps = []
-    for _ in stream_generate(loaded.model, loaded.tokenizer, prompt, max_tokens=tokens,
-                             sampler=make_sampler(temp=0.0)):
+    for _ in stream_generate(
+        loaded.model, loaded.tokenizer, prompt, max_tokens=tokens, sampler=make_sampler(temp=0.0)
+    ):
         stamps.append(time.perf_counter())
     # Same measure as the engine: tokens after the first over the time since the first.
     # mlx-lm yields the final EOS-free token list; its last response may repeat the end.
@@ -80,8 +81,9 @@ def _section_trie(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
     from engine.bench_trie import run_trie_bench
 
     # One uncached run at the last turn, one repeat: a CPU prefills ~100x slower than a Mac.
-    return engine.run(lambda lm: run_trie_bench(
-        lm.model, lm.tokenizer, uncached_every_turn=False, reps=1)).result()
+    return engine.run(
+        lambda lm: run_trie_bench(lm.model, lm.tokenizer, uncached_every_turn=False, reps=1)
+    ).result()
 
 
 def _section_session(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:

@@ -44,8 +44,14 @@ def run_session_hit_rate(engine: Engine, *, max_tokens: int = 12) -> dict[str, A
         best = min(best, len(prompt) - 1)
         cached += result.stats.cached_tokens
         perfect += best
-        steps.append({"step": label, "prompt": len(prompt), "cached": result.stats.cached_tokens,
-                      "reusable": best})
+        steps.append(
+            {
+                "step": label,
+                "prompt": len(prompt),
+                "cached": result.stats.cached_tokens,
+                "reusable": best,
+            }
+        )
         seen.append(result.token_ids)
         return result
 

@@ -29,8 +29,10 @@ _WORDS = (
     "because which while after before during about around between small large bright dark "
     "slow fast early late many several most every each other new old first last long short"
 ).split()
-SYSTEM = ("You are Corral, a careful assistant. Answer clearly and briefly, and say so when "
-          "you are not sure of a fact.")
+SYSTEM = (
+    "You are Corral, a careful assistant. Answer clearly and briefly, and say so when "
+    "you are not sure of a fact."
+)
 
 
 def _text(rng: random.Random, tokenizer: Any, n_tokens: int) -> str:
@@ -60,15 +62,16 @@ def _lcp(a: list[int], b: list[int]) -> int:
     return n
 
 
-def _feed(model: Any, cache: PromptCache, tokens: list[int], step: int,
-          logits: bool = True) -> None:
+def _feed(
+    model: Any, cache: PromptCache, tokens: list[int], step: int, logits: bool = True
+) -> None:
     """Prefill as mlx-lm does: all but the last token in chunks of `step` (cache only, so the
     vocabulary-wide head never runs on them), then the last token's logits and its argmax."""
     if not tokens:
         return
     body = tokens[:-1] if logits else tokens
     for pos in range(0, len(body), step):
-        model(mx.array([body[pos:pos + step]]), cache=cache)
+        model(mx.array([body[pos : pos + step]]), cache=cache)
         mx.eval(cache_arrays(cache))
     if logits:
         first = mx.argmax(model(mx.array([tokens[-1:]]), cache=cache)[0, -1])
@@ -128,14 +131,19 @@ class _Session:
             ttft = min(ttft, fetch_s + time.perf_counter() - t0)
             if rep < self.reps - 1:  # undo: the trie holds what it held before this run
                 self.trie.store(prompt[:n], before)
-        out = {"prompt_tokens": len(prompt), "cached_tokens": n, "perfect_tokens": perfect,
-               "ttft_s": ttft}
+        out = {
+            "prompt_tokens": len(prompt),
+            "cached_tokens": n,
+            "perfect_tokens": perfect,
+            "ttft_s": ttft,
+        }
         if new_prefill:  # the ideal: only tokens no cache could hold, onto that exact context
             if n != perfect:
                 before = _snapshot(cache)
                 mlx_cache.trim_prompt_cache(before, len(prompt) - perfect)
-            out["new_prefill_s"] = _best_ttft(self.model, lambda: _snapshot(before),
-                                              prompt[perfect:], self.step, self.reps)
+            out["new_prefill_s"] = _best_ttft(
+                self.model, lambda: _snapshot(before), prompt[perfect:], self.step, self.reps
+            )
         _feed(self.model, cache, reply, self.step, logits=False)
         self.trie.store(prompt + reply, cache)
         self.computed.append(prompt + reply)
@@ -208,6 +216,7 @@ def _lookup_costs(model: Any, n: int, reps: int, rng: random.Random) -> dict[str
         def give_back(c: PromptCache) -> None:
             mlx_cache.trim_prompt_cache(c, 1)
             trie.store(tokens, c)
+
         return cache, give_back
 
     def trie_branch() -> tuple[PromptCache, Any]:
@@ -219,6 +228,7 @@ def _lookup_costs(model: Any, n: int, reps: int, rng: random.Random) -> dict[str
         def fetch() -> tuple[PromptCache, Any]:
             cache, _rest = lru.fetch_nearest_cache("model", query)
             return cache, lambda c: None
+
         return fetch
 
     return {
@@ -264,8 +274,12 @@ def run_trie_bench(
     user_len, reply_len = max(8, per_turn // 4), max(8, per_turn - per_turn // 4 - 10)
     users = [_text(rng, tokenizer, user_len) for _ in range(turns + 3)]
     replies = [_text(rng, tokenizer, reply_len) for _ in range(turns + 4)]
-    _feed(model, mlx_cache.make_prompt_cache(model), _render(tokenizer, [
-        {"role": "user", "content": "warm up"}]), step)
+    _feed(
+        model,
+        mlx_cache.make_prompt_cache(model),
+        _render(tokenizer, [{"role": "user", "content": "warm up"}]),
+        step,
+    )
 
     # 1. A chat growing turn by turn.
     chat = [{"role": "system", "content": SYSTEM}]
@@ -348,21 +362,30 @@ def run_trie_bench(
 def format_trie_bench(d: dict[str, Any]) -> str:
     """The figures of `run_trie_bench` as a few readable lines."""
     ms = 1000
-    lines = [f"Prompt-cache trie: {d['trie_turns']} turns, "
-             f"{d['trie_history_tokens']} tokens at the last turn",
-             "  turn  prompt  cached  TTFT trie  new-only  uncached  trie/new"]
-    for i, (p, c, t, nw, u, r) in enumerate(zip(
-            d["trie_turn_prompt_tokens"], d["trie_turn_cached_tokens"], d["trie_turn_ttft_s"],
-            d["trie_turn_new_prefill_s"], d["trie_turn_uncached_ttft_s"],
-            d["trie_turn_ttft_over_new_prefill"], strict=True)):
+    lines = [
+        f"Prompt-cache trie: {d['trie_turns']} turns, "
+        f"{d['trie_history_tokens']} tokens at the last turn",
+        "  turn  prompt  cached  TTFT trie  new-only  uncached  trie/new",
+    ]
+    for i, (p, c, t, nw, u, r) in enumerate(
+        zip(
+            d["trie_turn_prompt_tokens"],
+            d["trie_turn_cached_tokens"],
+            d["trie_turn_ttft_s"],
+            d["trie_turn_new_prefill_s"],
+            d["trie_turn_uncached_ttft_s"],
+            d["trie_turn_ttft_over_new_prefill"],
+            strict=True,
+        )
+    ):
         unc = f"{u * ms:7.0f}ms" if u is not None else "        -"
-        lines.append(f"  {i + 1:4d}  {p:6d}  {c:6d}  {t * ms:7.0f}ms  {nw * ms:6.0f}ms "
-                     f"{unc}  {r:7.2f}x")
+        lines.append(
+            f"  {i + 1:4d}  {p:6d}  {c:6d}  {t * ms:7.0f}ms  {nw * ms:6.0f}ms {unc}  {r:7.2f}x"
+        )
     lines += [
         f"  worst turn TTFT / new-token prefill: {d['trie_ttft_over_new_prefill']:.2f}x "
         "(goal <= 1.25x)",
-        f"  last turn TTFT / uncached: {d['trie_ttft_over_uncached_last_turn']:.1%} "
-        "(goal <= 20%)",
+        f"  last turn TTFT / uncached: {d['trie_ttft_over_uncached_last_turn']:.1%} (goal <= 20%)",
         f"  regenerate: {d['trie_regenerate_cached_tokens']}/"
         f"{d['trie_regenerate_prompt_tokens']} cached, TTFT "
         f"{d['trie_regenerate_ttft_s'] * ms:.0f}ms (uncached "
@@ -385,9 +408,12 @@ def format_trie_bench(d: dict[str, Any]) -> str:
             f"  lookup+reuse at {label} tokens: trie {d[key]:.2f}ms vs mlx-lm "
             f"{d['mlx_lm_lookup_ms_' + label]:.2f}ms (extend); branch: trie "
             f"{d['trie_branch_lookup_ms_' + label]:.2f}ms vs mlx-lm "
-            f"{d['mlx_lm_branch_lookup_ms_' + label]:.2f}ms")
+            f"{d['mlx_lm_branch_lookup_ms_' + label]:.2f}ms"
+        )
     s = d["trie_stats"]
-    lines.append(f"  trie: {s['entries']} entries, {s['bytes'] / 1e6:.1f} MB of "
-                 f"{s['budget_bytes'] / 1e6:.0f} MB, {s['hits']} hits, {s['misses']} misses, "
-                 f"{s['evictions']} evictions")
+    lines.append(
+        f"  trie: {s['entries']} entries, {s['bytes'] / 1e6:.1f} MB of "
+        f"{s['budget_bytes'] / 1e6:.0f} MB, {s['hits']} hits, {s['misses']} misses, "
+        f"{s['evictions']} evictions"
+    )
     return "\n".join(lines)

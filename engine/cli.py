@@ -128,8 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     chat = sub.add_parser("chat", help="generate one reply and print it as it streams")
-    chat.add_argument("--model", default="default",
-                      help="'default', an MLX folder, a .gguf file or a Hugging Face repo id")
+    chat.add_argument(
+        "--model",
+        default="default",
+        help="'default', an MLX folder, a .gguf file or a Hugging Face repo id",
+    )
     chat.add_argument("--prompt", required=True)
     chat.add_argument("--system")
     chat.add_argument("--max-tokens", type=int, default=256)
@@ -143,8 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--json", action="store_true", help="print one JSON object at the end")
     group = chat.add_mutually_exclusive_group()
     group.add_argument("--json-schema", metavar="FILE", help="constrain to a JSON schema file")
-    group.add_argument("--grammar", metavar="FILE",
-                       help="constrain to a .lark/.gbnf/.regex/.json file")
+    group.add_argument(
+        "--grammar", metavar="FILE", help="constrain to a .lark/.gbnf/.regex/.json file"
+    )
     group.add_argument("--regex", metavar="R", help="constrain to a regular expression")
     chat.add_argument("--tools", metavar="FILE", help="tool definitions (OpenAI format, .json)")
     chat.add_argument("--tool-choice", default="auto", help="auto, required, none or a tool name")
@@ -152,16 +156,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     imp = sub.add_parser("import-gguf", help="convert a llama GGUF file into an MLX model folder")
     imp.add_argument("file", type=Path, help="a .gguf file, or 'default' for the embedded model")
-    imp.add_argument("out", type=Path, nargs="?",
-                     help="output folder (default: the model cache)")
+    imp.add_argument("out", type=Path, nargs="?", help="output folder (default: the model cache)")
     imp.set_defaults(func=cmd_import_gguf)
 
     bench = sub.add_parser("bench", help="measure the engine against mlx-lm, side by side")
     bench.add_argument("--model", default="default")
     bench.add_argument("--tokens", type=int, default=64, help="tokens to decode per run")
     bench.add_argument("--repeats", type=int, default=3)
-    bench.add_argument("--only", action="append",
-                       help="sections to run: decode, constraints, trie, session (repeatable)")
+    bench.add_argument(
+        "--only",
+        action="append",
+        help="sections to run: decode, constraints, trie, session (repeatable)",
+    )
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.set_defaults(func=cmd_bench)
     return parser

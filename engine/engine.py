@@ -218,8 +218,12 @@ class Engine:
 
         self._wired = WiredLimit()
         self._plan_memory(loaded)
-        threading.Thread(target=_warm_constraint_tokenizer, args=(loaded.tokenizer,),
-                         name="corral-warm-llg", daemon=True).start()
+        threading.Thread(
+            target=_warm_constraint_tokenizer,
+            args=(loaded.tokenizer,),
+            name="corral-warm-llg",
+            daemon=True,
+        ).start()
 
     def _plan_memory(self, loaded: Any) -> None:
         from engine.memory import plan_memory

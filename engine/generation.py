@@ -37,7 +37,10 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
         from engine.tools import prepare_tool_request
 
         tool_plan = prepare_tool_request(
-            tokenizer, request.messages, request.tools, request.tool_choice,
+            tokenizer,
+            request.messages,
+            request.tools,
+            request.tool_choice,
             parallel_tool_calls=request.parallel_tool_calls,
         )
         prompt_tokens = tool_plan.prompt_tokens
@@ -69,14 +72,34 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
             # Built before prefill: syntax errors fail at once, and the grammar compiles
             # on the mask thread while the prompt is processed.
             runtime = ConstrainedDecoder(tokenizer, constraint, ends)
-        prefill(model, cache, prompt_tokens[n_cached:-1], fed, cancel=handle.cancel_event,
-                on_progress=progress)
+        prefill(
+            model,
+            cache,
+            prompt_tokens[n_cached:-1],
+            fed,
+            cancel=handle.cancel_event,
+            on_progress=progress,
+        )
         if runtime is not None:
-            tokens = runtime.decode(model, cache, prompt_tokens[-1:], fed, sampler=sampler,
-                                    processors=processors, history=prompt_tokens)
+            tokens = runtime.decode(
+                model,
+                cache,
+                prompt_tokens[-1:],
+                fed,
+                sampler=sampler,
+                processors=processors,
+                history=prompt_tokens,
+            )
         else:
-            tokens = decode_free(model, cache, prompt_tokens[-1:], fed, sampler=sampler,
-                                 processors=processors, history=prompt_tokens)
+            tokens = decode_free(
+                model,
+                cache,
+                prompt_tokens[-1:],
+                fed,
+                sampler=sampler,
+                processors=processors,
+                history=prompt_tokens,
+            )
         try:
             for token in tokens:
                 last_token_at = time.perf_counter()

@@ -40,9 +40,7 @@ def _pre_tokenizer(pre: str) -> pre_tokenizers.PreTokenizer:
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     if pre == "smollm":
         # SmolLM splits every digit on its own before the GPT-2 split.
-        return pre_tokenizers.Sequence(
-            [pre_tokenizers.Digits(individual_digits=True), byte_level]
-        )
+        return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
     if pre in ("llama-bpe", "llama3", "dbrx", "smaug-bpe"):
         split = pre_tokenizers.Split(Regex(_LLAMA3_SPLIT), behavior="isolated", invert=False)
         return pre_tokenizers.Sequence(
@@ -74,29 +72,42 @@ def _sentencepiece_bpe(meta: dict[str, Any], tokens: list[str], types: list[int]
         scores = scores_arr.tolist()
     vocab = {tok: i for i, tok in enumerate(tokens)}
     mergeable = [
-        (tok, score) for tok, score, kind in zip(tokens, scores, types, strict=True)
+        (tok, score)
+        for tok, score, kind in zip(tokens, scores, types, strict=True)
         if kind not in (_CONTROL, _BYTE, _UNKNOWN) and len(tok) > 1
     ]
     merges: list[tuple[str, str, float]] = []
     for piece, score in mergeable:
-        local = [(piece[:i], piece[i:], score) for i in range(1, len(piece))
-                 if piece[:i] in vocab and piece[i:] in vocab]
+        local = [
+            (piece[:i], piece[i:], score)
+            for i in range(1, len(piece))
+            if piece[:i] in vocab and piece[i:] in vocab
+        ]
         local.sort(key=lambda m: (vocab[m[0]], vocab[m[1]]))
         merges.extend(local)
     merges.sort(key=lambda m: m[2], reverse=True)
     unk_id = _scalar(meta, "tokenizer.ggml.unknown_token_id")
     unk = tokens[int(unk_id)] if unk_id is not None else None
-    tokenizer = Tokenizer(models.BPE(
-        vocab=vocab, merges=[(a, b) for a, b, _ in merges], unk_token=unk,
-        fuse_unk=True, byte_fallback=True,
-    ))
+    tokenizer = Tokenizer(
+        models.BPE(
+            vocab=vocab,
+            merges=[(a, b) for a, b, _ in merges],
+            unk_token=unk,
+            fuse_unk=True,
+            byte_fallback=True,
+        )
+    )
     tokenizer.normalizer = normalizers.Sequence(
         [normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")]
     )
-    tokenizer.decoder = decoders.Sequence([
-        decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
-        decoders.Strip(" ", 1, 0),
-    ])
+    tokenizer.decoder = decoders.Sequence(
+        [
+            decoders.Replace("\u2581", " "),
+            decoders.ByteFallback(),
+            decoders.Fuse(),
+            decoders.Strip(" ", 1, 0),
+        ]
+    )
     return tokenizer
 
 

@@ -49,8 +49,13 @@ def machine_memory_bytes() -> int:
         pass
     if sys.platform == "darwin":
         try:
-            out = subprocess.run(["sysctl", "-n", "hw.memsize"], capture_output=True, text=True,
-                                 timeout=5, check=True)
+            out = subprocess.run(
+                ["sysctl", "-n", "hw.memsize"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+                check=True,
+            )
             return int(out.stdout.strip())
         except (OSError, ValueError, subprocess.SubprocessError):
             return 0

@@ -50,8 +50,9 @@ def _classes(*names: str) -> tuple[type, ...]:
 
 # Layer caches whose keys/values can be sliced to a prefix (while trimmable); of those, the ones
 # that write at `offset` into a larger buffer, so they may share a whole buffer holding more.
-_SLICEABLE = _classes("KVCache", "ConcatenateKVCache", "QuantizedKVCache", "RotatingKVCache",
-                      "ChunkedKVCache")
+_SLICEABLE = _classes(
+    "KVCache", "ConcatenateKVCache", "QuantizedKVCache", "RotatingKVCache", "ChunkedKVCache"
+)
 _WRITE_AT_OFFSET = _classes("KVCache", "QuantizedKVCache", "RotatingKVCache", "ChunkedKVCache")
 
 
@@ -89,8 +90,9 @@ def _slice_layer(c: Any, n: int, compact: bool = False) -> Any:
         end = n - getattr(c, "start_position", 0)
         buffer = tree_flatten(c.keys)[0][1].shape[2]
         if compact:
-            out.keys, out.values = tree_map(lambda x: mx.contiguous(x[..., :end, :]),
-                                            (c.keys, c.values))
+            out.keys, out.values = tree_map(
+                lambda x: mx.contiguous(x[..., :end, :]), (c.keys, c.values)
+            )
         elif 2 * end >= buffer and isinstance(c, _WRITE_AT_OFFSET):
             # Most of the buffer is wanted: share all of it; MLX copies it with one flat memcpy
             # at the first write, about twice as fast as a strided copy of the prefix.
@@ -178,8 +180,19 @@ class PromptCacheTrie:
         self._loan: tuple[PromptCache, _Entry, int] | None = None
         self._handed_out: _Node | None = None  # node of the last entry handed out in place
         self._counts = dict.fromkeys(
-            ("hits", "misses", "evictions", "shrinks", "rejected", "reused_in_place", "copies",
-             "cached_tokens_total", "prompt_tokens_total"), 0)
+            (
+                "hits",
+                "misses",
+                "evictions",
+                "shrinks",
+                "rejected",
+                "reused_in_place",
+                "copies",
+                "cached_tokens_total",
+                "prompt_tokens_total",
+            ),
+            0,
+        )
 
     def fetch(self, model: Any, tokens: Sequence[int]) -> tuple[PromptCache, int]:
         """Return (cache, n_cached): a cache holding the KV state of tokens[:n_cached], with
@@ -269,8 +282,11 @@ class PromptCacheTrie:
             return
         trimmable = mlx_cache.can_trim_prompt_cache(cache)
         path, matched, partial = self._walk(tokens)
-        if (trimmable and matched == n
-                and self._trimmable_below(partial or path[-1], deeper_than=n) is not None):
+        if (
+            trimmable
+            and matched == n
+            and self._trimmable_below(partial or path[-1], deeper_than=n) is not None
+        ):
             self._prune_handed_out()
             return  # a longer stored entry already serves this prefix
         self._clock += 1
@@ -321,7 +337,7 @@ class PromptCacheTrie:
             if child is None:
                 return path, pos, None
             span = child.span
-            if tokens[pos:pos + len(span)] == span:
+            if tokens[pos : pos + len(span)] == span:
                 pos += len(span)
                 node = child
                 path.append(child)

@@ -16,7 +16,13 @@ LogitsProcessor = Callable[[mx.array, mx.array], mx.array]
 
 # End-of-turn markers of common chat templates; a model ends its reply with any of them.
 _END_MARKERS = (
-    "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "</s>",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "</s>",
 )
 
 

@@ -51,8 +51,10 @@ def build_tiny_model(
     args = llama.ModelArgs.from_dict(config)
     model = llama.Model(args)
     # A somewhat larger embedding than the default init gives peaked but varied logits.
-    params = {k: v * 2 if k.endswith("embed_tokens.weight") else v
-              for k, v in tree_flatten(model.parameters())}
+    params = {
+        k: v * 2 if k.endswith("embed_tokens.weight") else v
+        for k, v in tree_flatten(model.parameters())
+    }
     mx.save_safetensors(str(out / "model.safetensors"), params, metadata={"format": "mlx"})
     (out / "config.json").write_text(json.dumps(config, indent=2))
     for name in _TOKENIZER_FILES:

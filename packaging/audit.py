@@ -15,15 +15,47 @@ import sys
 from pathlib import Path
 
 # Folder names that mean a virtual environment, a cache, tests or a checkout.
-BAD_DIRS = {".venv", "venv", "site-packages", "__pycache__", ".git", ".pytest_cache",
-            ".ruff_cache", ".mypy_cache", "tests", "test", "testing", "benchmarks"}
+BAD_DIRS = {
+    ".venv",
+    "venv",
+    "site-packages",
+    "__pycache__",
+    ".git",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".mypy_cache",
+    "tests",
+    "test",
+    "testing",
+    "benchmarks",
+}
 # Files that are developer or build-machine leftovers, or GPU runtimes of the build machine.
-BAD_FILES = re.compile(r"(\.gguf|\.pyc|\.h|\.hpp|\.cmake|\.whl|corral_source\.json|\.DS_Store)$"
-                       r"|^lib(cudart|cuda|cublas|cudnn|nvrtc|nccl)[.-]")
+BAD_FILES = re.compile(
+    r"(\.gguf|\.pyc|\.h|\.hpp|\.cmake|\.whl|corral_source\.json|\.DS_Store)$"
+    r"|^lib(cudart|cuda|cublas|cudnn|nvrtc|nccl)[.-]"
+)
 # Top-level packages the app never imports (their modules, folders or libraries).
-EXCLUDED_PACKAGES = ("torch", "triton", "tensorflow", "jax", "IPython", "matplotlib",
-                     "tkinter", "_tkinter", "pytest", "_pytest", "pytest_timeout", "pytest_qt",
-                     "gguf", "PyInstaller", "setuptools", "pip", "pydantic", "rich", "typer")
+EXCLUDED_PACKAGES = (
+    "torch",
+    "triton",
+    "tensorflow",
+    "jax",
+    "IPython",
+    "matplotlib",
+    "tkinter",
+    "_tkinter",
+    "pytest",
+    "_pytest",
+    "pytest_timeout",
+    "pytest_qt",
+    "gguf",
+    "PyInstaller",
+    "setuptools",
+    "pip",
+    "pydantic",
+    "rich",
+    "typer",
+)
 # PyInstaller ships Python's own pyconfig.h: sysconfig reads it at run time.
 ALLOWED = {"pyconfig.h"}
 MODEL = Path("models") / "default"

@@ -59,8 +59,9 @@ def installed_wheel_tags() -> list[str]:
     tags = []
     for dist in metadata.distributions():
         text = dist.read_text("WHEEL") or ""
-        tags += [line.split(":", 1)[1].strip() for line in text.splitlines()
-                 if line.startswith("Tag:")]
+        tags += [
+            line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Tag:")
+        ]
     return tags
 
 

@@ -18,18 +18,28 @@ SOURCE = Path(__file__).resolve().parents[1] / "resources" / "brand" / "corral.p
 
 # .iconset file name -> pixel size (what iconutil expects), and the .icns type codes.
 ICONSET = {
-    "icon_16x16.png": 16, "icon_16x16@2x.png": 32,
-    "icon_32x32.png": 32, "icon_32x32@2x.png": 64,
-    "icon_128x128.png": 128, "icon_128x128@2x.png": 256,
-    "icon_256x256.png": 256, "icon_256x256@2x.png": 512,
-    "icon_512x512.png": 512, "icon_512x512@2x.png": 1024,
+    "icon_16x16.png": 16,
+    "icon_16x16@2x.png": 32,
+    "icon_32x32.png": 32,
+    "icon_32x32@2x.png": 64,
+    "icon_128x128.png": 128,
+    "icon_128x128@2x.png": 256,
+    "icon_256x256.png": 256,
+    "icon_256x256@2x.png": 512,
+    "icon_512x512.png": 512,
+    "icon_512x512@2x.png": 1024,
 }
 ICNS_TYPES = {
-    "icon_16x16.png": b"icp4", "icon_16x16@2x.png": b"ic11",
-    "icon_32x32.png": b"icp5", "icon_32x32@2x.png": b"ic12",
-    "icon_128x128.png": b"ic07", "icon_128x128@2x.png": b"ic13",
-    "icon_256x256.png": b"ic08", "icon_256x256@2x.png": b"ic14",
-    "icon_512x512.png": b"ic09", "icon_512x512@2x.png": b"ic10",
+    "icon_16x16.png": b"icp4",
+    "icon_16x16@2x.png": b"ic11",
+    "icon_32x32.png": b"icp5",
+    "icon_32x32@2x.png": b"ic12",
+    "icon_128x128.png": b"ic07",
+    "icon_128x128@2x.png": b"ic13",
+    "icon_256x256.png": b"ic08",
+    "icon_256x256@2x.png": b"ic14",
+    "icon_512x512.png": b"ic09",
+    "icon_512x512@2x.png": b"ic10",
 }
 ICO_SIZES = (16, 24, 32, 48, 64, 128, 256)
 
@@ -50,8 +60,12 @@ def scaled_png(source: Path, size: int) -> bytes:
     if image.isNull():
         raise ValueError(f"{source}: Qt could not read the icon image")
     if image.width() != size:
-        image = image.scaled(size, size, Qt.AspectRatioMode.IgnoreAspectRatio,
-                             Qt.TransformationMode.SmoothTransformation)
+        image = image.scaled(
+            size,
+            size,
+            Qt.AspectRatioMode.IgnoreAspectRatio,
+            Qt.TransformationMode.SmoothTransformation,
+        )
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
@@ -62,8 +76,9 @@ def scaled_png(source: Path, size: int) -> bytes:
 
 def write_icns(pngs: dict[str, bytes], out: Path) -> Path:
     """Write an .icns from PNGs keyed by .iconset file name."""
-    chunks = b"".join(ICNS_TYPES[name] + struct.pack(">I", 8 + len(data)) + data
-                      for name, data in pngs.items())
+    chunks = b"".join(
+        ICNS_TYPES[name] + struct.pack(">I", 8 + len(data)) + data for name, data in pngs.items()
+    )
     out.write_bytes(b"icns" + struct.pack(">I", 8 + len(chunks)) + chunks)
     return out
 
@@ -92,8 +107,11 @@ def make_icns(out: Path, source: Path = SOURCE) -> Path:
         iconset = Path(tmp) / "Corral.iconset"
         iconset.mkdir()
         for name, px in ICONSET.items():
-            subprocess.run(["sips", "-z", str(px), str(px), str(source), "--out",
-                            str(iconset / name)], check=True, capture_output=True)
+            subprocess.run(
+                ["sips", "-z", str(px), str(px), str(source), "--out", str(iconset / name)],
+                check=True,
+                capture_output=True,
+            )
         subprocess.run(["iconutil", "-c", "icns", str(iconset), "-o", str(out)], check=True)
     return out
 

@@ -85,8 +85,12 @@ def self_test(model: str = "default") -> int:
     from engine.engine import Engine
     from engine.types import ChatRequest, ConstraintSpec, SamplingSettings
 
-    report.update(mlx=mx.__version__, device=str(mx.default_device()),
-                  metal=bool(mx.metal.is_available()), openblas=openblas_path)
+    report.update(
+        mlx=mx.__version__,
+        device=str(mx.default_device()),
+        metal=bool(mx.metal.is_available()),
+        openblas=openblas_path,
+    )
     request = ChatRequest(
         [{"role": "user", "content": SELF_TEST_PROMPT}],
         SamplingSettings(temperature=0.0, max_tokens=SELF_TEST_MAX_TOKENS),

@@ -74,8 +74,13 @@ def render(size: int = SIZE):
         p.restore()
 
     # The braces inside.
-    pen = QPen(QColor("#ffffff"), 44, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap,
-               Qt.PenJoinStyle.RoundJoin)
+    pen = QPen(
+        QColor("#ffffff"),
+        44,
+        Qt.PenStyle.SolidLine,
+        Qt.PenCapStyle.RoundCap,
+        Qt.PenJoinStyle.RoundJoin,
+    )
     p.setPen(pen)
     p.setBrush(Qt.BrushStyle.NoBrush)
     _brace(p, 430, 512, 300, 90, mirror=False)

@@ -168,8 +168,12 @@ def test_conversation_survives_a_killed_app(qtbot, tmp_path, tiny_engine, tiny_m
     from app_helpers import REPO
 
     data = tmp_path / "data"
-    proc = subprocess.run([sys.executable, "-c", _FIRST_RUN, str(data), str(tiny_model_dir)],
-                          cwd=REPO, capture_output=True, timeout=180)
+    proc = subprocess.run(
+        [sys.executable, "-c", _FIRST_RUN, str(data), str(tiny_model_dir)],
+        cwd=REPO,
+        capture_output=True,
+        timeout=180,
+    )
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]
     window = make_window(qtbot, data, tiny_engine)
     assert window.sidebar.titles() == ["first question"]

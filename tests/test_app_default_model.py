@@ -19,8 +19,10 @@ from PySide6.QtGui import QGuiApplication
 
 SCHEMA = {
     "type": "object",
-    "properties": {"city": {"type": "string", "maxLength": 20},
-                   "country": {"type": "string", "maxLength": 20}},
+    "properties": {
+        "city": {"type": "string", "maxLength": 20},
+        "country": {"type": "string", "maxLength": 20},
+    },
     "required": ["city", "country"],
     "additionalProperties": False,
 }

@@ -85,12 +85,19 @@ def test_export_markdown_and_json(tmp_path):
     conv = store.create_conversation("Export me")
     store.set_chat_settings(conv.id, ChatSettings(system_prompt="sys"))
     q = store.add_message(conv.id, None, "user", "What's the weather?")
-    a = store.add_message(conv.id, q.id, "assistant", "", {
-        "constraint": "tools: required (hermes)",
-        "tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": {"city": "Oslo"}}],
-    })
-    store.add_message(conv.id, a.id, "tool", "rainy", {"tool_call_id": "call_1",
-                                                      "name": "get_weather"})
+    a = store.add_message(
+        conv.id,
+        q.id,
+        "assistant",
+        "",
+        {
+            "constraint": "tools: required (hermes)",
+            "tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": {"city": "Oslo"}}],
+        },
+    )
+    store.add_message(
+        conv.id, a.id, "tool", "rainy", {"tool_call_id": "call_1", "name": "get_weather"}
+    )
     md = to_markdown(store, conv.id)
     assert md.startswith("# Export me") and "## System" in md
     assert "(constrained: tools: required (hermes))" in md and '"city": "Oslo"' in md

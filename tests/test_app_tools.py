@@ -16,31 +16,33 @@ from app_helpers import (
 )
 from PySide6.QtCore import Qt
 
-WEATHER = [{
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"enum": ["Oslo", "Paris", "Lima"]},
-                           "unit": {"enum": ["C", "F"]}},
-            "required": ["city", "unit"],
+WEATHER = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"enum": ["Oslo", "Paris", "Lima"]},
+                    "unit": {"enum": ["C", "F"]},
+                },
+                "required": ["city", "unit"],
+            },
         },
-    },
-}]
+    }
+]
 
 
 def _load_tools(qtbot, window, tmp_path, tools) -> None:
     path = tmp_path / "tools.json"
     path.write_text(json.dumps(tools))
     assert drop_files(window, [path])  # a tools list dropped on the window loads as tools
-    qtbot.waitUntil(lambda: bool(window.controller.conversation.tools.definitions),
-                    timeout=10_000)
+    qtbot.waitUntil(lambda: bool(window.controller.conversation.tools.definitions), timeout=10_000)
 
 
-def test_required_call_renders_as_a_card_and_a_typed_result_continues(qtbot, tmp_path,
-                                                                      tiny_engine):
+def test_required_call_renders_as_a_card_and_a_typed_result_continues(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=40)
     _load_tools(qtbot, window, tmp_path, WEATHER)
@@ -106,24 +108,39 @@ def test_run_a_builtin_tool_from_its_card(qtbot, tmp_path, tiny_engine):
     panel.choice.setCurrentText("calculator")  # ...and makes it call it
     panel.choice.activated.emit(panel.choice.currentIndex())
     assert window.controller.conversation.tools == ToolsConfig(
-        builtins=["calculator"], tool_choice="calculator")
+        builtins=["calculator"], tool_choice="calculator"
+    )
     # The tiny random model cannot finish a free-text argument, so the call it would make
     # is stored as a reply; what is tested is the card running the built-in.
     conv = window.controller.conversation
     question = window.store.add_message(conv.id, None, "user", "What is 6 times 7?")
     call = {"id": "call_0", "name": "calculator", "arguments": {"expression": "6 * 7"}}
-    window.store.add_message(conv.id, question.id, "assistant", "",
-                             {"tool_calls": [call], "constraint": "tools: calculator"})
+    window.store.add_message(
+        conv.id,
+        question.id,
+        "assistant",
+        "",
+        {"tool_calls": [call], "constraint": "tools: calculator"},
+    )
     window.render_chat()
     reply = window.chat.message_widgets()[-1]
     assert call["name"] == "calculator" and reply.cards[0].run_button is not None
     reply.cards[0].run_button.click()  # runs on a worker thread, then the chat continues
-    qtbot.waitUntil(lambda: [m.role for m in window.controller.path()][-2:] == ["tool", "assistant"]
-                    and not window.controller.busy, timeout=60_000)
+    qtbot.waitUntil(
+        lambda: (
+            [m.role for m in window.controller.path()][-2:] == ["tool", "assistant"]
+            and not window.controller.busy
+        ),
+        timeout=60_000,
+    )
     tool_message = window.controller.path()[-2]
     assert tool_message.content == run_builtin("calculator", call["arguments"]) == "42"
     request = window.controller.build_request(window.controller.path()[:-1], conv)
-    assert request.messages[-1] == {"role": "tool", "content": "42", "tool_call_id": "call_0",
-                                    "name": "calculator"}
+    assert request.messages[-1] == {
+        "role": "tool",
+        "content": "42",
+        "tool_call_id": "call_0",
+        "name": "calculator",
+    }
     assert request.tool_choice == "auto"  # after the results the model may answer in text
     close_window(window)

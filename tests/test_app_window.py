@@ -71,11 +71,14 @@ def test_settings_and_presets_are_saved_per_conversation(qtbot, tmp_path, tiny_e
 def test_standard_shortcuts_and_remembered_window_state(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     acts = window.actions_by_name
-    for name, key in (("new", QKeySequence.StandardKey.New),
-                      ("find", QKeySequence.StandardKey.Find),
-                      ("close", QKeySequence.StandardKey.Close)):
-        assert acts[name].shortcuts()[: len(QKeySequence.keyBindings(key))] == \
-            QKeySequence.keyBindings(key)
+    for name, key in (
+        ("new", QKeySequence.StandardKey.New),
+        ("find", QKeySequence.StandardKey.Find),
+        ("close", QKeySequence.StandardKey.Close),
+    ):
+        assert acts[name].shortcuts()[
+            : len(QKeySequence.keyBindings(key))
+        ] == QKeySequence.keyBindings(key)
     assert QKeySequence("Ctrl+,") in acts["preferences"].shortcuts()
     assert {QKeySequence("Esc"), QKeySequence("Ctrl+.")} <= set(acts["stop"].shortcuts())
     acts["find"].trigger()
@@ -133,9 +136,20 @@ def test_app_starts_and_never_imports_mlx(tmp_path):
     GUI imports (constraint checks included) pulls in MLX."""
     missing = tmp_path / "no-model"  # fails fast; the window must not wait for it anyway
     proc = subprocess.run(
-        [sys.executable, "-m", "app", "--data-dir", str(tmp_path), "--model", str(missing),
-         "--report-startup"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "--data-dir",
+            str(tmp_path),
+            "--model",
+            str(missing),
+            "--report-startup",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -150,12 +164,13 @@ def test_app_starts_and_never_imports_mlx(tmp_path):
         f"p = pathlib.Path({str(tmp_path)!r}) / 'g.lark'\n"
         "p.write_text('start: \"a\"')\n"
         "assert check_file(p).ok and check_source('regex', 'a+').ok\n"
-        "parse_tools_text('[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]')\n"
+        'parse_tools_text(\'[{"type": "function", "function": {"name": "f"}}]\')\n'
         "builtin_tools()\n"
         "print(sorted(m for m in sys.modules if m == 'mlx' or m.startswith('mlx.')))\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
 
@@ -183,32 +198,44 @@ def test_dark_palette_follows_the_system(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     store, conv = window.store, window.controller.conversation
     q = store.add_message(conv.id, None, "user", "Give me a function and call the weather tool.")
-    a = store.add_message(conv.id, q.id, "assistant",
-                          "Here it is:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\n"
-                          "- **fast**\n- *typed*", {
-                              "constraint": "answer.lark",
-                              "stats": {"ttft_s": 0.12, "decode_tps": 41.5, "generated_tokens": 30,
-                                        "prompt_tokens": 60, "cached_tokens": 48,
-                                        "forced_tokens": 5, "mask_overhead_ms": 0.4},
-                              "tool_calls": [{"id": "c1", "name": "get_weather",
-                                              "arguments": {"city": "Oslo"}}]})
+    a = store.add_message(
+        conv.id,
+        q.id,
+        "assistant",
+        "Here it is:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\n- **fast**\n- *typed*",
+        {
+            "constraint": "answer.lark",
+            "stats": {
+                "ttft_s": 0.12,
+                "decode_tps": 41.5,
+                "generated_tokens": 30,
+                "prompt_tokens": 60,
+                "cached_tokens": 48,
+                "forced_tokens": 5,
+                "mask_overhead_ms": 0.4,
+            },
+            "tool_calls": [{"id": "c1", "name": "get_weather", "arguments": {"city": "Oslo"}}],
+        },
+    )
     store.select_branch(a.id)
     app = QApplication.instance()
     light = app.palette()
     dark = QPalette()
-    for role, colour in ((QPalette.ColorRole.Window, "#1e1e1e"),
-                         (QPalette.ColorRole.WindowText, "#e6e6e6"),
-                         (QPalette.ColorRole.Base, "#252526"),
-                         (QPalette.ColorRole.AlternateBase, "#2d2d30"),
-                         (QPalette.ColorRole.Text, "#e6e6e6"),
-                         (QPalette.ColorRole.Button, "#333337"),
-                         (QPalette.ColorRole.ButtonText, "#e6e6e6"),
-                         (QPalette.ColorRole.Mid, "#6b6b6b"),
-                         (QPalette.ColorRole.Midlight, "#3c3c3c"),
-                         (QPalette.ColorRole.Highlight, "#2f65ca"),
-                         (QPalette.ColorRole.HighlightedText, "#ffffff"),
-                         (QPalette.ColorRole.PlaceholderText, "#8a8a8a"),
-                         (QPalette.ColorRole.Link, "#6ea8ff")):
+    for role, colour in (
+        (QPalette.ColorRole.Window, "#1e1e1e"),
+        (QPalette.ColorRole.WindowText, "#e6e6e6"),
+        (QPalette.ColorRole.Base, "#252526"),
+        (QPalette.ColorRole.AlternateBase, "#2d2d30"),
+        (QPalette.ColorRole.Text, "#e6e6e6"),
+        (QPalette.ColorRole.Button, "#333337"),
+        (QPalette.ColorRole.ButtonText, "#e6e6e6"),
+        (QPalette.ColorRole.Mid, "#6b6b6b"),
+        (QPalette.ColorRole.Midlight, "#3c3c3c"),
+        (QPalette.ColorRole.Highlight, "#2f65ca"),
+        (QPalette.ColorRole.HighlightedText, "#ffffff"),
+        (QPalette.ColorRole.PlaceholderText, "#8a8a8a"),
+        (QPalette.ColorRole.Link, "#6ea8ff"),
+    ):
         dark.setColor(role, QColor(colour))
     app.setPalette(dark)
     try:
@@ -241,8 +268,11 @@ def test_composer_keys_and_export(qtbot, tmp_path, tiny_engine, monkeypatch):
     window.store.add_message(conv.id, q.id, "assistant", "**Done**", {"constraint": "x.lark"})
     for fmt in ("md", "json"):
         target = tmp_path / f"chat.{fmt}"
-        monkeypatch.setattr(QFileDialog, "getSaveFileName",
-                            staticmethod(lambda *a, target=target, **k: (str(target), "")))
+        monkeypatch.setattr(
+            QFileDialog,
+            "getSaveFileName",
+            staticmethod(lambda *a, target=target, **k: (str(target), "")),
+        )
         window.actions_by_name[f"export_{fmt}"].trigger()
         assert target.exists()
     assert "## Assistant (constrained: x.lark)" in (tmp_path / "chat.md").read_text()

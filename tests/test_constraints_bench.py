@@ -7,10 +7,19 @@ import argparse
 from engine.constraints.bench import run_constraint_bench
 
 KEYS = {
-    "constrained_ratio", "constrained_ratio_serial", "stress_constrained_ratio",
-    "stress_constrained_ratio_serial", "forced_token_speedup", "free_tps", "constrained_tps",
-    "constrained_serial_tps", "stress_free_tps", "stress_constrained_tps",
-    "stress_constrained_serial_tps", "forced_tps", "forced_free_tps",
+    "constrained_ratio",
+    "constrained_ratio_serial",
+    "stress_constrained_ratio",
+    "stress_constrained_ratio_serial",
+    "forced_token_speedup",
+    "free_tps",
+    "constrained_tps",
+    "constrained_serial_tps",
+    "stress_free_tps",
+    "stress_constrained_tps",
+    "stress_constrained_serial_tps",
+    "forced_tps",
+    "forced_free_tps",
 }
 
 

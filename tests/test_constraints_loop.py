@@ -150,8 +150,11 @@ def test_compile_errors_come_back_as_errors(tiny_engine):
 
 def test_cancel_stops_a_constrained_reply(tiny_engine):
     started = threading.Event()
-    request = ChatRequest(USER, SamplingSettings(temperature=1.0, seed=0, max_tokens=4000),
-                          constraint=ConstraintSpec("regex", "[a-z ]+"))
+    request = ChatRequest(
+        USER,
+        SamplingSettings(temperature=1.0, seed=0, max_tokens=4000),
+        constraint=ConstraintSpec("regex", "[a-z ]+"),
+    )
     handle = tiny_engine.submit(request, on_event=lambda e: started.set())
     started.wait(30)
     handle.cancel()
@@ -181,8 +184,15 @@ def decode(engine, spec, *, serial=False, ends=None, processors=(), max_tokens=6
         end = end_token_ids(tok) if ends is None else set(ends)
         mx.random.seed(0)
         runtime = ConstrainedDecoder(tok, spec, end, serial=serial)
-        tokens = runtime.decode(model, cache, prompt[-1:], fed, sampler=build_sampler(GREEDY),
-                                processors=list(processors), history=prompt)
+        tokens = runtime.decode(
+            model,
+            cache,
+            prompt[-1:],
+            fed,
+            sampler=build_sampler(GREEDY),
+            processors=list(processors),
+            history=prompt,
+        )
         out = []
         for token in tokens:
             out.append(token)
@@ -191,9 +201,16 @@ def decode(engine, spec, *, serial=False, ends=None, processors=(), max_tokens=6
         tokens.close()
         stats = GenerationStats()
         runtime.fill_stats(stats)
-        return {"tokens": out, "fed": fed, "prompt": prompt, "offset": cache[0].offset,
-                "accepting": runtime.accepting, "finished": runtime.finished, "stats": stats,
-                "text": tok.decode([t for t in out if t not in end])}
+        return {
+            "tokens": out,
+            "fed": fed,
+            "prompt": prompt,
+            "offset": cache[0].offset,
+            "accepting": runtime.accepting,
+            "finished": runtime.finished,
+            "stats": stats,
+            "text": tok.decode([t for t in out if t not in end]),
+        }
 
     return engine.run(job).result()
 
@@ -226,8 +243,13 @@ def boost(token_ids):
 def test_end_tokens_come_exactly_when_the_grammar_accepts(tiny_engine, serial):
     # <|endoftext|> (0) is boosted after masking: it must stay masked until "[a-z]{3,5}"
     # has three letters, and then end the reply at once.
-    run = decode(tiny_engine, ConstraintSpec("regex", "[a-z]{3,5}"), serial=serial,
-                 ends={0, 2}, processors=[boost([0])])
+    run = decode(
+        tiny_engine,
+        ConstraintSpec("regex", "[a-z]{3,5}"),
+        serial=serial,
+        ends={0, 2},
+        processors=[boost([0])],
+    )
     assert run["tokens"][-1] == 0
     assert re.fullmatch("[a-z]{3,5}", run["text"]) and run["accepting"]
 
@@ -236,8 +258,12 @@ def test_masked_tokens_cannot_be_revived(tiny_engine, tiny_model_dir):
     # Boost tokens the grammar forbids: the reply still matches.
     vocab = json.loads((tiny_model_dir / "tokenizer.json").read_text())["model"]["vocab"]
     digits = [vocab[str(d)] for d in range(10)]
-    run = decode(tiny_engine, ConstraintSpec("regex", "[a-z]{2,12}"), processors=[boost(digits)],
-                 max_tokens=20)
+    run = decode(
+        tiny_engine,
+        ConstraintSpec("regex", "[a-z]{2,12}"),
+        processors=[boost(digits)],
+        max_tokens=20,
+    )
     assert re.fullmatch("[a-z]{2,12}", run["text"]), run["text"]
 
 
@@ -261,8 +287,10 @@ def test_stopped_matcher_finishes_without_an_end_token(tiny_engine):
 def test_default_model_answers_in_schema(default_engine):
     schema = {
         "type": "object",
-        "properties": {"country": {"type": "string", "maxLength": 20},
-                       "capital": {"type": "string", "maxLength": 20}},
+        "properties": {
+            "country": {"type": "string", "maxLength": 20},
+            "capital": {"type": "string", "maxLength": 20},
+        },
         "required": ["country", "capital"],
         "additionalProperties": False,
     }
@@ -276,6 +304,10 @@ def test_default_model_answers_in_schema(default_engine):
 
 def test_default_model_regex(default_engine):
     messages = [{"role": "user", "content": "Is Paris in France? Answer yes or no."}]
-    result = chat(default_engine, ConstraintSpec("regex", "(Yes|No), [a-z ]{1,20}\\."),
-                  SamplingSettings(temperature=0.0, max_tokens=20), messages)
+    result = chat(
+        default_engine,
+        ConstraintSpec("regex", "(Yes|No), [a-z ]{1,20}\\."),
+        SamplingSettings(temperature=0.0, max_tokens=20),
+        messages,
+    )
     assert completed(result) and re.fullmatch("(Yes|No), [a-z ]{1,20}\\.", result.text)

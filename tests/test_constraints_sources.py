@@ -68,8 +68,9 @@ def test_utf8_bom_is_ignored(tmp_path):
 
 
 def test_kind_can_be_forced(tmp_path):
-    spec = constraint_from_file(write(tmp_path, "schema.txt", '{"type": "integer"}'),
-                                kind="json_schema")
+    spec = constraint_from_file(
+        write(tmp_path, "schema.txt", '{"type": "integer"}'), kind="json_schema"
+    )
     assert spec.kind == "json_schema"
     with pytest.raises(ConstraintError, match="not valid JSON"):
         constraint_from_file(write(tmp_path, "g.lark", LARK), kind="json_schema")

@@ -121,17 +121,26 @@ def test_empty_only_grammar_is_a_warning():
 
 def test_recursion_heavy_schemas_compile_or_fail_clearly():
     tree = {
-        "$defs": {"node": {"type": "object", "properties": {
-            "value": {"type": "integer"},
-            "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
-            "required": ["value"]}},
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {
+                    "value": {"type": "integer"},
+                    "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                },
+                "required": ["value"],
+            }
+        },
         "$ref": "#/$defs/node",
     }
     assert check("json_schema", tree).ok
-    mutual = {"$defs": {
-        "a": {"type": "object", "properties": {"b": {"$ref": "#/$defs/b"}}, "required": ["b"]},
-        "b": {"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "required": ["a"]}},
-        "$ref": "#/$defs/a"}
+    mutual = {
+        "$defs": {
+            "a": {"type": "object", "properties": {"b": {"$ref": "#/$defs/b"}}, "required": ["b"]},
+            "b": {"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "required": ["a"]},
+        },
+        "$ref": "#/$defs/a",
+    }
     check("json_schema", mutual)  # an infinite language; it must just not crash or hang
     deep = {"type": "integer"}
     for _ in range(300):
@@ -147,8 +156,9 @@ def test_recursion_heavy_schemas_compile_or_fail_clearly():
 
 
 def test_huge_schema_is_checked_within_the_time_bound():
-    props = {f"key_{i}": {"type": "string", "pattern": f"^[a-z]{{{i % 20 + 1}}}$"}
-             for i in range(1500)}
+    props = {
+        f"key_{i}": {"type": "string", "pattern": f"^[a-z]{{{i % 20 + 1}}}$"} for i in range(1500)
+    }
     check("json_schema", {"type": "object", "properties": props})
 
 

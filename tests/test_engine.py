@@ -132,21 +132,30 @@ def test_missing_model_folder_fails_the_load(tmp_path) -> None:
 
 
 def test_sampling_options_run(tiny_engine: Engine) -> None:
-    result = tiny_engine.chat(_request(max_tokens=8, temperature=0.9, top_p=0.9, top_k=20,
-                                       min_p=0.05, repetition_penalty=1.3, seed=1))
+    result = tiny_engine.chat(
+        _request(
+            max_tokens=8,
+            temperature=0.9,
+            top_p=0.9,
+            top_k=20,
+            min_p=0.05,
+            repetition_penalty=1.3,
+            seed=1,
+        )
+    )
     assert result.stats.generated_tokens == 8
 
 
 def test_next_turn_reuses_the_cached_prefix(tiny_engine: Engine) -> None:
     first_turn = [{"role": "user", "content": "A question about prefix caching"}]
-    first = tiny_engine.chat(ChatRequest(first_turn, SamplingSettings(temperature=0,
-                                                                      max_tokens=6)))
+    first = tiny_engine.chat(ChatRequest(first_turn, SamplingSettings(temperature=0, max_tokens=6)))
     second_turn = first_turn + [
         {"role": "assistant", "content": first.text},
         {"role": "user", "content": "And a follow-up"},
     ]
-    second = tiny_engine.chat(ChatRequest(second_turn, SamplingSettings(temperature=0,
-                                                                        max_tokens=6)))
+    second = tiny_engine.chat(
+        ChatRequest(second_turn, SamplingSettings(temperature=0, max_tokens=6))
+    )
     # Everything up to the first reply was computed already and is reused (the last
     # prompt token may merge with the reply's first characters when the text is re-tokenized).
     assert second.stats.cached_tokens >= first.stats.prompt_tokens - 1

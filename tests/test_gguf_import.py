@@ -28,12 +28,16 @@ def _reference_logits(gguf_path: Path, ids: list[int]) -> np.ndarray:
     def field(name: str):
         return reader.fields[name].parts[-1][0]
 
-    w = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
-         for t in reader.tensors}
+    w = {
+        t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        for t in reader.tensors
+    }
     n_layer, n_head = int(field("llama.block_count")), int(field("llama.attention.head_count"))
     n_kv = int(field("llama.attention.head_count_kv"))
-    eps, theta = float(field("llama.attention.layer_norm_rms_epsilon")), float(
-        field("llama.rope.freq_base"))
+    eps, theta = (
+        float(field("llama.attention.layer_norm_rms_epsilon")),
+        float(field("llama.rope.freq_base")),
+    )
     x = w["token_embd.weight"][ids]
     t, dim = x.shape
     hd = dim // n_head
@@ -67,8 +71,10 @@ def _reference_logits(gguf_path: Path, ids: list[int]) -> np.ndarray:
         x = x + o @ w[p + "attn_output.weight"].T
         h = rms(x, w[p + "ffn_norm.weight"])
         g = h @ w[p + "ffn_gate.weight"].T
-        x = x + ((g / (1 + np.exp(-g))) * (h @ w[p + "ffn_up.weight"].T)) @ w[
-            p + "ffn_down.weight"].T
+        x = (
+            x
+            + ((g / (1 + np.exp(-g))) * (h @ w[p + "ffn_up.weight"].T)) @ w[p + "ffn_down.weight"].T
+        )
     x = rms(x, w["output_norm.weight"])
     head = w.get("output.weight", w["token_embd.weight"])
     return x @ head.T
@@ -100,7 +106,7 @@ def test_import_writes_tokenizer_and_chat_template(default_model_dir: Path) -> N
 
 def test_truncated_gguf_is_a_clear_error(default_gguf: Path, tmp_path: Path) -> None:
     broken = tmp_path / "broken.gguf"
-    broken.write_bytes(default_gguf.read_bytes()[: 5_000_000])
+    broken.write_bytes(default_gguf.read_bytes()[:5_000_000])
     out = tmp_path / "out"
     with pytest.raises(ModelLoadError) as err:
         import_gguf(broken, out)
@@ -144,8 +150,9 @@ def test_missing_path_and_folder_without_weights(tmp_path: Path) -> None:
     assert str(empty) in str(err.value)
 
 
-def test_default_model_is_imported_once(default_model_dir: Path, tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_model_is_imported_once(
+    default_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from engine import models
 
     monkeypatch.setenv("CORRAL_CACHE_DIR", str(tmp_path / "cache"))

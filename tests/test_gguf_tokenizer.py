@@ -29,9 +29,16 @@ def sentencepiece_model(tmp_path_factory: pytest.TempPathFactory):
     corpus = folder / "corpus.txt"
     corpus.write_text("\n".join(p.read_text() for p in sorted((repo / "engine").glob("*.py"))))
     spm.SentencePieceTrainer.train(
-        input=str(corpus), model_prefix=str(folder / "m"), vocab_size=800, model_type="bpe",
-        byte_fallback=True, character_coverage=1.0, normalization_rule_name="identity",
-        remove_extra_whitespaces=False, split_digits=True, allow_whitespace_only_pieces=True,
+        input=str(corpus),
+        model_prefix=str(folder / "m"),
+        vocab_size=800,
+        model_type="bpe",
+        byte_fallback=True,
+        character_coverage=1.0,
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
+        split_digits=True,
+        allow_whitespace_only_pieces=True,
         minloglevel=2,
     )
     return spm.SentencePieceProcessor(model_file=str(folder / "m.model"))
@@ -54,12 +61,13 @@ def _gguf_meta(sp) -> dict:
         "tokenizer.ggml.eos_token_id": np.array(sp.eos_id()),
         "tokenizer.ggml.add_bos_token": np.array(True),
         "tokenizer.chat_template": "{% for m in messages %}[INST] {{ m['content'] }} [/INST]"
-                                   "{% endfor %}",
+        "{% endfor %}",
     }
 
 
-def test_sentencepiece_gguf_tokenizer_matches_sentencepiece(sentencepiece_model,
-                                                             tmp_path: Path) -> None:
+def test_sentencepiece_gguf_tokenizer_matches_sentencepiece(
+    sentencepiece_model, tmp_path: Path
+) -> None:
     build_tokenizer_files(_gguf_meta(sentencepiece_model), tmp_path, Path("llama2.gguf"))
     rebuilt = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
     for text in SAMPLES:

@@ -16,8 +16,9 @@ def test_metal_budget_is_the_working_set_minus_model_and_headroom():
     assert plan.metal and plan.fits and plan.warning is None
     assert plan.device_budget_bytes == MAC_16GB["max_recommended_working_set_size"]
     headroom = plan.device_budget_bytes // 10
-    assert plan.kv_budget_bytes == min(plan.device_budget_bytes - headroom - 4 * GiB,
-                                       plan.device_budget_bytes // 2)
+    assert plan.kv_budget_bytes == min(
+        plan.device_budget_bytes - headroom - 4 * GiB, plan.device_budget_bytes // 2
+    )
     assert plan.wired_limit_bytes == 4 * GiB + plan.kv_budget_bytes
     assert plan.wired_limit_bytes <= plan.device_budget_bytes
 

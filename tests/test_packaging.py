@@ -80,8 +80,12 @@ def test_each_grammar_extension_is_declared_and_openable(ext):
 def test_minimum_macos_follows_the_newest_wheel_tag():
     assert bundle_info.min_macos_for([]) == "13.0"
     assert bundle_info.min_macos_for(["cp311-cp311-manylinux_2_35_x86_64"]) == "13.0"
-    assert bundle_info.min_macos_for(["cp311-cp311-macosx_15_0_arm64",
-                                      "py3-none-macosx_11_0_universal2"]) == "15.0"
+    assert (
+        bundle_info.min_macos_for(
+            ["cp311-cp311-macosx_15_0_arm64", "py3-none-macosx_11_0_universal2"]
+        )
+        == "15.0"
+    )
     assert bundle_info.min_macos_for(["cp312-abi3-macosx_14_2_arm64"]) == "14.2"
     assert bundle_info.info_plist(min_macos="14.0")["LSMinimumSystemVersion"] == "14.0"
 
@@ -101,8 +105,8 @@ def test_icns_holds_every_iconset_size(tmp_path):
     assert data[:4] == b"icns" and struct.unpack(">I", data[4:8])[0] == len(data)
     chunks, pos = {}, 8
     while pos < len(data):
-        kind, length = data[pos:pos + 4], struct.unpack(">I", data[pos + 4:pos + 8])[0]
-        chunks[kind] = data[pos + 8:pos + length]
+        kind, length = data[pos : pos + 4], struct.unpack(">I", data[pos + 4 : pos + 8])[0]
+        chunks[kind] = data[pos + 8 : pos + length]
         pos += length
     assert pos == len(data)
     for name, px in icons.ICONSET.items():
@@ -115,8 +119,10 @@ def test_ico_holds_png_images_up_to_256(tmp_path):
     assert (reserved, kind, count) == (0, 1, len(icons.ICO_SIZES))
     sizes = []
     for i in range(count):
-        w, h, _, _, _, _, length, offset = struct.unpack("<BBBBHHII", data[6 + 16 * i:22 + 16 * i])
-        image = data[offset:offset + length]
+        w, h, _, _, _, _, length, offset = struct.unpack(
+            "<BBBBHHII", data[6 + 16 * i : 22 + 16 * i]
+        )
+        image = data[offset : offset + length]
         assert icons.png_size(image) == ((w or 256), (h or 256))
         sizes.append(w or 256)
     assert sizes == list(icons.ICO_SIZES)
@@ -125,10 +131,21 @@ def test_ico_holds_png_images_up_to_256(tmp_path):
 # ---- launcher ----
 
 
-@pytest.mark.parametrize("value", [
-    {"city": "Paris"}, {"city": ""}, {"city": "x" * 25}, {"city": "x" * 24}, {"city": 3},
-    {"city": "Paris", "country": "France"}, {}, ["Paris"], "Paris", None,
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"city": "Paris"},
+        {"city": ""},
+        {"city": "x" * 25},
+        {"city": "x" * 24},
+        {"city": 3},
+        {"city": "Paris", "country": "France"},
+        {},
+        ["Paris"],
+        "Paris",
+        None,
+    ],
+)
 def test_self_test_conformance_check_agrees_with_the_schema(value):
     expected = jsonschema.Draft202012Validator(launcher.SELF_TEST_SCHEMA).is_valid(value)
     assert launcher.conforms(value) is expected
@@ -176,8 +193,10 @@ def test_audit_passes_a_clean_bundle_and_flags_leftovers(tmp_path):
     (bundle / "_internal" / "mlx" / "include").mkdir(parents=True)
     (bundle / "_internal" / "mlx" / "include" / "array.h").write_text("")
     (bundle / "_internal" / "libcudart.so.13").write_bytes(b"")
-    assert sorted(audit.problems(bundle)) == ["_internal/libcudart.so.13: should not ship",
-                                              "_internal/mlx/include/array.h: should not ship"]
+    assert sorted(audit.problems(bundle)) == [
+        "_internal/libcudart.so.13: should not ship",
+        "_internal/mlx/include/array.h: should not ship",
+    ]
     shutil.rmtree(bundle / "_internal" / "mlx" / "include")
     (bundle / "_internal" / "libcudart.so.13").unlink()
     (bundle / "_internal" / ".venv").mkdir()
@@ -212,13 +231,25 @@ def _last_json_line(text: str) -> dict:
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_built_bundle_self_test_and_gui_start(tmp_path):
-    pytest.importorskip("PyInstaller",
-                        reason="PyInstaller is not installed (pip install -e '.[packaging]')")
+    pytest.importorskip(
+        "PyInstaller", reason="PyInstaller is not installed (pip install -e '.[packaging]')"
+    )
     started = time.perf_counter()
     build = subprocess.run(
-        [sys.executable, "-m", "PyInstaller", "--noconfirm", "--distpath", str(tmp_path / "dist"),
-         "--workpath", str(tmp_path / "work"), str(PACKAGING / "Corral.spec")],
-        cwd=ROOT, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "PyInstaller",
+            "--noconfirm",
+            "--distpath",
+            str(tmp_path / "dist"),
+            "--workpath",
+            str(tmp_path / "work"),
+            str(PACKAGING / "Corral.spec"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     build_s = time.perf_counter() - started
     assert build.returncode == 0, build.stderr[-4000:]
@@ -228,14 +259,25 @@ def test_built_bundle_self_test_and_gui_start(tmp_path):
     print(f"\nbuild {build_s:.0f} s, bundle {size_mb:.0f} MB")
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_")}
-    env.update(XDG_CACHE_HOME=str(tmp_path / "xdg-cache"), XDG_DATA_HOME=str(tmp_path / "xdg-data"),
-               XDG_CONFIG_HOME=str(tmp_path / "xdg-config"), QT_QPA_PLATFORM="offscreen")
+    env.update(
+        XDG_CACHE_HOME=str(tmp_path / "xdg-cache"),
+        XDG_DATA_HOME=str(tmp_path / "xdg-data"),
+        XDG_CONFIG_HOME=str(tmp_path / "xdg-config"),
+        QT_QPA_PLATFORM="offscreen",
+    )
     exe = audit.executable(bundle)
     # Headless: no display, no Qt platform.
-    headless = {k: v for k, v in env.items()
-                if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
-    run = subprocess.run([str(exe), "--self-test"], capture_output=True, text=True,
-                         env=headless, cwd=tmp_path, timeout=600)
+    headless = {
+        k: v for k, v in env.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
+    }
+    run = subprocess.run(
+        [str(exe), "--self-test"],
+        capture_output=True,
+        text=True,
+        env=headless,
+        cwd=tmp_path,
+        timeout=600,
+    )
     report = _last_json_line(run.stdout)
     assert run.returncode == 0, (run.stdout, run.stderr[-4000:])
     assert report["ok"] and report["frozen"] and report["bundled_model"]
@@ -245,8 +287,14 @@ def test_built_bundle_self_test_and_gui_start(tmp_path):
     # Nothing was imported into the user's cache: the bundled model was used as is.
     assert not (tmp_path / "xdg-cache" / "Corral" / "models").exists()
 
-    gui = subprocess.run([str(exe), "--data-dir", str(tmp_path / "data"), "--report-startup"],
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    gui = subprocess.run(
+        [str(exe), "--data-dir", str(tmp_path / "data"), "--report-startup"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
     events = [json.loads(line)["event"] for line in gui.stdout.splitlines() if line.startswith("{")]
     assert gui.returncode == 0, (gui.stdout, gui.stderr[-4000:])
     assert events == ["shown", "model_ready"], gui.stdout

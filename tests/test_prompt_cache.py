@@ -63,13 +63,20 @@ def scratch(model, tokens: list[int], make=make_prompt_cache) -> np.ndarray:
     return run(model, make(model), tokens)
 
 
-def serve(trie, model, prompt: list[int], reply: list[int] | None = None, make=make_prompt_cache,
-          atol: float = 1e-4):
+def serve(
+    trie,
+    model,
+    prompt: list[int],
+    reply: list[int] | None = None,
+    make=make_prompt_cache,
+    atol: float = 1e-4,
+):
     """One request: fetch, check the logits against a full prefill, feed the reply, store."""
     cache, n = trie.fetch(model, prompt)
     assert 0 <= n <= len(prompt) - 1
-    np.testing.assert_allclose(run(model, cache, prompt[n:]), scratch(model, prompt, make),
-                               atol=atol, rtol=1e-5)
+    np.testing.assert_allclose(
+        run(model, cache, prompt[n:]), scratch(model, prompt, make), atol=atol, rtol=1e-5
+    )
     full = prompt + (reply or [])
     if reply:
         run(model, cache, reply)
@@ -221,8 +228,9 @@ def test_cancelled_prefill_keeps_only_the_computed_part(tiny):
     assert trie.stats()["stored_tokens"] == 100
     cache, n = trie.fetch(model, prompt)
     assert n == 100
-    np.testing.assert_allclose(run(model, cache, prompt[n:]), scratch(model, prompt),
-                               atol=1e-4, rtol=1e-5)
+    np.testing.assert_allclose(
+        run(model, cache, prompt[n:]), scratch(model, prompt), atol=1e-4, rtol=1e-5
+    )
     # One token fed beyond those reported (a decode step ran ahead): trimmed, not stored wrong.
     run(model, cache, [42])
     trie.store(prompt, cache)
@@ -341,8 +349,9 @@ def test_random_session_with_cancels_and_evictions_stays_consistent(tiny):
             trie.store(prompt, cache)
             seqs.append(prompt[:done] or prompt)
         else:
-            np.testing.assert_allclose(run(model, cache, prompt[n:]), scratch(model, prompt),
-                                       atol=1e-4, rtol=1e-5)
+            np.testing.assert_allclose(
+                run(model, cache, prompt[n:]), scratch(model, prompt), atol=1e-4, rtol=1e-5
+            )
             reply = [rng.randrange(100, 5000) for _ in range(rng.randrange(1, 60))]
             run(model, cache, reply)
             trie.store(prompt + reply, cache)
@@ -356,11 +365,16 @@ def test_trie_bench_runs_on_the_tiny_model(tiny):
     from engine.bench_trie import format_trie_bench, run_trie_bench
 
     model, tok = tiny
-    d = run_trie_bench(model, tok, turns=4, history_tokens=240, lookup_tokens=(2000, 8000),
-                       reps=1)
-    for key in ("trie_ttft_over_new_prefill", "trie_ttft_over_uncached_last_turn",
-                "trie_hit_rate", "trie_lookup_ms_2k", "trie_lookup_ms_8k",
-                "mlx_lm_lookup_ms_2k", "mlx_lm_lookup_ms_8k"):
+    d = run_trie_bench(model, tok, turns=4, history_tokens=240, lookup_tokens=(2000, 8000), reps=1)
+    for key in (
+        "trie_ttft_over_new_prefill",
+        "trie_ttft_over_uncached_last_turn",
+        "trie_hit_rate",
+        "trie_lookup_ms_2k",
+        "trie_lookup_ms_8k",
+        "mlx_lm_lookup_ms_2k",
+        "mlx_lm_lookup_ms_8k",
+    ):
         assert d[key] > 0, key
     assert d["trie_hit_rate"] >= 0.95 and d["trie_hit_rate"] <= 1
     assert len(d["trie_turn_ttft_s"]) == 4 and None not in d["trie_turn_uncached_ttft_s"]

@@ -14,17 +14,21 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_capital_of_france_greedy(default_engine: Engine) -> None:
-    result = default_engine.chat(ChatRequest(
-        [{"role": "user", "content": "What is the capital of France?"}],
-        SamplingSettings(temperature=0.0, max_tokens=16),
-    ))
+    result = default_engine.chat(
+        ChatRequest(
+            [{"role": "user", "content": "What is the capital of France?"}],
+            SamplingSettings(temperature=0.0, max_tokens=16),
+        )
+    )
     assert "Paris" in result.text
     assert result.stop_reason in (StopReason.EOS, StopReason.LENGTH)
 
 
 def test_same_seed_same_sampled_text(default_engine: Engine) -> None:
-    request = ChatRequest([{"role": "user", "content": "Name a colour."}],
-                          SamplingSettings(temperature=1.0, seed=42, max_tokens=8))
+    request = ChatRequest(
+        [{"role": "user", "content": "Name a colour."}],
+        SamplingSettings(temperature=1.0, seed=42, max_tokens=8),
+    )
     first = default_engine.chat(request)
     second = default_engine.chat(request)
     assert first.text and first.text == second.text
@@ -32,9 +36,25 @@ def test_same_seed_same_sampled_text(default_engine: Engine) -> None:
 
 def test_cli_chat_json(tiny_model_dir) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "engine", "chat", "--model", str(tiny_model_dir),
-         "--prompt", "Hi", "--max-tokens", "4", "--temperature", "0", "--json"],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "engine",
+            "chat",
+            "--model",
+            str(tiny_model_dir),
+            "--prompt",
+            "Hi",
+            "--max-tokens",
+            "4",
+            "--temperature",
+            "0",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -45,9 +65,20 @@ def test_cli_chat_json(tiny_model_dir) -> None:
 
 def test_cli_reports_a_missing_model_clearly(tmp_path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "engine", "chat", "--model", str(tmp_path / "nope"),
-         "--prompt", "Hi"],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "engine",
+            "chat",
+            "--model",
+            str(tmp_path / "nope"),
+            "--prompt",
+            "Hi",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
     )
     assert proc.returncode == 2
     assert "no such model folder" in proc.stderr and "Traceback" not in proc.stderr
@@ -57,7 +88,10 @@ def test_cli_import_gguf(default_gguf, tmp_path) -> None:
     out = tmp_path / "smol"
     proc = subprocess.run(
         [sys.executable, "-m", "engine", "import-gguf", str(default_gguf), str(out)],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
     )
     assert proc.returncode == 0, proc.stderr
     assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()

@@ -13,8 +13,11 @@ from engine.tools.grammar import resolve_choice
 
 def tool(name: str = "get_weather", parameters: object = None, **extra: object) -> dict:
     function: dict = {"name": name, "description": "Weather for a city"}
-    function["parameters"] = parameters if parameters is not None else {
-        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    function["parameters"] = (
+        parameters
+        if parameters is not None
+        else {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    )
     function.update(extra)
     return {"type": "function", "function": function}
 
@@ -101,8 +104,10 @@ def test_tool_choice_is_resolved_or_names_the_unknown_function() -> None:
 def test_strict_schema_closes_objects_without_changing_allof() -> None:
     schema = {
         "type": "object",
-        "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}},
-                       "c": {"allOf": [{"type": "object", "properties": {"d": {}}}]}},
+        "properties": {
+            "a": {"type": "object", "properties": {"b": {"type": "string"}}},
+            "c": {"allOf": [{"type": "object", "properties": {"d": {}}}]},
+        },
         "required": ["a"],
     }
     strict = strict_schema(schema)

@@ -9,24 +9,46 @@ from engine.types import ChatRequest, SamplingSettings
 
 # Every argument is bounded (a boolean, an integer in range, an enum), so even a random
 # model finishes the call in a few dozen tokens.
-LIGHT = {"type": "function", "function": {
-    "name": "set_light", "description": "Switch a lamp",
-    "parameters": {"type": "object", "properties": {
-        "on": {"type": "boolean"},
-        "level": {"type": "integer", "minimum": 0, "maximum": 10},
-        "room": {"type": "string", "enum": ["kitchen", "hall"]}},
-        "required": ["on", "room"]}}}
-FAN = {"type": "function", "function": {
-    "name": "set_fan", "parameters": {"type": "object", "properties": {
-        "speed": {"type": "integer", "minimum": 1, "maximum": 3}}, "required": ["speed"]}}}
+LIGHT = {
+    "type": "function",
+    "function": {
+        "name": "set_light",
+        "description": "Switch a lamp",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "on": {"type": "boolean"},
+                "level": {"type": "integer", "minimum": 0, "maximum": 10},
+                "room": {"type": "string", "enum": ["kitchen", "hall"]},
+            },
+            "required": ["on", "room"],
+        },
+    },
+}
+FAN = {
+    "type": "function",
+    "function": {
+        "name": "set_fan",
+        "parameters": {
+            "type": "object",
+            "properties": {"speed": {"type": "integer", "minimum": 1, "maximum": 3}},
+            "required": ["speed"],
+        },
+    },
+}
 ASK = [{"role": "user", "content": "Turn on the kitchen light."}]
 
 
 def _chat(engine, tool_choice, seed: int, **extra):
-    return engine.chat(ChatRequest(
-        ASK, SamplingSettings(temperature=1.0, seed=seed, max_tokens=64),
-        tools=[LIGHT, FAN], tool_choice=tool_choice, **extra,
-    ))
+    return engine.chat(
+        ChatRequest(
+            ASK,
+            SamplingSettings(temperature=1.0, seed=seed, max_tokens=64),
+            tools=[LIGHT, FAN],
+            tool_choice=tool_choice,
+            **extra,
+        )
+    )
 
 
 def test_required_calls_through_the_engine_always_validate(tiny_engine) -> None:

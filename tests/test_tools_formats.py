@@ -13,41 +13,63 @@ from tools_support import grammar_accepts, load_fixture_tokenizer
 from engine.tools import prepare_tool_request
 from engine.tools.formats import choose_format
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Weather for a city",
-    "parameters": {"type": "object", "properties": {
-        "city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
-        "required": ["city"]}}}
-TIME = {"type": "function", "function": {
-    "name": "get_time", "parameters": {"type": "object", "properties": {
-        "zone": {"type": "string"}}, "required": ["zone"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "unit": {"type": "string", "enum": ["c", "f"]},
+            },
+            "required": ["city"],
+        },
+    },
+}
+TIME = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "parameters": {
+            "type": "object",
+            "properties": {"zone": {"type": "string"}},
+            "required": ["zone"],
+        },
+    },
+}
 TOOLS = [WEATHER, TIME]
 ASK = [{"role": "user", "content": "Weather in Paris?"}]
 
 # For each fixture: (format, native, a reply with one call, a reply with two calls).
 REPLIES: dict[str, tuple[str, bool, str, str]] = {
     "chatml": (
-        "hermes", False,
+        "hermes",
+        False,
         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}\n'
         '</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "CET"}}\n'
         "</tool_call>",
     ),
     "qwen2_5": (
-        "hermes", True,
+        "hermes",
+        True,
         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}\n'
         '</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "CET"}}\n'
         "</tool_call>",
     ),
     "llama3_2": (
-        "llama3_json", True,
+        "llama3_json",
+        True,
         '{"name": "get_weather", "parameters": {"city": "Paris"}}',
         '{"name": "get_weather", "parameters": {"city": "Paris", "unit": "c"}}; '
         '{"name": "get_time", "parameters": {"zone": "CET"}}',
     ),
     "mistral_v3": (
-        "mistral", True,
+        "mistral",
+        True,
         '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}]',
         '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}, '
         '{"name": "get_time", "arguments": {"zone": "CET"}}]',
@@ -76,27 +98,35 @@ def test_rendered_prompt_carries_the_tools_in_the_template_layout(fixture) -> No
     if name == "chatml":
         assert text.startswith("<|im_start|>system\nYou can call functions")
         assert f"<tools>\n{function}\n{json.dumps(TIME['function'])}\n</tools>" in text
-        assert text.endswith("<|im_start|>user\nWeather in Paris?<|im_end|>\n"
-                             "<|im_start|>assistant\n")
+        assert text.endswith(
+            "<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n"
+        )
     elif name == "qwen2_5":
         assert "# Tools\n\nYou may call one or more functions" in text
         assert f"<tools>\n{json.dumps(WEATHER)}\n{json.dumps(TIME)}\n</tools>" in text
         assert text.endswith("Weather in Paris?<|im_end|>\n<|im_start|>assistant\n")
     elif name == "llama3_2":
-        assert text.startswith("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
-                               "Environment: ipython\n")
+        assert text.startswith(
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\n"
+        )
         assert json.dumps(WEATHER, indent=4) in text
-        assert text.endswith("Weather in Paris?<|eot_id|>"
-                             "<|start_header_id|>assistant<|end_header_id|>\n\n")
+        assert text.endswith(
+            "Weather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+        )
     else:
-        assert text.startswith('<s>[AVAILABLE_TOOLS] [{"type": "function", "function": '
-                               '{"name": "get_weather"')
+        assert text.startswith(
+            '<s>[AVAILABLE_TOOLS] [{"type": "function", "function": {"name": "get_weather"'
+        )
         assert text.endswith("[/AVAILABLE_TOOLS][INST] Weather in Paris?[/INST]")
     hf = tok._tokenizer
     assert plan.prompt_tokens == hf.encode(text, add_special_tokens=False)
     # The template's control tokens are single tokens in the prompt, not spelled out.
-    first = {"chatml": "<|im_start|>", "qwen2_5": "<|im_start|>",
-             "llama3_2": "<|begin_of_text|>", "mistral_v3": "<s>"}[name]
+    first = {
+        "chatml": "<|im_start|>",
+        "qwen2_5": "<|im_start|>",
+        "llama3_2": "<|begin_of_text|>",
+        "mistral_v3": "<s>",
+    }[name]
     assert plan.prompt_tokens[0] == hf.convert_tokens_to_ids(first)
 
 
@@ -165,9 +195,17 @@ def test_auto_allows_text_and_named_choice_allows_only_that_function(fixture) ->
 def _conversation(call_id: str) -> list[dict[str, Any]]:
     return [
         {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": call_id, "type": "function",
-             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": call_id, "content": "22 C and sunny"},
     ]
 
@@ -177,32 +215,45 @@ def test_tool_results_are_rendered_so_the_conversation_continues(fixture) -> Non
     plan = prepare_tool_request(tok, _conversation("call_abc123"), TOOLS, "auto")
     text = plan.prompt_text
     if name in ("chatml", "qwen2_5"):
-        assert ('<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": '
-                '{"city": "Paris"}}\n</tool_call><|im_end|>\n') in text
-        assert text.endswith("<|im_start|>user\n<tool_response>\n22 C and sunny\n"
-                             "</tool_response><|im_end|>\n<|im_start|>assistant\n")
+        assert (
+            '<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": '
+            '{"city": "Paris"}}\n</tool_call><|im_end|>\n'
+        ) in text
+        assert text.endswith(
+            "<|im_start|>user\n<tool_response>\n22 C and sunny\n"
+            "</tool_response><|im_end|>\n<|im_start|>assistant\n"
+        )
     elif name == "llama3_2":
-        assert ('<|start_header_id|>assistant<|end_header_id|>\n\n{"name": "get_weather", '
-                '"parameters": {"city": "Paris"}}<|eot_id|>') in text
-        assert text.endswith('<|start_header_id|>ipython<|end_header_id|>\n\n"22 C and sunny"'
-                             "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
+        assert (
+            '<|start_header_id|>assistant<|end_header_id|>\n\n{"name": "get_weather", '
+            '"parameters": {"city": "Paris"}}<|eot_id|>'
+        ) in text
+        assert text.endswith(
+            '<|start_header_id|>ipython<|end_header_id|>\n\n"22 C and sunny"'
+            "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+        )
     else:
         # Mistral wants 9-character ids: the OpenAI id is mapped the same way in both places.
         call = text.split("[TOOL_CALLS] [")[1].split("]</s>")[0]
         short = json.loads(call)["id"]
         assert len(short) == 9 and short.isalnum()
-        assert text.endswith(f'[TOOL_RESULTS] {{"content": 22 C and sunny, "call_id": "{short}"}}'
-                             "[/TOOL_RESULTS]")
+        assert text.endswith(
+            f'[TOOL_RESULTS] {{"content": 22 C and sunny, "call_id": "{short}"}}[/TOOL_RESULTS]'
+        )
 
 
 def test_parallel_calls_in_history_render_for_every_template(fixture) -> None:
     name, tok = fixture
-    calls = [{"id": f"call_{i}", "type": "function",
-              "function": {"name": n, "arguments": json.dumps(a)}}
-             for i, (n, a) in enumerate(TWO_CALLS)]
-    messages = [ASK[0], {"role": "assistant", "content": "", "tool_calls": calls},
-                {"role": "tool", "tool_call_id": "call_0", "content": "sunny"},
-                {"role": "tool", "tool_call_id": "call_1", "content": "10:00"}]
+    calls = [
+        {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+        for i, (n, a) in enumerate(TWO_CALLS)
+    ]
+    messages = [
+        ASK[0],
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "call_0", "content": "sunny"},
+        {"role": "tool", "tool_call_id": "call_1", "content": "10:00"},
+    ]
     text = prepare_tool_request(tok, messages, TOOLS, "auto").prompt_text
     assert "sunny" in text and "10:00" in text
     assert '"zone": "CET"' in text

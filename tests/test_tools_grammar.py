@@ -36,8 +36,10 @@ def in_schema_order(value: Any, schema: Any) -> Any:
 
 
 def hermes_call(name: str, arguments: Any) -> str:
-    return (f'<tool_call>\n{{"name": "{name}", "arguments": '
-            f"{json.dumps(arguments, ensure_ascii=False)}}}\n</tool_call>")
+    return (
+        f'<tool_call>\n{{"name": "{name}", "arguments": '
+        f"{json.dumps(arguments, ensure_ascii=False)}}}\n</tool_call>"
+    )
 
 
 def test_glaive_schemas_accept_valid_and_reject_invalid_arguments(tok) -> None:
@@ -52,8 +54,7 @@ def test_glaive_schemas_accept_valid_and_reject_invalid_arguments(tok) -> None:
         name = path.stem.rsplit("_", 1)[0]
         tools = [{"type": "function", "function": {"name": name, "parameters": schema}}]
         try:
-            plan = prepare_tool_request(tok, [{"role": "user", "content": "Go"}], tools,
-                                        "required")
+            plan = prepare_tool_request(tok, [{"role": "user", "content": "Go"}], tools, "required")
         except ToolDefinitionError as exc:
             assert f'tool 1 ("{name}")' in str(exc)
             refused += 1
@@ -77,11 +78,28 @@ def test_glaive_schemas_accept_valid_and_reject_invalid_arguments(tok) -> None:
     assert accepted_valid >= 250 and rejected_invalid >= 100
 
 
-WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
-ADD = {"type": "function", "function": {"name": "add", "parameters": {
-    "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-    "required": ["a", "b"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+ADD = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    },
+}
 CALL_W = hermes_call("get_weather", {"city": "Paris"})
 CALL_A = hermes_call("add", {"a": 1, "b": 2})
 
@@ -128,8 +146,9 @@ def test_grammar_forces_the_call_scaffolding(tok) -> None:
 
 @pytest.mark.parametrize("choice", ["auto", "required"])
 def test_parallel_calls_can_be_turned_off(tok, choice: str) -> None:
-    plan = prepare_tool_request(tok, [{"role": "user", "content": "Go"}], [WEATHER, ADD], choice,
-                                parallel_tool_calls=False)
+    plan = prepare_tool_request(
+        tok, [{"role": "user", "content": "Go"}], [WEATHER, ADD], choice, parallel_tool_calls=False
+    )
     grammar = plan.constraint.source
     assert grammar_accepts(tok._tokenizer, grammar, CALL_W)
     assert not grammar_accepts(tok._tokenizer, grammar, CALL_W + "\n" + CALL_A)

@@ -20,24 +20,52 @@ from engine.types import ChatRequest, ChatResult, SamplingSettings, StopReason
 
 pytestmark = pytest.mark.slow
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Get the current weather in a city",
-    "parameters": {"type": "object", "properties": {
-        "city": {"type": "string", "description": "The city name"},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-        "required": ["city"]}}}
-TIME = {"type": "function", "function": {
-    "name": "get_time", "description": "Get the current time in a time zone",
-    "parameters": {"type": "object", "properties": {
-        "zone": {"type": "string", "description": "An IANA time zone"}},
-        "required": ["zone"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "The city name"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["city"],
+        },
+    },
+}
+TIME = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "description": "Get the current time in a time zone",
+        "parameters": {
+            "type": "object",
+            "properties": {"zone": {"type": "string", "description": "An IANA time zone"}},
+            "required": ["zone"],
+        },
+    },
+}
 
 
-def _ask(engine: Engine, messages: list[dict], tools: list[dict], choice: str | dict,
-         max_tokens: int, parallel: bool = True) -> ChatResult:
-    result = engine.chat(ChatRequest(
-        messages, SamplingSettings(temperature=0.0, max_tokens=max_tokens),
-        tools=tools, tool_choice=choice, parallel_tool_calls=parallel))
+def _ask(
+    engine: Engine,
+    messages: list[dict],
+    tools: list[dict],
+    choice: str | dict,
+    max_tokens: int,
+    parallel: bool = True,
+) -> ChatResult:
+    result = engine.chat(
+        ChatRequest(
+            messages,
+            SamplingSettings(temperature=0.0, max_tokens=max_tokens),
+            tools=tools,
+            tool_choice=choice,
+            parallel_tool_calls=parallel,
+        )
+    )
     assert result.error is None, result.error
     return result
 
@@ -59,8 +87,14 @@ def test_required_calls_validate_over_glaive_tool_sets(default_engine: Engine) -
     started = time.perf_counter()
     cases = glaive_cases(20)
     for case in cases:
-        result = _ask(default_engine, [{"role": "user", "content": case.request}], case.tools,
-                      "required", max_tokens=96, parallel=False)
+        result = _ask(
+            default_engine,
+            [{"role": "user", "content": case.request}],
+            case.tools,
+            "required",
+            max_tokens=96,
+            parallel=False,
+        )
         calls = result.tool_calls
         problem = None
         if not _complete(result):
@@ -104,9 +138,17 @@ def test_a_conversation_with_tool_results_continues(default_engine: Engine) -> N
     call = result.tool_calls[0]
     output = run_builtin(call.name, call.arguments)
     messages += [
-        {"role": "assistant", "content": "", "tool_calls": [{
-            "id": call.id, "type": "function",
-            "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output},
     ]
     follow_up = _ask(default_engine, messages, tools, "auto", max_tokens=32)

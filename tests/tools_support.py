@@ -21,7 +21,10 @@ GLAIVE = REPO.parent / "shared" / "datasets" / "jsonschemabench" / "Glaiveai2K"
 # Llama's header and end tokens and Mistral's [TOOL_CALLS] are control tokens.
 FIXTURES: dict[str, dict[str, Any]] = {
     "chatml": {
-        "template": "chatml_smollm2.jinja", "added": [], "eos": "<|im_end|>", "bos": "<|im_start|>"
+        "template": "chatml_smollm2.jinja",
+        "added": [],
+        "eos": "<|im_end|>",
+        "bos": "<|im_start|>",
     },
     "qwen2_5": {
         "template": "qwen2_5.jinja",
@@ -78,8 +81,15 @@ def build_fixture_tokenizer(name: str, out: Path) -> Path:
     next_id = max(len(tok["model"]["vocab"]), 1 + max(t["id"] for t in tok["added_tokens"]))
     for content, special in spec["added"]:
         tok["added_tokens"].append(
-            {"id": next_id, "content": content, "single_word": False, "lstrip": False,
-             "rstrip": False, "normalized": False, "special": special}
+            {
+                "id": next_id,
+                "content": content,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": special,
+            }
         )
         next_id += 1
     if spec["template"]:
@@ -156,9 +166,14 @@ def glaive_cases(count: int, max_example_chars: int = 100) -> list[GlaiveCase]:
 
     def tool(entry: tuple[str, dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
         name, schema, _ = entry
-        return {"type": "function", "function": {
-            "name": name, "description": name.replace("_", " ").capitalize(),
-            "parameters": schema}}
+        return {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": name.replace("_", " ").capitalize(),
+                "parameters": schema,
+            },
+        }
 
     distractor = tool(chosen[-1])
     cases = []

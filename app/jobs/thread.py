@@ -42,9 +42,7 @@ class _Task(QRunnable):
         self._relay.done.emit(result, error)
 
 
-def run_task(
-    fn: Callable[[], Any], on_done: Callable[[Any, BaseException | None], None]
-) -> None:
+def run_task(fn: Callable[[], Any], on_done: Callable[[Any, BaseException | None], None]) -> None:
     """Run `fn()` on a worker thread; call `on_done(result, error)` on the GUI thread."""
     relay = _Relay(on_done)  # created here, so it lives in (and delivers to) the GUI thread
     _pending.add(relay)

@@ -54,7 +54,7 @@ def _v1_initial(db: sqlite3.Connection) -> None:
             system_prompt TEXT NOT NULL,
             builtin INTEGER NOT NULL DEFAULT 0
         );
-        """
+        """,
     )
 
 

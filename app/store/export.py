@@ -15,8 +15,14 @@ def _tool_calls_markdown(message: Message) -> list[str]:
     lines = []
     for call in message.meta.get("tool_calls", []):
         args = json.dumps(call.get("arguments", {}), indent=2, ensure_ascii=False)
-        lines += [f"**Tool call** `{call.get('name')}` (id `{call.get('id')}`):", "",
-                  "```json", args, "```", ""]
+        lines += [
+            f"**Tool call** `{call.get('name')}` (id `{call.get('id')}`):",
+            "",
+            "```json",
+            args,
+            "```",
+            "",
+        ]
     return lines
 
 
@@ -30,8 +36,14 @@ def to_markdown(store: Store, conversation_id: int) -> str:
         lines += ["## System", "", conv.settings.system_prompt, ""]
     for message in store.active_path(conversation_id):
         if message.role == "tool":
-            lines += [f"## Tool result: {message.meta.get('name', '')}", "", "```",
-                      message.content, "```", ""]
+            lines += [
+                f"## Tool result: {message.meta.get('name', '')}",
+                "",
+                "```",
+                message.content,
+                "```",
+                "",
+            ]
             continue
         heading = {"user": "User", "assistant": "Assistant"}.get(message.role, message.role)
         if constraint := message.meta.get("constraint"):

@@ -41,8 +41,11 @@ class Entry:
 
     def key(self, builtins: frozenset[str]) -> str:
         m = self.message
-        return json.dumps([m.id, m.content, m.meta, self.branch, self.tool_results,
-                           sorted(builtins)], sort_keys=True, default=str)
+        return json.dumps(
+            [m.id, m.content, m.meta, self.branch, self.tool_results, sorted(builtins)],
+            sort_keys=True,
+            default=str,
+        )
 
 
 class ChatView(QScrollArea):
@@ -122,9 +125,16 @@ class ChatView(QScrollArea):
         body = None
         if self._handoff is not None and self._handoff.markdown == entry.message.content:
             body, self._handoff = self._handoff, None
-        widget = MessageWidget(entry.message, branch=entry.branch, last_reply=entry.last_reply,
-                               tool_results=entry.tool_results, builtins=builtins,
-                               interactive=interactive, body=body, parent=self.container)
+        widget = MessageWidget(
+            entry.message,
+            branch=entry.branch,
+            last_reply=entry.last_reply,
+            tool_results=entry.tool_results,
+            builtins=builtins,
+            interactive=interactive,
+            body=body,
+            parent=self.container,
+        )
         widget.editSubmitted.connect(self.editSubmitted)
         widget.regenerateRequested.connect(self.regenerateRequested)
         widget.branchStepped.connect(self.branchStepped)

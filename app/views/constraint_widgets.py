@@ -26,7 +26,7 @@ from engine.types import ConstraintSpec
 
 
 class ConstraintChip(QFrame):
-    """"Constraint: name · kind ✕": the active constraint, removable."""
+    """ "Constraint: name · kind ✕": the active constraint, removable."""
 
     removeRequested = Signal()
 
@@ -123,8 +123,10 @@ class ConstraintEditor(QDialog):
         layout.addLayout(row)
         self.text = QPlainTextEdit(self)
         self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self.text.setPlaceholderText('{"type": "object", "properties": {"answer": {"type": '
-                                     '"string"}}, "required": ["answer"]}')
+        self.text.setPlaceholderText(
+            '{"type": "object", "properties": {"answer": {"type": '
+            '"string"}}, "required": ["answer"]}'
+        )
         layout.addWidget(self.text, 1)
         self.problems = QListWidget(self)
         self.problems.setObjectName("constraintProblems")
@@ -159,8 +161,10 @@ class ConstraintEditor(QDialog):
         self._generation += 1
         generation = self._generation
         kind, source = self.kind.currentData(), self.text.toPlainText()
-        run_task(lambda: check_source(kind, source),
-                 lambda result, error: self._checked(generation, result, error))
+        run_task(
+            lambda: check_source(kind, source),
+            lambda result, error: self._checked(generation, result, error),
+        )
 
     def _checked(
         self, generation: int, result: Checked | None, error: BaseException | None

@@ -256,8 +256,12 @@ class MainWindow(WindowActions, QMainWindow):
         results = {m.meta.get("tool_call_id"): m.content for m in path if m.role == "tool"}
         last_reply = max((i for i, m in enumerate(path) if m.role == "assistant"), default=-1)
         entries = [
-            Entry(m, branch=c.branch_position(m), last_reply=i == last_reply,
-                  tool_results={k: v for k, v in results.items() if k})
+            Entry(
+                m,
+                branch=c.branch_position(m),
+                last_reply=i == last_reply,
+                tool_results={k: v for k, v in results.items() if k},
+            )
             for i, m in enumerate(path)
             if m.role != "tool"
         ]
@@ -376,8 +380,11 @@ class MainWindow(WindowActions, QMainWindow):
         path, _ = QFileDialog.getSaveFileName(self, "Export chat", conv.title + suffix)
         if not path:
             return
-        text = (to_markdown(self.store, cid) if fmt == "md"
-                else json.dumps(to_json(self.store, cid), indent=2, ensure_ascii=False))
+        text = (
+            to_markdown(self.store, cid)
+            if fmt == "md"
+            else json.dumps(to_json(self.store, cid), indent=2, ensure_ascii=False)
+        )
         try:
             Path(path).write_text(text, encoding="utf-8")
         except OSError as exc:
@@ -399,8 +406,9 @@ class MainWindow(WindowActions, QMainWindow):
     def save_state(self) -> None:
         self.store.set_setting("window_geometry", bytes(self.saveGeometry().toBase64()).decode())
         self.store.set_setting("window_state", bytes(self.saveState().toBase64()).decode())
-        self.store.set_setting("window_splitter",
-                               bytes(self.splitter.saveState().toBase64()).decode())
+        self.store.set_setting(
+            "window_splitter", bytes(self.splitter.saveState().toBase64()).decode()
+        )
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
@@ -434,7 +442,8 @@ class MainWindow(WindowActions, QMainWindow):
 
     def about(self) -> None:
         QMessageBox.about(
-            self, "About Corral",
+            self,
+            "About Corral",
             f"<h3>Corral {__version__}</h3><p>A local chat app whose replies always fit your "
             "schemas, grammars and tools.</p>",
         )

@@ -69,8 +69,12 @@ def split_chunks(text: str) -> list[str]:
         match = _FENCE_RE.match(line)
         if fence is None and match:
             fence = (match.group(2)[0], len(match.group(2)))
-        elif fence is not None and stripped and set(stripped) == {fence[0]} \
-                and len(stripped) >= fence[1]:
+        elif (
+            fence is not None
+            and stripped
+            and set(stripped) == {fence[0]}
+            and len(stripped) >= fence[1]
+        ):
             fence = None
         blank = fence is None and not stripped
     if current and "\n".join(current).strip():
@@ -210,7 +214,7 @@ class ChunkedMarkdown(QWidget):
                 self._layout.addWidget(view)
                 self.views.append(view)
             self.views[index].set_markdown(chunk)  # unchanged chunks return at once
-        for view in self.views[len(chunks):]:
+        for view in self.views[len(chunks) :]:
             self._layout.removeWidget(view)
             view.deleteLater()
-        del self.views[len(chunks):]
+        del self.views[len(chunks) :]

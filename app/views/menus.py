@@ -11,8 +11,13 @@ from PySide6.QtWidgets import QMenu
 Key = QKeySequence.StandardKey
 
 
-def _action(menu: QMenu, text: str, slot: Callable[[], Any], *shortcuts: Any,
-            role: QAction.MenuRole | None = None) -> QAction:
+def _action(
+    menu: QMenu,
+    text: str,
+    slot: Callable[[], Any],
+    *shortcuts: Any,
+    role: QAction.MenuRole | None = None,
+) -> QAction:
     action = QAction(text, menu)
     keys: list[QKeySequence] = []
     for shortcut in shortcuts:
@@ -34,29 +39,35 @@ def build_menus(window: Any) -> dict[str, QAction]:
     acts: dict[str, QAction] = {}
     file = bar.addMenu("&File")
     acts["new"] = _action(file, "&New Chat", window.new_chat, Key.New)
-    acts["constrain_file"] = _action(file, "Open &Constraint…", window.choose_constraint_file,
-                                     Key.Open)
+    acts["constrain_file"] = _action(
+        file, "Open &Constraint…", window.choose_constraint_file, Key.Open
+    )
     acts["load_tools"] = _action(file, "Load &Tools…", window.choose_tools_file)
     file.addSeparator()
     acts["export_md"] = _action(file, "Export as &Markdown…", lambda: window.export("md"))
     acts["export_json"] = _action(file, "Export as &JSON…", lambda: window.export("json"))
     file.addSeparator()
     acts["close"] = _action(file, "&Close Window", window.close, Key.Close)
-    acts["quit"] = _action(file, "&Quit", window.quit, Key.Quit,
-                           role=QAction.MenuRole.QuitRole)
+    acts["quit"] = _action(file, "&Quit", window.quit, Key.Quit, role=QAction.MenuRole.QuitRole)
 
     edit = bar.addMenu("&Edit")
     acts["find"] = _action(edit, "&Find Chats", window.focus_search, Key.Find)
-    acts["preferences"] = _action(edit, "&Preferences…", window.show_preferences,
-                                  Key.Preferences, "Ctrl+,",
-                                  role=QAction.MenuRole.PreferencesRole)
+    acts["preferences"] = _action(
+        edit,
+        "&Preferences…",
+        window.show_preferences,
+        Key.Preferences,
+        "Ctrl+,",
+        role=QAction.MenuRole.PreferencesRole,
+    )
 
     chat = bar.addMenu("&Chat")
     acts["stop"] = _action(chat, "&Stop", window.stop, "Esc", "Ctrl+.")
     acts["regenerate"] = _action(chat, "&Regenerate Reply", window.regenerate, "Ctrl+R")
     chat.addSeparator()
-    acts["constrain_editor"] = _action(chat, "Write a &Grammar…", window.open_constraint_editor,
-                                       "Ctrl+G")
+    acts["constrain_editor"] = _action(
+        chat, "Write a &Grammar…", window.open_constraint_editor, "Ctrl+G"
+    )
     acts["remove_constraint"] = _action(chat, "Remove Constraint", window.remove_constraint)
     chat.addSeparator()
     acts["rename"] = _action(chat, "Re&name Chat…", window.rename_chat)

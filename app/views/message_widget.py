@@ -35,7 +35,7 @@ def _small(label: QLabel, name: str) -> QLabel:
 
 
 class BranchSwitcher(QWidget):
-    """"‹ 2/3 ›": step between the versions of a message."""
+    """ "‹ 2/3 ›": step between the versions of a message."""
 
     stepped = Signal(int)
 
@@ -180,12 +180,22 @@ class MessageWidget(QFrame):
         self.actions: dict[str, QToolButton] = {}
         if message is not None:
             if role == "user":
-                self._action(header, "Edit", "Edit this message (starts a new branch)",
-                             self.start_edit, interactive)
+                self._action(
+                    header,
+                    "Edit",
+                    "Edit this message (starts a new branch)",
+                    self.start_edit,
+                    interactive,
+                )
             if role == "assistant":
                 self._action(header, "Copy", "Copy the reply", self._copy, True)
-                self._action(header, "Regenerate", "Generate a new version of this reply",
-                             self.regenerateRequested.emit, interactive)
+                self._action(
+                    header,
+                    "Regenerate",
+                    "Generate a new version of this reply",
+                    self.regenerateRequested.emit,
+                    interactive,
+                )
                 self.set_last_reply(last_reply)
         layout.addLayout(header)
 
@@ -197,8 +207,13 @@ class MessageWidget(QFrame):
 
         results = tool_results or {}
         for call in meta.get("tool_calls", []):
-            card = ToolCallCard(call, results.get(call["id"]), builtin=call["name"] in builtins,
-                                interactive=interactive, parent=self)
+            card = ToolCallCard(
+                call,
+                results.get(call["id"]),
+                builtin=call["name"] in builtins,
+                interactive=interactive,
+                parent=self,
+            )
             card.resultSubmitted.connect(self.toolResultSubmitted)
             card.runRequested.connect(self.toolRunRequested)
             layout.addWidget(card)
@@ -208,8 +223,12 @@ class MessageWidget(QFrame):
         self.status.setVisible(False)
         layout.addWidget(self.status)
         notes = []
-        if message is not None and role == "assistant" and not message.content \
-                and not meta.get("tool_calls"):
+        if (
+            message is not None
+            and role == "assistant"
+            and not message.content
+            and not meta.get("tool_calls")
+        ):
             notes.append("The model ended its reply without any text.")
         if meta.get("stop_reason") == "cancelled":
             notes.append("Stopped.")

@@ -10,13 +10,17 @@ class PreferencesDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Preferences")
         form = QFormLayout(self)
-        self.kv_budget = QSpinBox(self, minimum=0, maximum=1024 * 1024, singleStep=256,
-                                  suffix=" MB")
+        self.kv_budget = QSpinBox(
+            self, minimum=0, maximum=1024 * 1024, singleStep=256, suffix=" MB"
+        )
         self.kv_budget.setSpecialValueText("Automatic")
         self.kv_budget.setValue(kv_budget_mb)
         form.addRow("KV-cache budget", self.kv_budget)
-        hint = QLabel("Memory kept for reusing prompts already computed (earlier turns, "
-                      "shared system prompts). Automatic sizes it to the free memory.", self)
+        hint = QLabel(
+            "Memory kept for reusing prompts already computed (earlier turns, "
+            "shared system prompts). Automatic sizes it to the free memory.",
+            self,
+        )
         hint.setWordWrap(True)
         hint.setObjectName("hint")
         form.addRow(hint)

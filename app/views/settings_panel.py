@@ -62,10 +62,15 @@ class SettingsPanel(QWidget):
         self.max_tokens = self._int(1, 32768, "Longest reply, in tokens")
         self.seed = self._int(-1, 2**31 - 1, "Same seed + same settings = same reply")
         self.seed.setSpecialValueText("Random")
-        for label, widget in (("Temperature", self.temperature), ("Top-p", self.top_p),
-                              ("Top-k", self.top_k), ("Min-p", self.min_p),
-                              ("Repetition penalty", self.repetition_penalty),
-                              ("Max tokens", self.max_tokens), ("Seed", self.seed)):
+        for label, widget in (
+            ("Temperature", self.temperature),
+            ("Top-p", self.top_p),
+            ("Top-k", self.top_k),
+            ("Min-p", self.min_p),
+            ("Repetition penalty", self.repetition_penalty),
+            ("Max tokens", self.max_tokens),
+            ("Seed", self.seed),
+        ):
             form.addRow(label, widget)
         layout.addLayout(form)
         layout.addStretch(1)
@@ -100,8 +105,16 @@ class SettingsPanel(QWidget):
 
     def set_settings(self, settings: ChatSettings) -> None:
         """Show `settings` without emitting `changed`."""
-        widgets = (self.system_prompt, self.temperature, self.top_p, self.top_k, self.min_p,
-                   self.repetition_penalty, self.max_tokens, self.seed)
+        widgets = (
+            self.system_prompt,
+            self.temperature,
+            self.top_p,
+            self.top_k,
+            self.min_p,
+            self.repetition_penalty,
+            self.max_tokens,
+            self.seed,
+        )
         blockers = [QSignalBlocker(w) for w in widgets]
         self._prompt_timer.stop()
         if self.system_prompt.toPlainText() != settings.system_prompt:

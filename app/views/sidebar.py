@@ -98,15 +98,17 @@ class Sidebar(QWidget):
 
     def rename(self, conversation_id: int) -> None:
         item = self._item(conversation_id)
-        title, ok = QInputDialog.getText(self, "Rename chat", "Title:",
-                                         text=item.text() if item else "")
+        title, ok = QInputDialog.getText(
+            self, "Rename chat", "Title:", text=item.text() if item else ""
+        )
         if ok:
             self.renameRequested.emit(conversation_id, title)
 
     def confirm_delete(self, conversation_id: int) -> None:
         item = self._item(conversation_id)
         answer = QMessageBox.question(
-            self, "Delete chat",
+            self,
+            "Delete chat",
             f"Delete “{item.text() if item else 'this chat'}” and all its branches?",
         )
         if answer == QMessageBox.StandardButton.Yes:

@@ -52,8 +52,10 @@ class ToolsPanel(QWidget):
         layout = QVBoxLayout(self)
         form = QFormLayout()
         self.choice = QComboBox(self)
-        self.choice.setToolTip("auto: the model may call tools; required: it must call one; "
-                               "none: no calls; a name: it must call that tool")
+        self.choice.setToolTip(
+            "auto: the model may call tools; required: it must call one; "
+            "none: no calls; a name: it must call that tool"
+        )
         form.addRow("Tool choice", self.choice)
         layout.addLayout(form)
         layout.addWidget(QLabel("<b>Built-in tools</b>", self))
@@ -150,7 +152,8 @@ class ToolsPanel(QWidget):
             self.status.setProperty("error", False)
             names = self._names()
             self.status.setText(
-                f"{len(names)} tool(s) offered: {', '.join(names)}" if names
+                f"{len(names)} tool(s) offered: {', '.join(names)}"
+                if names
                 else "No tools: replies are plain text."
             )
         self.status.style().unpolish(self.status)
@@ -173,11 +176,14 @@ class ToolsPanel(QWidget):
         """Check the editor's JSON on a worker thread (schemas are compiled by llguidance)."""
         self._generation += 1
         generation, text = self._generation, self.editor.toPlainText()
-        run_task(lambda: parse_tools_text(text, source),
-                 lambda result, error: self._validated(generation, result, error, apply))
+        run_task(
+            lambda: parse_tools_text(text, source),
+            lambda result, error: self._validated(generation, result, error, apply),
+        )
 
-    def _validated(self, generation: int, result: Any, error: BaseException | None,
-                   apply: bool) -> None:
+    def _validated(
+        self, generation: int, result: Any, error: BaseException | None, apply: bool
+    ) -> None:
         if generation != self._generation:
             return
         if error is not None:

@@ -29,9 +29,12 @@ class WindowActions:
 
     def run_builtin_tool(self, call_id: str, name: str, arguments: object) -> None:
         args = arguments if isinstance(arguments, dict) else {}
-        run_task(lambda: run_builtin(name, args),
-                 lambda result, error: self.controller.submit_tool_result(
-                     call_id, name, result if error is None else f"Error: {error}"))
+        run_task(
+            lambda: run_builtin(name, args),
+            lambda result, error: self.controller.submit_tool_result(
+                call_id, name, result if error is None else f"Error: {error}"
+            ),
+        )
 
     # ---- constraints ----
 
@@ -79,7 +82,9 @@ class WindowActions:
 
     def choose_constraint_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
-            self, "Constrain replies", "",
+            self,
+            "Constrain replies",
+            "",
             "Grammars and schemas (*.json *.lark *.gbnf *.regex *.re);;All files (*)",
         )
         if path:

@@ -48,9 +48,15 @@ RECORD_SCHEMA = {
         "preferred_reading_genre": {"enum": ["fiction", "history", "science", "poetry"]},
     },
     "required": [
-        "member_first_name", "member_last_name", "member_age_in_years",
-        "is_active_library_member", "membership_level", "home_branch_location",
-        "number_of_books_borrowed", "has_overdue_books", "preferred_reading_genre",
+        "member_first_name",
+        "member_last_name",
+        "member_age_in_years",
+        "is_active_library_member",
+        "membership_level",
+        "home_branch_location",
+        "number_of_books_borrowed",
+        "has_overdue_books",
+        "preferred_reading_genre",
     ],
     "additionalProperties": False,
 }
@@ -73,8 +79,9 @@ def run_constraint_bench(engine: Any, args: Any = None, **options: Any) -> dict[
     for name in ("tokens", "repeats"):
         if args is not None and getattr(args, name, None) and name not in options:
             options[name] = getattr(args, name)
-    return engine.run(lambda loaded: measure_constraints(loaded.model, loaded.tokenizer,
-                                                         **options)).result()
+    return engine.run(
+        lambda loaded: measure_constraints(loaded.model, loaded.tokenizer, **options)
+    ).result()
 
 
 def measure_constraints(
@@ -94,8 +101,9 @@ def measure_constraints(
 
     main = compare_loops(model, tokenizer, answer, ANSWER_PROMPT, tokens, repeats)
     out.update(_ratios("", main))
-    forced = compare_loops(model, tokenizer, record, RECORD_PROMPT, tokens, repeats,
-                           loops=("free", "overlapped"))
+    forced = compare_loops(
+        model, tokenizer, record, RECORD_PROMPT, tokens, repeats, loops=("free", "overlapped")
+    )
     out["forced_free_tps"] = _median_tps(forced["free"])
     out["forced_tps"] = _median_tps(forced["overlapped"])
     out["forced_token_speedup"] = _paired_ratio(forced["overlapped"], forced["free"])
@@ -112,8 +120,7 @@ def measure_constraints(
         with tempfile.TemporaryDirectory(prefix="corral-tiny-") as folder:
             build_tiny_model(folder, ensure_default_model())
             tiny, tiny_tok = mlx_lm.load(folder)
-        runs = compare_loops(tiny, tiny_tok, answer, ANSWER_PROMPT, stress_tokens,
-                             stress_repeats)
+        runs = compare_loops(tiny, tiny_tok, answer, ANSWER_PROMPT, stress_tokens, stress_repeats)
         out.update(_ratios("stress_", runs))
     return out
 
@@ -135,14 +142,18 @@ def compare_loops(
     _run(model, tokenizer, prompt_tokens, "free", constraint, count)
     results: dict[str, list[_Run]] = {loop: [] for loop in loops}
     for r in range(repeats):
-        order = loops[r % len(loops):] + loops[: r % len(loops)]
+        order = loops[r % len(loops) :] + loops[: r % len(loops)]
         for loop in order:
             results[loop].append(_run(model, tokenizer, prompt_tokens, loop, constraint, count))
     return results
 
 
 def _run(
-    model: Any, tokenizer: Any, prompt: list[int], loop: str, constraint: ConstraintSpec,
+    model: Any,
+    tokenizer: Any,
+    prompt: list[int],
+    loop: str,
+    constraint: ConstraintSpec,
     max_tokens: int,
 ) -> _Run:
     from mlx_lm.models.cache import make_prompt_cache
@@ -152,8 +163,9 @@ def _run(
     prefill(model, cache, prompt[:-1], fed, cancel=threading.Event())
     ends = end_token_ids(tokenizer)
     runtime = None
-    kwargs = dict(sampler=build_sampler(GREEDY), processors=build_processors(GREEDY),
-                  history=prompt)
+    kwargs = dict(
+        sampler=build_sampler(GREEDY), processors=build_processors(GREEDY), history=prompt
+    )
     if loop == "free":
         tokens = decode_free(model, cache, prompt[-1:], fed, **kwargs)
     else:

@@ -192,8 +192,11 @@ class ConstrainedDecoder:
             self._drain()
 
     def _overlapped_loop(
-        self, forward: Callable[..., mx.array], sample: Callable[..., mx.array],
-        first: list[int], fed: list[int],
+        self,
+        forward: Callable[..., mx.array],
+        sample: Callable[..., mx.array],
+        first: list[int],
+        fed: list[int],
     ) -> Iterator[int]:
         logits = forward(first)
         mx.async_eval(logits)
@@ -243,8 +246,11 @@ class ConstrainedDecoder:
                 mx.clear_cache()
 
     def _serial_loop(
-        self, forward: Callable[..., mx.array], sample: Callable[..., mx.array],
-        first: list[int], fed: list[int],
+        self,
+        forward: Callable[..., mx.array],
+        sample: Callable[..., mx.array],
+        first: list[int],
+        fed: list[int],
     ) -> Iterator[int]:
         step = self._collect()
         self._serial_wait_s = 0.0  # compilation is reported on its own
@@ -340,8 +346,9 @@ class ConstrainedDecoder:
         n_words = (lltok.vocab_size + 31) // 32
         self._words = np.zeros(n_words, np.int32)
         self._words_u32 = self._words.view(np.uint32)
-        self._ends = [(t >> 5, np.uint32(1 << (t & 31)))
-                      for t in sorted(self._end_ids) if t < n_words * 32]
+        self._ends = [
+            (t >> 5, np.uint32(1 << (t & 31))) for t in sorted(self._end_ids) if t < n_words * 32
+        ]
         self._masker = TokenMasker(n_words)
         matcher = LLMatcher(lltok, self._grammar, log_level=0)
         if matcher.is_error():
@@ -393,8 +400,10 @@ class ConstrainedDecoder:
             return
         diag = parse_message(self._error, self.constraint.kind)
         if self._error.startswith("NoExtension") and self._advanced:
-            diag = Diagnostic("the reply reached a dead end of the constraint: no text can "
-                              "continue it (a rule that can never be completed)")
+            diag = Diagnostic(
+                "the reply reached a dead end of the constraint: no text can "
+                "continue it (a rule that can never be completed)"
+            )
         label = self.constraint.name or KIND_NAMES.get(self.constraint.kind, "constraint")
         raise ConstraintError(f"{label}: {diag}", [diag])
 

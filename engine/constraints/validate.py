@@ -168,7 +168,7 @@ def parse_message(
     head, _, detail = message.strip("\n").partition("\n")
     line = column = None
     if found := _POSITION.match(head):
-        head = head[found.end():]
+        head = head[found.end() :]
         if kind == "lark":  # other kinds are wrapped or converted: positions would mislead
             line, column = int(found.group(1)), int(found.group(2))  # both 1-based
     if head.endswith(":") and (found := _DETAIL_ERROR.search(detail)):

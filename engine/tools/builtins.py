@@ -56,9 +56,19 @@ _BINARY: dict[type, Callable[[Any, Any], Any]] = {
 }
 _UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "sqrt": math.sqrt, "abs": abs, "round": round, "min": min, "max": max,
-    "floor": math.floor, "ceil": math.ceil, "log": math.log, "log10": math.log10,
-    "exp": math.exp, "sin": math.sin, "cos": math.cos, "tan": math.tan,
+    "sqrt": math.sqrt,
+    "abs": abs,
+    "round": round,
+    "min": min,
+    "max": max,
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "log": math.log,
+    "log10": math.log10,
+    "exp": math.exp,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
 }
 _CONSTANTS = {"pi": math.pi, "e": math.e}
 
@@ -74,8 +84,10 @@ def _check(value: Any) -> Any:
 def _eval(node: ast.AST) -> Any:
     if isinstance(node, ast.Expression):
         return _eval(node.body)
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(
-        node.value, bool
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
     ):
         return _check(node.value)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
@@ -140,24 +152,47 @@ def current_datetime(timezone: str | None = None, now: datetime | None = None) -
 
 # Factor to the base unit of each kind (m, kg, l, s, m/s).
 _UNITS: dict[str, tuple[str, float]] = {
-    "mm": ("length", 1e-3), "cm": ("length", 1e-2), "m": ("length", 1.0),
-    "km": ("length", 1e3), "in": ("length", 0.0254), "ft": ("length", 0.3048),
-    "yd": ("length", 0.9144), "mi": ("length", 1609.344),
-    "mg": ("mass", 1e-6), "g": ("mass", 1e-3), "kg": ("mass", 1.0), "t": ("mass", 1e3),
-    "oz": ("mass", 0.028349523125), "lb": ("mass", 0.45359237),
-    "ml": ("volume", 1e-3), "l": ("volume", 1.0), "tsp": ("volume", 0.00492892159375),
-    "tbsp": ("volume", 0.01478676478125), "cup": ("volume", 0.2365882365),
-    "pt": ("volume", 0.473176473), "qt": ("volume", 0.946352946), "gal": ("volume", 3.785411784),
-    "s": ("time", 1.0), "min": ("time", 60.0), "h": ("time", 3600.0), "day": ("time", 86400.0),
+    "mm": ("length", 1e-3),
+    "cm": ("length", 1e-2),
+    "m": ("length", 1.0),
+    "km": ("length", 1e3),
+    "in": ("length", 0.0254),
+    "ft": ("length", 0.3048),
+    "yd": ("length", 0.9144),
+    "mi": ("length", 1609.344),
+    "mg": ("mass", 1e-6),
+    "g": ("mass", 1e-3),
+    "kg": ("mass", 1.0),
+    "t": ("mass", 1e3),
+    "oz": ("mass", 0.028349523125),
+    "lb": ("mass", 0.45359237),
+    "ml": ("volume", 1e-3),
+    "l": ("volume", 1.0),
+    "tsp": ("volume", 0.00492892159375),
+    "tbsp": ("volume", 0.01478676478125),
+    "cup": ("volume", 0.2365882365),
+    "pt": ("volume", 0.473176473),
+    "qt": ("volume", 0.946352946),
+    "gal": ("volume", 3.785411784),
+    "s": ("time", 1.0),
+    "min": ("time", 60.0),
+    "h": ("time", 3600.0),
+    "day": ("time", 86400.0),
     "week": ("time", 604800.0),
-    "m/s": ("speed", 1.0), "km/h": ("speed", 1 / 3.6), "mph": ("speed", 0.44704),
+    "m/s": ("speed", 1.0),
+    "km/h": ("speed", 1 / 3.6),
+    "mph": ("speed", 0.44704),
     "kn": ("speed", 1852 / 3600),
 }
 _TO_KELVIN = {
-    "C": lambda v: v + 273.15, "F": lambda v: (v - 32) * 5 / 9 + 273.15, "K": lambda v: v,
+    "C": lambda v: v + 273.15,
+    "F": lambda v: (v - 32) * 5 / 9 + 273.15,
+    "K": lambda v: v,
 }
 _FROM_KELVIN = {
-    "C": lambda k: k - 273.15, "F": lambda k: (k - 273.15) * 9 / 5 + 32, "K": lambda k: k,
+    "C": lambda k: k - 273.15,
+    "F": lambda k: (k - 273.15) * 9 / 5 + 32,
+    "K": lambda k: k,
 }
 
 

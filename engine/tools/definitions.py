@@ -155,9 +155,7 @@ def _validate_one(index: int, tool: Any) -> ToolSpec:
         raise ToolDefinitionError(f'{_where(index, None)}: missing "name" (a non-empty string)')
     where = _where(index, name)
     if not _NAME_RE.match(name):
-        raise ToolDefinitionError(
-            f"{where}: invalid name; use 1-64 letters, digits, '_' or '-'"
-        )
+        raise ToolDefinitionError(f"{where}: invalid name; use 1-64 letters, digits, '_' or '-'")
     description = function.get("description", "")
     if description is None:
         description = ""
@@ -204,7 +202,7 @@ def validate_tools(tools: Any, source: str = "") -> list[ToolSpec]:
             raise ToolDefinitionError(f"{prefix}{exc}") from None
         if spec.name in seen:
             raise ToolDefinitionError(
-                f'{prefix}{_where(index, spec.name)}: duplicate name, already used by '
+                f"{prefix}{_where(index, spec.name)}: duplicate name, already used by "
                 f"tool {seen[spec.name] + 1}"
             )
         seen[spec.name] = index

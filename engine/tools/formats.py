@@ -163,8 +163,9 @@ class HermesFormat(ToolFormat):
         if required:
             # Calls only; one trailing newline may precede the end of the reply.
             more = ' ("\\n" call)*' if parallel else ""
-            return (f'start: call{more} "\\n"?\n'
-                    f'call: {opener.lark()} "\\n" fn "\\n" {close.lark()}\n')
+            return (
+                f'start: call{more} "\\n"?\ncall: {opener.lark()} "\\n" fn "\\n" {close.lark()}\n'
+            )
         # Free text runs until the opener (lazily, as text; or the opener's own token), then
         # the call is constrained. The final text may not contain the opener, so a call can
         # never slip through as unconstrained text.
@@ -172,14 +173,19 @@ class HermesFormat(ToolFormat):
         call = f"head {body}"
         if opener.token_id is not None:
             call += f" | TAIL <[{opener.token_id}]> {body}"
-        return "\n".join([
-            f"start: call{'*' if parallel else '?'} tail",
-            "tail: TAIL",
-            f"TAIL: {opener.no_text_containing()}",
-            f"head[lazy]: TEXT {json.dumps(opener.text)}",
-            f"call: {call}",
-            f"TEXT: {_TEXT}",
-        ]) + "\n"
+        return (
+            "\n".join(
+                [
+                    f"start: call{'*' if parallel else '?'} tail",
+                    "tail: TAIL",
+                    f"TAIL: {opener.no_text_containing()}",
+                    f"head[lazy]: TEXT {json.dumps(opener.text)}",
+                    f"call: {call}",
+                    f"TEXT: {_TEXT}",
+                ]
+            )
+            + "\n"
+        )
 
     def parse(self, text: str) -> tuple[str, list[RawCall]]:
         calls: list[RawCall] = []
@@ -275,15 +281,20 @@ class MistralFormat(ToolFormat):
         start = "TAIL | head block"
         if opener.token_id is not None:
             start += f" | TAIL <[{opener.token_id}]> block"
-        return "\n".join([
-            f"start: {start}",
-            f"block: {block}",
-            # Text may not look like a call list either: parse() accepts one without the
-            # marker, for detokenizers that drop special tokens.
-            f"TAIL: {opener.no_text_containing()} & ~/\\s*\\[\\{{(?s:.*)/",
-            f"head[lazy]: TEXT {json.dumps(opener.text)}",
-            f"TEXT: {_TEXT}",
-        ]) + "\n"
+        return (
+            "\n".join(
+                [
+                    f"start: {start}",
+                    f"block: {block}",
+                    # Text may not look like a call list either: parse() accepts one without the
+                    # marker, for detokenizers that drop special tokens.
+                    f"TAIL: {opener.no_text_containing()} & ~/\\s*\\[\\{{(?s:.*)/",
+                    f"head[lazy]: TEXT {json.dumps(opener.text)}",
+                    f"TEXT: {_TEXT}",
+                ]
+            )
+            + "\n"
+        )
 
     def parse(self, text: str) -> tuple[str, list[RawCall]]:
         index = text.find("[TOOL_CALLS]")

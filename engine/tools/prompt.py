@@ -64,8 +64,11 @@ def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 call_id = str(call.get("id") or f"call_{i}_{j}")
                 names_by_id[call_id] = name
                 calls.append(
-                    {"id": call_id, "type": "function",
-                     "function": {"name": name, "arguments": arguments}}
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": arguments},
+                    }
                 )
             item["tool_calls"] = calls
         if role == "tool":
@@ -109,8 +112,9 @@ def fallback_messages(
             continue
         merging = False
         if role == "assistant" and message.get("tool_calls"):
-            calls = [(c["function"]["name"], c["function"]["arguments"])
-                     for c in message["tool_calls"]]
+            calls = [
+                (c["function"]["name"], c["function"]["arguments"]) for c in message["tool_calls"]
+            ]
             text = message["content"].rstrip()
             content = (text + "\n" if text else "") + fmt.calls_as_text(calls)
             out.append({"role": "assistant", "content": content})
