@@ -69,10 +69,17 @@ def _report_startup(window: Any, bridge: Any) -> None:
 
     window._startup_filter = FirstPaint(window)
     window.installEventFilter(window._startup_filter)
-    bridge.modelLoaded.connect(lambda _info: (emit("model_ready"), QApplication.quit()))
-    bridge.loadFailed.connect(
-        lambda message: (emit("model_failed", error=message), QApplication.quit())
-    )
+
+    def ready(_info: object) -> None:
+        emit("model_ready")
+        QApplication.quit()
+
+    def failed(message: str) -> None:
+        emit("model_failed", error=message)
+        QApplication.quit()
+
+    bridge.modelLoaded.connect(ready)
+    bridge.loadFailed.connect(failed)
 
 
 def main(argv: list[str] | None = None) -> int:

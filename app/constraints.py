@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.constraints import ConstraintError, sources, validate
-from engine.types import ConstraintSpec
+from engine.types import ConstraintKind, ConstraintSpec
 
 KIND_LABELS = {
     "json_schema": "JSON schema",
@@ -95,6 +95,6 @@ def check_file(path: str | Path) -> Checked:
     return checked
 
 
-def check_source(kind: str, source: str, name: str = "") -> Checked:
+def check_source(kind: ConstraintKind, source: str, name: str = "") -> Checked:
     """Validate pasted or loaded constraint text of `kind` (blocking)."""
     return _check(lambda: sources.constraint_from_text(source, kind, name), None)

@@ -13,6 +13,7 @@ import copy
 import random
 import statistics
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import mlx.core as mx
@@ -118,14 +119,16 @@ class _Session:
         best = max((_lcp(prompt, s) for s in self.computed), default=0)
         return min(best, len(prompt) - 1)
 
-    def request(self, prompt: list[int], reply: list[int], *, new_prefill: bool = False) -> dict:
+    def request(
+        self, prompt: list[int], reply: list[int], *, new_prefill: bool = False
+    ) -> dict[str, Any]:
         perfect = self.perfect_reuse(prompt)
         ttft = float("inf")
         for rep in range(self.reps):
             t0 = time.perf_counter()
             cache, n = self.trie.fetch(self.model, prompt)
             fetch_s = time.perf_counter() - t0
-            before = _snapshot(cache) if new_prefill or rep < self.reps - 1 else None
+            before = _snapshot(cache) if new_prefill or rep < self.reps - 1 else []
             t0 = time.perf_counter()
             _feed(self.model, cache, prompt[n:], self.step)
             ttft = min(ttft, fetch_s + time.perf_counter() - t0)
@@ -153,7 +156,7 @@ class _Session:
         return out
 
 
-def _one_token(cache: PromptCache, shapes: list[tuple[tuple[int, ...], Any]]) -> None:
+def _one_token(cache: PromptCache, shapes: Sequence[tuple[tuple[int, ...], Any]]) -> None:
     """What reuse costs before the next forward pass can run: take one token, evaluate."""
     for c, (shape, dtype) in zip(cache, shapes, strict=True):
         kv = mx.zeros(shape, dtype)
@@ -165,9 +168,9 @@ def _mlx_lm_lru() -> Any:
     """mlx-lm's LRUPromptCache class (in models.cache since 0.31, in server.py before)."""
     if hasattr(mlx_cache, "LRUPromptCache"):
         return mlx_cache.LRUPromptCache
-    from mlx_lm.server import LRUPromptCache
+    import mlx_lm.server
 
-    return LRUPromptCache
+    return getattr(mlx_lm.server, "LRUPromptCache")  # noqa: B009 (not exported there)
 
 
 def _expect(got: int, want: int) -> None:

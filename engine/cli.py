@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from engine.errors import CorralError
 from engine.types import ChatRequest, ConstraintSpec, LoadProgress, SamplingSettings, TextDelta
 
 
-def _progress_printer(enabled: bool):
+def _progress_printer(enabled: bool) -> Callable[[LoadProgress], None]:
     last = [""]
 
     def show(p: LoadProgress) -> None:
@@ -34,7 +36,7 @@ def _constraint_from_args(args: argparse.Namespace) -> ConstraintSpec | None:
     return None
 
 
-def _tools_from_args(args: argparse.Namespace) -> list[dict] | None:
+def _tools_from_args(args: argparse.Namespace) -> list[dict[str, Any]] | None:
     if not args.tools:
         return None
     from engine.tools import load_tools
@@ -176,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        command: Callable[[argparse.Namespace], int] = args.func
+        return command(args)
     except CorralError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

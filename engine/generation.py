@@ -21,6 +21,7 @@ from engine.types import (
     PrefillProgress,
     StopReason,
     TextDelta,
+    ToolCall,
 )
 
 
@@ -56,7 +57,8 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
     reply = ReplyText(tokenizer, settings.stop)
     generated: list[int] = []
     stop_reason = StopReason.LENGTH
-    first_token_at = last_token_at = None
+    first_token_at: float | None = None
+    last_token_at = 0.0
     incomplete = False
     runtime = None
 
@@ -147,7 +149,7 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
         if stop_reason == StopReason.CANCELLED:
             incomplete = True
 
-    text, calls = reply.text, []
+    text, calls = reply.text, list[ToolCall]()
     if tool_plan is not None:
         text, calls = tool_plan.parse(reply.text)
     return ChatResult(

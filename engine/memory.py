@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 from mlx.utils import tree_flatten
@@ -71,7 +71,9 @@ def machine_memory_bytes() -> int:
 
 def model_nbytes(model: Any) -> int:
     """Bytes of a model's parameters (quantized weights count as stored)."""
-    return sum(v.nbytes for _, v in tree_flatten(model.parameters()) if isinstance(v, mx.array))
+    # tree_flatten gives (path, leaf) pairs when it has no destination
+    leaves = cast(list[tuple[str, Any]], tree_flatten(model.parameters()))
+    return sum(v.nbytes for _, v in leaves if isinstance(v, mx.array))
 
 
 def plan_memory(

@@ -35,7 +35,7 @@ from __future__ import annotations
 import copy
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 from mlx.utils import tree_flatten, tree_map
@@ -44,7 +44,7 @@ from mlx_lm.models import cache as mlx_cache
 PromptCache = list[Any]
 
 
-def _classes(*names: str) -> tuple[type, ...]:
+def _classes(*names: str) -> tuple[type[Any], ...]:
     return tuple(getattr(mlx_cache, n) for n in names if hasattr(mlx_cache, n))
 
 
@@ -56,9 +56,14 @@ _SLICEABLE = _classes(
 _WRITE_AT_OFFSET = _classes("KVCache", "QuantizedKVCache", "RotatingKVCache", "ChunkedKVCache")
 
 
+def _leaves(tree: Any) -> list[tuple[str, Any]]:
+    """(path, leaf) pairs of an MLX tree: tree_flatten's result when it has no destination."""
+    return cast(list[tuple[str, Any]], tree_flatten(tree))
+
+
 def cache_arrays(cache: PromptCache) -> list[mx.array]:
     """Every array a prompt cache holds."""
-    return [v for c in cache for _, v in tree_flatten(c.state) if isinstance(v, mx.array)]
+    return [v for c in cache for _, v in _leaves(c.state) if isinstance(v, mx.array)]
 
 
 def cache_nbytes(cache: PromptCache) -> int:
@@ -88,7 +93,7 @@ def _slice_layer(c: Any, n: int, compact: bool = False) -> Any:
     if isinstance(c, _SLICEABLE) and c.keys is not None:
         out = copy.copy(c)
         end = n - getattr(c, "start_position", 0)
-        buffer = tree_flatten(c.keys)[0][1].shape[2]
+        buffer = _leaves(c.keys)[0][1].shape[2]
         if compact:
             out.keys, out.values = tree_map(
                 lambda x: mx.contiguous(x[..., :end, :]), (c.keys, c.values)
@@ -113,8 +118,9 @@ def _trim(cache: PromptCache, n: int) -> None:
     appends: cut its arrays too)."""
     mlx_cache.trim_prompt_cache(cache, n)
     for c in cache:
-        if isinstance(c, mlx_cache.ConcatenateKVCache) and c.keys is not None:
-            c.keys, c.values = c.keys[..., : c.offset, :], c.values[..., : c.offset, :]
+        if not isinstance(c, mlx_cache.ConcatenateKVCache) or c.keys is None or c.values is None:
+            continue
+        c.keys, c.values = c.keys[..., : c.offset, :], c.values[..., : c.offset, :]
 
 
 class _Node:

@@ -404,10 +404,10 @@ class MainWindow(WindowActions, QMainWindow):
             self.splitter.restoreState(QByteArray.fromBase64(splitter.encode()))
 
     def save_state(self) -> None:
-        self.store.set_setting("window_geometry", bytes(self.saveGeometry().toBase64()).decode())
-        self.store.set_setting("window_state", bytes(self.saveState().toBase64()).decode())
+        self.store.set_setting("window_geometry", self.saveGeometry().toBase64().toStdString())
+        self.store.set_setting("window_state", self.saveState().toBase64().toStdString())
         self.store.set_setting(
-            "window_splitter", bytes(self.splitter.saveState().toBase64()).decode()
+            "window_splitter", self.splitter.saveState().toBase64().toStdString()
         )
 
     def changeEvent(self, event: QEvent) -> None:

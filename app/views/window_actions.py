@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from app.constraints import KIND_LABELS, Checked, check_file, spec_from_dict, spec_to_dict
 from app.jobs.thread import run_task
@@ -16,8 +16,8 @@ from app.views.constraint_widgets import ConstraintEditor
 from engine.types import ConstraintSpec
 
 
-class WindowActions:
-    """Mixed into MainWindow; uses its store, controller, panels and bars."""
+class WindowActions(QMainWindow):
+    """MainWindow's file and panel actions; uses its store, controller, panels and bars."""
 
     store: Any
     controller: Any
@@ -123,11 +123,11 @@ class WindowActions:
 
     def _tools_changed(self, config: object) -> None:
         if self.controller.conversation_id is not None:
-            self.store.set_tools(self.controller.conversation_id, config)  # type: ignore[arg-type]
+            self.store.set_tools(self.controller.conversation_id, config)
 
     def _settings_changed(self, settings: object) -> None:
         if self.controller.conversation_id is not None:
-            self.store.set_chat_settings(self.controller.conversation_id, settings)  # type: ignore[arg-type]
+            self.store.set_chat_settings(self.controller.conversation_id, settings)
 
     def _save_preset(self, name: str, text: str) -> None:
         self.store.save_preset(name, text)

@@ -79,9 +79,10 @@ def run_constraint_bench(engine: Any, args: Any = None, **options: Any) -> dict[
     for name in ("tokens", "repeats"):
         if args is not None and getattr(args, name, None) and name not in options:
             options[name] = getattr(args, name)
-    return engine.run(
+    figures: dict[str, Any] = engine.run(
         lambda loaded: measure_constraints(loaded.model, loaded.tokenizer, **options)
     ).result()
+    return figures
 
 
 def measure_constraints(
@@ -119,7 +120,7 @@ def measure_constraints(
 
         with tempfile.TemporaryDirectory(prefix="corral-tiny-") as folder:
             build_tiny_model(folder, ensure_default_model())
-            tiny, tiny_tok = mlx_lm.load(folder)
+            tiny, tiny_tok = mlx_lm.load(folder)[:2]
         runs = compare_loops(tiny, tiny_tok, answer, ANSWER_PROMPT, stress_tokens, stress_repeats)
         out.update(_ratios("stress_", runs))
     return out
@@ -163,14 +164,16 @@ def _run(
     prefill(model, cache, prompt[:-1], fed, cancel=threading.Event())
     ends = end_token_ids(tokenizer)
     runtime = None
-    kwargs = dict(
-        sampler=build_sampler(GREEDY), processors=build_processors(GREEDY), history=prompt
-    )
+    sampler, processors = build_sampler(GREEDY), build_processors(GREEDY)
     if loop == "free":
-        tokens = decode_free(model, cache, prompt[-1:], fed, **kwargs)
+        tokens = decode_free(
+            model, cache, prompt[-1:], fed, sampler=sampler, processors=processors, history=prompt
+        )
     else:
         runtime = ConstrainedDecoder(tokenizer, constraint, ends, serial=loop == "serial")
-        tokens = runtime.decode(model, cache, prompt[-1:], fed, **kwargs)
+        tokens = runtime.decode(
+            model, cache, prompt[-1:], fed, sampler=sampler, processors=processors, history=prompt
+        )
     stamps: list[float] = []
     lead = 0  # forced tokens before the first sampled one arrive before any decoding: skip
     try:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +36,7 @@ from engine.constraints.masking import TokenMasker
 from engine.constraints.sources import KIND_NAMES
 from engine.constraints.tokenizer import ll_tokenizer
 from engine.constraints.validate import Diagnostic, parse_message, to_grammar
+from engine.decode import read_token
 from engine.sampling import LogitsProcessor, Sampler
 from engine.types import ConstraintSpec, GenerationStats
 
@@ -162,13 +163,13 @@ class ConstrainedDecoder:
         sampler: Sampler,
         processors: list[LogitsProcessor],
         history: list[int],
-    ) -> Iterator[int]:
+    ) -> Generator[int, None, None]:
         """Yield token ids under the constraint, starting by feeding `first` (the prompt's tail).
 
         Every token fed to the model is appended to `fed`. Raises ConstraintError if the
         constraint does not compile or the matcher fails.
         """
-        context = mx.array(history, dtype=mx.int32) if processors else None
+        context = mx.array(history if processors else [], dtype=mx.int32)
 
         def forward(tokens: list[int] | mx.array) -> mx.array:
             nonlocal context
@@ -176,7 +177,8 @@ class ConstrainedDecoder:
             self.forward_passes += 1
             if processors:
                 context = mx.concatenate([context, x])
-            return model(x[None], cache=cache)[:, -1, :]
+            logits: mx.array = model(x[None], cache=cache)[:, -1, :]
+            return logits
 
         def sample(logits: mx.array, mask: np.ndarray) -> mx.array:
             assert self._masker is not None
@@ -220,7 +222,7 @@ class ConstrainedDecoder:
             if step.narrow:
                 # Forced tokens often follow here: wait for the matcher and feed the token
                 # with them in one forward pass rather than speculating on it alone.
-                token = y.item()
+                token = read_token(y)
                 self._submit(token, deferred=True)
                 held = [token]
                 yield token
@@ -231,12 +233,12 @@ class ConstrainedDecoder:
                 # async_eval blocks on the CPU backend until the forward pass is nearly done:
                 # read the token first so that the matcher runs during the forward pass.
                 mx.async_eval(y)
-                token = y.item()
+                token = read_token(y)
                 self._submit(token)
                 mx.async_eval(logits)
             else:
                 mx.async_eval(y, logits)
-                token = y.item()
+                token = read_token(y)
                 self._submit(token)
             fed.append(token)
             yield token
@@ -265,7 +267,7 @@ class ConstrainedDecoder:
                 return
             logits = forward(inputs)
             fed.extend(inputs)
-            token = sample(logits, step.mask).item()
+            token = read_token(sample(logits, step.mask))
             inputs = [token]
             self._submit(token)
             yield token

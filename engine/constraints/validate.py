@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import llguidance
 import numpy as np
@@ -22,10 +22,13 @@ from engine.constraints import ConstraintError
 from engine.constraints.sources import ANY_JSON_SCHEMA, KIND_NAMES
 from engine.types import ConstraintSpec
 
+if TYPE_CHECKING:
+    from llguidance._lib import JsonCompileOptions  # a TypedDict that exists only in the stub
+
 # Compact JSON: no free-form whitespace, so a model cannot wander off into blank lines,
 # and more of each object (keys, separators) is forced. A schema's own "x-guidance"
 # settings override these.
-JSON_COMPILE_DEFAULTS: dict[str, object] = {"whitespace_flexible": False}
+JSON_COMPILE_DEFAULTS: JsonCompileOptions = {"whitespace_flexible": False}
 
 _POSITION = re.compile(r"^(?:at )?(\d+)\((\d+)\):\s*")
 _STOP_REASONS = ("NoExtension", "NoExtensionBias")
@@ -195,6 +198,7 @@ def _language_problems(
     from engine.constraints.tokenizer import byte_tokenizer
 
     tok = tokenizer or byte_tokenizer()
+    assert report.grammar is not None
     matcher = LLMatcher(tok, report.grammar, log_level=0)
     forced_text = False
     for _ in range(_FOLLOW_FORCED):  # follow forced text: a dead end may wait behind it

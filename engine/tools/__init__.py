@@ -74,11 +74,10 @@ def prepare_tool_request(
     ToolDefinitionError for malformed tools, an unknown tool_choice name or a conversation
     the chat template cannot render.
     """
-    specs = (
-        list(tools)
-        if tools and all(isinstance(t, ToolSpec) for t in tools)
-        else validate_tools(tools)
-    )
+    given = list(tools)
+    specs = [t for t in given if isinstance(t, ToolSpec)]
+    if not given or len(specs) != len(given):
+        specs = validate_tools(given)
     choice = resolve_choice(tool_choice, specs)
     fmt = choose_format(tokenizer)
     offered = None if choice.mode == "none" else specs
