@@ -69,8 +69,17 @@ if ! PYTHON_BIN="$(find_python)"; then
 fi
 
 if [ "$(uname -s)" = "Linux" ] && command -v apt-get >/dev/null 2>&1; then
-    pkgs=(libopenblas0-pthread libegl1 libgl1 libxkbcommon0 libxkbcommon-x11-0
-        libfontconfig1 libdbus-1-3 libglib2.0-0 libxcb-cursor0)
+    # OpenBLAS, then every library Qt's platform plugins need to open a window: xcb (X11,
+    # and XWayland) and wayland. Qt's own error names only xcb-cursor when one is missing;
+    # tests/test_app_platform.py checks this list against `ldd` of PySide6's plugins, so a
+    # Qt release that needs more fails CI instead of a user's first start.
+    pkgs=(libopenblas0-pthread libegl1 libgl1 libfontconfig1 libfreetype6 libdbus-1-3
+        libglib2.0-0 libxkbcommon0 libxkbcommon-x11-0 libx11-6 libx11-xcb1 libxcb1
+        libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0
+        libxcb-render0 libxcb-render-util0 libxcb-shape0 libxcb-shm0 libxcb-sync1
+        libxcb-util1 libxcb-xfixes0 libxcb-xkb1 libwayland-client0 libwayland-cursor0)
+    # The tests also open the real window on a virtual X display.
+    [ "$mode" = "test" ] && pkgs+=(xvfb xauth)
     # Debian splits venv support out of its Python.
     "$PYTHON_BIN" -c 'import ensurepip' 2>/dev/null || pkgs+=(python3-venv)
     apt_install "${pkgs[@]}"
