@@ -18,11 +18,35 @@ from engine.types import ConstraintKind, ConstraintSpec
 
 KIND_LABELS = {
     "json_schema": "JSON schema",
-    "lark": "Lark",
-    "gbnf": "GBNF",
-    "regex": "Regex",
-    "any_json": "Any JSON",
+    "lark": "Lark grammar",
+    "gbnf": "GBNF grammar",
+    "regex": "regular expression",
+    "any_json": "any JSON",
 }
+
+
+def describe_constraint(kind: str, name: str = "") -> str:
+    """The constraint in plain words: "Reply as: recipe.json (JSON schema)"."""
+    label = KIND_LABELS.get(kind, kind)
+    if not name or name == label or kind == "any_json":
+        return f"Reply as: {label}"
+    if name.endswith(label):  # "pasted JSON schema"
+        return f"Reply as: {name}"
+    return f"Reply as: {name} ({label})"
+
+
+def describe_reply_constraint(name: str | None, kind: str | None = None) -> str:
+    """What a saved reply was held to, from the name the engine reported: a user's
+    constraint, or the tool-call grammar ("tools: auto (hermes)" -> "Tools (auto)")."""
+    if not name:
+        return ""
+    if name.startswith("tools: "):
+        choice = name[len("tools: ") :].split(" (")[0]
+        return f"Tools ({_CHOICE_WORDS.get(choice, f'must call {choice}')})"
+    return describe_constraint(kind or "", name)
+
+
+_CHOICE_WORDS = {"auto": "auto", "required": "must call one", "none": "off"}
 
 
 @dataclass(frozen=True)

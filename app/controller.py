@@ -1,20 +1,23 @@
 """The chat logic between the store, the engine bridge and the views.
 
-It decides what a user action means for the message tree (send, stop, regenerate, edit
-and branch, switch branch, answer a tool call), builds the engine request from the active
-path and the conversation's settings, and saves each reply when it finishes. Views only
-call these methods and listen to the signals.
+It decides what a user action means for the message tree (send, stop, regenerate, retry,
+continue a reply cut at its length limit, edit and branch, switch branch, answer a tool
+call), builds the engine request from the active path, the conversation's settings and the
+loaded model's recommended sampling, and saves each reply when it finishes. A reply that
+ends before any text is not saved; its question remembers why, so the chat can offer
+Retry. Views only call these methods and listen to the signals.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
 from app.constraints import spec_from_dict
 from app.jobs.engine_bridge import EngineBridge, ReplyJob
-from app.store import DEFAULT_TITLE, Conversation, Message, Store
+from app.store import DEFAULT_TITLE, ChatSettings, Conversation, Message, Store, ToolsConfig
 from app.tools import enabled_tool_definitions
 from engine.types import ChatRequest, ChatResult, StopReason
 
@@ -47,6 +50,16 @@ class ChatController(QObject):
         self.job: ReplyJob | None = None
         self._reply_parent: Message | None = None
         self._reply_conversation: int | None = None
+        self._reply_prefix = ""  # the text of a reply being continued
+        self._continued: Message | None = None
+        self._reply_constraint_kind: str | None = None
+        # What a new chat starts from (the user's Preferences) and the loaded model's
+        # recommended sampling (values a conversation leaves unset follow it).
+        self.new_chat_settings = ChatSettings()
+        self.new_chat_tools = ToolsConfig()
+        self.model_defaults: dict[str, float] = {}
+        # Questions whose reply ended before any text: message id -> why, in plain words.
+        self.unanswered: dict[int, str] = {}
 
     # ---- conversations ----
 
@@ -59,14 +72,23 @@ class ChatController(QObject):
         return self.job is not None
 
     def new_conversation(self) -> int:
+        """Open an empty chat that starts from the user's defaults (Preferences): system
+        prompt, sampling and tools; never a constraint."""
         current = self.conversation
         if current is not None and current.active_leaf_id is None:
-            return current.id  # already on an empty chat: do not pile up empty ones
-        settings = current.settings if current is not None else None
-        conv = self.store.create_conversation(settings=settings)
+            self._reset_to_defaults(current.id)  # already on an empty chat: reuse it
+            self.open_conversation(current.id)
+            return current.id
+        conv = self.store.create_conversation(settings=replace(self.new_chat_settings))
+        self.store.set_tools(conv.id, replace(self.new_chat_tools))
         self.conversationsChanged.emit()
         self.open_conversation(conv.id)
         return conv.id
+
+    def _reset_to_defaults(self, conversation_id: int) -> None:
+        self.store.set_chat_settings(conversation_id, replace(self.new_chat_settings))
+        self.store.set_tools(conversation_id, replace(self.new_chat_tools))
+        self.store.set_constraint(conversation_id, None)
 
     def open_conversation(self, conversation_id: int) -> None:
         if self.store.conversation(conversation_id) is None:
@@ -131,12 +153,6 @@ class ChatController(QObject):
         """The conversation the reply in flight belongs to (None when idle)."""
         return self._reply_conversation if self.busy else None
 
-    def can_regenerate(self) -> bool:
-        path = [] if self.busy else self.path()
-        return bool(path) and (
-            path[-1].role in ("user", "tool") or any(m.role == "assistant" for m in path)
-        )
-
     def regenerate(self) -> bool:
         """Generate a new version of the last reply; the old one stays as a branch."""
         if self.busy:
@@ -153,6 +169,45 @@ class ChatController(QObject):
                 self._start_reply(parent)
                 return True
         return False
+
+    def retry(self, message_id: int) -> bool:
+        """Answer again: a question left without a reply, or a reply that failed (its new
+        version becomes a branch beside it)."""
+        message = self.store.message(message_id)
+        if self.busy or message is None:
+            return False
+        if message.role == "assistant":
+            parent = self.store.message(message.parent_id) if message.parent_id else None
+            if parent is None:
+                return False
+            self.store.set_active_leaf(parent.conversation_id, parent.id)
+            message = parent
+        self.store.select_branch(message.id)
+        self.pathChanged.emit()
+        self._start_reply(message)
+        return True
+
+    def continue_reply(self, message_id: int) -> bool:
+        """Write on from the end of a reply cut at its length limit. The longer reply is
+        saved as a new version beside the cut one."""
+        message = self.store.message(message_id)
+        if self.busy or message is None or message.role != "assistant" or message.parent_id is None:
+            return False
+        parent = self.store.message(message.parent_id)
+        conv = self.store.conversation(message.conversation_id)
+        if parent is None or conv is None:
+            return False
+        self.store.select_branch(message.id)
+        path = self.store.active_path(conv.id)
+        upto = path[: [m.id for m in path].index(message.id) + 1]
+        request = self.build_request(upto, conv)
+        request.tools, request.tool_choice, request.constraint = None, "auto", None
+        request.continue_final_message = True
+        self._continued = message
+        self._reply_prefix = message.content
+        self.pathChanged.emit()
+        self._submit(request, parent, conv.id)
+        return True
 
     def edit(self, message_id: int, text: str) -> bool:
         """Replace a user message by a new version (a new branch) and reply to it."""
@@ -218,7 +273,7 @@ class ChatController(QObject):
             choice = "auto"
         return ChatRequest(
             messages=messages,
-            sampling=conv.settings.to_sampling(),
+            sampling=conv.settings.to_sampling(self.model_defaults),
             constraint=spec_from_dict(conv.constraint) if conv.constraint else None,
             tools=tools or None,
             tool_choice=choice,
@@ -228,9 +283,14 @@ class ChatController(QObject):
         conv = self.store.conversation(parent.conversation_id)
         assert conv is not None
         path = self.store.active_path(conv.id)
-        request = self.build_request(path, conv)
+        self._continued, self._reply_prefix = None, ""
+        self._submit(self.build_request(path, conv), parent, conv.id)
+
+    def _submit(self, request: ChatRequest, parent: Message, conversation_id: int) -> None:
+        self.unanswered.pop(parent.id, None)
         self._reply_parent = parent
-        self._reply_conversation = conv.id
+        self._reply_conversation = conversation_id
+        self._reply_constraint_kind = request.constraint.kind if request.constraint else None
         self.job = self.bridge.submit(request)
         self.job.prefill.connect(self.replyPrefill)
         self.job.delta.connect(self._on_delta)
@@ -238,37 +298,56 @@ class ChatController(QObject):
         self.busyChanged.emit(True)
         self.replyStarted.emit()
 
+    @property
+    def reply_prefix(self) -> str:
+        """The text a reply in flight continues from ("" for a new reply)."""
+        return self._reply_prefix if self.busy else ""
+
+    def reply_text(self) -> str:
+        """The reply in flight as it will read: a continued reply's old text and the new."""
+        return self._reply_prefix + (self.job.text if self.job is not None else "")
+
     def _on_delta(self, _piece: str) -> None:
         if self.job is not None:
-            self.replyText.emit(self.job.text)
+            self.replyText.emit(self.reply_text())
 
     def _on_finished(self, result: ChatResult) -> None:
         parent, self._reply_parent = self._reply_parent, None
+        continued, self._continued = self._continued, None
+        prefix, self._reply_prefix = self._reply_prefix, ""
         self.job = None
         # An empty reply that ended normally is kept (and shown as such); an empty one that
-        # was stopped or failed is not.
+        # was stopped or failed is not: its question says why, and offers Retry.
         keep = bool(result.text or result.tool_calls) or (
             result.error is None and result.stop_reason != StopReason.CANCELLED
         )
+        if continued is not None and not result.text:
+            keep = False  # nothing new: the cut reply stays as it was
         if parent is not None and keep and self.store.message(parent.id) is not None:
             meta = {
                 "stats": result.stats.to_dict(),
                 "stop_reason": result.stop_reason.value,
                 "constraint": result.constraint_name,
+                "constraint_kind": self._reply_constraint_kind,
                 "incomplete": result.incomplete,
                 "tool_calls": [c.to_dict() for c in result.tool_calls],
                 "model": getattr(self.bridge.model_info, "name", None),
             }
+            if continued is not None:
+                meta["continued_from"] = continued.id
             if result.error:
                 meta["error"] = result.error
             self.store.add_message(
-                parent.conversation_id, parent.id, "assistant", result.text, meta
+                parent.conversation_id, parent.id, "assistant", prefix + result.text, meta
             )
             self.conversationsChanged.emit()
-        if result.error:
-            self.notice.emit(f"The reply failed: {result.error}")
-        elif result.stop_reason == StopReason.CANCELLED and not keep:
-            self.notice.emit("Stopped before any text was generated.")
+        elif parent is not None and continued is None:
+            if result.error:
+                self.unanswered[parent.id] = f"No reply: {result.error}"
+            elif result.stop_reason == StopReason.CANCELLED:
+                self.unanswered[parent.id] = "Stopped before any reply"
+        elif continued is not None and result.error:
+            self.notice.emit(f"The reply could not be continued: {result.error}")
         self.busyChanged.emit(False)
         self.replyFinished.emit(result)
         self.pathChanged.emit()

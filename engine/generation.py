@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from engine.decode import Cancelled, decode_free, prefill
-from engine.prompt import render_prompt
+from engine.prompt import render_continuation, render_prompt
 from engine.sampling import build_processors, build_sampler, end_token_ids, seed_generation
 from engine.streaming import ReplyText
 from engine.types import (
@@ -34,7 +34,11 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
 
     tool_plan = None
     constraint = request.constraint
-    if request.tools:
+    if request.continue_final_message:
+        if request.tools or constraint is not None:
+            raise ValueError("a reply can be continued only without tools or a constraint")
+        prompt_tokens = render_continuation(tokenizer, request.messages)
+    elif request.tools:
         from engine.tools import prepare_tool_request
 
         tool_plan = prepare_tool_request(

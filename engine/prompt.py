@@ -43,3 +43,17 @@ def render_prompt(
     )
     # The template already wrote any BOS it wants; do not let the tokenizer add another.
     return list(hf.encode(text, add_special_tokens=False))
+
+
+def render_continuation(tokenizer: Any, messages: list[dict[str, Any]]) -> list[int]:
+    """Token ids that end inside the last (assistant) message, so the model writes on.
+
+    The messages before it are rendered with the generation prompt and the reply's text
+    is appended as tokens: the same shape as when the reply was first written, whatever
+    the chat template.
+    """
+    if not messages or messages[-1].get("role") != "assistant":
+        raise ValueError("continuing needs an assistant message last")
+    hf = getattr(tokenizer, "_tokenizer", tokenizer)
+    head = render_prompt(tokenizer, messages[:-1])
+    return head + list(hf.encode(messages[-1].get("content") or "", add_special_tokens=False))

@@ -77,6 +77,9 @@ class ChatRequest:
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] = "auto"
     parallel_tool_calls: bool = True
+    # The last message is an assistant reply cut short: write on from its end (the reply
+    # text streamed and returned is only the new part). Not with tools or a constraint.
+    continue_final_message: bool = False
 
 
 @dataclass

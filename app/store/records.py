@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -10,28 +11,46 @@ from engine.types import SamplingSettings
 TOOL_CHOICES = ("auto", "required", "none")
 
 
+SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+DEFAULT_MAX_TOKENS = 1024
+
+
 @dataclass
 class ChatSettings:
-    """A conversation's system prompt and sampling settings."""
+    """A conversation's system prompt and sampling settings. A sampling value left at None
+    follows the loaded model's recommendation (engine.model_defaults), else the engine's
+    default."""
 
     system_prompt: str = ""
-    temperature: float = 0.7
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float = 0.0
-    repetition_penalty: float = 1.0
-    max_tokens: int = 512
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    max_tokens: int = DEFAULT_MAX_TOKENS
     seed: int | None = None
 
-    def to_sampling(self) -> SamplingSettings:
+    def effective(self, model_defaults: Mapping[str, float] | None = None) -> dict[str, Any]:
+        """Each sampling value as it will be used: the conversation's own, else the model's,
+        else the engine's default."""
+        engine_defaults = SamplingSettings()
+        out: dict[str, Any] = {}
+        for name in SAMPLING_FIELDS:
+            value = getattr(self, name)
+            if value is None and model_defaults and name in model_defaults:
+                value = model_defaults[name]
+            if value is None:
+                value = getattr(engine_defaults, name)
+            out[name] = int(value) if name == "top_k" else float(value)
+        return out
+
+    def custom_fields(self) -> list[str]:
+        """The sampling values this conversation sets itself (not following the model)."""
+        return [name for name in SAMPLING_FIELDS if getattr(self, name) is not None]
+
+    def to_sampling(self, model_defaults: Mapping[str, float] | None = None) -> SamplingSettings:
         return SamplingSettings(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            min_p=self.min_p,
-            repetition_penalty=self.repetition_penalty,
-            max_tokens=self.max_tokens,
-            seed=self.seed,
+            **self.effective(model_defaults), max_tokens=self.max_tokens, seed=self.seed
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,10 +1,11 @@
-"""The conversation column: message widgets in a scroll area, plus the reply being streamed.
+"""The conversation: message widgets in a centred, readable column inside a scroll area, the
+reply being streamed, and the welcome view when the chat is empty.
 
 Streamed text is rendered at most every RENDER_INTERVAL_MS, whatever the token rate, and
-only its last paragraph is laid out again (ChunkedMarkdown), so rendering never stalls
-the event loop. When the reply is saved, its widget for the stored message adopts the
-streamed body instead of rendering it all again. The view sticks to the bottom while a
-reply grows unless the user has scrolled up to read.
+only its last paragraph is parsed and laid out again, so rendering never stalls the event
+loop. When the reply is saved, its widget for the stored message adopts the streamed body
+instead of rendering it all again. The view sticks to the bottom while a reply grows
+unless the user has scrolled up to read.
 """
 
 from __future__ import annotations
@@ -13,21 +14,16 @@ import json
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from app.store import Message
-from app.views.markdown_view import ChunkedMarkdown
-from app.views.message_widget import MessageWidget
+from app.views import theme
+from app.views.markdown_view import MarkdownBody
+from app.views.message_widget import MessageWidget, Note
+from app.views.welcome import Welcome
 
 RENDER_INTERVAL_MS = 50
 _STICK_SLACK = 48  # px from the bottom that still count as "at the bottom"
-
-EMPTY_TEXT = (
-    "<h2>Start a conversation</h2>"
-    "<p>Type a message below. Drop a <code>.json</code> schema, <code>.lark</code>, "
-    "<code>.gbnf</code> or <code>.regex</code> file anywhere on the window and every reply "
-    "will fit it.</p>"
-)
 
 
 @dataclass
@@ -38,11 +34,13 @@ class Entry:
     branch: tuple[int, int] = (1, 1)
     last_reply: bool = False
     tool_results: dict[str, str] = field(default_factory=dict)
+    note: Note | None = None  # for a user message still waiting for its reply
 
     def key(self, builtins: frozenset[str]) -> str:
         m = self.message
+        note = [self.note.text, self.note.kind, self.note.action] if self.note else None
         return json.dumps(
-            [m.id, m.content, m.meta, self.branch, self.tool_results, sorted(builtins)],
+            [m.id, m.content, m.meta, self.branch, self.tool_results, sorted(builtins), note],
             sort_keys=True,
             default=str,
         )
@@ -53,6 +51,8 @@ class ChatView(QScrollArea):
 
     editSubmitted = Signal(int, str)
     regenerateRequested = Signal()
+    retryRequested = Signal(int)
+    continueRequested = Signal(int)
     branchStepped = Signal(int, int)
     toolResultSubmitted = Signal(str, str, str)
     toolRunRequested = Signal(str, str, object)
@@ -61,24 +61,31 @@ class ChatView(QScrollArea):
         super().__init__(parent)
         self.setObjectName("chatView")
         self.setWidgetResizable(True)
+        self.setFrameShape(QScrollArea.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.container = QWidget(self)
         self.container.setObjectName("chatColumn")
-        self.column = QVBoxLayout(self.container)
-        self.column.setContentsMargins(16, 12, 16, 12)
-        self.column.setSpacing(10)
-        self.empty = QLabel(EMPTY_TEXT, self.container)
-        self.empty.setObjectName("emptyState")
-        self.empty.setWordWrap(True)
-        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.column.addWidget(self.empty)
+        centre = QHBoxLayout(self.container)
+        centre.setContentsMargins(theme.SPACE.XL, theme.SPACE.XL, theme.SPACE.XL, theme.SPACE.L)
+        self.column_widget = QWidget(self.container)
+        self.column_widget.setMaximumWidth(theme.CHAT_MAX_WIDTH)
+        # Stretches either side centre the column once it reaches its maximum width.
+        centre.addStretch(1)
+        centre.addWidget(self.column_widget, 1000)
+        centre.addStretch(1)
+        self.column = QVBoxLayout(self.column_widget)
+        self.column.setContentsMargins(0, 0, 0, 0)
+        self.column.setSpacing(theme.SPACE.XL)
+        self.welcome = Welcome(self.column_widget)
+        self.empty = self.welcome  # the empty-chat view (older name)
+        self.column.addWidget(self.welcome)
         self.column.addStretch(1)
         self.setWidget(self.container)
         self.widgets: dict[str, MessageWidget] = {}
         self.order: list[MessageWidget] = []
         self.reply: MessageWidget | None = None
         self._reply_text = ""
-        self._handoff: ChunkedMarkdown | None = None  # a finished reply's rendered body
+        self._handoff: MarkdownBody | None = None  # a finished reply's rendered body
         self._render_timer = QTimer(self, singleShot=True, interval=RENDER_INTERVAL_MS)
         self._render_timer.timeout.connect(self._render_reply)
         self._stick = True
@@ -114,8 +121,22 @@ class ChatView(QScrollArea):
         for index, widget in enumerate(order):
             self.column.insertWidget(1 + index, widget)
         self.widgets, self.order = keep, order
-        self.empty.setVisible(not order and self.reply is None)
+        self._show_welcome(not order and self.reply is None)
         self.set_interactive(interactive)
+
+    def _show_welcome(self, shown: bool) -> None:
+        """The welcome fills the view (centred by its own stretches) and starts at the top;
+        messages start at the top and the view follows the newest."""
+        self.welcome.setVisible(shown)
+        spacer = self.column.itemAt(self.column.count() - 1).spacerItem()
+        if spacer is not None:
+            grow = QSizePolicy.Policy.Minimum if shown else QSizePolicy.Policy.Expanding
+            spacer.changeSize(0, 0, QSizePolicy.Policy.Minimum, grow)
+            self.column.setStretch(self.column.count() - 1, 0 if shown else 1)
+            self.column.invalidate()
+        if shown:
+            self._stick = False
+            self.verticalScrollBar().setValue(0)
 
     def set_interactive(self, enabled: bool) -> None:
         for widget in self.order:
@@ -133,10 +154,13 @@ class ChatView(QScrollArea):
             builtins=builtins,
             interactive=interactive,
             body=body,
-            parent=self.container,
+            note=entry.note,
+            parent=self.column_widget,
         )
         widget.editSubmitted.connect(self.editSubmitted)
         widget.regenerateRequested.connect(self.regenerateRequested)
+        widget.retryRequested.connect(self.retryRequested)
+        widget.continueRequested.connect(self.continueRequested)
         widget.branchStepped.connect(self.branchStepped)
         widget.toolResultSubmitted.connect(self.toolResultSubmitted)
         widget.toolRunRequested.connect(self.toolRunRequested)
@@ -145,24 +169,32 @@ class ChatView(QScrollArea):
     def message_widgets(self) -> list[MessageWidget]:
         return list(self.order)
 
+    def restyle(self) -> None:
+        """Re-render every message for a new chat text size."""
+        for widget in self.order + ([self.reply] if self.reply else []):
+            widget.body.restyle()
+
     # ---- the streaming reply ----
 
-    def begin_reply(self, badge: str = "") -> MessageWidget:
+    def begin_reply(self, tag: str = "", prefix: str = "") -> MessageWidget:
+        """Start showing a reply; `prefix` is the text of a reply being continued."""
         self.end_reply()
-        self.reply = MessageWidget(None, parent=self.container)
+        self.reply = MessageWidget(None, parent=self.column_widget)
         self.reply.setProperty("streaming", True)
-        self.reply.set_badge(badge)
+        self.reply.set_tag(tag)
         self.reply.set_status("Waiting for the model…")
+        if prefix:
+            self.reply.set_text(prefix)
         self.column.insertWidget(self.column.count() - 1, self.reply)
-        self.empty.setVisible(False)
-        self._reply_text = ""
+        self._show_welcome(False)
+        self._reply_text = prefix
         self._stick = True
         return self.reply
 
     def reply_prefill(self, done: int, total: int) -> None:
         if self.reply is not None and not self._reply_text:
             percent = 100 * done // max(total, 1)
-            self.reply.set_status(f"Reading the prompt… {percent}% ({done}/{total} tokens)")
+            self.reply.set_status(f"Reading your message… {percent}%")
 
     def update_reply(self, text: str) -> None:
         self._reply_text = text
@@ -179,10 +211,10 @@ class ChatView(QScrollArea):
         its rendered body on the next `set_entries`."""
         self._render_timer.stop()
         if self.reply is not None:
-            if keep_body and self._reply_text:
+            if keep_body and self._reply_text and isinstance(self.reply.body, MarkdownBody):
                 self._render_reply()  # the last text may not be rendered yet
                 self._handoff = self.reply.body
-                self._handoff.setParent(self.container)
+                self._handoff.setParent(self.column_widget)
                 self._handoff.hide()
             self.column.removeWidget(self.reply)
             self.reply.deleteLater()
@@ -201,7 +233,3 @@ class ChatView(QScrollArea):
     def _on_range(self, _minimum: int, maximum: int) -> None:
         if self._stick:
             self.verticalScrollBar().setValue(maximum)
-
-    def scroll_to_bottom(self) -> None:
-        self._stick = True
-        self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())

@@ -1,11 +1,28 @@
-"""The message composer: Enter sends, Shift+Enter starts a new line, files dropped on it
-become constraints. Its button reads Send, or Stop while a reply is generated."""
+"""The composer: a card at the bottom of the chat with a text field that grows with its text
+(one line to MAX_LINES, then it scrolls), a row for the chips (constraint, tools) and the
+round Send button, which turns into Stop while a reply is written. Enter sends, Shift+Enter
+starts a new line; files dropped on it become constraints or tools."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QMimeData, Qt, Signal
-from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent
-from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QPushButton, QSizePolicy, QWidget
+from PySide6.QtCore import QEvent, QMimeData, QObject, QSize, Qt, Signal
+from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent, QResizeEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QPlainTextEdit,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.views import theme
+from app.views.icons import icon
+
+MAX_LINES = 8
+PLACEHOLDER = "Ask anything (Shift+Enter for a new line)"
+PLACEHOLDER_LOADING = "Type now: it is sent when the model is ready"
 
 
 def dropped_paths(mime: QMimeData) -> list[str]:
@@ -37,7 +54,7 @@ class MessageEdit(QPlainTextEdit):
             return
         super().keyPressEvent(event)
 
-    # File drags are taken whole (as constraint files), never inserted as text.
+    # File drags are taken whole (as constraint or tools files), never inserted as text.
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if dropped_paths(event.mimeData()):
             event.acceptProposedAction()
@@ -59,8 +76,41 @@ class MessageEdit(QPlainTextEdit):
             super().dropEvent(event)
 
 
-class Composer(QWidget):
-    """The text field and its Send/Stop button."""
+class SendButton(QToolButton):
+    """Round: an arrow to send, a square to stop."""
+
+    SIZE = 32
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("sendButton")
+        self.setFixedSize(self.SIZE, self.SIZE)
+        self.setIconSize(QSize(18, 18))
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.set_busy(False)
+
+    def set_busy(self, busy: bool) -> None:
+        self.busy = busy
+        self.setProperty("busy", busy)
+        self.style().unpolish(self)
+        self.style().polish(self)
+        self.setAccessibleName("Stop" if busy else "Send")
+        self.setToolTip("Stop the reply (Esc)" if busy else "Send (Enter)")
+        self._refresh()
+
+    def _refresh(self) -> None:
+        c = theme.colors()
+        color = c.surface if self.busy else c.accent_text
+        self.setIcon(icon("stop" if self.busy else "send", color, 18, stroke=2.2))
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._refresh()
+
+
+class Composer(QFrame):
+    """The text field, the accessory row and the Send/Stop button."""
 
     sendRequested = Signal(str)
     stopRequested = Signal()
@@ -68,26 +118,40 @@ class Composer(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.setObjectName("composerCard")
         self.edit = MessageEdit(self)
-        self.edit.setObjectName("composer")
-        self.edit.setPlaceholderText(
-            "Message Corral — Enter to send, Shift+Enter for a new line, drop a grammar to "
-            "constrain the reply"
-        )
+        self.edit.setObjectName("composerEdit")
+        self.edit.setPlaceholderText(PLACEHOLDER)
         self.edit.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.edit.setFixedHeight(76)
-        self.button = QPushButton("Send", self)
-        self.button.setObjectName("sendButton")
-        self.button.setDefault(True)
-        self.button.setMinimumWidth(80)
+        self.edit.setFrameShape(QFrame.Shape.NoFrame)
+        self.edit.document().setDocumentMargin(2)
+        self.button = SendButton(self)
         self._busy = False
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.edit, 1)
-        layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(theme.SPACE.M, theme.SPACE.S, theme.SPACE.S, theme.SPACE.S)
+        layout.setSpacing(theme.SPACE.XS)
+        layout.addWidget(self.edit)
+        self.accessories = QHBoxLayout()
+        self.accessories.setContentsMargins(0, 0, 0, 0)
+        self.accessories.setSpacing(theme.SPACE.S)
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addLayout(self.accessories, 1)
+        row.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
+        layout.addLayout(row)
         self.edit.submitted.connect(self._submit)
         self.edit.filesDropped.connect(self.filesDropped)
+        self.edit.textChanged.connect(self._fit)
+        self.edit.installEventFilter(self)
         self.button.clicked.connect(self._clicked)
+        self.restyle()
+
+    def add_accessory(self, widget: QWidget) -> None:
+        """A chip or button in the row under the text (left to right, in call order)."""
+        self.accessories.addWidget(widget)
+
+    def finish_accessories(self) -> None:
+        self.accessories.addStretch(1)
 
     @property
     def busy(self) -> bool:
@@ -96,11 +160,43 @@ class Composer(QWidget):
     def set_busy(self, busy: bool) -> None:
         """While busy the button stops the reply; Enter does not send."""
         self._busy = busy
-        self.button.setText("Stop" if busy else "Send")
-        self.button.setToolTip("Stop the reply (Esc)" if busy else "Send (Enter)")
+        self.button.set_busy(busy)
+
+    def set_waiting_for_model(self, waiting: bool) -> None:
+        self.edit.setPlaceholderText(PLACEHOLDER_LOADING if waiting else PLACEHOLDER)
 
     def text(self) -> str:
         return self.edit.toPlainText()
+
+    def restyle(self) -> None:
+        self.edit.setFont(theme.font(theme.type_scale().chat))
+        self._fit()
+
+    def _fit(self) -> None:
+        """One line when empty, growing with the text up to MAX_LINES."""
+        lines = self.edit.document().documentLayout().documentSize().height()
+        lines = max(1, min(MAX_LINES, int(lines)))
+        line_height = self.edit.fontMetrics().lineSpacing()
+        margin = int(self.edit.document().documentMargin() * 2) + 2
+        height = lines * line_height + margin
+        if height != self.edit.height():
+            self.edit.setFixedHeight(height)
+        self.edit.setVerticalScrollBarPolicy(
+            Qt.ScrollBarPolicy.ScrollBarAsNeeded
+            if lines >= MAX_LINES
+            else Qt.ScrollBarPolicy.ScrollBarAlwaysOff
+        )
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit()  # a narrower field wraps into more lines
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.edit and event.type() in (QEvent.Type.FocusIn, QEvent.Type.FocusOut):
+            self.setProperty("focused", event.type() == QEvent.Type.FocusIn)
+            self.style().unpolish(self)
+            self.style().polish(self)
+        return super().eventFilter(watched, event)
 
     def _clicked(self) -> None:
         if self._busy:

@@ -1,8 +1,9 @@
-"""The constraint chip above the composer, its menu, and the editor for pasted grammars."""
+"""The constraint chip in the composer, its "Format" menu, and the editor for pasted
+schemas, grammars and regular expressions."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QFontDatabase, QTextCursor
 from PySide6.QtWidgets import (
     QComboBox,
@@ -20,28 +21,30 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.constraints import KIND_LABELS, Checked, check_source
+from app.constraints import KIND_LABELS, Checked, check_source, describe_constraint
 from app.jobs.thread import run_task
+from app.views import theme
+from app.views.icons import IconButton, icon
 from engine.types import ConstraintSpec
 
 
 class ConstraintChip(QFrame):
-    """ "Constraint: name · kind ✕": the active constraint, removable."""
+    """ "Reply as: recipe.json (JSON schema) ✕": the active constraint, removable."""
 
     removeRequested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setObjectName("constraintChip")
+        self.setObjectName("chip")
+        self.setProperty("active", True)
         layout = QHBoxLayout(self)
-        layout.setContentsMargins(8, 2, 2, 2)
-        layout.setSpacing(4)
+        layout.setContentsMargins(theme.SPACE.S, 1, 1, 1)
+        layout.setSpacing(theme.SPACE.XXS)
         self.label = QLabel(self)
         self.label.setObjectName("chipLabel")
-        self.close_button = QToolButton(self, autoRaise=True)
-        self.close_button.setText("✕")
+        self.close_button = IconButton("close", "Remove (replies go back to free text)", self)
+        self.close_button.setIconSize(QSize(14, 14))
         self.close_button.setObjectName("chipRemove")
-        self.close_button.setToolTip("Remove the constraint")
         layout.addWidget(self.label)
         layout.addWidget(self.close_button)
         self.close_button.clicked.connect(self.removeRequested)
@@ -50,16 +53,16 @@ class ConstraintChip(QFrame):
     def set_spec(self, spec: ConstraintSpec | None) -> None:
         self.spec = spec
         if spec is not None:
+            text = describe_constraint(spec.kind, spec.name)
+            self.label.setText(text)
             kind = KIND_LABELS.get(spec.kind, spec.kind)
-            name = spec.name or kind
-            shown = f"{name} · {kind}" if name != kind else kind
-            self.label.setText(f"Constraint: {shown}")
-            self.setToolTip(f"Every reply must fit this {kind}. Click ✕ to remove it.")
+            self.setToolTip(f"Every reply must fit this {kind}, token by token.")
         self.setVisible(spec is not None)
 
 
 class ConstraintBar(QWidget):
-    """The row above the composer: the chip, a "Constrain…" menu and the last error."""
+    """The chip and the "Format" menu (in the composer's row), and the last error (shown
+    above the composer, in the window's layout)."""
 
     openFileRequested = Signal()
     editorRequested = Signal()
@@ -70,35 +73,50 @@ class ConstraintBar(QWidget):
         super().__init__(parent)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(8)
+        layout.setSpacing(theme.SPACE.S)
         self.chip = ConstraintChip(self)
         self.chip.setVisible(False)
         self.chip.removeRequested.connect(self.removeRequested)
         self.button = QToolButton(self)
-        self.button.setText("Constrain…")
         self.button.setObjectName("constrainButton")
+        self.button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.button.setToolTip(
+            "Make replies follow a JSON schema, a grammar or a regular expression"
+        )
         menu = QMenu(self.button)
-        menu.addAction("Open grammar or schema file…", self.openFileRequested.emit)
-        menu.addAction("Write or paste a grammar…", self.editorRequested.emit)
-        menu.addAction("Any JSON", self.anyJsonRequested.emit)
+        menu.addAction("Use a schema or grammar file…", self.openFileRequested.emit)
+        menu.addAction("Write or paste one…", self.editorRequested.emit)
+        menu.addAction("Any valid JSON", self.anyJsonRequested.emit)
         self.button.setMenu(menu)
-        self.error = QLabel(self)
+        self.error = QLabel(parent)
         self.error.setObjectName("constraintError")
         self.error.setWordWrap(True)
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.error.setVisible(False)
         layout.addWidget(self.chip)
         layout.addWidget(self.button)
-        layout.addWidget(self.error, 1)
-        layout.addStretch(0)
+        self._refresh_button()
 
     def set_spec(self, spec: ConstraintSpec | None) -> None:
         self.chip.set_spec(spec)
+        self._refresh_button()
+
+    def _refresh_button(self) -> None:
+        compact = self.chip.spec is not None
+        self.button.setText("" if compact else "Format")
+        self.button.setIcon(icon("braces", size=16))
+        self.button.setIconSize(QSize(16, 16))
 
     def show_error(self, text: str) -> None:
         self.error.setText(text)
         self.error.setVisible(bool(text))
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._refresh_button()
 
 
 class ConstraintEditor(QDialog):
@@ -109,13 +127,13 @@ class ConstraintEditor(QDialog):
 
     def __init__(self, parent: QWidget | None = None, spec: ConstraintSpec | None = None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("Constrain replies")
+        self.setWindowTitle("Reply format")
         self.resize(620, 460)
         self.checked: Checked | None = None
         self._generation = 0
         layout = QVBoxLayout(self)
         row = QHBoxLayout()
-        row.addWidget(QLabel("Kind:", self))
+        row.addWidget(QLabel("Replies must follow this", self))
         self.kind = QComboBox(self)
         for kind, label in KIND_LABELS.items():
             if kind != "any_json":

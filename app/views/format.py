@@ -1,33 +1,76 @@
-"""Short human-readable figures: byte sizes, durations and a reply's statistics line."""
+"""Figures in plain words: byte sizes, durations, and the line under a reply with its
+details for the tooltip. A number and its unit are joined by a no-break space, so a
+narrow window never wraps between them."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+NBSP = "\u00a0"
+_WORD_RE = re.compile(r"\w+")
 
 
 def format_bytes(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if abs(n) < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            return f"{n:.0f}{NBSP}{unit}" if unit == "B" else f"{n:.1f}{NBSP}{unit}"
         n /= 1024
-    return f"{n:.1f} TB"
+    return f"{n:.1f}{NBSP}TB"
 
 
 def format_seconds(s: float) -> str:
-    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.2f} s"
+    """ "80 ms", "0.4 s", "12 s"."""
+    if s < 0.1:
+        return f"{s * 1000:.0f}{NBSP}ms"
+    if s < 10:
+        return f"{s:.1f}{NBSP}s"
+    return f"{s:.0f}{NBSP}s"
 
 
-def format_stats(stats: dict[str, Any]) -> str:
-    """The line under a reply: TTFT, tokens/s, cached prompt tokens, forced tokens, mask cost."""
+def _rate(value: float) -> str:
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
+
+
+def count_words(text: str) -> int:
+    return len(_WORD_RE.findall(text))
+
+
+def reply_summary(stats: dict[str, Any], text: str) -> str:
+    """ "0.4 s to first word · 14 words/s": how long the reply took to start, and its pace.
+    No pace for a reply too short to have one (never "0.0 words/s")."""
     if not stats:
         return ""
     parts = []
-    if stats.get("ttft_s"):
-        parts.append(f"TTFT {format_seconds(stats['ttft_s'])}")
-    parts.append(f"{stats.get('decode_tps', 0.0):.1f} tok/s")
-    parts.append(f"{stats.get('generated_tokens', 0)} tokens")
-    prompt = stats.get("prompt_tokens", 0)
-    parts.append(f"{stats.get('cached_tokens', 0)}/{prompt} prompt tokens cached")
-    parts.append(f"{stats.get('forced_tokens', 0)} forced")
-    parts.append(f"mask overhead {stats.get('mask_overhead_ms', 0.0):.1f} ms")
+    ttft = float(stats.get("ttft_s") or 0.0)
+    if ttft > 0:
+        parts.append(f"{format_seconds(ttft)} to first word")
+    tokens = int(stats.get("generated_tokens") or 0)
+    streaming = float(stats.get("total_s") or 0.0) - ttft
+    words = count_words(text)
+    if tokens > 1 and words > 1 and streaming > 0:
+        parts.append(f"{_rate(words / streaming)}{NBSP}words/s")
     return " · ".join(parts)
+
+
+def reply_details(stats: dict[str, Any]) -> str:
+    """The technical figures behind the summary, one per line (the summary's tooltip)."""
+    if not stats:
+        return ""
+    lines = []
+    tokens = int(stats.get("generated_tokens") or 0)
+    total = float(stats.get("total_s") or 0.0)
+    line = f"{tokens} token{'s' if tokens != 1 else ''}"
+    if total > 0:
+        line += f" in {format_seconds(total)}"
+    if tokens > 1 and stats.get("decode_tps"):
+        line += f" ({_rate(float(stats['decode_tps']))} tokens/s while writing)"
+    lines.append(line)
+    prompt, cached = int(stats.get("prompt_tokens") or 0), int(stats.get("cached_tokens") or 0)
+    if prompt:
+        lines.append(f"Prompt: {prompt} tokens, {cached} reused from the cache")
+    if stats.get("constrained"):
+        forced = int(stats.get("forced_tokens") or 0)
+        lines.append(f"Forced by the grammar: {forced} token{'s' if forced != 1 else ''}")
+        lines.append(f"Grammar checks cost {float(stats.get('mask_overhead_ms') or 0):.1f} ms")
+    return "\n".join(lines)

@@ -1,104 +1,83 @@
-"""Markdown rendering for chat messages: read-only QTextBrowsers sized to their content.
+"""Message bodies: Markdown replies as prose and code blocks, user messages as plain text.
 
-Code blocks render in the system's fixed font on a tinted background, each with a "Copy"
-link above it. Links to the web open in the browser. The views have no scroll bars of
-their own; the chat's scroll area scrolls.
-
-Laying out a QTextDocument costs time in proportion to its length, so a message is shown
-as a column of chunks split at paragraph boundaries (`ChunkedMarkdown`): while a reply
-streams only its last, growing chunk is laid out again, never the whole reply.
+Every view is a read-only QTextBrowser whose height follows its content, so a column of
+them scrolls in the chat's scroll area. Code blocks are separate widgets: syntax colours
+(Pygments), a language label and a copy button, and a horizontal scroll bar of their own
+instead of clipping or wrapping long lines. Links to the web open in the browser; nothing
+is ever fetched to render a message.
 """
 
 from __future__ import annotations
 
 import math
-import re
+from functools import lru_cache
+from html import escape
+from typing import Any
 
-from PySide6.QtCore import QEvent, Qt, QUrl, Signal
-from PySide6.QtGui import (
-    QDesktopServices,
-    QGuiApplication,
-    QPalette,
-    QResizeEvent,
-    QTextCursor,
-    QTextFormat,
-    QWheelEvent,
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QResizeEvent, QTextOption, QWheelEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
 )
-from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
-COPY_SCHEME = "corral-copy"
-_FENCE_RE = re.compile(r"^( {0,3})(`{3,}|~{3,})\s*([^`\s]*)")
+from app.views import theme
+from app.views.icons import IconButton
+from app.views.markdown_render import Block, document_css, render_blocks
 
-
-def prepare_markdown(text: str) -> tuple[str, list[str]]:
-    """Add a copy link before each fenced code block; return the Markdown and the blocks' code.
-
-    An unclosed fence (a reply still streaming) counts as a block running to the end.
-    """
-    out: list[str] = []
-    blocks: list[str] = []
-    fence: tuple[str, int] | None = None  # (character, length) of the open fence
-    code: list[str] = []
-    for line in text.split("\n"):
-        match = _FENCE_RE.match(line)
-        if fence is None and match:
-            indent, marks, lang = match.groups()
-            fence, code = (marks[0], len(marks)), []
-            label = f"{lang} · " if lang else ""
-            out += [f"{indent}{label}[Copy]({COPY_SCHEME}:{len(blocks)})", ""]
-            out.append(line)
-            continue
-        if fence is not None:
-            stripped = line.strip()
-            if stripped and set(stripped) == {fence[0]} and len(stripped) >= fence[1]:
-                blocks.append("\n".join(code))
-                fence = None
-            else:
-                code.append(line)
-        out.append(line)
-    if fence is not None:
-        blocks.append("\n".join(code))
-    return "\n".join(out), blocks
+COPIED_FEEDBACK_MS = 1500
 
 
-def split_chunks(text: str) -> list[str]:
-    """Split Markdown at blank lines outside code fences, where rendering the parts apart
-    looks the same as rendering them together (indented continuations stay attached)."""
-    chunks: list[str] = []
-    current: list[str] = []
-    fence: tuple[str, int] | None = None
-    blank = False
-    for line in text.split("\n"):
-        stripped = line.strip()
-        if fence is None and blank and stripped and not line[:1].isspace() and current:
-            chunks.append("\n".join(current).strip("\n"))
-            current = []
-        current.append(line)
-        match = _FENCE_RE.match(line)
-        if fence is None and match:
-            fence = (match.group(2)[0], len(match.group(2)))
-        elif (
-            fence is not None
-            and stripped
-            and set(stripped) == {fence[0]}
-            and len(stripped) >= fence[1]
-        ):
-            fence = None
-        blank = fence is None and not stripped
-    if current and "\n".join(current).strip():
-        chunks.append("\n".join(current).strip("\n"))
-    return chunks
+@lru_cache(maxsize=64)
+def _lexer(language: str) -> Any:
+    from pygments.lexers import TextLexer, get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    try:
+        return get_lexer_by_name(language.lower(), stripnl=False) if language else TextLexer()
+    except ClassNotFound:
+        return TextLexer()
 
 
-class MarkdownView(QTextBrowser):
-    """Shows Markdown; its height follows its content so a column of them can scroll."""
+@lru_cache(maxsize=4)
+def _style(dark: bool) -> Any:
+    from pygments.styles import get_style_by_name
 
-    copied = Signal(str)  # the code that went to the clipboard
+    return get_style_by_name("github-dark" if dark else "xcode")
+
+
+def highlight_html(code: str, language: str, dark: bool) -> str:
+    """`code` as a <pre> with Pygments colours (inline styles: Qt's rich text has no
+    class selectors worth relying on)."""
+    style = _style(dark)
+    parts: list[str] = []
+    for token_type, value in _lexer(language).get_tokens(code):
+        text = escape(value)
+        spec = style.style_for_token(token_type)
+        rules = []
+        if spec["color"]:
+            rules.append(f"color:#{spec['color']}")
+        if spec["bold"]:
+            rules.append("font-weight:600")
+        if spec["italic"]:
+            rules.append("font-style:italic")
+        parts.append(f'<span style="{";".join(rules)}">{text}</span>' if rules else text)
+    body = "".join(parts)
+    if body.endswith("\n") and not code.endswith("\n"):
+        body = body[:-1]  # the lexer adds a final newline
+    return f'<pre style="margin:0">{body}</pre>'
+
+
+class _FittedBrowser(QTextBrowser):
+    """A frameless, read-only QTextBrowser whose height is its content's."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._source: str | None = None
-        self._blocks: list[str] = []
         self.setOpenLinks(False)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -110,93 +89,159 @@ class MarkdownView(QTextBrowser):
         )
         self.viewport().setAutoFillBackground(False)
         self.setStyleSheet("QTextBrowser { background: transparent; }")
-        self.document().setDocumentMargin(2)
-        self.document().documentLayout().documentSizeChanged.connect(lambda _size: self._fit())
+        self.document().setDocumentMargin(0)
+        self.document().documentLayout().documentSizeChanged.connect(lambda _size: self.fit())
         self.anchorClicked.connect(self._open)
 
-    @property
-    def markdown(self) -> str:
-        return self._source or ""
-
-    @property
-    def code_blocks(self) -> list[str]:
-        return list(self._blocks)
-
-    def set_markdown(self, text: str) -> None:
-        if text == self._source:
-            return
-        self._source = text
-        markdown, self._blocks = prepare_markdown(text)
-        self.setMarkdown(markdown)
-        self._style_code()
-        self._fit()
-
-    def copy_code(self, index: int) -> None:
-        if 0 <= index < len(self._blocks):
-            QGuiApplication.clipboard().setText(self._blocks[index])
-            self.copied.emit(self._blocks[index])
-
     def _open(self, url: QUrl) -> None:
-        if url.scheme() == COPY_SCHEME:
-            try:
-                self.copy_code(int(url.path()))
-            except ValueError:
-                pass
-        elif url.scheme() in ("http", "https", "mailto"):
+        if url.scheme() in ("http", "https", "mailto"):
             QDesktopServices.openUrl(url)
 
-    def _style_code(self) -> None:
-        """Tint fenced code blocks with a colour from the current palette (light or dark)."""
-        palette = self.palette()
-        tint = palette.color(QPalette.ColorRole.AlternateBase)
-        if tint == palette.color(QPalette.ColorRole.Base):
-            tint = palette.color(QPalette.ColorRole.Midlight)
-        doc = self.document()
-        cursor = QTextCursor(doc)
-        block = doc.begin()
-        while block.isValid():
-            fmt = block.blockFormat()
-            if fmt.hasProperty(QTextFormat.Property.BlockCodeFence):
-                fmt.setBackground(tint)
-                fmt.setLeftMargin(4)
-                cursor.setPosition(block.position())
-                cursor.setBlockFormat(fmt)
-            block = block.next()
+    def extra_height(self) -> int:
+        return 0
 
-    def _fit(self) -> None:
+    def fit(self) -> None:
         doc = self.document()
-        doc.setTextWidth(self.viewport().width())
+        if self.lineWrapMode() != QTextBrowser.LineWrapMode.NoWrap:
+            doc.setTextWidth(self.viewport().width())
         margins = self.contentsMargins()
         height = math.ceil(doc.size().height()) + margins.top() + margins.bottom()
+        height += self.extra_height()
         if height != self.height():
             self.setFixedHeight(max(height, 1))
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
-        self._fit()
+        self.fit()
 
     def wheelEvent(self, event: QWheelEvent) -> None:
-        event.ignore()  # nothing to scroll here: let the chat scroll
+        event.ignore()  # nothing to scroll vertically here: the chat scrolls
+
+
+class ProseView(_FittedBrowser):
+    """A run of Markdown prose, rendered to HTML."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("prose")
+        self.html = ""
+        self.document().setDefaultTextOption(_wrap_anywhere())
+
+    def set_html(self, html: str) -> None:
+        if html == self.html:
+            return
+        self.html = html
+        self.restyle()
+
+    def restyle(self) -> None:
+        doc = self.document()
+        doc.setDefaultFont(theme.font(theme.type_scale().chat))
+        doc.setDefaultStyleSheet(document_css(theme.colors(), theme.type_scale()))
+        self.setHtml(self.html)
+        self.fit()
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
-        if event.type() == QEvent.Type.PaletteChange and self._source is not None:
-            source, self._source = self._source, None
-            self.set_markdown(source)  # re-tint for the new light/dark palette
+        if event.type() == QEvent.Type.PaletteChange and getattr(self, "html", ""):
+            self.restyle()
 
 
-class ChunkedMarkdown(QWidget):
-    """A message body: one MarkdownView per chunk, re-rendering only chunks that changed."""
+def _wrap_anywhere() -> QTextOption:
+    option = QTextOption()
+    option.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+    return option
+
+
+class _CodeText(_FittedBrowser):
+    """The code itself: no wrapping, its own horizontal scroll bar when a line is long."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("codeText")
+        self.setLineWrapMode(QTextBrowser.LineWrapMode.NoWrap)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.setViewportMargins(theme.SPACE.M, theme.SPACE.S, theme.SPACE.M, theme.SPACE.S)
+
+    def extra_height(self) -> int:
+        bar = self.horizontalScrollBar()
+        needs_bar = self.document().idealWidth() > self.viewport().width()
+        return theme.SPACE.S * 2 + (bar.sizeHint().height() if needs_bar else 0)
+
+    def wheelEvent(self, event: QWheelEvent) -> None:
+        # Sideways scrolling moves the code; up and down scroll the chat.
+        delta = event.angleDelta()
+        if abs(delta.x()) > abs(delta.y()) and self.horizontalScrollBar().maximum() > 0:
+            QTextBrowser.wheelEvent(self, event)
+        else:
+            event.ignore()
+
+
+class CodeBlockView(QFrame):
+    """A fenced code block: language and copy button over the highlighted code."""
+
+    copied = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("codeBlock")
+        self.code = ""
+        self.language = ""
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        header = QWidget(self)
+        header.setObjectName("codeHeader")
+        row = QHBoxLayout(header)
+        row.setContentsMargins(theme.SPACE.M, theme.SPACE.XXS, theme.SPACE.XS, theme.SPACE.XXS)
+        self.label = QLabel(self)
+        self.label.setObjectName("codeLanguage")
+        self.copy_button = IconButton("copy", "Copy code", header, size=16)
+        row.addWidget(self.label, 1)
+        row.addWidget(self.copy_button)
+        self.text = _CodeText(self)
+        layout.addWidget(header)
+        layout.addWidget(self.text)
+        self.copy_button.clicked.connect(self.copy)
+        self._reset_timer = QTimer(self, singleShot=True, interval=COPIED_FEEDBACK_MS)
+        self._reset_timer.timeout.connect(lambda: self.copy_button.set_icon_name("copy"))
+
+    def set_code(self, code: str, language: str) -> None:
+        if (code, language) == (self.code, self.language):
+            return
+        self.code, self.language = code, language
+        self.label.setText(language or "code")
+        self.restyle()
+
+    def restyle(self) -> None:
+        self.text.document().setDefaultFont(theme.mono_font(theme.type_scale().chat))
+        self.text.setHtml(highlight_html(self.code, self.language, theme.colors().dark))
+        self.text.fit()
+
+    def copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.code)
+        self.copy_button.set_icon_name("check")
+        self.copy_button.setToolTip("Copied")
+        self._reset_timer.start()
+        self.copied.emit(self.code)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and getattr(self, "code", ""):
+            self.restyle()
+
+
+class MarkdownBody(QWidget):
+    """A reply's body: prose and code blocks, re-rendering only the blocks that changed."""
 
     copied = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._source = ""
-        self.views: list[MarkdownView] = []
+        self.views: list[ProseView | CodeBlockView] = []
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 0, 0, 0)
-        self._layout.setSpacing(4)
+        self._layout.setSpacing(theme.SPACE.S)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
 
     @property
@@ -205,24 +250,88 @@ class ChunkedMarkdown(QWidget):
 
     @property
     def code_blocks(self) -> list[str]:
-        return [code for view in self.views for code in view.code_blocks]
+        return [v.code for v in self.views if isinstance(v, CodeBlockView)]
+
+    def code_views(self) -> list[CodeBlockView]:
+        return [v for v in self.views if isinstance(v, CodeBlockView)]
 
     def toPlainText(self) -> str:  # mirrors QTextEdit
-        return "\n\n".join(view.toPlainText() for view in self.views)
+        parts = [v.code if isinstance(v, CodeBlockView) else v.toPlainText() for v in self.views]
+        return "\n\n".join(parts)
 
     def set_markdown(self, text: str) -> None:
         if text == self._source:
             return
         self._source = text
-        chunks = split_chunks(text)
-        for index, chunk in enumerate(chunks):
+        blocks = render_blocks(text)
+        for index, block in enumerate(blocks):
+            if index < len(self.views) and not _fits(self.views[index], block):
+                self._drop_from(index)
             if index == len(self.views):
-                view = MarkdownView(self)
-                view.copied.connect(self.copied)
-                self._layout.addWidget(view)
-                self.views.append(view)
-            self.views[index].set_markdown(chunk)  # unchanged chunks return at once
-        for view in self.views[len(chunks) :]:
+                self._append(block)
+            view = self.views[index]
+            if isinstance(view, CodeBlockView):
+                view.set_code(block.text, block.language)
+            else:
+                view.set_html(block.text)
+        self._drop_from(len(blocks))
+
+    def restyle(self) -> None:
+        for view in self.views:
+            view.restyle()
+
+    def _append(self, block: Block) -> None:
+        view: ProseView | CodeBlockView
+        if block.kind == "code":
+            view = CodeBlockView(self)
+            view.copied.connect(self.copied)
+        else:
+            view = ProseView(self)
+        self._layout.addWidget(view)
+        self.views.append(view)
+
+    def _drop_from(self, index: int) -> None:
+        for view in self.views[index:]:
             self._layout.removeWidget(view)
             view.deleteLater()
-        del self.views[len(chunks) :]
+        del self.views[index:]
+
+
+def _fits(view: QWidget, block: Block) -> bool:
+    return isinstance(view, CodeBlockView) == (block.kind == "code")
+
+
+class PlainTextView(_FittedBrowser):
+    """A user's message exactly as typed: no Markdown, every line break and space kept,
+    long words wrapped anywhere. Its preferred width is its longest line's (up to the
+    width it is given), so a short message makes a short bubble."""
+
+    def __init__(self, text: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("plainText")
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self.document().setDefaultTextOption(_wrap_anywhere())
+        self._ideal = 0
+        self.setPlainText(text)
+        self.restyle()
+
+    @property
+    def markdown(self) -> str:  # the same accessor as MarkdownBody, for callers of either
+        return self.toPlainText()
+
+    def restyle(self) -> None:
+        self.document().setDefaultFont(theme.font(theme.type_scale().chat))
+        doc = self.document().clone()
+        doc.setTextWidth(-1)
+        self._ideal = math.ceil(doc.idealWidth()) + 2
+        self.updateGeometry()
+        self.fit()
+
+    def ideal_width(self) -> int:
+        return self._ideal
+
+    def sizeHint(self) -> QSize:
+        return QSize(self.ideal_width(), self.height())
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(min(self.ideal_width(), 48), self.height())

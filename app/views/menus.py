@@ -40,7 +40,7 @@ def build_menus(window: Any) -> dict[str, QAction]:
     file = bar.addMenu("&File")
     acts["new"] = _action(file, "&New Chat", window.new_chat, Key.New)
     acts["constrain_file"] = _action(
-        file, "Open &Constraint…", window.choose_constraint_file, Key.Open
+        file, "Open Schema or &Grammar…", window.choose_constraint_file, Key.Open
     )
     acts["load_tools"] = _action(file, "Load &Tools…", window.choose_tools_file)
     file.addSeparator()
@@ -66,23 +66,22 @@ def build_menus(window: Any) -> dict[str, QAction]:
     acts["regenerate"] = _action(chat, "&Regenerate Reply", window.regenerate, "Ctrl+R")
     chat.addSeparator()
     acts["constrain_editor"] = _action(
-        chat, "Write a &Grammar…", window.open_constraint_editor, "Ctrl+G"
+        chat, "Reply &Format: Write or Paste…", window.open_constraint_editor, "Ctrl+G"
     )
-    acts["remove_constraint"] = _action(chat, "Remove Constraint", window.remove_constraint)
+    acts["remove_constraint"] = _action(chat, "Free-Text Replies", window.remove_constraint)
     chat.addSeparator()
-    acts["rename"] = _action(chat, "Re&name Chat…", window.rename_chat)
+    acts["rename"] = _action(chat, "Re&name Chat", window.rename_chat, "F2")
     acts["delete"] = _action(chat, "&Delete Chat…", window.delete_chat)
 
     model = bar.addMenu("&Model")
-    _action(model, "&Default Model", lambda: window.load_model("default"))
+    _action(model, "&Default Model (SmolLM2-135M)", lambda: window.load_model("default"))
     _action(model, "Open MLX Model &Folder…", window.model_bar.choose_folder)
     _action(model, "Import &GGUF…", window.model_bar.choose_gguf)
-    _action(model, "Hugging Face &Repo…", window.model_bar.repo.setFocus)
 
     view = bar.addMenu("&View")
-    view.addAction(window.settings_dock.toggleViewAction())
-    view.addAction(window.tools_dock.toggleViewAction())
-    acts["sidebar"] = _action(view, "Toggle &Sidebar", window.toggle_sidebar, "Ctrl+Shift+S")
+    acts["sidebar"] = _action(view, "Chats &Sidebar", window.toggle_sidebar, "Ctrl+Shift+S")
+    acts["settings"] = _action(view, "Chat &Settings", window.show_settings, "Ctrl+Shift+I")
+    acts["tools"] = _action(view, "&Tools", window.show_tools, "Ctrl+Shift+T")
 
     help_menu = bar.addMenu("&Help")
     _action(help_menu, "&About Corral", window.about, role=QAction.MenuRole.AboutRole)

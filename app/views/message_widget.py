@@ -1,36 +1,77 @@
-"""One message in the chat: header with actions and branch switcher, Markdown body,
-tool-call cards and the statistics line."""
+"""One message in the chat. Roles are told apart by alignment and tint, not headers: the
+user's words sit in a tinted bubble on the right, exactly as typed; replies run the width
+of the column as rendered Markdown. Under each message, icon actions with tooltips appear
+on hover (always on the last reply), with the branch switcher and, for replies, the
+figures in plain words. A note under a reply says honestly how it ended ("Stopped",
+"Stopped at the 1024-token limit" with Continue, an error with Retry)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontDatabase, QGuiApplication
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QEnterEvent, QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
-    QToolButton,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
 
+from app.constraints import describe_reply_constraint
 from app.store import Message
+from app.views import theme
 from app.views.composer import MessageEdit
-from app.views.format import format_stats
-from app.views.markdown_view import ChunkedMarkdown
+from app.views.format import reply_details, reply_summary
+from app.views.icons import IconButton
+from app.views.markdown_view import MarkdownBody, PlainTextView
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "tool": "Tool"}
+NOTE_WRAP_WIDTH = 280  # px: a note longer than this wraps
 
 
-def _small(label: QLabel, name: str) -> QLabel:
+@dataclass(frozen=True)
+class Note:
+    """How a reply ended, in plain words, and the action that moves on from it."""
+
+    text: str
+    kind: str = "quiet"  # quiet | warning | error
+    action: str = ""  # "" | "retry" | "continue"
+
+
+def reply_note(message: Message, *, can_continue: bool = True) -> Note | None:
+    """The note under a saved reply, from what the engine reported."""
+    meta = message.meta
+    if meta.get("error"):
+        return Note(f"The reply failed: {meta['error']}", "error", "retry")
+    stop = meta.get("stop_reason")
+    if stop == "cancelled":
+        return Note("Stopped")
+    if meta.get("incomplete") and meta.get("constraint"):
+        return Note("Incomplete: the reply ended before it matched the format", "warning", "retry")
+    if stop == "length":
+        tokens = int(meta.get("stats", {}).get("generated_tokens") or 0)
+        limit = f"the {tokens}-token limit" if tokens else "the length limit"
+        if can_continue and not meta.get("tool_calls") and not meta.get("constraint"):
+            return Note(f"Stopped at {limit}", "quiet", "continue")
+        return Note(f"Stopped at {limit}")
+    if not message.content and not meta.get("tool_calls"):
+        return Note("The model ended its reply without any text", "warning", "retry")
+    return None
+
+
+def _label(text: str, name: str, parent: QWidget, selectable: bool = True) -> QLabel:
+    label = QLabel(text, parent)
     label.setObjectName(name)
-    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     label.setWordWrap(True)
+    if selectable:
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     return label
 
 
@@ -44,14 +85,11 @@ class BranchSwitcher(QWidget):
         self.setObjectName("branchSwitcher")
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(2)
-        self.previous = QToolButton(self, autoRaise=True)
-        self.previous.setText("‹")
-        self.previous.setToolTip("Previous version")
+        layout.setSpacing(0)
+        self.previous = IconButton("left", "Previous version", self, size=16)
         self.label = QLabel(f"{index}/{count}", self)
-        self.next = QToolButton(self, autoRaise=True)
-        self.next.setText("›")
-        self.next.setToolTip("Next version")
+        self.label.setObjectName("branchLabel")
+        self.next = IconButton("right", "Next version", self, size=16)
         self.previous.setEnabled(index > 1)
         self.next.setEnabled(index < count)
         for w in (self.previous, self.label, self.next):
@@ -78,35 +116,36 @@ class ToolCallCard(QFrame):
         super().__init__(parent)
         self.call = call
         self.setObjectName("toolCard")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(10, 8, 10, 8)
-        title = QLabel(f"Tool call · <b>{call['name']}</b>", self)
-        title.setObjectName("toolTitle")
+        layout.setContentsMargins(theme.SPACE.M, theme.SPACE.S, theme.SPACE.M, theme.SPACE.M)
+        layout.setSpacing(theme.SPACE.XS)
+        title = _label(f"Calls the tool {call['name']}", "toolTitle", self, selectable=False)
         layout.addWidget(title)
-        args = QLabel(json.dumps(call.get("arguments", {}), indent=2, ensure_ascii=False), self)
-        args.setObjectName("toolArguments")
-        args.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        args.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        args.setWordWrap(True)
+        args = _label(
+            json.dumps(call.get("arguments", {}), indent=2, ensure_ascii=False),
+            "toolArguments",
+            self,
+        )
+        args.setFont(theme.mono_font(theme.type_scale().secondary))
         layout.addWidget(args)
         self.result_field: QLineEdit | None = None
         self.run_button: QPushButton | None = None
         if result is not None:
-            shown = QLabel(f"Result: {result}", self)
-            _small(shown, "toolResult")
-            layout.addWidget(shown)
+            layout.addWidget(_label(f"Result: {result}", "toolResult", self))
             return
         row = QHBoxLayout()
+        row.setSpacing(theme.SPACE.S)
         self.result_field = QLineEdit(self)
-        self.result_field.setPlaceholderText("Type the tool's result and press Enter")
+        self.result_field.setPlaceholderText("Type the tool's result, then Enter")
         self.result_field.setEnabled(interactive)
+        self.result_field.setMinimumWidth(120)
         send = QPushButton("Send result", self)
         send.setEnabled(interactive)
         row.addWidget(self.result_field, 1)
         row.addWidget(send)
         if builtin:
-            self.run_button = QPushButton("Run built-in", self)
+            self.run_button = QPushButton("Run it", self)
+            self.run_button.setToolTip(f"Run the built-in {call['name']} tool on this machine")
             self.run_button.setEnabled(interactive)
             self.run_button.clicked.connect(
                 lambda: self.runRequested.emit(call["id"], call["name"], call.get("arguments"))
@@ -128,10 +167,12 @@ class ToolCallCard(QFrame):
 
 
 class MessageWidget(QFrame):
-    """A user or assistant message (or the reply being streamed when `message` is None)."""
+    """A user message, a saved reply, or (with `message` None) the reply being streamed."""
 
     editSubmitted = Signal(int, str)
     regenerateRequested = Signal()
+    retryRequested = Signal(int)  # the message to answer again (a user message or a reply)
+    continueRequested = Signal(int)  # the reply to continue
     branchStepped = Signal(int, int)  # message id, -1 or +1
     toolResultSubmitted = Signal(str, str, str)
     toolRunRequested = Signal(str, str, object)
@@ -145,69 +186,48 @@ class MessageWidget(QFrame):
         tool_results: dict[str, str] | None = None,
         builtins: frozenset[str] = frozenset(),
         interactive: bool = True,
-        body: ChunkedMarkdown | None = None,
+        body: MarkdownBody | None = None,
+        note: Note | None = None,
         parent: QWidget | None = None,
     ) -> None:
-        """`body` may be the already rendered body of the streamed reply, adopted as is."""
+        """`body` may be the already rendered body of the streamed reply, adopted as is;
+        `note` overrides the note computed from a reply (a user message without a reply)."""
         super().__init__(parent)
         self.message = message
-        role = message.role if message is not None else "assistant"
+        self.role = message.role if message is not None else "assistant"
         meta = message.meta if message is not None else {}
         self.setObjectName("message")
-        self.setProperty("role", role)
+        self.setProperty("role", self.role)
+        self.setAccessibleName(ROLE_NAMES.get(self.role, self.role))
         self.cards: list[ToolCallCard] = []
         self.editor: MessageEdit | None = None
+        self.buttons: dict[str, IconButton] = {}
+        self.switcher: BranchSwitcher | None = None
+        self._hovered = False
+        self._always_show_actions = False
 
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(12, 8, 12, 8)
-        layout.setSpacing(4)
-        header = QHBoxLayout()
-        header.setSpacing(6)
-        name = QLabel(ROLE_NAMES.get(role, role), self)
-        name.setObjectName("roleName")
-        header.addWidget(name)
-        self.badge = QLabel(self)
-        self.badge.setObjectName("constraintBadge")
-        self.badge.setVisible(False)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self._layout.setSpacing(theme.SPACE.XS)
+
+        self.tag = _label("", "constraintTag", self, selectable=False)
+        self.tag.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
+        self.tag.setWordWrap(False)
+        self.tag.setVisible(False)
         if meta.get("constraint"):
-            self.set_badge(f"Constrained: {meta['constraint']}")
-        header.addWidget(self.badge)
-        header.addStretch(1)
-        if message is not None and branch[1] > 1:
-            switcher = BranchSwitcher(*branch, parent=self)
-            switcher.setEnabled(interactive)
-            switcher.stepped.connect(lambda step: self.branchStepped.emit(message.id, step))
-            header.addWidget(switcher)
-            self.switcher: BranchSwitcher | None = switcher
-        else:
-            self.switcher = None
-        self.action_buttons: dict[str, QToolButton] = {}
-        if message is not None:
-            if role == "user":
-                self._action(
-                    header,
-                    "Edit",
-                    "Edit this message (starts a new branch)",
-                    self.start_edit,
-                    interactive,
-                )
-            if role == "assistant":
-                self._action(header, "Copy", "Copy the reply", self._copy, True)
-                self._action(
-                    header,
-                    "Regenerate",
-                    "Generate a new version of this reply",
-                    self.regenerateRequested.emit,
-                    interactive,
-                )
-                self.set_last_reply(last_reply)
-        layout.addLayout(header)
+            self.set_tag(describe_reply_constraint(meta["constraint"], meta.get("constraint_kind")))
 
-        self.body = body if body is not None else ChunkedMarkdown(self)
-        self.body.setParent(self)
-        self.body.set_markdown(message.content if message is not None else "")
-        self.body.setVisible(bool(message is None or message.content))
-        layout.addWidget(self.body)
+        self.bubble: QFrame | None = None
+        self.body: MarkdownBody | PlainTextView
+        if self.role == "user" and message is not None:
+            self._build_user_body(message.content)
+        else:
+            self._layout.addWidget(self.tag)
+            self.body = body if body is not None else MarkdownBody(self)
+            self.body.setParent(self)
+            self.body.set_markdown(message.content if message is not None else "")
+            self.body.setVisible(bool(message is None or message.content))
+            self._layout.addWidget(self.body)
 
         results = tool_results or {}
         for call in meta.get("tool_calls", []):
@@ -220,103 +240,252 @@ class MessageWidget(QFrame):
             )
             card.resultSubmitted.connect(self.toolResultSubmitted)
             card.runRequested.connect(self.toolRunRequested)
-            layout.addWidget(card)
+            self._layout.addWidget(card)
             self.cards.append(card)
 
-        self.status = _small(QLabel(self), "replyStatus")
-        self.status.setVisible(False)
-        layout.addWidget(self.status)
-        notes = []
-        if (
-            message is not None
-            and role == "assistant"
-            and not message.content
-            and not meta.get("tool_calls")
-        ):
-            notes.append("The model ended its reply without any text.")
-        if meta.get("stop_reason") == "cancelled":
-            notes.append("Stopped.")
-        if meta.get("incomplete"):
-            notes.append("Incomplete: the reply ended before the constraint was satisfied.")
-        if meta.get("error"):
-            notes.append(f"Error: {meta['error']}")
-        if notes:
-            self.set_status(" ".join(notes))
-        self.stats = _small(QLabel(format_stats(meta.get("stats", {})), self), "stats")
-        self.stats.setVisible(bool(meta.get("stats")))
-        layout.addWidget(self.stats)
+        self._build_note_row()
+        self._build_footer(message, meta, branch, interactive)
+        if note is None and message is not None and self.role == "assistant":
+            note = reply_note(message)
+        self.set_note(note, interactive=interactive)
+        self.set_last_reply(last_reply)
 
-    def _action(self, row: QHBoxLayout, text: str, tip: str, slot: Any, enabled: bool) -> None:
-        button = QToolButton(self, autoRaise=True)
-        button.setText(text)
-        button.setToolTip(tip)
-        button.setObjectName(f"action{text}")
+    # ---- construction ----
+
+    def _build_user_body(self, text: str) -> None:
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addStretch(1)
+        self.bubble = QFrame(self)
+        self.bubble.setObjectName("bubble")
+        self.bubble.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        inner = QVBoxLayout(self.bubble)
+        inner.setContentsMargins(theme.SPACE.L, theme.SPACE.M - 2, theme.SPACE.L, theme.SPACE.M - 2)
+        self.body = PlainTextView(text, self.bubble)
+        inner.addWidget(self.body)
+        row.addWidget(self.bubble)
+        self._layout.addLayout(row)
+        self._user_row = row
+
+    def _build_note_row(self) -> None:
+        self.note_row = QWidget(self)
+        row = QHBoxLayout(self.note_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(theme.SPACE.S)
+        self.status = _label("", "replyNote", self.note_row)
+        self.status.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        self.note_action = QPushButton(self.note_row)
+        self.note_action.setObjectName("noteAction")
+        self.note_action.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.note_action.clicked.connect(self._note_action_clicked)
+        if self.role == "user":
+            self.status.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            row.addWidget(self.status, 1)
+            row.addWidget(self.note_action)
+        else:
+            row.addWidget(self.status)
+            row.addWidget(self.note_action)
+            row.addStretch(1)
+        self._note_action_name = ""
+        self.note_row.setVisible(False)
+        self._layout.addWidget(self.note_row)
+
+    def _build_footer(
+        self, message: Message | None, meta: dict[str, Any], branch: tuple[int, int], on: bool
+    ) -> None:
+        self.footer = QWidget(self)
+        self.footer.setObjectName("messageFooter")
+        row = QHBoxLayout(self.footer)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(theme.SPACE.XS)
+        self.action_box = QWidget(self.footer)
+        self.action_box.setObjectName("messageActions")
+        actions = QHBoxLayout(self.action_box)
+        actions.setContentsMargins(0, 0, 0, 0)
+        actions.setSpacing(0)
+        policy = self.action_box.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        self.action_box.setSizePolicy(policy)
+        self.stats = _label(reply_summary(meta.get("stats", {}), self._content()), "stats", self)
+        self.stats.setToolTip(reply_details(meta.get("stats", {})))
+        self.stats.setVisible(bool(self.stats.text()))
+        if message is not None:
+            self._action(actions, "Copy", "copy", "Copy the text", self._copy, True)
+            if self.role == "user":
+                self._action(
+                    actions, "Edit", "edit", "Edit (keeps this version too)", self.start_edit, on
+                )
+            else:
+                self._action(
+                    actions,
+                    "Regenerate",
+                    "regenerate",
+                    "Write a new version of this reply",
+                    self.regenerateRequested.emit,
+                    on,
+                )
+            if branch[1] > 1:
+                switcher = BranchSwitcher(*branch, parent=self.footer)
+                switcher.setEnabled(on)
+                switcher.stepped.connect(lambda step: self.branchStepped.emit(message.id, step))
+                self.switcher = switcher
+        if self.role == "user":
+            row.addStretch(1)
+            row.addWidget(self.action_box)
+            if self.switcher is not None:
+                row.addWidget(self.switcher)
+        else:
+            row.addWidget(self.action_box)
+            if self.switcher is not None:
+                row.addWidget(self.switcher)
+            row.addSpacing(theme.SPACE.XS)
+            row.addWidget(self.stats, 1)
+        self.footer.setVisible(message is not None)
+        self._layout.addWidget(self.footer)
+        self._update_actions()
+
+    def _action(
+        self, row: QHBoxLayout, name: str, icon_name: str, tip: str, slot: Any, enabled: bool
+    ) -> None:
+        button = IconButton(icon_name, tip, self.action_box, size=16)
+        button.setObjectName(f"action{name}")
         button.setEnabled(enabled)
         button.clicked.connect(slot)
         row.addWidget(button)
-        self.action_buttons[text] = button
+        self.buttons[name] = button
+
+    def _content(self) -> str:
+        return self.message.content if self.message is not None else ""
+
+    # ---- state ----
 
     def set_last_reply(self, last: bool) -> None:
-        """Only the last reply of the chat offers Regenerate."""
-        if "Regenerate" in self.action_buttons:
-            self.action_buttons["Regenerate"].setVisible(last)
+        """Only the last reply offers Regenerate, and keeps its actions in view."""
+        if "Regenerate" in self.buttons:
+            self.buttons["Regenerate"].setVisible(last)
+        self._always_show_actions = last
+        self._update_actions()
 
     def set_interactive(self, enabled: bool) -> None:
         """Disable the actions that change the conversation while a reply is generated."""
-        for name, button in self.action_buttons.items():
+        for name, button in self.buttons.items():
             if name != "Copy":
                 button.setEnabled(enabled)
+        self.note_action.setEnabled(enabled)
         if self.switcher is not None:
             self.switcher.setEnabled(enabled)
         for card in self.cards:
             card.set_interactive(enabled)
 
-    def set_badge(self, text: str) -> None:
-        self.badge.setText(text)
-        self.badge.setVisible(bool(text))
+    def set_tag(self, text: str) -> None:
+        self.tag.setText(text)
+        self.tag.setVisible(bool(text))
 
+    # The streamed reply's status ("Reading the prompt… 40%") uses the note row, quietly.
     def set_status(self, text: str) -> None:
-        self.status.setText(text)
-        self.status.setVisible(bool(text))
+        self.set_note(Note(text) if text else None)
+
+    def set_note(self, note: Note | None, *, interactive: bool = True) -> None:
+        self.note = note
+        if note is None:
+            self.note_row.setVisible(False)
+            return
+        self.status.setText(note.text)
+        # Short notes stay on one line; long ones (errors) wrap from a readable width.
+        width = self.status.fontMetrics().horizontalAdvance(note.text) + 4
+        self.status.setMinimumWidth(min(width, NOTE_WRAP_WIDTH))
+        self.status.setProperty("kind", note.kind)
+        self.status.style().unpolish(self.status)
+        self.status.style().polish(self.status)
+        self._note_action_name = note.action
+        labels = {"retry": "Retry", "continue": "Continue"}
+        self.note_action.setText(labels.get(note.action, ""))
+        self.note_action.setToolTip(
+            "Write the rest of this reply" if note.action == "continue" else "Ask again"
+        )
+        self.note_action.setVisible(bool(note.action) and self.message is not None)
+        self.note_action.setEnabled(interactive)
+        self.note_row.setVisible(True)
 
     def set_text(self, text: str) -> None:
-        self.body.set_markdown(text)
-        self.body.setVisible(True)
+        if isinstance(self.body, MarkdownBody):
+            self.body.set_markdown(text)
+            self.body.setVisible(True)
+
+    def _note_action_clicked(self) -> None:
+        if self.message is None:
+            return
+        if self._note_action_name == "continue":
+            self.continueRequested.emit(self.message.id)
+        elif self._note_action_name == "retry":
+            self.retryRequested.emit(self.message.id)
 
     def _copy(self) -> None:
         if self.message is not None:
             QGuiApplication.clipboard().setText(self.message.content)
+            button = self.buttons["Copy"]
+            button.set_icon_name("check")
+            button.setToolTip("Copied")
+
+    # ---- hover ----
+
+    def _update_actions(self) -> None:
+        if hasattr(self, "action_box"):
+            self.action_box.setVisible(self._hovered or self._always_show_actions)
+
+    def enterEvent(self, event: QEnterEvent) -> None:
+        self._hovered = True
+        self._update_actions()
+        super().enterEvent(event)
+
+    def leaveEvent(self, event: QEvent) -> None:
+        self._hovered = False
+        self._update_actions()
+        if "Copy" in self.buttons:
+            self.buttons["Copy"].set_icon_name("copy")
+            self.buttons["Copy"].setToolTip("Copy the text")
+        super().leaveEvent(event)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if self.bubble is not None:
+            self.bubble.setMaximumWidth(int(self.width() * theme.USER_BUBBLE_RATIO))
+
+    # ---- editing a user message ----
 
     def start_edit(self) -> None:
-        """Swap the body for an editor; sending it makes a new branch."""
-        if self.message is None or self.editor is not None:
+        """Swap the bubble for an editor; sending it makes a new version (a branch)."""
+        if self.message is None or self.editor is not None or self.bubble is None:
             return
-        layout = self.layout()
-        assert isinstance(layout, QVBoxLayout)
-        editor = self.editor = MessageEdit(self)
+        card = QFrame(self)
+        card.setObjectName("composerCard")
+        inner = QVBoxLayout(card)
+        inner.setContentsMargins(theme.SPACE.M, theme.SPACE.S, theme.SPACE.S, theme.SPACE.S)
+        self.editor = MessageEdit(card)
+        self.editor.setObjectName("composerEdit")
         self.editor.setPlainText(self.message.content)
-        self.editor.setFixedHeight(90)
+        self.editor.setFixedHeight(96)
         row = QHBoxLayout()
-        save = QPushButton("Send as new version", self)
-        cancel = QPushButton("Cancel", self)
+        save = QPushButton("Send", card)
+        save.setToolTip("Send this version (Enter); the original stays as version 1")
+        cancel = QPushButton("Cancel", card)
         row.addStretch(1)
         row.addWidget(cancel)
         row.addWidget(save)
-        index = layout.indexOf(self.body)
-        self.body.setVisible(False)
-        layout.insertWidget(index + 1, self.editor)
-        layout.insertLayout(index + 2, row)
-        self._edit_row = [self.editor, save, cancel]
+        inner.addWidget(self.editor)
+        inner.addLayout(row)
+        self.bubble.setVisible(False)
+        self._layout.insertWidget(self._layout.indexOf(self.note_row), card)
+        self._edit_card = card
         message_id = self.message.id
         self.editor.submitted.connect(lambda text: self.editSubmitted.emit(message_id, text))
-        save.clicked.connect(lambda: self.editSubmitted.emit(message_id, editor.toPlainText()))
+        save.clicked.connect(lambda: self.editSubmitted.emit(message_id, self.editor.toPlainText()))
         cancel.clicked.connect(self.cancel_edit)
         self.editor.setFocus()
 
     def cancel_edit(self) -> None:
-        if self.editor is None:
+        if self.editor is None or self.bubble is None:
             return
-        for w in self._edit_row:
-            w.deleteLater()
+        self._edit_card.deleteLater()
         self.editor = None
-        self.body.setVisible(True)
+        self.bubble.setVisible(True)

@@ -1,9 +1,24 @@
-"""A dismissible message strip above the chat for errors and confirmations."""
+"""Strips above and below the chat: the dismissible notice for errors and confirmations
+(with an optional action, such as loading the previous model again), and the loading strip
+that says what the model is doing while it loads."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.views import theme
+from app.views.icons import IconButton
 
 
 class NoticeBar(QFrame):
@@ -11,25 +26,92 @@ class NoticeBar(QFrame):
         super().__init__(parent)
         self.setObjectName("noticeBar")
         layout = QHBoxLayout(self)
-        layout.setContentsMargins(12, 6, 6, 6)
+        layout.setContentsMargins(theme.SPACE.L, theme.SPACE.S, theme.SPACE.S, theme.SPACE.S)
+        layout.setSpacing(theme.SPACE.S)
         self.label = QLabel(self)
+        self.label.setObjectName("noticeText")
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        close = QToolButton(self, autoRaise=True)
-        close.setText("✕")
-        close.setToolTip("Dismiss")
+        self.action = QPushButton(self)
+        self.action.setObjectName("noteAction")
+        self.action.hide()
+        close = IconButton("close", "Dismiss", self, size=16)
         layout.addWidget(self.label, 1)
+        layout.addWidget(self.action)
         layout.addWidget(close)
         close.clicked.connect(self.hide)
+        self.action.clicked.connect(self._act)
+        self._callback: Callable[[], None] | None = None
         self.hide()
 
-    def show_message(self, text: str, kind: str = "info") -> None:
+    def show_message(
+        self,
+        text: str,
+        kind: str = "info",
+        action: str = "",
+        callback: Callable[[], None] | None = None,
+    ) -> None:
         self.setProperty("kind", kind)
         for widget in (self, self.label):  # re-apply the style sheet for the new kind
             widget.style().unpolish(widget)
             widget.style().polish(widget)
         self.label.setText(text)
+        self._callback = callback
+        self.action.setText(action)
+        self.action.setVisible(bool(action and callback))
         self.setVisible(bool(text))
+
+    def _act(self) -> None:
+        callback = self._callback
+        self.hide()
+        if callback is not None:
+            callback()
 
     def text(self) -> str:
         return self.label.text() if self.isVisible() else ""
+
+
+_IMPORT_STAGES = ("Reading GGUF", "Converting weights", "Writing weights", "Imported")
+
+
+class LoadingStrip(QWidget):
+    """ "Loading SmolLM2-135M-Instruct… 40%": shown above the composer while a model loads."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("loadingStrip")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(theme.SPACE.XS, 0, theme.SPACE.XS, 0)
+        layout.setSpacing(theme.SPACE.XS)
+        self.label = QLabel(self)
+        self.label.setObjectName("loadingStrip")
+        self.label.setWordWrap(True)
+        self.bar = QProgressBar(self)
+        self.bar.setRange(0, 100)
+        self.bar.setTextVisible(False)
+        self.bar.setFixedHeight(4)
+        layout.addWidget(self.label)
+        layout.addWidget(self.bar)
+        self.name = ""
+        self.hide()
+
+    def start(self, name: str) -> None:
+        self.name = name
+        self.progress("", 0.0)
+        self.show()
+
+    def progress(self, stage: str, fraction: float) -> None:
+        percent = int(round(fraction * 100))
+        self.bar.setValue(percent)
+        if stage in _IMPORT_STAGES:
+            what = f"Importing {self.name} — only on its first use"
+        elif stage.startswith("Dequantizing"):
+            what = f"Preparing {self.name} for this computer"
+        else:
+            what = f"Loading {self.name}"
+        self.label.setText(
+            f"{what}… {percent}%. You can type already: your message is sent when it is ready."
+        )
+
+    def finish(self) -> None:
+        self.hide()

@@ -1,35 +1,208 @@
-"""The Preferences dialog: app-wide settings (the KV-cache budget)."""
+"""The Preferences window: appearance, chat text size, the model to start with, what new
+chats start from, and the memory kept for reuse. Every change applies at once and is
+remembered (there is no OK button to forget); `changed` carries the new Preferences.
+
+Other parts of the app add their own pages with `add_section` (the local server, MCP).
+"""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QSpinBox, QWidget
+from dataclasses import replace
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QLabel,
+    QScrollArea,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.preferences import Preferences
+from app.views import theme
+from app.views.settings_panel import hint, section
+
+APPEARANCES = (("system", "Match the system"), ("light", "Light"), ("dark", "Dark"))
+LAST_USED = ""
+BUNDLED = "default"
 
 
 class PreferencesDialog(QDialog):
-    def __init__(self, kv_budget_mb: int, parent: QWidget | None = None) -> None:
+    changed = Signal(object)  # Preferences
+
+    def __init__(
+        self,
+        prefs: Preferences,
+        *,
+        presets: dict[str, str],
+        builtin_tools: list[dict[str, Any]],
+        current_model: str = "",
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Preferences")
-        form = QFormLayout(self)
-        self.kv_budget = QSpinBox(
-            self, minimum=0, maximum=1024 * 1024, singleStep=256, suffix=" MB"
-        )
+        self.setObjectName("preferences")
+        self.prefs = replace(prefs)
+        self._presets = presets
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, theme.SPACE.M)
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        page = QWidget(scroll)
+        self.page = QVBoxLayout(page)
+        self.page.setContentsMargins(theme.SPACE.XL, theme.SPACE.L, theme.SPACE.XL, theme.SPACE.L)
+        self.page.setSpacing(theme.SPACE.S)
+        scroll.setWidget(page)
+        outer.addWidget(scroll, 1)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
+        buttons.rejected.connect(self.close)
+        buttons.setContentsMargins(theme.SPACE.XL, 0, theme.SPACE.XL, 0)
+        outer.addWidget(buttons)
+
+        # Appearance
+        form = self._section("Appearance")
+        self.appearance = QComboBox(self)
+        for value, label in APPEARANCES:
+            self.appearance.addItem(label, value)
+        self.appearance.setCurrentIndex(max(0, self.appearance.findData(prefs.appearance)))
+        form.addRow("Colours", self.appearance)
+        self.chat_size = QSpinBox(self, minimum=9, maximum=28, suffix=" pt")
+        self.chat_size.setValue(round(prefs.chat_font_pt or theme.default_chat_pt()))
+        self.chat_size.setToolTip("The size of the conversation's text")
+        form.addRow("Chat text", self.chat_size)
+
+        # Model
+        form = self._section("Model")
+        self.default_model = QComboBox(self)
+        self.default_model.addItem("The last one used", LAST_USED)
+        self.default_model.addItem("SmolLM2-135M-Instruct (comes with Corral)", BUNDLED)
+        if current_model and current_model not in (BUNDLED, LAST_USED):
+            self.default_model.addItem(current_model, current_model)
+        if prefs.default_model and self.default_model.findData(prefs.default_model) < 0:
+            self.default_model.addItem(prefs.default_model, prefs.default_model)
+        self.default_model.setCurrentIndex(max(0, self.default_model.findData(prefs.default_model)))
+        form.addRow("Start with", self.default_model)
+        self.kv_budget = QSpinBox(self, minimum=0, maximum=1024 * 1024, singleStep=256)
+        self.kv_budget.setSuffix(" MB")
         self.kv_budget.setSpecialValueText("Automatic")
-        self.kv_budget.setValue(kv_budget_mb)
-        form.addRow("KV-cache budget", self.kv_budget)
-        hint = QLabel(
-            "Memory kept for reusing prompts already computed (earlier turns, "
-            "shared system prompts). Automatic sizes it to the free memory.",
-            self,
+        self.kv_budget.setValue(prefs.kv_budget_mb)
+        form.addRow("Reuse memory", self.kv_budget)
+        form.addRow(
+            hint(
+                "Memory kept for reusing what the model already read (earlier turns, shared "
+                "system prompts), so replies start sooner. Automatic sizes it to the free "
+                "memory.",
+                self,
+            )
         )
-        hint.setWordWrap(True)
-        hint.setObjectName("hint")
-        form.addRow(hint)
-        buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self
+
+        # New chats
+        form = self._section("New chats start with")
+        self.new_prompt = QComboBox(self)
+        self.new_prompt.addItem("No system prompt", "")
+        for name in sorted(presets):
+            self.new_prompt.addItem(name, presets[name])
+        current = prefs.new_chat.system_prompt
+        index = self.new_prompt.findData(current)
+        if index < 0 and current:
+            self.new_prompt.addItem("Custom prompt", current)
+            index = self.new_prompt.count() - 1
+        self.new_prompt.setCurrentIndex(max(0, index))
+        form.addRow("System prompt", self.new_prompt)
+        self.follow_model = QCheckBox("Each model's recommended sampling", self)
+        custom = prefs.new_chat.custom_fields()
+        self.follow_model.setChecked(not custom)
+        form.addRow("Sampling", self.follow_model)
+        effective = prefs.new_chat.effective()
+        self.temperature = QDoubleSpinBox(self, minimum=0.0, maximum=2.0, singleStep=0.05)
+        self.temperature.setValue(effective["temperature"])
+        self.top_p = QDoubleSpinBox(self, minimum=0.01, maximum=1.0, singleStep=0.01)
+        self.top_p.setValue(effective["top_p"])
+        form.addRow("Temperature", self.temperature)
+        form.addRow("Top-p", self.top_p)
+        self.max_tokens = QSpinBox(self, minimum=1, maximum=32768, suffix=" tokens")
+        self.max_tokens.setValue(prefs.new_chat.max_tokens)
+        form.addRow("Longest reply", self.max_tokens)
+        self.tool_boxes: dict[str, QCheckBox] = {}
+        for tool in builtin_tools:
+            name = tool["function"]["name"]
+            box = QCheckBox(name, self)
+            box.setToolTip(tool["function"].get("description", ""))
+            box.setChecked(name in prefs.new_chat_tools.builtins)
+            form.addRow("Tools" if not self.tool_boxes else "", box)
+            self.tool_boxes[name] = box
+        self._sampling_enabled()
+
+        self.page.addStretch(1)
+        self.resize(520, 620)
+
+        self.appearance.currentIndexChanged.connect(self._edited)
+        self.chat_size.valueChanged.connect(self._edited)
+        self.default_model.currentIndexChanged.connect(self._edited)
+        self.kv_budget.valueChanged.connect(self._edited)
+        self.new_prompt.currentIndexChanged.connect(self._edited)
+        self.follow_model.toggled.connect(self._edited)
+        for w in (self.temperature, self.top_p):
+            w.valueChanged.connect(self._edited)
+        self.max_tokens.valueChanged.connect(self._edited)
+        for box in self.tool_boxes.values():
+            box.toggled.connect(self._edited)
+
+    def _section(self, title: str) -> QFormLayout:
+        if self.page.count():
+            self.page.addSpacing(theme.SPACE.M)
+        self.page.addWidget(section(title, self))
+        form = QFormLayout()
+        form.setSpacing(theme.SPACE.S)
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
+        self.page.addLayout(form)
+        return form
+
+    def add_section(self, title: str, widget: QWidget) -> None:
+        """A page of settings from another part of the app, under its own title."""
+        self.page.insertSpacing(self.page.count() - 1, theme.SPACE.M)
+        self.page.insertWidget(self.page.count() - 1, section(title, self))
+        self.page.insertWidget(self.page.count() - 1, widget)
+
+    def _sampling_enabled(self) -> None:
+        for w in (self.temperature, self.top_p):
+            w.setEnabled(not self.follow_model.isChecked())
+
+    def _edited(self, *_args: object) -> None:
+        self._sampling_enabled()
+        size = float(self.chat_size.value())
+        new_chat = replace(
+            self.prefs.new_chat,
+            system_prompt=str(self.new_prompt.currentData() or ""),
+            max_tokens=self.max_tokens.value(),
+            temperature=None if self.follow_model.isChecked() else self.temperature.value(),
+            top_p=None if self.follow_model.isChecked() else self.top_p.value(),
         )
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        form.addRow(buttons)
+        tools = replace(
+            self.prefs.new_chat_tools,
+            builtins=[name for name, box in self.tool_boxes.items() if box.isChecked()],
+        )
+        self.prefs = replace(
+            self.prefs,
+            appearance=str(self.appearance.currentData()),
+            chat_font_pt=None if size == round(theme.default_chat_pt()) else size,
+            default_model=str(self.default_model.currentData() or ""),
+            kv_budget_mb=self.kv_budget.value(),
+            new_chat=new_chat,
+            new_chat_tools=tools,
+        )
+        self.changed.emit(self.prefs)
 
     def kv_budget_mb(self) -> int:
         return self.kv_budget.value()
+
+
+__all__ = ["PreferencesDialog", "QLabel"]

@@ -1,8 +1,10 @@
-"""The conversation list: new chat, search by title and content, rename, delete."""
+"""The conversation list: new chat, search by title and content, rename in place (double
+click, F2 or the context menu), delete."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import (
+    QAbstractItemModel,
     QModelIndex,
     QPersistentModelIndex,
     QPoint,
@@ -13,14 +15,15 @@ from PySide6.QtCore import (
     Signal,
 )
 from PySide6.QtWidgets import (
-    QInputDialog,
+    QAbstractItemView,
+    QHBoxLayout,
+    QLabel,
     QLineEdit,
     QListView,
     QListWidget,
     QListWidgetItem,
     QMenu,
     QMessageBox,
-    QPushButton,
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QVBoxLayout,
@@ -28,10 +31,15 @@ from PySide6.QtWidgets import (
 )
 
 from app.store import Conversation
+from app.views import theme
+from app.views.icons import IconButton, icon
+
+RENAME_MAX = 200
 
 
-class _FitWidth(QStyledItemDelegate):
-    """Rows as wide as the list, so long titles end in "…" instead of scrolling sideways."""
+class _RowDelegate(QStyledItemDelegate):
+    """Rows as wide as the list (long titles end in "…"), and a rename field that fills the
+    row in the list's own font."""
 
     def __init__(self, view: QListView) -> None:
         super().__init__(view)
@@ -42,7 +50,38 @@ class _FitWidth(QStyledItemDelegate):
     ) -> QSize:
         size = super().sizeHint(option, index)
         size.setWidth(self._view.viewport().width())
+        size.setHeight(max(size.height(), self._view.fontMetrics().height() + 2 * theme.SPACE.S))
         return size
+
+    def createEditor(
+        self,
+        parent: QWidget,
+        option: QStyleOptionViewItem,
+        index: QModelIndex | QPersistentModelIndex,
+    ) -> QWidget:
+        editor = QLineEdit(parent)
+        editor.setObjectName("renameField")
+        editor.setMaxLength(RENAME_MAX)
+        editor.setFont(self._view.font())
+        editor.setFrame(True)
+        return editor
+
+    def updateEditorGeometry(
+        self,
+        editor: QWidget,
+        option: QStyleOptionViewItem,
+        index: QModelIndex | QPersistentModelIndex,
+    ) -> None:
+        editor.setGeometry(option.rect.adjusted(2, 1, -2, -1))
+
+    def setModelData(
+        self,
+        editor: QWidget,
+        model: QAbstractItemModel,
+        index: QModelIndex | QPersistentModelIndex,
+    ) -> None:
+        if isinstance(editor, QLineEdit) and editor.text().strip():
+            model.setData(index, editor.text().strip(), Qt.ItemDataRole.EditRole)
 
 
 class Sidebar(QWidget):
@@ -58,21 +97,36 @@ class Sidebar(QWidget):
         super().__init__(parent)
         self.setObjectName("sidebar")
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 8, 8, 8)
-        self.new_button = QPushButton("New chat", self)
+        layout.setContentsMargins(theme.SPACE.M, theme.SPACE.M, theme.SPACE.S, theme.SPACE.M)
+        layout.setSpacing(theme.SPACE.S)
+        header = QHBoxLayout()
+        header.setContentsMargins(theme.SPACE.XS, 0, 0, 0)
+        title = QLabel("CHATS", self)
+        title.setObjectName("sidebarTitle")
+        self.new_button = IconButton("new", "New chat (Ctrl+N)", self)
         self.new_button.setObjectName("newChat")
+        header.addWidget(title, 1)
+        header.addWidget(self.new_button)
         self.search = QLineEdit(self)
         self.search.setObjectName("search")
         self.search.setPlaceholderText("Search chats")
         self.search.setClearButtonEnabled(True)
+        self._search_icon = self.search.addAction(
+            icon("search", size=16), QLineEdit.ActionPosition.LeadingPosition
+        )
         self.list = QListWidget(self)
         self.list.setObjectName("conversationList")
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setResizeMode(QListView.ResizeMode.Adjust)
-        self.list.setItemDelegate(_FitWidth(self.list))
-        layout.addWidget(self.new_button)
+        self.list.setEditTriggers(
+            QAbstractItemView.EditTrigger.DoubleClicked
+            | QAbstractItemView.EditTrigger.EditKeyPressed
+        )
+        self.list.setItemDelegate(_RowDelegate(self.list))
+        self.list.setSpacing(1)
+        layout.addLayout(header)
         layout.addWidget(self.search)
         layout.addWidget(self.list, 1)
         self._search_timer = QTimer(self, singleShot=True, interval=200)
@@ -81,7 +135,7 @@ class Sidebar(QWidget):
         self.new_button.clicked.connect(self.newRequested)
         self.list.currentItemChanged.connect(self._current_changed)
         self.list.customContextMenuRequested.connect(self._menu)
-        self.list.itemDoubleClicked.connect(lambda item: self.rename(self._id(item)))
+        self.list.itemChanged.connect(self._item_edited)
 
     def query(self) -> str:
         return self.search.text().strip()
@@ -93,6 +147,7 @@ class Sidebar(QWidget):
                 item = QListWidgetItem(conv.title, self.list)
                 item.setData(Qt.ItemDataRole.UserRole, conv.id)
                 item.setToolTip(conv.title)
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
                 if conv.id == current:
                     self.list.setCurrentItem(item)
 
@@ -108,19 +163,28 @@ class Sidebar(QWidget):
             self.conversationSelected.emit(self._id(item))
 
     def rename(self, conversation_id: int) -> None:
+        """Edit the title in place; Enter saves, Esc keeps the old one."""
         item = self._item(conversation_id)
-        title, ok = QInputDialog.getText(
-            self, "Rename chat", "Title:", text=item.text() if item else ""
-        )
-        if ok:
-            self.renameRequested.emit(conversation_id, title)
+        if item is not None:
+            self.list.scrollToItem(item)
+            self.list.editItem(item)
+
+    def rename_editor(self) -> QLineEdit | None:
+        """The open rename field, if any."""
+        editor = self.list.findChild(QLineEdit, "renameField")
+        return editor if editor is not None and editor.isVisible() else None
+
+    def _item_edited(self, item: QListWidgetItem) -> None:
+        title = item.text().strip()
+        if title:
+            self.renameRequested.emit(self._id(item), title)
 
     def confirm_delete(self, conversation_id: int) -> None:
         item = self._item(conversation_id)
         answer = QMessageBox.question(
             self,
             "Delete chat",
-            f"Delete “{item.text() if item else 'this chat'}” and all its branches?",
+            f"Delete “{item.text() if item else 'this chat'}” and all its versions?",
         )
         if answer == QMessageBox.StandardButton.Yes:
             self.deleteRequested.emit(conversation_id)
@@ -137,6 +201,6 @@ class Sidebar(QWidget):
             return
         cid = self._id(item)
         menu = QMenu(self)
-        menu.addAction("Rename…", lambda: self.rename(cid))
+        menu.addAction("Rename", lambda: self.rename(cid))
         menu.addAction("Delete…", lambda: self.confirm_delete(cid))
         menu.exec(self.list.mapToGlobal(pos))

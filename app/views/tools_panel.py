@@ -10,7 +10,6 @@ from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QComboBox,
-    QFormLayout,
     QHBoxLayout,
     QLabel,
     QListWidget,
@@ -25,6 +24,14 @@ from app.jobs.thread import run_task
 from app.store import ToolsConfig
 from app.store.records import TOOL_CHOICES
 from app.tools import ToolsError, parse_tools_text
+from app.views import theme
+from app.views.settings_panel import hint, section
+
+CHOICE_LABELS = {
+    "auto": "The model decides",
+    "required": "Must call a tool",
+    "none": "No tool calls",
+}
 
 EXAMPLE = """[
   {"type": "function", "function": {
@@ -50,30 +57,34 @@ class ToolsPanel(QWidget):
         self._generation = 0
         self._pending: list[dict[str, Any]] | None = None
         layout = QVBoxLayout(self)
-        form = QFormLayout()
+        layout.setContentsMargins(theme.SPACE.L, theme.SPACE.M, theme.SPACE.L, theme.SPACE.L)
+        layout.setSpacing(theme.SPACE.S)
+        layout.addWidget(section("When to call", self))
         self.choice = QComboBox(self)
         self.choice.setToolTip(
-            "auto: the model may call tools; required: it must call one; "
-            "none: no calls; a name: it must call that tool"
+            "Whether the model may call a tool, must call one (or a given one), or may not"
         )
-        form.addRow("Tool choice", self.choice)
-        layout.addLayout(form)
-        layout.addWidget(QLabel("<b>Built-in tools</b>", self))
+        layout.addWidget(self.choice)
+        layout.addSpacing(theme.SPACE.S)
+        layout.addWidget(section("Built-in tools", self))
         self.builtin_list = QListWidget(self)
-        self.builtin_list.setMaximumHeight(90)
+        self.builtin_list.setMaximumHeight(96)
+        self.builtin_list.setMinimumHeight(72)
         layout.addWidget(self.builtin_list)
-        self.no_builtins = QLabel("No built-in tools in this engine.", self)
-        self.no_builtins.setObjectName("hint")
+        self.no_builtins = hint("No built-in tools in this engine.", self)
         layout.addWidget(self.no_builtins)
+        layout.addSpacing(theme.SPACE.S)
         row = QHBoxLayout()
-        row.addWidget(QLabel("<b>Your tools</b> (OpenAI format)", self), 1)
+        row.addWidget(section("Your tools", self), 1)
         self.load_button = QPushButton("Load .json…", self)
         row.addWidget(self.load_button)
         layout.addLayout(row)
+        layout.addWidget(hint("Function definitions in the OpenAI format.", self))
         self.editor = QPlainTextEdit(self)
         self.editor.setObjectName("toolsEditor")
         self.editor.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.editor.setPlaceholderText(EXAMPLE)
+        self.editor.setMinimumHeight(140)
         layout.addWidget(self.editor, 1)
         self.status = QLabel(self)
         self.status.setObjectName("toolsStatus")
@@ -140,9 +151,19 @@ class ToolsPanel(QWidget):
     def _fill_choices(self) -> None:
         with QSignalBlocker(self.choice):
             self.choice.clear()
-            self.choice.addItems(list(TOOL_CHOICES) + self._names())
-            index = self.choice.findText(self.config.tool_choice)
+            for choice in TOOL_CHOICES:
+                self.choice.addItem(CHOICE_LABELS[choice], choice)
+            for name in self._names():
+                self.choice.addItem(f"Must call {name}", name)
+            index = self.choice.findData(self.config.tool_choice)
             self.choice.setCurrentIndex(max(index, 0))
+
+    def set_choice(self, choice: str) -> None:
+        """Pick a rule ("auto", "required", "none" or a tool's name), as the user would."""
+        index = self.choice.findData(choice)
+        if index >= 0:
+            self.choice.setCurrentIndex(index)
+            self.choice.activated.emit(index)
 
     def _show_summary(self, error: str = "") -> None:
         if error:
@@ -152,7 +173,7 @@ class ToolsPanel(QWidget):
             self.status.setProperty("error", False)
             names = self._names()
             self.status.setText(
-                f"{len(names)} tool(s) offered: {', '.join(names)}"
+                f"Offered to the model: {', '.join(names)}"
                 if names
                 else "No tools: replies are plain text."
             )
@@ -194,7 +215,7 @@ class ToolsPanel(QWidget):
             return
         self._pending = result
         names = self._names(result)
-        self.status.setText(f"✓ Valid: {', '.join(names) or 'no tools'} — press Apply")
+        self.status.setText(f"Valid: {', '.join(names) or 'no tools'}. Apply to use them.")
         self.apply_button.setEnabled(True)
         if apply:
             self.apply()
@@ -214,7 +235,7 @@ class ToolsPanel(QWidget):
         self.config = ToolsConfig(
             definitions=self.config.definitions,
             builtins=self._checked_builtins(),
-            tool_choice=self.choice.currentText() or "auto",
+            tool_choice=self.choice.currentData() or "auto",
             source_name=self.config.source_name,
         )
         if self.config.tool_choice not in self._names() + list(TOOL_CHOICES):

@@ -1,9 +1,11 @@
 """What the main window does with files and panels: constraint files, dropped or opened
 (validated off the GUI thread, applied only when valid), the constraint editor, tools
-files and built-in tool runs, and the settings and presets panels' changes."""
+files and built-in tool runs, and the changes made in the settings and tools panels and
+the tools chip (all saved with the conversation)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,11 @@ class WindowActions(QMainWindow):
     constraint_bar: Any
     settings_panel: Any
     tools_panel: Any
-    tools_dock: Any
+    tools_chip: Any
+    shell: Any
+    inspector_tabs: Any
     notice: Any
+    show_tools: Any
 
     def run_builtin_tool(self, call_id: str, name: str, arguments: object) -> None:
         args = arguments if isinstance(arguments, dict) else {}
@@ -47,11 +52,20 @@ class WindowActions(QMainWindow):
             else:
                 self.open_constraint_file(path)
 
-    def open_constraint_file(self, path: str) -> None:
+    def open_constraint_file(self, path: str, then: Callable[[], None] | None = None) -> None:
+        """Check the file off the GUI thread; apply it if valid (then call `then`)."""
         self.constraint_bar.show_error(f"Checking {Path(path).name}…")
-        run_task(lambda: check_file(path), self._constraint_checked)
+        run_task(
+            lambda: check_file(path),
+            lambda checked, error: self._constraint_checked(checked, error, then),
+        )
 
-    def _constraint_checked(self, checked: Checked | None, error: BaseException | None) -> None:
+    def _constraint_checked(
+        self,
+        checked: Checked | None,
+        error: BaseException | None,
+        then: Callable[[], None] | None = None,
+    ) -> None:
         if error is not None or checked is None:
             self.constraint_bar.show_error(f"Could not check the file: {error}")
             return
@@ -62,6 +76,8 @@ class WindowActions(QMainWindow):
             return
         assert checked.spec is not None
         self.apply_constraint(checked.spec, checked.path)
+        if then is not None:
+            then()
 
     def apply_constraint(self, spec: ConstraintSpec, path: str | None = None) -> None:
         if self.controller.conversation_id is None:
@@ -72,7 +88,7 @@ class WindowActions(QMainWindow):
         self.constraint_bar.set_spec(spec)
         self.constraint_bar.show_error("")
         kind = KIND_LABELS.get(spec.kind, spec.kind)
-        self.statusBar().showMessage(f"Replies must now fit {spec.name or kind} ({kind}).", 5000)
+        self.statusBar().showMessage(f"Replies now follow {spec.name or kind} ({kind}).", 5000)
 
     def remove_constraint(self) -> None:
         if self.controller.conversation_id is not None:
@@ -83,9 +99,9 @@ class WindowActions(QMainWindow):
     def choose_constraint_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
             self,
-            "Constrain replies",
+            "Replies must follow",
             "",
-            "Grammars and schemas (*.json *.lark *.gbnf *.regex *.re);;All files (*)",
+            "Schemas and grammars (*.json *.lark *.gbnf *.regex *.re);;All files (*)",
         )
         if path:
             self.open_constraint_file(path)
@@ -101,7 +117,7 @@ class WindowActions(QMainWindow):
     def _editor_accepted(self, dialog: ConstraintEditor) -> None:
         spec = dialog.spec()
         if spec is not None:
-            name = "Pasted " + KIND_LABELS[spec.kind]
+            name = "pasted " + KIND_LABELS[spec.kind]
             self.apply_constraint(ConstraintSpec(spec.kind, spec.source, name))
 
     # ---- tools and settings ----
@@ -117,13 +133,22 @@ class WindowActions(QMainWindow):
         except (OSError, UnicodeDecodeError) as exc:
             self.notice.show_message(f"{Path(path).name}: cannot be read ({exc})", "error")
             return
-        self.tools_dock.show()
-        self.tools_dock.raise_()
+        if not (self.shell.inspector_open and self.inspector_tabs.currentIndex() == 1):
+            self.show_tools()
         self.tools_panel.load_text(text, Path(path).name)
 
     def _tools_changed(self, config: object) -> None:
+        """The Tools panel changed the conversation's tools (saved with it)."""
         if self.controller.conversation_id is not None:
             self.store.set_tools(self.controller.conversation_id, config)
+        self.tools_chip.set_config(config)
+
+    def _tools_chip_changed(self, config: object) -> None:
+        """The chip's menu changed the conversation's tools."""
+        if self.controller.conversation_id is not None:
+            self.store.set_tools(self.controller.conversation_id, config)
+        self.tools_panel.set_config(config)
+        self.tools_chip.set_config(config)
 
     def _settings_changed(self, settings: object) -> None:
         if self.controller.conversation_id is not None:

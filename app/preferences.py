@@ -1,0 +1,58 @@
+"""The user's app-wide preferences, kept in the store's settings table: appearance, chat
+text size, the model to start with, the KV-cache budget, and what a new chat starts from
+(system prompt, sampling, built-in tools; a new chat never inherits a constraint)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.store import ChatSettings, Store, ToolsConfig
+
+KEYS = {
+    "appearance": "appearance",
+    "chat_font_pt": "chat_font_pt",
+    "default_model": "default_model",
+    "kv_budget_mb": "kv_budget_mb",
+    "new_chat": "new_chat_settings",
+    "new_chat_tools": "new_chat_tools",
+}
+
+
+@dataclass
+class Preferences:
+    appearance: str = "system"  # system | light | dark
+    chat_font_pt: float | None = None  # None: a step above the system font
+    default_model: str = ""  # a model spec; "" starts with the last model used
+    kv_budget_mb: int = 0  # 0: automatic
+    new_chat: ChatSettings = field(default_factory=ChatSettings)
+    new_chat_tools: ToolsConfig = field(default_factory=ToolsConfig)
+
+    @classmethod
+    def load(cls, store: Store) -> Preferences:
+        prefs = cls()
+        get = store.get_setting
+        appearance = get(KEYS["appearance"], prefs.appearance)
+        if appearance in ("system", "light", "dark"):
+            prefs.appearance = appearance
+        size = get(KEYS["chat_font_pt"])
+        prefs.chat_font_pt = float(size) if isinstance(size, int | float) and size > 0 else None
+        model = get(KEYS["default_model"], "")
+        prefs.default_model = model if isinstance(model, str) else ""
+        budget = get(KEYS["kv_budget_mb"], 0)
+        prefs.kv_budget_mb = int(budget) if isinstance(budget, int | float) else 0
+        prefs.new_chat = ChatSettings.from_dict(_dict(get(KEYS["new_chat"])))
+        prefs.new_chat_tools = ToolsConfig.from_dict(_dict(get(KEYS["new_chat_tools"])))
+        return prefs
+
+    def save(self, store: Store) -> None:
+        store.set_setting(KEYS["appearance"], self.appearance)
+        store.set_setting(KEYS["chat_font_pt"], self.chat_font_pt)
+        store.set_setting(KEYS["default_model"], self.default_model)
+        store.set_setting(KEYS["kv_budget_mb"], self.kv_budget_mb)
+        store.set_setting(KEYS["new_chat"], self.new_chat.to_dict())
+        store.set_setting(KEYS["new_chat_tools"], self.new_chat_tools.to_dict())
+
+
+def _dict(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None

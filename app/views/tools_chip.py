@@ -1,0 +1,124 @@
+"""The tools chip next to the composer: which tools this conversation offers and how the
+model may use them ("Tools: calculator, clock (auto)", "(must call one)"), with a menu to
+switch built-in tools on and off, pick the rule, or open the Tools panel."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from PySide6.QtCore import QEvent, QSize, Qt, Signal
+from PySide6.QtGui import QAction, QActionGroup
+from PySide6.QtWidgets import QMenu, QToolButton, QWidget
+
+from app.store import ToolsConfig
+from app.views.icons import icon
+
+CHOICE_WORDS = {"auto": "auto", "required": "must call one", "none": "off"}
+CHOICE_MENU = {
+    "auto": "The model decides when to call a tool",
+    "required": "The model must call a tool",
+    "none": "No tool calls (tools stay listed)",
+}
+MAX_NAMES = 3
+
+
+def tool_names(config: ToolsConfig) -> list[str]:
+    """The tools a conversation offers: its own definitions, then the enabled built-ins."""
+    names = [d.get("function", d).get("name", "?") for d in config.definitions]
+    return names + [n for n in config.builtins if n not in names]
+
+
+def describe_tools(config: ToolsConfig) -> str:
+    """The chip's words: "" when no tools are on, else "Tools: a, b (auto)"."""
+    names = tool_names(config)
+    if not names:
+        return ""
+    shown = ", ".join(names[:MAX_NAMES]) + (f" +{len(names) - MAX_NAMES}" if len(names) > 3 else "")
+    rule = CHOICE_WORDS.get(config.tool_choice, f"must call {config.tool_choice}")
+    return f"Tools: {shown} ({rule})"
+
+
+class ToolsChip(QToolButton):
+    """Shows the conversation's tools; its menu changes them. `configChanged` carries the
+    new ToolsConfig; `editRequested` asks for the Tools panel."""
+
+    configChanged = Signal(object)  # ToolsConfig
+    editRequested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("toolsChip")
+        self.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.setIconSize(QSize(16, 16))
+        self.config = ToolsConfig()
+        self._builtins: list[dict[str, Any]] = []
+        self.menu_ = QMenu(self)
+        self.setMenu(self.menu_)
+        self.menu_.aboutToShow.connect(self._fill_menu)
+        self.set_config(self.config)
+
+    def set_builtins(self, tools: list[dict[str, Any]]) -> None:
+        self._builtins = tools
+
+    def set_config(self, config: ToolsConfig) -> None:
+        self.config = config
+        text = describe_tools(config)
+        self.setText(text or "Tools")
+        self.setProperty("active", bool(text))
+        self.style().unpolish(self)
+        self.style().polish(self)
+        tip = "Tools the model may call in this conversation"
+        if config.tool_choice == "required" and text:
+            tip += " — it must call one before it answers"
+        self.setToolTip(tip)
+        self.setIcon(icon("tools", size=16))
+
+    def _fill_menu(self) -> None:
+        menu = self.menu_
+        menu.clear()
+        own = [d.get("function", d).get("name", "?") for d in self.config.definitions]
+        if own:
+            menu.addSection(f"From {self.config.source_name or 'your definitions'}")
+            for name in own:
+                action = menu.addAction(name)
+                action.setEnabled(False)
+        if self._builtins:
+            menu.addSection("Built in")
+            for tool in self._builtins:
+                fn = tool["function"]
+                action = menu.addAction(fn["name"])
+                action.setCheckable(True)
+                action.setChecked(fn["name"] in self.config.builtins)
+                action.setToolTip(fn.get("description", ""))
+                action.toggled.connect(
+                    lambda on, name=fn["name"]: self._toggle_builtin(name, bool(on))
+                )
+        menu.addSection("When to call")
+        group = QActionGroup(menu)
+        for choice, words in CHOICE_MENU.items():
+            action = QAction(words, menu, checkable=True)
+            action.setChecked(self.config.tool_choice == choice)
+            action.triggered.connect(lambda _on=False, c=choice: self._choose(c))
+            group.addAction(action)
+            menu.addAction(action)
+        menu.addSeparator()
+        menu.addAction("Edit tools…", self.editRequested.emit)
+
+    def _toggle_builtin(self, name: str, on: bool) -> None:
+        builtins = [n for n in self.config.builtins if n != name] + ([name] if on else [])
+        self._emit(replace(self.config, builtins=builtins))
+
+    def _choose(self, choice: str) -> None:
+        self._emit(replace(self.config, tool_choice=choice))
+
+    def _emit(self, config: ToolsConfig) -> None:
+        self.set_config(config)
+        self.configChanged.emit(config)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self.setIcon(icon("tools", size=16))
