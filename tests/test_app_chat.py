@@ -1,5 +1,6 @@
-"""The chat window with a real engine (tiny random model): streaming, stop, regenerate,
-edit-and-branch, branch switching, persistence across a restart."""
+"""The chat window with a real engine (tiny random model): streaming, stop (a quiet
+"Stopped"; Retry when nothing was written), a reply cut at its length limit and Continue,
+regenerate, edit-and-branch, branch switching, persistence across a restart."""
 
 from __future__ import annotations
 
@@ -22,14 +23,15 @@ def test_send_streams_a_rendered_reply(qtbot, tmp_path, tiny_engine):
     window.composer.edit.setPlainText("Tell me a story")
     qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
     assert window.composer.edit.toPlainText() == ""
-    assert window.controller.busy and window.composer.button.text() == "Stop"
+    assert window.controller.busy and window.composer.button.accessibleName() == "Stop"
     wait_idle(qtbot, window)
     assert len(deltas) > 1  # the text arrived in pieces, not at the end
     widgets = window.chat.message_widgets()
     assert [w.message.role for w in widgets] == ["user", "assistant"]
     reply = widgets[1]
     assert reply.message.content and reply.body.toPlainText().strip()
-    assert "tok/s" in reply.stats.text() and "prompt tokens cached" in reply.stats.text()
+    assert "to first word" in reply.stats.text() and "words/s" in reply.stats.text()
+    assert "reused from the cache" in reply.stats.toolTip()  # the details, on hover
     assert window.sidebar.titles() == ["Tell me a story"]
     screenshot(window, "chat_reply")
     close_window(window)
@@ -54,8 +56,10 @@ def test_stop_mid_reply_with_escape(qtbot, tmp_path, tiny_engine):
     assert reply.body is streamed_body  # the saved reply adopts what was rendered, no re-render
     assert reply.message.meta["stop_reason"] == "cancelled"
     assert 0 < reply.message.meta["stats"]["generated_tokens"] < 4000
-    assert "Stopped" in reply.status.text()
-    assert window.composer.button.text() == "Send"
+    assert reply.status.text() == "Stopped" and reply.status.property("kind") == "quiet"
+    assert not reply.note_action.isVisible()  # nothing to retry: the text is there
+    assert not window.notice.isVisible()  # a stop is not an error
+    assert window.composer.button.accessibleName() == "Send"
     close_window(window)
 
 
@@ -66,13 +70,52 @@ def test_stop_during_prompt_processing(qtbot, tmp_path, tiny_engine):
     window.controller.replyPrefill.connect(lambda done, total: progress.append((done, total)))
     _send(qtbot, window, "many different words " * 2000)  # a long prompt, read in chunks
     qtbot.waitUntil(lambda: bool(progress), timeout=30_000)
-    assert "Reading the prompt" in window.chat.reply.status.text()
+    assert "Reading your message" in window.chat.reply.status.text()
     window.composer.button.click()  # the Send button reads Stop while busy
     wait_idle(qtbot, window, timeout=10_000)
     assert progress[-1][0] < progress[-1][1]  # stopped part-way through the prompt
-    roles = [w.message.role for w in window.chat.message_widgets()]
-    assert roles == ["user"]  # no reply was kept, the question is
-    assert "Stopped" in window.notice.text()
+    widgets = window.chat.message_widgets()
+    assert [w.message.role for w in widgets] == ["user"]  # no reply was kept, the question is
+    assert not window.notice.isVisible()  # no red banner for a stop
+    question = widgets[0]
+    assert question.status.text() == "Stopped before any reply"
+    assert question.note_action.isVisible() and question.note_action.text() == "Retry"
+    screenshot(window, "chat_stopped_before_reply")
+    set_sampling(window, max_tokens=3)
+    question.note_action.click()  # Retry answers the same question
+    wait_idle(qtbot, window)
+    widgets = window.chat.message_widgets()
+    assert [w.message.role for w in widgets] == ["user", "assistant"]
+    assert widgets[1].message.parent_id == question.message.id
+    close_window(window)
+
+
+def test_a_reply_cut_at_its_limit_says_so_and_continues(qtbot, tmp_path, tiny_engine):
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=6, seed=4)
+    _send(qtbot, window, "Write a long story")
+    wait_idle(qtbot, window)
+    reply = window.chat.message_widgets()[-1]
+    assert reply.message.meta["stop_reason"] == "length"
+    assert reply.status.text() == "Stopped at the 6-token limit"
+    assert reply.note_action.isVisible() and reply.note_action.text() == "Continue"
+    screenshot(window, "chat_length_limit")
+    first = reply.message
+    reply.note_action.click()
+    wait_idle(qtbot, window)
+    widgets = window.chat.message_widgets()
+    assert len(widgets) == 2
+    continued = widgets[-1].message
+    # The longer reply is a new version that starts with the cut one's text.
+    assert continued.id != first.id and continued.parent_id == first.parent_id
+    assert continued.content.startswith(first.content)
+    assert len(continued.content) > len(first.content)
+    assert continued.meta["continued_from"] == first.id
+    assert widgets[-1].switcher is not None and widgets[-1].switcher.label.text() == "2/2"
+    request = window.controller.build_request(
+        window.controller.path(), window.controller.conversation
+    )
+    assert request.messages[-1]["content"] == continued.content
     close_window(window)
 
 

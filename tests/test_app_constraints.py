@@ -39,11 +39,12 @@ def test_dropped_lark_file_constrains_the_next_reply(qtbot, tmp_path, tiny_engin
     assert drop_files(window.composer.edit.viewport(), [grammar])
     chip = window.constraint_bar.chip
     qtbot.waitUntil(chip.isVisible, timeout=10_000)
-    assert chip.label.text() == "Constraint: yes_no.lark · Lark"
+    assert chip.label.text() == "Reply as: yes_no.lark (Lark grammar)"
     assert window.controller.conversation.constraint["kind"] == "lark"
     reply = _ask(qtbot, window, "Is the sky blue?")
     assert reply.message.content in ("yes.", "no.")
-    assert reply.badge.isVisible() and "yes_no.lark" in reply.badge.text()
+    assert reply.tag.isVisible()
+    assert reply.tag.text() == "Reply as: yes_no.lark (Lark grammar)"
     screenshot(window, "constraint_applied")
     close_window(window)
 
@@ -60,7 +61,8 @@ def test_dropped_schema_on_the_window_gives_valid_json(qtbot, tmp_path, tiny_eng
     jsonschema.validate(json.loads(reply.message.content), SCHEMA)
     stats = reply.message.meta["stats"]
     assert stats["constrained"] and stats["forced_tokens"] > 0
-    assert f"{stats['forced_tokens']} forced" in reply.stats.text()
+    forced = stats["forced_tokens"]
+    assert f"Forced by the grammar: {forced} token" in reply.stats.toolTip()
     close_window(window)
 
 
@@ -95,7 +97,7 @@ def test_removing_the_chip_frees_the_next_reply(qtbot, tmp_path, tiny_engine):
     assert not window.constraint_bar.chip.isVisible()
     assert window.controller.conversation.constraint is None
     reply = _ask(qtbot, window, "Anything")
-    assert reply.message.meta["constraint"] is None and not reply.badge.isVisible()
+    assert reply.message.meta["constraint"] is None and not reply.tag.isVisible()
     close_window(window)
 
 

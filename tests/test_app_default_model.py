@@ -35,12 +35,10 @@ def test_real_model_markdown_and_schema(qtbot, tmp_path, default_engine):
     wait_idle(qtbot, window, timeout=120_000)
     reply = window.chat.message_widgets()[-1]
     assert reply.message.content.strip()
-    views = reply.body.views
     if "```" in reply.message.content:  # the model chose a fenced block: it is copyable
-        assert reply.body.code_blocks
-        view = next(v for v in views if v.code_blocks)
-        view.copy_code(0)
-        assert QGuiApplication.clipboard().text() == view.code_blocks[0]
+        block = reply.body.code_views()[0]
+        block.copy_button.click()
+        assert QGuiApplication.clipboard().text() == block.code
     screenshot(window, "real_model_markdown")
 
     path = tmp_path / "place.json"
@@ -53,6 +51,6 @@ def test_real_model_markdown_and_schema(qtbot, tmp_path, default_engine):
     reply = window.chat.message_widgets()[-1]
     value = json.loads(reply.message.content)
     jsonschema.validate(value, SCHEMA)
-    assert "Constrained: place.json" in reply.badge.text()
+    assert reply.tag.text() == "Reply as: place.json (JSON schema)"
     screenshot(window, "real_model_constrained")
     close_window(window)

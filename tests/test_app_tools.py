@@ -47,10 +47,13 @@ def test_required_call_renders_as_a_card_and_a_typed_result_continues(qtbot, tmp
     set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=40)
     _load_tools(qtbot, window, tmp_path, WEATHER)
     panel = window.tools_panel
-    assert window.tools_dock.isVisible() and "get_weather" in panel.status.text()
-    panel.choice.setCurrentText("required")
-    panel.choice.activated.emit(panel.choice.currentIndex())
+    # Loading tools brings the Tools tab forward; the chip says what is on, in plain words.
+    assert window.inspector.isVisible() and window.inspector_tabs.currentIndex() == 1
+    assert "get_weather" in panel.status.text()
+    assert window.tools_chip.text() == "Tools: get_weather (auto)"
+    panel.set_choice("required")
     assert window.controller.conversation.tools.tool_choice == "required"
+    assert window.tools_chip.text() == "Tools: get_weather (must call one)"
 
     window.send("What's the weather in Oslo?")
     wait_idle(qtbot, window)
@@ -79,7 +82,7 @@ def test_required_call_renders_as_a_card_and_a_typed_result_continues(qtbot, tmp
 
 def test_invalid_tool_definitions_show_the_problem(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
-    window.tools_dock.show()
+    window.show_tools()
     panel = window.tools_panel
     bad = [{"type": "function", "function": {"name": "bad name!", "parameters": {}}}]
     panel.editor.setPlainText(json.dumps(bad))
@@ -89,7 +92,8 @@ def test_invalid_tool_definitions_show_the_problem(qtbot, tmp_path, tiny_engine)
     qtbot.waitUntil(panel.apply_button.isEnabled, timeout=10_000)
     panel.apply_button.click()
     assert window.controller.conversation.tools.definitions == WEATHER
-    assert panel.choice.findText("get_weather") >= 0  # a named choice is offered
+    assert panel.choice.findData("get_weather") >= 0  # a named choice is offered
+    assert panel.choice.itemText(panel.choice.findData("get_weather")) == "Must call get_weather"
     screenshot(window, "tools_panel")
     close_window(window)
 
@@ -101,15 +105,15 @@ def test_run_a_builtin_tool_from_its_card(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     set_sampling(window, temperature=0.0, max_tokens=30)
     panel = window.tools_panel
-    window.tools_dock.show()
+    window.show_tools()
     assert panel.builtin_list.count() >= 1 and not panel.no_builtins.isVisible()
     item = panel.builtin_list.findItems("calculator", Qt.MatchFlag.MatchExactly)[0]
     item.setCheckState(Qt.CheckState.Checked)  # offers the built-in to the model
-    panel.choice.setCurrentText("calculator")  # ...and makes it call it
-    panel.choice.activated.emit(panel.choice.currentIndex())
+    panel.set_choice("calculator")  # ...and makes it call it
     assert window.controller.conversation.tools == ToolsConfig(
         builtins=["calculator"], tool_choice="calculator"
     )
+    assert window.tools_chip.text() == "Tools: calculator (must call calculator)"
     # The tiny random model cannot finish a free-text argument, so the call it would make
     # is stored as a reply; what is tested is the card running the built-in.
     conv = window.controller.conversation

@@ -1,6 +1,7 @@
-"""The window's frame: conversations list and search, settings and presets, menus with
-standard shortcuts, remembered window state, file-open events, model errors as messages,
-and an app package that never imports MLX."""
+"""The window's frame: conversations list with search and inline rename (the window title
+follows), settings and presets, menus with standard shortcuts, remembered window state,
+file-open events, an honest model box after a failed load, export, and an app package
+that never imports MLX."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import sys
 
 from app_helpers import REPO, close_window, make_window, screenshot
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QFileOpenEvent, QKeySequence
 from PySide6.QtWidgets import QApplication
 
@@ -30,39 +32,69 @@ def test_sidebar_new_search_rename_delete(qtbot, tmp_path, tiny_engine):
     qtbot.waitUntil(lambda: window.sidebar.titles() == ["Animals"], timeout=3000)
     window.sidebar.search.clear()
     qtbot.waitUntil(lambda: len(window.sidebar.titles()) == 2, timeout=3000)
-    window.sidebar.renameRequested.emit(second, "Plans")
-    assert "Plans" in window.sidebar.titles()
     window.sidebar.list.setCurrentRow(window.sidebar.titles().index("Animals"))
     assert c.conversation_id == first
     assert window.chat.message_widgets()[0].message.content == "the pangolin question"
     window.sidebar.deleteRequested.emit(first)
-    assert window.sidebar.titles() == ["Plans"] and c.conversation_id == second
+    assert window.sidebar.titles() == ["New chat"] and c.conversation_id == second
+    close_window(window)
+
+
+def test_rename_in_place_and_the_window_title_follows(qtbot, tmp_path, tiny_engine):
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    cid = window.controller.conversation_id
+    window.store.add_message(cid, None, "user", "plans for the weekend")
+    window.refresh_sidebar()
+    assert window.windowTitle() == "New chat — Corral"
+    window.actions_by_name["rename"].trigger()  # F2 / Chat > Rename: an inline field
+    editor = window.sidebar.rename_editor()
+    assert editor is not None and editor.text() == "New chat"
+    row = window.sidebar.list.visualItemRect(window.sidebar.list.item(0))
+    assert editor.width() >= row.width() - 8 and editor.height() >= row.height() - 4
+    editor.selectAll()
+    qtbot.keyClicks(editor, "Weekend")
+    qtbot.keyClick(editor, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: window.store.conversation(cid).title == "Weekend", timeout=3000)
+    assert window.sidebar.titles() == ["Weekend"]
+    assert window.windowTitle() == "Weekend — Corral"
+    window.actions_by_name["rename"].trigger()
+    qtbot.keyClick(window.sidebar.rename_editor(), Qt.Key.Key_Escape)  # Esc keeps the title
+    qtbot.wait(50)
+    assert window.store.conversation(cid).title == "Weekend"
     close_window(window)
 
 
 def test_settings_and_presets_are_saved_per_conversation(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     panel, store = window.settings_panel, window.store
-    window.settings_dock.show()
+    window.show_settings()
+    assert window.inspector.isVisible() and window.inspector_tabs.currentIndex() == 0
+    assert panel.sampling_state.text() == "Model defaults" and not panel.reset_sampling.isEnabled()
     panel.temperature.setValue(0.3)
     panel.top_k.setValue(40)
     panel.seed.setValue(1234)
+    assert panel.sampling_state.text() == "Custom" and panel.reset_sampling.isEnabled()
+    assert panel.temperature.property("followsModel") is False
+    assert panel.top_p.property("followsModel") is True  # untouched values follow the model
     panel.preset.setCurrentText("Programmer")
     panel.preset.activated.emit(panel.preset.currentIndex())
     conv = window.controller.conversation
     assert conv.settings.temperature == 0.3 and conv.settings.top_k == 40
-    assert conv.settings.seed == 1234
+    assert conv.settings.top_p is None and conv.settings.seed == 1234
     assert conv.settings.system_prompt == store.presets()["Programmer"]
     request = window.controller.build_request([], conv)
     assert request.messages[0]["role"] == "system" and request.sampling.top_k == 40
+    # The preset box follows the prompt: edited by hand, it says Custom.
+    assert panel.preset.currentText() == "Programmer"
     panel.system_prompt.setPlainText("Talk like a pirate.")
+    assert panel.preset.currentText() == "Custom"
     panel.presetSaved.emit("Pirate", panel.system_prompt.toPlainText())
     assert store.presets()["Pirate"] == "Talk like a pirate."
-    assert panel.preset.findText("Pirate") >= 0
+    assert panel.preset.currentText() == "Pirate"
     screenshot(window, "settings_panel")
-    window.store.add_message(conv.id, None, "user", "x")
-    window.new_chat()  # a new chat starts from the current settings
-    assert window.controller.conversation.settings.system_prompt == "Talk like a pirate."
+    panel.reset_sampling.click()
+    conv = window.controller.conversation
+    assert conv.settings.custom_fields() == [] and panel.sampling_state.text() == "Model defaults"
     panel.seed.setValue(-1)
     assert window.controller.conversation.settings.seed is None  # "Random"
     close_window(window)
@@ -76,20 +108,23 @@ def test_standard_shortcuts_and_remembered_window_state(qtbot, tmp_path, tiny_en
         ("find", QKeySequence.StandardKey.Find),
         ("close", QKeySequence.StandardKey.Close),
     ):
-        assert acts[name].shortcuts()[
-            : len(QKeySequence.keyBindings(key))
-        ] == QKeySequence.keyBindings(key)
+        bindings = QKeySequence.keyBindings(key)
+        assert acts[name].shortcuts()[: len(bindings)] == bindings
     assert QKeySequence("Ctrl+,") in acts["preferences"].shortcuts()
     assert {QKeySequence("Esc"), QKeySequence("Ctrl+.")} <= set(acts["stop"].shortcuts())
     acts["find"].trigger()
     assert window.sidebar.search.hasFocus() or QApplication.focusWidget() is None
     window.resize(760, 560)  # within the offscreen screen (800x600)
-    window.tools_dock.show()
+    window.tools_action.trigger()
+    assert window.inspector_tabs.currentIndex() == 1  # Tools brings its tab to the front
     window.close()
     window.store.close()
     again = make_window(qtbot, tmp_path, tiny_engine)
     assert (again.width(), again.height()) == (760, 560)
-    assert again.tools_dock.isVisible()
+    assert again.inspector.isVisible() and again.inspector_tabs.currentIndex() == 1
+    assert again.tools_action.isChecked() and not again.settings_action.isChecked()
+    again.tools_action.trigger()  # a second click closes the panel
+    assert not again.inspector.isVisible()
     close_window(again)
 
 
@@ -103,29 +138,54 @@ def test_files_opened_through_the_os_become_constraints(qtbot, tmp_path, tiny_en
     grammar.write_text('root ::= "guilty" | "not guilty"\n')
     QApplication.sendEvent(app, QFileOpenEvent(str(grammar)))
     qtbot.waitUntil(window.constraint_bar.chip.isVisible, timeout=10_000)
-    assert "verdict.gbnf" in window.constraint_bar.chip.label.text()
+    assert window.constraint_bar.chip.label.text() == "Reply as: verdict.gbnf (GBNF grammar)"
     app.removeEventFilter(opener)
     close_window(window)
 
 
-def test_model_errors_are_messages_not_tracebacks(qtbot, tmp_path):
+def test_a_failed_load_shows_what_is_loaded_and_offers_the_previous_model(
+    qtbot, tmp_path, tiny_model_dir
+):
     from app.jobs.engine_bridge import EngineBridge
-    from app.store import Store
+    from app.store import ChatSettings, Store
     from app.views.main_window import MainWindow
 
     bridge = EngineBridge()  # its own engine: a failed load unloads the engine's model
     window = MainWindow(Store.open(tmp_path), bridge)
     qtbot.addWidget(window)
     window.show()
+    window.load_model(str(tiny_model_dir))
+    assert window.loading_strip.isVisible() and "Loading" in window.loading_strip.label.text()
+    qtbot.waitUntil(lambda: bridge.model_info is not None, timeout=60_000)
+    assert not window.loading_strip.isVisible()
+    assert window.model_bar.picker.text().endswith(tiny_model_dir.name)
+
     window.load_model(str(tmp_path / "no-such-model"))
     qtbot.waitUntil(window.notice.isVisible, timeout=30_000)
-    assert "could not be loaded" in window.notice.text() and "no-such-model" in window.notice.text()
-    assert "Traceback" not in window.notice.text()
-    assert window.model_bar.picker.text() == "Model: none"
-    window.send("hello")  # no model: the reply fails with a message
-    qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
-    assert "no model is loaded" in window.notice.text()
+    text = window.notice.text()
+    assert "could not be loaded" in text and "no-such-model" in text and "Traceback" not in text
+    assert "No model is loaded now" in text
+    assert window.model_bar.picker.text() == "Model: none"  # the box shows what is loaded
+    assert window.model_label.text() == "No model"
+    assert window.notice.action.isVisible()
+    assert window.notice.action.text() == f"Load {tiny_model_dir.name} again"
     screenshot(window, "model_error")
+
+    window.send("hello")  # no model: the question stays, with why and a way forward
+    qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
+    question = window.chat.message_widgets()[-1]
+    assert question.role == "user" and "no model is loaded" in question.status.text()
+    assert question.note_action.isVisible() and question.note_action.text() == "Retry"
+
+    window.notice.action.click()  # load the previous model again, then Retry
+    qtbot.waitUntil(lambda: bridge.model_info is not None, timeout=60_000)
+    assert window.model_bar.picker.text().endswith(tiny_model_dir.name)
+    window.store.set_chat_settings(
+        window.controller.conversation_id, ChatSettings(max_tokens=4, temperature=10.0)
+    )
+    question.note_action.click()
+    qtbot.waitUntil(lambda: not window.controller.busy, timeout=60_000)
+    assert [w.role for w in window.chat.message_widgets()] == ["user", "assistant"]
     window.close()
     window.store.close()
     bridge.close()
@@ -161,11 +221,13 @@ def test_app_starts_and_never_imports_mlx(tmp_path):
         "import app.__main__, app.views.main_window, app.controller\n"
         "from app.constraints import check_file, check_source\n"
         "from app.tools import parse_tools_text, builtin_tools\n"
+        "from engine.model_defaults import sampling_defaults\n"
         f"p = pathlib.Path({str(tmp_path)!r}) / 'g.lark'\n"
         "p.write_text('start: \"a\"')\n"
         "assert check_file(p).ok and check_source('regex', 'a+').ok\n"
         'parse_tools_text(\'[{"type": "function", "function": {"name": "f"}}]\')\n'
         "builtin_tools()\n"
+        "sampling_defaults(p.parent, 'x')\n"
         "print(sorted(m for m in sys.modules if m == 'mlx' or m.startswith('mlx.')))\n"
     )
     out = subprocess.run(
@@ -190,92 +252,44 @@ def test_many_qt_calls_do_not_exhaust_none(qtbot):
     assert sys.getrefcount(None) > 0
 
 
-def test_dark_palette_follows_the_system(qtbot, tmp_path, tiny_engine):
-    """With a dark system palette every part of the window is drawn from it (no hard-coded
-    light colours): a screenshot of a rich conversation in dark mode."""
-    from PySide6.QtGui import QColor, QPalette
-
-    window = make_window(qtbot, tmp_path, tiny_engine)
-    store, conv = window.store, window.controller.conversation
-    q = store.add_message(conv.id, None, "user", "Give me a function and call the weather tool.")
-    a = store.add_message(
-        conv.id,
-        q.id,
-        "assistant",
-        "Here it is:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\n- **fast**\n- *typed*",
-        {
-            "constraint": "answer.lark",
-            "stats": {
-                "ttft_s": 0.12,
-                "decode_tps": 41.5,
-                "generated_tokens": 30,
-                "prompt_tokens": 60,
-                "cached_tokens": 48,
-                "forced_tokens": 5,
-                "mask_overhead_ms": 0.4,
-            },
-            "tool_calls": [{"id": "c1", "name": "get_weather", "arguments": {"city": "Oslo"}}],
-        },
-    )
-    store.select_branch(a.id)
-    app = QApplication.instance()
-    light = app.palette()
-    dark = QPalette()
-    for role, colour in (
-        (QPalette.ColorRole.Window, "#1e1e1e"),
-        (QPalette.ColorRole.WindowText, "#e6e6e6"),
-        (QPalette.ColorRole.Base, "#252526"),
-        (QPalette.ColorRole.AlternateBase, "#2d2d30"),
-        (QPalette.ColorRole.Text, "#e6e6e6"),
-        (QPalette.ColorRole.Button, "#333337"),
-        (QPalette.ColorRole.ButtonText, "#e6e6e6"),
-        (QPalette.ColorRole.Mid, "#6b6b6b"),
-        (QPalette.ColorRole.Midlight, "#3c3c3c"),
-        (QPalette.ColorRole.Highlight, "#2f65ca"),
-        (QPalette.ColorRole.HighlightedText, "#ffffff"),
-        (QPalette.ColorRole.PlaceholderText, "#8a8a8a"),
-        (QPalette.ColorRole.Link, "#6ea8ff"),
-    ):
-        dark.setColor(role, QColor(colour))
-    app.setPalette(dark)
-    try:
-        window.render_chat()
-        reply = window.chat.message_widgets()[-1]
-        assert reply.cards and not reply.badge.isHidden() and "48/60" in reply.stats.text()
-        screenshot(window, "dark_mode")
-        image = window.grab().toImage()
-        # The chat column is drawn from the dark Base colour, not a light default.
-        empty_spot = window.chat.mapTo(window, window.chat.rect().center())
-        empty_spot.setY(window.chat.mapTo(window, window.chat.rect().bottomLeft()).y() - 20)
-        assert image.pixelColor(empty_spot).lightness() < 80
-    finally:
-        app.setPalette(light)
-    close_window(window)
-
-
-def test_composer_keys_and_export(qtbot, tmp_path, tiny_engine, monkeypatch):
-    from PySide6.QtCore import Qt
+def test_composer_keys_grow_and_export(qtbot, tmp_path, tiny_engine, monkeypatch):
     from PySide6.QtWidgets import QFileDialog
 
     window = make_window(qtbot, tmp_path, tiny_engine)
     edit = window.composer.edit
+    one_line = edit.height()
     qtbot.keyClicks(edit, "line one")
     qtbot.keyClick(edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
     qtbot.keyClicks(edit, "line two")
     assert edit.toPlainText() == "line one\nline two" and not window.controller.busy
+    assert edit.height() > one_line  # the composer grows with its text...
+    edit.setPlainText("\n".join(f"line {i}" for i in range(40)))
+    assert edit.height() < 12 * edit.fontMetrics().lineSpacing()  # ...up to a limit
+    edit.clear()
+    assert edit.height() == one_line
+
     conv = window.controller.conversation
+    window.store.rename_conversation(conv.id, "Trip: Oslo/Bergen?")
     q = window.store.add_message(conv.id, None, "user", "Export me")
     window.store.add_message(conv.id, q.id, "assistant", "**Done**", {"constraint": "x.lark"})
-    for fmt in ("md", "json"):
-        target = tmp_path / f"chat.{fmt}"
-        monkeypatch.setattr(
-            QFileDialog,
-            "getSaveFileName",
-            staticmethod(lambda *a, target=target, **k: (str(target), "")),
-        )
-        window.actions_by_name[f"export_{fmt}"].trigger()
-        assert target.exists()
-    assert "## Assistant (constrained: x.lark)" in (tmp_path / "chat.md").read_text()
-    data = json.loads((tmp_path / "chat.json").read_text())
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    suggested: list[str] = []
+
+    def save_dialog(_parent, _title, path, _filter, **_kw):
+        suggested.append(path)
+        from pathlib import Path
+
+        return (str(folder / Path(path).name), "")
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(save_dialog))
+    window.actions_by_name["export_md"].trigger()
+    window.actions_by_name["export_json"].trigger()
+    # The title becomes the file name (unsafe characters replaced); the second export
+    # suggests the folder the first one went to.
+    assert suggested[0].endswith("Trip- Oslo-Bergen.md")
+    assert suggested[1] == str(folder / "Trip- Oslo-Bergen.json")
+    assert "## Assistant (constrained: x.lark)" in (folder / "Trip- Oslo-Bergen.md").read_text()
+    data = json.loads((folder / "Trip- Oslo-Bergen.json").read_text())
     assert [m["content"] for m in data["messages"]] == ["Export me", "**Done**"]
     close_window(window)

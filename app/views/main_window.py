@@ -654,7 +654,9 @@ class MainWindow(WindowActions, QMainWindow):
         self._panels_changed()
 
     def save_state(self) -> None:
-        self.store.set_setting("window_geometry", bytes(self.saveGeometry().toBase64().data()).decode())
+        self.store.set_setting(
+            "window_geometry", bytes(self.saveGeometry().toBase64().data()).decode()
+        )
         self.store.set_setting(
             "window_panels",
             {

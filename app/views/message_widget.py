@@ -201,7 +201,7 @@ class MessageWidget(QFrame):
         self.setAccessibleName(ROLE_NAMES.get(self.role, self.role))
         self.cards: list[ToolCallCard] = []
         self.editor: MessageEdit | None = None
-        self.buttons: dict[str, IconButton] = {}
+        self.action_buttons: dict[str, IconButton] = {}
         self.switcher: BranchSwitcher | None = None
         self._hovered = False
         self._always_show_actions = False
@@ -352,7 +352,7 @@ class MessageWidget(QFrame):
         button.setEnabled(enabled)
         button.clicked.connect(slot)
         row.addWidget(button)
-        self.buttons[name] = button
+        self.action_buttons[name] = button
 
     def _content(self) -> str:
         return self.message.content if self.message is not None else ""
@@ -361,14 +361,14 @@ class MessageWidget(QFrame):
 
     def set_last_reply(self, last: bool) -> None:
         """Only the last reply offers Regenerate, and keeps its actions in view."""
-        if "Regenerate" in self.buttons:
-            self.buttons["Regenerate"].setVisible(last)
+        if "Regenerate" in self.action_buttons:
+            self.action_buttons["Regenerate"].setVisible(last)
         self._always_show_actions = last
         self._update_actions()
 
     def set_interactive(self, enabled: bool) -> None:
         """Disable the actions that change the conversation while a reply is generated."""
-        for name, button in self.buttons.items():
+        for name, button in self.action_buttons.items():
             if name != "Copy":
                 button.setEnabled(enabled)
         self.note_action.setEnabled(enabled)
@@ -423,7 +423,7 @@ class MessageWidget(QFrame):
     def _copy(self) -> None:
         if self.message is not None:
             QGuiApplication.clipboard().setText(self.message.content)
-            button = self.buttons["Copy"]
+            button = self.action_buttons["Copy"]
             button.set_icon_name("check")
             button.setToolTip("Copied")
 
@@ -441,9 +441,9 @@ class MessageWidget(QFrame):
     def leaveEvent(self, event: QEvent) -> None:
         self._hovered = False
         self._update_actions()
-        if "Copy" in self.buttons:
-            self.buttons["Copy"].set_icon_name("copy")
-            self.buttons["Copy"].setToolTip("Copy the text")
+        if "Copy" in self.action_buttons:
+            self.action_buttons["Copy"].set_icon_name("copy")
+            self.action_buttons["Copy"].setToolTip("Copy the text")
         super().leaveEvent(event)
 
     def resizeEvent(self, event: QResizeEvent) -> None:

@@ -175,9 +175,10 @@ class Sidebar(QWidget):
         return editor if editor is not None and editor.isVisible() else None
 
     def _item_edited(self, item: QListWidgetItem) -> None:
-        title = item.text().strip()
+        title, cid = item.text().strip(), self._id(item)
         if title:
-            self.renameRequested.emit(self._id(item), title)
+            # After the editor has closed: the rename refills the list, deleting this item.
+            QTimer.singleShot(0, lambda: self.renameRequested.emit(cid, title))
 
     def confirm_delete(self, conversation_id: int) -> None:
         item = self._item(conversation_id)
