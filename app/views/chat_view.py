@@ -128,7 +128,8 @@ class ChatView(QScrollArea):
         """The welcome fills the view (centred by its own stretches) and starts at the top;
         messages start at the top and the view follows the newest."""
         self.welcome.setVisible(shown)
-        spacer = self.column.itemAt(self.column.count() - 1).spacerItem()
+        item = self.column.itemAt(self.column.count() - 1)
+        spacer = item.spacerItem() if item is not None else None
         if spacer is not None:
             grow = QSizePolicy.Policy.Minimum if shown else QSizePolicy.Policy.Expanding
             spacer.changeSize(0, 0, QSizePolicy.Policy.Minimum, grow)
