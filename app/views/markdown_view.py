@@ -121,6 +121,8 @@ class _FittedBrowser(QTextBrowser):
 class ProseView(_FittedBrowser):
     """A run of Markdown prose, rendered to HTML."""
 
+    html = ""  # a class default: palette events can arrive before __init__ sets it
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("prose")
@@ -142,7 +144,7 @@ class ProseView(_FittedBrowser):
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
-        if event.type() == QEvent.Type.PaletteChange and getattr(self, "html", ""):
+        if event.type() == QEvent.Type.PaletteChange and self.html:
             self.restyle()
 
 
@@ -180,6 +182,7 @@ class CodeBlockView(QFrame):
     """A fenced code block: language and copy button over the highlighted code."""
 
     copied = Signal(str)
+    code = ""  # a class default: palette events can arrive before __init__ sets it
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -226,7 +229,7 @@ class CodeBlockView(QFrame):
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
-        if event.type() == QEvent.Type.PaletteChange and getattr(self, "code", ""):
+        if event.type() == QEvent.Type.PaletteChange and self.code:
             self.restyle()
 
 
