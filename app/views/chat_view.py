@@ -75,7 +75,7 @@ class ChatView(QScrollArea):
         centre.addStretch(1)
         self.column = QVBoxLayout(self.column_widget)
         self.column.setContentsMargins(0, 0, 0, 0)
-        self.column.setSpacing(theme.SPACE.XL)
+        self.column.setSpacing(theme.SPACE.L)
         self.welcome = Welcome(self.column_widget)
         self.empty = self.welcome  # the empty-chat view (older name)
         self.column.addWidget(self.welcome)

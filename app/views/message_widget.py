@@ -303,8 +303,8 @@ class MessageWidget(QFrame):
         actions = QHBoxLayout(self.action_box)
         actions.setContentsMargins(0, 0, 0, 0)
         actions.setSpacing(0)
-        policy = self.action_box.sizePolicy()
-        policy.setRetainSizeWhenHidden(True)
+        policy = QSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Preferred)
+        policy.setRetainSizeWhenHidden(True)  # the row does not jump when they appear
         self.action_box.setSizePolicy(policy)
         self.stats = _label(reply_summary(meta.get("stats", {}), self._content()), "stats", self)
         self.stats.setToolTip(reply_details(meta.get("stats", {})))
@@ -340,6 +340,7 @@ class MessageWidget(QFrame):
                 row.addWidget(self.switcher)
             row.addSpacing(theme.SPACE.XS)
             row.addWidget(self.stats, 1)
+            row.addStretch(0)
         self.footer.setVisible(message is not None)
         self._layout.addWidget(self.footer)
         self._update_actions()

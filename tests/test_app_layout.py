@@ -1,0 +1,165 @@
+"""Layout that fits: at 800x500, 1024x700 and 1440x900, light and dark, with the chats
+sidebar and the inspector open, over a conversation full of long words, wide code, a
+table, a tool call and notes, no widget is clipped (geometry checks, not pixel diffs):
+panels dock or float over the chat, bubbles reflow, code scrolls inside its block."""
+
+from __future__ import annotations
+
+import pytest
+from app_helpers import close_window, make_window, screenshot
+from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QAbstractScrollArea,
+    QAbstractSpinBox,
+    QApplication,
+    QComboBox,
+    QLabel,
+    QLineEdit,
+    QWidget,
+)
+
+SIZES = [(800, 500), (1024, 700), (1440, 900)]
+LONG_WORD = "Pneumonoultramicroscopicsilicovolcanoconiosis" * 3
+REPLY = f"""Here is the plan, with a word that does not fit: {LONG_WORD}.
+
+```python
+result = compute(alpha=1, beta=2, gamma=3, delta=4, epsilon=5, zeta=6, eta=7, theta=8, iota=9, kappa=10, lambda_=11, mu=12, nu=13)
+```
+
+| Step | What happens | Time |
+|---|---|---|
+| 1 | The model reads your message | 0.4 s |
+| 2 | It writes the reply, word by word | 2 s |
+
+1. first
+2. second, which is a longer item that has to wrap onto another line at narrow widths
+"""
+
+
+def _fill(window) -> None:
+    store, conv = window.store, window.controller.conversation
+    q = store.add_message(conv.id, None, "user", f"Explain it simply.\n{LONG_WORD}")
+    stats = {"ttft_s": 0.4, "total_s": 3.0, "generated_tokens": 60, "decode_tps": 21.0}
+    a = store.add_message(
+        conv.id, q.id, "assistant", REPLY, {"stats": stats, "stop_reason": "length"}
+    )
+    q2 = store.add_message(conv.id, a.id, "user", "And the weather in Oslo?")
+    call = {"id": "c1", "name": "get_weather", "arguments": {"city": "Oslo", "unit": "C"}}
+    a2 = store.add_message(
+        conv.id, q2.id, "assistant", "", {"tool_calls": [call], "constraint": "tools: auto (x)"}
+    )
+    store.add_message(conv.id, a2.id, "tool", "4 °C", {"tool_call_id": "c1", "name": "x"})
+    store.rename_conversation(conv.id, "A plan " + LONG_WORD)
+    window.refresh_sidebar()
+    window.render_chat()
+
+
+def _scroll_viewport(widget: QWidget, window: QWidget) -> QWidget | None:
+    """The viewport of the scroll area `widget` lives in, if any (it may scroll there)."""
+    parent = widget.parentWidget()
+    while parent is not None and parent is not window:
+        area = parent.parentWidget()
+        if isinstance(area, QAbstractScrollArea) and area.viewport() is parent:
+            return parent
+        parent = parent.parentWidget()
+    return None
+
+
+def settle() -> None:
+    """Let pending layout requests run (each level of nesting posts its own)."""
+    for _ in range(6):
+        QApplication.processEvents()
+
+
+def clipped_widgets(window: QWidget) -> list[str]:
+    """Visible widgets cut off by the window, by their parent (outside scroll areas), by the
+    sides of the scroll area they scroll in, or squeezed below the size their text needs."""
+    problems = []
+    frame = window.rect()
+    for widget in window.findChildren(QWidget):
+        if not widget.isVisible() or widget.isWindow() or widget.width() == 0:
+            continue
+        if isinstance(widget.parentWidget(), QLineEdit | QAbstractSpinBox | QComboBox):
+            continue  # a Qt control's own parts (a spin box's text field, a clear button)
+        name = f"{type(widget).__name__}#{widget.objectName()}"
+        rect = QRect(widget.mapTo(window, QPoint(0, 0)), widget.size())
+        viewport = _scroll_viewport(widget, window)
+        if viewport is not None:
+            area = QRect(viewport.mapTo(window, QPoint(0, 0)), viewport.size())
+            if rect.left() < area.left() - 1 or rect.right() > area.right() + 1:
+                problems.append(f"{name} {rect} sticks out of its scroll area {area}")
+        else:
+            if not frame.contains(rect):
+                problems.append(f"{name} {rect} is outside the window {frame}")
+            parent = widget.parentWidget()
+            if parent is not None and parent is not window:
+                outer = QRect(parent.mapTo(window, QPoint(0, 0)), parent.size())
+                if not outer.adjusted(-1, -1, 1, 1).contains(rect):
+                    problems.append(f"{name} {rect} is cut by its parent {outer}")
+        if isinstance(widget, QLabel) and widget.wordWrap() and widget.text():
+            needed = widget.heightForWidth(widget.width())
+            if needed > widget.height() + 1:
+                problems.append(f"{name} '{widget.text()[:30]}' needs {needed}px height")
+        elif isinstance(
+            widget, QLabel | QAbstractButton | QComboBox | QLineEdit | QAbstractSpinBox
+        ):
+            hint = widget.minimumSizeHint()
+            if widget.width() + 1 < hint.width() or widget.height() + 1 < hint.height():
+                problems.append(f"{name} {widget.size()} is smaller than it needs ({hint})")
+    return problems
+
+
+@pytest.mark.parametrize("appearance", ["light", "dark"])
+@pytest.mark.parametrize(("width", "height"), SIZES)
+def test_nothing_is_clipped(qtbot, tmp_path, tiny_engine, width, height, appearance):
+    from app.views import theme
+
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    theme.apply_appearance(appearance)
+    try:
+        _fill(window)
+        window.resize(width, height)
+        window.shell.set_sidebar_open(True)
+        for tab in (window.show_tools, window.show_settings):  # the Chat tab ends in front
+            tab()
+            settle()
+            assert clipped_widgets(window) == []
+        chat = window.chat
+        viewport = chat.viewport().width()
+        # Bubbles reflow: every message fits the conversation's width...
+        assert all(w.width() <= viewport for w in chat.message_widgets())
+        user = chat.message_widgets()[0]
+        assert user.bubble.width() <= user.width() * 0.8 + 1
+        # ...and the wide code scrolls inside its block.
+        (code,) = chat.message_widgets()[1].body.code_views()
+        assert code.text.horizontalScrollBar().maximum() > 0
+        placements = window.shell.placements
+        assert placements["inspector"] == ("docked" if width >= 1024 else "overlay")
+        if placements["inspector"] == "overlay":  # the chat keeps its width under it
+            assert window.chat_area.width() >= width - 260
+        else:
+            assert window.chat_area.width() >= 440
+        window.chat.verticalScrollBar().setValue(window.chat.verticalScrollBar().maximum())
+        screenshot(window, f"layout_{width}x{height}_{appearance}")
+    finally:
+        theme.apply_appearance("system")
+        close_window(window)
+
+
+def test_an_overlay_panel_closes_with_a_click_beside_it(qtbot, tmp_path, tiny_engine):
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    window.resize(800, 500)
+    window.show_settings()
+    shell = window.shell
+    assert shell.placements["inspector"] == "overlay" and shell.scrim.isVisible()
+    assert window.inspector.geometry().right() == shell.width() - 1
+    qtbot.mouseClick(shell.scrim, Qt.MouseButton.LeftButton)
+    assert not window.inspector.isVisible() and not shell.scrim.isVisible()
+    assert not window.settings_action.isChecked()
+    window.resize(600, 440)  # narrower than sidebar + chat: the sidebar floats too
+    window.toggle_sidebar()
+    window.toggle_sidebar()
+    assert shell.placements["sidebar"] == "overlay"
+    assert window.chat_area.geometry().left() == 0
+    close_window(window)
