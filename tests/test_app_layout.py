@@ -21,10 +21,11 @@ from PySide6.QtWidgets import (
 
 SIZES = [(800, 500), (1024, 700), (1440, 900)]
 LONG_WORD = "Pneumonoultramicroscopicsilicovolcanoconiosis" * 3
+WIDE_CODE = "result = compute(" + ", ".join(f"arg{i}={i}" for i in range(20)) + ")"
 REPLY = f"""Here is the plan, with a word that does not fit: {LONG_WORD}.
 
 ```python
-result = compute(alpha=1, beta=2, gamma=3, delta=4, epsilon=5, zeta=6, eta=7, theta=8, iota=9, kappa=10, lambda_=11, mu=12, nu=13)
+{WIDE_CODE}
 ```
 
 | Step | What happens | Time |

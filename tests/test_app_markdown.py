@@ -52,7 +52,10 @@ def test_real_emphasis_still_works():
 
 
 def test_top_level_code_blocks_are_separate_blocks():
-    text = "Here:\n```python\nprint('a')\n```\nthen\n\n    indented = 1\n\n| a | b |\n|---|---|\n| 1 | 2 |"
+    text = (
+        "Here:\n```python\nprint('a')\n```\nthen\n\n    indented = 1\n\n"
+        "| a | b |\n|---|---|\n| 1 | 2 |"
+    )
     blocks = render_blocks(text)
     assert blocks[0] == Block("html", "<p>Here:</p>")
     assert blocks[1] == Block("code", "print('a')", "python")
