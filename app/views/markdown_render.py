@@ -157,9 +157,9 @@ def document_css(colors: Any, type_scale: Any) -> str:
     return f"""
 p, ul, ol, table, blockquote, pre, h1, h2, h3, h4, h5, h6 {{ margin-top: 0px; margin-bottom: 8px; }}
 li {{ margin-bottom: 2px; }}
-h1 {{ font-size: {t.display * 0.85:.1f}pt; font-weight: 600; }}
-h2 {{ font-size: {t.title * 1.1:.1f}pt; font-weight: 600; }}
-h3 {{ font-size: {t.title:.1f}pt; font-weight: 600; }}
+h1 {{ font-size: {t.chat * 1.45:.1f}pt; font-weight: 600; }}
+h2 {{ font-size: {t.chat * 1.28:.1f}pt; font-weight: 600; }}
+h3 {{ font-size: {t.chat * 1.12:.1f}pt; font-weight: 600; }}
 h4, h5, h6 {{ font-size: {t.chat:.1f}pt; font-weight: 600; }}
 code {{ font-family: monospace; background-color: {css(c.code_background)}; }}
 pre {{ font-family: monospace; background-color: {css(c.code_background)}; white-space: pre-wrap; }}

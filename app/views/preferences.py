@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QDoubleSpinBox,
     QFormLayout,
-    QLabel,
     QScrollArea,
     QSpinBox,
     QVBoxLayout,
@@ -51,6 +50,7 @@ class PreferencesDialog(QDialog):
         self.setObjectName("preferences")
         self.prefs = replace(prefs)
         self._presets = presets
+        self._forms: list[QFormLayout] = []
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, theme.SPACE.M)
         scroll = QScrollArea(self)
@@ -142,6 +142,7 @@ class PreferencesDialog(QDialog):
         self._sampling_enabled()
 
         self.page.addStretch(1)
+        self._align_labels()
         self.resize(520, 620)
 
         self.appearance.currentIndexChanged.connect(self._edited)
@@ -156,6 +157,19 @@ class PreferencesDialog(QDialog):
         for box in self.tool_boxes.values():
             box.toggled.connect(self._edited)
 
+    def _align_labels(self) -> None:
+        """One label column across the sections, so the fields line up."""
+        labels: list[QWidget] = []
+        for form in self._forms:
+            for row in range(form.rowCount()):
+                item = form.itemAt(row, QFormLayout.ItemRole.LabelRole)
+                label = item.widget() if item is not None else None
+                if label is not None:
+                    labels.append(label)
+        width = max((label.sizeHint().width() for label in labels), default=0)
+        for label in labels:
+            label.setMinimumWidth(width)
+
     def _section(self, title: str) -> QFormLayout:
         if self.page.count():
             self.page.addSpacing(theme.SPACE.M)
@@ -164,6 +178,7 @@ class PreferencesDialog(QDialog):
         form.setSpacing(theme.SPACE.S)
         form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
         self.page.addLayout(form)
+        self._forms.append(form)
         return form
 
     def add_section(self, title: str, widget: QWidget) -> None:
@@ -203,6 +218,3 @@ class PreferencesDialog(QDialog):
 
     def kv_budget_mb(self) -> int:
         return self.kv_budget.value()
-
-
-__all__ = ["PreferencesDialog", "QLabel"]

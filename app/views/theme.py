@@ -45,23 +45,26 @@ class Appearance(StrEnum):
 
 @dataclass(frozen=True)
 class TypeScale:
-    """Point sizes on the system font. Chat text is the reference; secondary text is smaller
-    and lighter, titles larger."""
+    """Point sizes on the system font. Chat text (messages, the composer) has its own size,
+    the user's choice; the rest of the window follows the system's UI font: secondary text
+    (stats, hints) smaller and lighter, titles larger."""
 
     chat: float
+    body: float
     secondary: float
     caption: float
     title: float
     display: float
 
     @classmethod
-    def for_chat_size(cls, chat_pt: float) -> TypeScale:
+    def make(cls, chat_pt: float, body_pt: float) -> TypeScale:
         return cls(
             chat=chat_pt,
-            secondary=round(chat_pt * 0.86, 1),
-            caption=round(chat_pt * 0.78, 1),
-            title=round(chat_pt * 1.15, 1),
-            display=round(chat_pt * 1.6, 1),
+            body=body_pt,
+            secondary=round(body_pt * 0.93, 1),
+            caption=round(body_pt * 0.86, 1),
+            title=round(body_pt * 1.15, 1),
+            display=round(body_pt * 1.9, 1),
         )
 
 
@@ -86,7 +89,8 @@ def set_chat_pt(points: float | None) -> None:
 
 
 def type_scale() -> TypeScale:
-    return TypeScale.for_chat_size(_chat_pt or default_chat_pt())
+    body = max(system_font().pointSizeF(), 9.0)
+    return TypeScale.make(_chat_pt or default_chat_pt(), body)
 
 
 def font(size_pt: float, weight: QFont.Weight = QFont.Weight.Normal) -> QFont:
