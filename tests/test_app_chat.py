@@ -57,7 +57,7 @@ def test_stop_mid_reply_with_escape(qtbot, tmp_path, tiny_engine):
     assert reply.message.meta["stop_reason"] == "cancelled"
     assert 0 < reply.message.meta["stats"]["generated_tokens"] < 4000
     assert reply.status.text() == "Stopped" and reply.status.property("kind") == "quiet"
-    assert not reply.note_action.isVisible()  # nothing to retry: the text is there
+    assert not reply.note_action.isVisibleTo(window)  # nothing to retry: the text is there
     assert not window.notice.isVisible()  # a stop is not an error
     assert window.composer.button.accessibleName() == "Send"
     close_window(window)
@@ -79,7 +79,7 @@ def test_stop_during_prompt_processing(qtbot, tmp_path, tiny_engine):
     assert not window.notice.isVisible()  # no red banner for a stop
     question = widgets[0]
     assert question.status.text() == "Stopped before any reply"
-    assert question.note_action.isVisible() and question.note_action.text() == "Retry"
+    assert question.note_action.isVisibleTo(window) and question.note_action.text() == "Retry"
     screenshot(window, "chat_stopped_before_reply")
     set_sampling(window, max_tokens=3)
     question.note_action.click()  # Retry answers the same question
@@ -98,7 +98,7 @@ def test_a_reply_cut_at_its_limit_says_so_and_continues(qtbot, tmp_path, tiny_en
     reply = window.chat.message_widgets()[-1]
     assert reply.message.meta["stop_reason"] == "length"
     assert reply.status.text() == "Stopped at the 6-token limit"
-    assert reply.note_action.isVisible() and reply.note_action.text() == "Continue"
+    assert reply.note_action.isVisibleTo(window) and reply.note_action.text() == "Continue"
     screenshot(window, "chat_length_limit")
     first = reply.message
     reply.note_action.click()

@@ -175,7 +175,7 @@ def test_a_failed_load_shows_what_is_loaded_and_offers_the_previous_model(
     qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
     question = window.chat.message_widgets()[-1]
     assert question.role == "user" and "no model is loaded" in question.status.text()
-    assert question.note_action.isVisible() and question.note_action.text() == "Retry"
+    assert question.note_action.isVisibleTo(window) and question.note_action.text() == "Retry"
 
     window.notice.action.click()  # load the previous model again, then Retry
     qtbot.waitUntil(lambda: bridge.model_info is not None, timeout=60_000)

@@ -19,7 +19,8 @@ from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QSizePolicy, QVBoxLayout
 from app.store import Message
 from app.views import theme
 from app.views.markdown_view import MarkdownBody
-from app.views.message_widget import MessageWidget, Note
+from app.views.message_parts import Note
+from app.views.message_widget import MessageWidget
 from app.views.welcome import Welcome
 
 RENDER_INTERVAL_MS = 50

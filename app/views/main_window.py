@@ -4,9 +4,7 @@ to the ChatController and the engine bridge and never waits on either."""
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QEvent, QSize, Qt, QTimer
 from PySide6.QtGui import (
@@ -20,14 +18,11 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QApplication,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QMainWindow,
     QMessageBox,
-    QScrollArea,
     QSizePolicy,
-    QTabWidget,
     QToolBar,
     QVBoxLayout,
     QWidget,
@@ -37,24 +32,21 @@ from app import __version__
 from app.constraints import describe_constraint, spec_from_dict
 from app.controller import ChatController
 from app.jobs.engine_bridge import EngineBridge
-from app.jobs.thread import run_task
 from app.paths import app_icon_path, resources_dir
 from app.preferences import Preferences
 from app.qt_compat import guard_refcounts
 from app.store import Store
-from app.store.export import to_json, to_markdown
 from app.tools import builtin_names, builtin_tools
 from app.views import theme
 from app.views.chat_view import ChatView, Entry
 from app.views.composer import Composer, dropped_paths
 from app.views.constraint_widgets import ConstraintBar
-from app.views.format import format_bytes
 from app.views.icons import icon
+from app.views.inspector import SETTINGS_TAB, TOOLS_TAB, Inspector
 from app.views.menus import build_menus
-from app.views.message_widget import Note
+from app.views.message_parts import Note
 from app.views.model_bar import ModelBar
 from app.views.notice_bar import LoadingStrip, NoticeBar
-from app.views.preferences import PreferencesDialog
 from app.views.settings_panel import SettingsPanel
 from app.views.shell import Shell
 from app.views.sidebar import Sidebar
@@ -62,27 +54,17 @@ from app.views.tools_chip import ToolsChip, describe_tools
 from app.views.tools_panel import ToolsPanel
 from app.views.welcome import Example
 from app.views.window_actions import WindowActions
-from engine.model_defaults import ModelDefaults, sampling_defaults
-from engine.types import ConstraintSpec, ModelInfo
+from app.views.window_model import WindowModel
+from engine.model_defaults import ModelDefaults
+from engine.types import ConstraintSpec
 
 DEFAULT_SIZE = (1180, 780)
 MINIMUM_SIZE = (640, 440)
 STATUS_INTERVAL_MS = 1000
-SETTINGS_TAB, TOOLS_TAB = 0, 1
 _UNSAFE_FILENAME = re.compile(r'[\\/:*?"<>|\x00-\x1f]+')
 
 
-def _scrolling(widget: QWidget, parent: QWidget) -> QScrollArea:
-    """`widget` in a frameless vertical scroll area, so a short window never clips it."""
-    area = QScrollArea(parent)
-    area.setWidgetResizable(True)
-    area.setFrameShape(QScrollArea.Shape.NoFrame)
-    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-    area.setWidget(widget)
-    return area
-
-
-class MainWindow(WindowActions, QMainWindow):
+class MainWindow(WindowModel, WindowActions, QMainWindow):
     def __init__(self, store: Store, bridge: EngineBridge) -> None:
         super().__init__()
         guard_refcounts()  # before the thousands of Qt calls a session makes
@@ -163,20 +145,9 @@ class MainWindow(WindowActions, QMainWindow):
 
         self.settings_panel = SettingsPanel()
         self.tools_panel = ToolsPanel()
-        self.inspector = QWidget(self)
-        self.inspector.setObjectName("inspector")
-        inspector_layout = QVBoxLayout(self.inspector)
-        inspector_layout.setContentsMargins(0, theme.SPACE.XS, 0, 0)
-        self.inspector_tabs = QTabWidget(self.inspector)
-        self.inspector_tabs.setDocumentMode(True)
-        self.inspector_tabs.addTab(_scrolling(self.settings_panel, self.inspector), "Chat")
-        self.inspector_tabs.addTab(_scrolling(self.tools_panel, self.inspector), "Tools")
-        from app.views.icons import IconButton
-
-        close = IconButton("close", "Close the panel", self.inspector, size=16)
-        close.clicked.connect(lambda: self.shell.set_inspector_open(False))
-        self.inspector_tabs.setCornerWidget(close, Qt.Corner.TopRightCorner)
-        inspector_layout.addWidget(self.inspector_tabs)
+        self.inspector = Inspector(self.settings_panel, self.tools_panel, self)
+        self.inspector_tabs = self.inspector.tabs
+        self.inspector.closeRequested.connect(lambda: self.shell.set_inspector_open(False))
 
         self.shell = Shell(self.sidebar, self.chat_area, self.inspector, self)
         self.setCentralWidget(self.shell)
@@ -496,152 +467,7 @@ class MainWindow(WindowActions, QMainWindow):
             return
         self.send(example.prompt)
 
-    # ---- model ----
-
-    def load_model(self, spec: str) -> None:
-        self.notice.hide()
-        self._loading_spec = spec
-        self.loading_strip.start(_spec_name(spec))
-        self.composer.set_waiting_for_model(True)
-        self.bridge.load_model(spec)
-
-    def _model_loaded(self, info: ModelInfo) -> None:
-        self._model_name = info.name
-        self._loaded_spec = self.bridge.model_spec or self._loaded_spec
-        self.model_bar.loaded(info.name)
-        self.loading_strip.finish()
-        self.composer.set_waiting_for_model(False)
-        self.chat.welcome.set_model_name(info.name)
-        if self._loaded_spec and not self.prefs.default_model:
-            self.store.set_setting("model_spec", self._loaded_spec)
-        if self.prefs.kv_budget_mb:
-            self._apply_cache_budget()
-        plan = self.bridge.memory_plan()
-        if getattr(plan, "warning", None):
-            self.notice.show_message(plan.warning, "error")
-        reply = self.chat.reply
-        if reply is not None and not self.chat.reply_text_shown:
-            reply.set_status("Reading your message…")
-        run_task(
-            lambda: sampling_defaults(info.path, info.name),
-            lambda defaults, _error: self._set_model_defaults(info, defaults),
-        )
-        self.update_status()
-
-    def _set_model_defaults(self, info: ModelInfo, defaults: ModelDefaults | None) -> None:
-        if self._model_name != info.name:
-            return  # another model was loaded meanwhile
-        self.model_defaults = defaults or ModelDefaults()
-        self.controller.model_defaults = dict(self.model_defaults.values)
-        self.settings_panel.set_model_defaults(
-            self.model_defaults.values, info.name, self.model_defaults.source
-        )
-
-    def _model_failed(self, message: str) -> None:
-        # A failed load leaves no model loaded: say so, and offer the one that worked.
-        failed = self._loading_spec or ""
-        self._model_name = getattr(self.bridge.model_info, "name", None)
-        self.model_bar.failed(self._model_name)
-        self.loading_strip.finish()
-        self.composer.set_waiting_for_model(False)
-        previous = self._loaded_spec if self._loaded_spec and self._loaded_spec != failed else None
-        text = f"The model could not be loaded: {message}"
-        if self._model_name is None:
-            text += " No model is loaded now."
-        if previous:
-            name = _spec_name(previous)
-            self.notice.show_message(
-                text, "error", f"Load {name} again", lambda: self.load_model(previous)
-            )
-        else:
-            self.notice.show_message(text, "error")
-        self.update_status()
-
-    def _apply_cache_budget(self) -> None:
-        mb = self.prefs.kv_budget_mb
-        self.bridge.set_cache_budget(mb * 1024 * 1024 if mb > 0 else None)
-
-    def show_preferences(self) -> None:
-        dialog = PreferencesDialog(
-            self.prefs,
-            presets=self.store.presets(),
-            builtin_tools=self._builtins,
-            current_model=self._loaded_spec or "",
-            parent=self,
-        )
-        dialog.changed.connect(self.apply_preferences)
-        self.preferences_dialog = dialog
-        dialog.open()
-
-    def apply_preferences(self, prefs: Preferences) -> None:
-        """Apply and remember the user's preferences at once."""
-        old, self.prefs = self.prefs, prefs
-        prefs.save(self.store)
-        self.controller.new_chat_settings = prefs.new_chat
-        self.controller.new_chat_tools = prefs.new_chat_tools
-        if prefs.default_model:
-            self.store.set_setting("model_spec", prefs.default_model)
-        elif self._loaded_spec:
-            self.store.set_setting("model_spec", self._loaded_spec)
-        if prefs.appearance != old.appearance:
-            theme.apply_appearance(prefs.appearance)
-        if prefs.chat_font_pt != old.chat_font_pt:
-            theme.set_chat_pt(prefs.chat_font_pt)
-            self.restyle()
-            self.chat.restyle()
-            self.composer.restyle()
-        if prefs.kv_budget_mb != old.kv_budget_mb:
-            self._apply_cache_budget()
-
-    def update_status(self) -> None:
-        info = self.bridge.model_info
-        if self.bridge.loading:
-            self.model_label.setText("Loading model…")
-        elif info is not None:
-            self.model_label.setText(f"{info.name} · {format_bytes(info.weights_bytes)}")
-        else:
-            self.model_label.setText("No model")
-        stats = self.bridge.cache_stats()
-        plan = self.bridge.memory_plan()
-        if stats:
-            used = format_bytes(stats.get("bytes", 0))
-            budget = getattr(plan, "kv_budget_bytes", None) or stats.get("budget_bytes")
-            text = f"Reuse memory {used}" + (f" of {format_bytes(budget)}" if budget else "")
-            self.cache_label.setText(text)
-        else:
-            self.cache_label.setText("")
-
-    # ---- export, window state, drops ----
-
-    def export(self, fmt: str) -> None:
-        """Save the chat; the dialog suggests its title, in the folder used last time."""
-        cid = self.controller.conversation_id
-        conv = self.controller.conversation
-        if cid is None or conv is None:
-            return
-        suffix = ".md" if fmt == "md" else ".json"
-        folder = self.store.get_setting("export_folder") or str(Path.home())
-        name = _UNSAFE_FILENAME.sub("-", conv.title).strip(" .-") or "chat"
-        path, _ = QFileDialog.getSaveFileName(
-            self,
-            "Export chat",
-            str(Path(folder) / (name + suffix)),
-            "Markdown (*.md)" if fmt == "md" else "JSON (*.json)",
-        )
-        if not path:
-            return
-        text = (
-            to_markdown(self.store, cid)
-            if fmt == "md"
-            else json.dumps(to_json(self.store, cid), indent=2, ensure_ascii=False)
-        )
-        try:
-            Path(path).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            self.notice.show_message(f"Export failed: {exc}", "error")
-            return
-        self.store.set_setting("export_folder", str(Path(path).parent))
-        self.statusBar().showMessage(f"Exported to {path}", 5000)
+    # ---- window state, drops ----
 
     def _restore_state(self) -> None:
         geometry = self.store.get_setting("window_geometry")
@@ -699,10 +525,3 @@ class MainWindow(WindowActions, QMainWindow):
             f"<h3>Corral {__version__}</h3><p>A local chat app whose replies always fit your "
             "schemas, grammars and tools.</p>",
         )
-
-
-def _spec_name(spec: str) -> str:
-    """A model spec as people read it."""
-    if spec == "default":
-        return "SmolLM2-135M-Instruct"
-    return Path(spec).name or spec

@@ -7,8 +7,6 @@ figures in plain words. A note under a reply says honestly how it ended ("Stoppe
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, Signal
@@ -16,8 +14,6 @@ from PySide6.QtGui import QEnterEvent, QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
-    QLabel,
-    QLineEdit,
     QPushButton,
     QSizePolicy,
     QVBoxLayout,
@@ -31,139 +27,10 @@ from app.views.composer import MessageEdit
 from app.views.format import reply_details, reply_summary
 from app.views.icons import IconButton
 from app.views.markdown_view import MarkdownBody, PlainTextView
+from app.views.message_parts import BranchSwitcher, Note, ToolCallCard, label, reply_note
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "tool": "Tool"}
 NOTE_WRAP_WIDTH = 280  # px: a note longer than this wraps
-
-
-@dataclass(frozen=True)
-class Note:
-    """How a reply ended, in plain words, and the action that moves on from it."""
-
-    text: str
-    kind: str = "quiet"  # quiet | warning | error
-    action: str = ""  # "" | "retry" | "continue"
-
-
-def reply_note(message: Message, *, can_continue: bool = True) -> Note | None:
-    """The note under a saved reply, from what the engine reported."""
-    meta = message.meta
-    if meta.get("error"):
-        return Note(f"The reply failed: {meta['error']}", "error", "retry")
-    stop = meta.get("stop_reason")
-    if stop == "cancelled":
-        return Note("Stopped")
-    if meta.get("incomplete") and meta.get("constraint"):
-        return Note("Incomplete: the reply ended before it matched the format", "warning", "retry")
-    if stop == "length":
-        tokens = int(meta.get("stats", {}).get("generated_tokens") or 0)
-        limit = f"the {tokens}-token limit" if tokens else "the length limit"
-        if can_continue and not meta.get("tool_calls") and not meta.get("constraint"):
-            return Note(f"Stopped at {limit}", "quiet", "continue")
-        return Note(f"Stopped at {limit}")
-    if not message.content and not meta.get("tool_calls"):
-        return Note("The model ended its reply without any text", "warning", "retry")
-    return None
-
-
-def _label(text: str, name: str, parent: QWidget, selectable: bool = True) -> QLabel:
-    label = QLabel(text, parent)
-    label.setObjectName(name)
-    label.setWordWrap(True)
-    if selectable:
-        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    return label
-
-
-class BranchSwitcher(QWidget):
-    """ "‹ 2/3 ›": step between the versions of a message."""
-
-    stepped = Signal(int)
-
-    def __init__(self, index: int, count: int, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("branchSwitcher")
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(0)
-        self.previous = IconButton("left", "Previous version", self, size=16)
-        self.label = QLabel(f"{index}/{count}", self)
-        self.label.setObjectName("branchLabel")
-        self.next = IconButton("right", "Next version", self, size=16)
-        self.previous.setEnabled(index > 1)
-        self.next.setEnabled(index < count)
-        for w in (self.previous, self.label, self.next):
-            layout.addWidget(w)
-        self.previous.clicked.connect(lambda: self.stepped.emit(-1))
-        self.next.clicked.connect(lambda: self.stepped.emit(1))
-
-
-class ToolCallCard(QFrame):
-    """A tool call: its name and arguments, then its result or a field to give one."""
-
-    resultSubmitted = Signal(str, str, str)  # call id, tool name, result text
-    runRequested = Signal(str, str, object)  # call id, tool name, arguments
-
-    def __init__(
-        self,
-        call: dict[str, Any],
-        result: str | None,
-        *,
-        builtin: bool,
-        interactive: bool,
-        parent: QWidget | None = None,
-    ) -> None:
-        super().__init__(parent)
-        self.call = call
-        self.setObjectName("toolCard")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(theme.SPACE.M, theme.SPACE.S, theme.SPACE.M, theme.SPACE.M)
-        layout.setSpacing(theme.SPACE.XS)
-        title = _label(f"Calls the tool {call['name']}", "toolTitle", self, selectable=False)
-        layout.addWidget(title)
-        args = _label(
-            json.dumps(call.get("arguments", {}), indent=2, ensure_ascii=False),
-            "toolArguments",
-            self,
-        )
-        args.setFont(theme.mono_font(theme.type_scale().secondary))
-        layout.addWidget(args)
-        self.result_field: QLineEdit | None = None
-        self.run_button: QPushButton | None = None
-        if result is not None:
-            layout.addWidget(_label(f"Result: {result}", "toolResult", self))
-            return
-        row = QHBoxLayout()
-        row.setSpacing(theme.SPACE.S)
-        self.result_field = QLineEdit(self)
-        self.result_field.setPlaceholderText("Type the tool's result, then Enter")
-        self.result_field.setEnabled(interactive)
-        self.result_field.setMinimumWidth(120)
-        send = QPushButton("Send result", self)
-        send.setEnabled(interactive)
-        row.addWidget(self.result_field, 1)
-        row.addWidget(send)
-        if builtin:
-            self.run_button = QPushButton("Run it", self)
-            self.run_button.setToolTip(f"Run the built-in {call['name']} tool on this machine")
-            self.run_button.setEnabled(interactive)
-            self.run_button.clicked.connect(
-                lambda: self.runRequested.emit(call["id"], call["name"], call.get("arguments"))
-            )
-            row.addWidget(self.run_button)
-        layout.addLayout(row)
-        self.result_field.returnPressed.connect(self._submit)
-        send.clicked.connect(self._submit)
-
-    def set_interactive(self, enabled: bool) -> None:
-        for w in self.findChildren(QPushButton) + self.findChildren(QLineEdit):
-            w.setEnabled(enabled)
-
-    def _submit(self) -> None:
-        if self.result_field is not None and self.result_field.text().strip():
-            self.resultSubmitted.emit(
-                self.call["id"], self.call["name"], self.result_field.text().strip()
-            )
 
 
 class MessageWidget(QFrame):
@@ -210,7 +77,7 @@ class MessageWidget(QFrame):
         self._layout.setContentsMargins(0, 0, 0, 0)
         self._layout.setSpacing(theme.SPACE.XS)
 
-        self.tag = _label("", "constraintTag", self, selectable=False)
+        self.tag = label("", "constraintTag", self, selectable=False)
         self.tag.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
         self.tag.setWordWrap(False)
         self.tag.setVisible(False)
@@ -272,7 +139,7 @@ class MessageWidget(QFrame):
         row = QHBoxLayout(self.note_row)
         row.setContentsMargins(0, 0, 0, 0)
         row.setSpacing(theme.SPACE.S)
-        self.status = _label("", "replyNote", self.note_row)
+        self.status = label("", "replyNote", self.note_row)
         self.status.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         self.note_action = QPushButton(self.note_row)
         self.note_action.setObjectName("noteAction")
@@ -306,7 +173,7 @@ class MessageWidget(QFrame):
         policy = QSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Preferred)
         policy.setRetainSizeWhenHidden(True)  # the row does not jump when they appear
         self.action_box.setSizePolicy(policy)
-        self.stats = _label(reply_summary(meta.get("stats", {}), self._content()), "stats", self)
+        self.stats = label(reply_summary(meta.get("stats", {}), self._content()), "stats", self)
         self.stats.setToolTip(reply_details(meta.get("stats", {})))
         self.stats.setVisible(bool(self.stats.text()))
         if message is not None:

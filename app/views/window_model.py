@@ -1,0 +1,201 @@
+"""What the main window does about the model and the app's settings: loading a model (the
+loading strip, the model box, what is really loaded after a failure and an offer to load
+the previous one again), each model's recommended sampling, Preferences applied at once,
+the status bar, and export."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, cast
+
+from PySide6.QtWidgets import QFileDialog, QWidget
+
+from app.jobs.thread import run_task
+from app.preferences import Preferences
+from app.store.export import to_json, to_markdown
+from app.views import theme
+from app.views.format import format_bytes
+from app.views.preferences import PreferencesDialog
+from engine.model_defaults import ModelDefaults, sampling_defaults
+from engine.types import ModelInfo
+
+_UNSAFE_FILENAME = re.compile(r'[\\/:*?"<>|\x00-\x1f]+')
+
+
+class WindowModel:
+    """Mixed into MainWindow; uses its bridge, store, controller, bars and panels."""
+
+    bridge: Any
+    store: Any
+    controller: Any
+    prefs: Preferences
+    model_defaults: ModelDefaults
+    _model_name: str | None
+    _loaded_spec: str | None
+    _loading_spec: str | None
+    _builtins: list[dict[str, Any]]
+    notice: Any
+    chat: Any
+    composer: Any
+    model_bar: Any
+    loading_strip: Any
+    settings_panel: Any
+    model_label: Any
+    cache_label: Any
+    restyle: Any
+    statusBar: Any
+    preferences_dialog: PreferencesDialog
+
+    def load_model(self, spec: str) -> None:
+        self.notice.hide()
+        self._loading_spec = spec
+        self.loading_strip.start(spec_name(spec))
+        self.composer.set_waiting_for_model(True)
+        self.bridge.load_model(spec)
+
+    def _model_loaded(self, info: ModelInfo) -> None:
+        self._model_name = info.name
+        self._loaded_spec = self.bridge.model_spec or self._loaded_spec
+        self.model_bar.loaded(info.name)
+        self.loading_strip.finish()
+        self.composer.set_waiting_for_model(False)
+        self.chat.welcome.set_model_name(info.name)
+        if self._loaded_spec and not self.prefs.default_model:
+            self.store.set_setting("model_spec", self._loaded_spec)
+        if self.prefs.kv_budget_mb:
+            self._apply_cache_budget()
+        plan = self.bridge.memory_plan()
+        if getattr(plan, "warning", None):
+            self.notice.show_message(plan.warning, "error")
+        reply = self.chat.reply
+        if reply is not None and not self.chat.reply_text_shown:
+            reply.set_status("Reading your message…")
+        run_task(
+            lambda: sampling_defaults(info.path, info.name),
+            lambda defaults, _error: self._set_model_defaults(info, defaults),
+        )
+        self.update_status()
+
+    def _set_model_defaults(self, info: ModelInfo, defaults: ModelDefaults | None) -> None:
+        if self._model_name != info.name:
+            return  # another model was loaded meanwhile
+        self.model_defaults = defaults or ModelDefaults()
+        self.controller.model_defaults = dict(self.model_defaults.values)
+        self.settings_panel.set_model_defaults(
+            self.model_defaults.values, info.name, self.model_defaults.source
+        )
+
+    def _model_failed(self, message: str) -> None:
+        # A failed load leaves no model loaded: say so, and offer the one that worked.
+        failed = self._loading_spec or ""
+        self._model_name = getattr(self.bridge.model_info, "name", None)
+        self.model_bar.failed(self._model_name)
+        self.loading_strip.finish()
+        self.composer.set_waiting_for_model(False)
+        previous = self._loaded_spec if self._loaded_spec and self._loaded_spec != failed else None
+        text = f"The model could not be loaded: {message}"
+        if self._model_name is None:
+            text += " No model is loaded now."
+        if previous:
+            name = spec_name(previous)
+            self.notice.show_message(
+                text, "error", f"Load {name} again", lambda: self.load_model(previous)
+            )
+        else:
+            self.notice.show_message(text, "error")
+        self.update_status()
+
+    def _apply_cache_budget(self) -> None:
+        mb = self.prefs.kv_budget_mb
+        self.bridge.set_cache_budget(mb * 1024 * 1024 if mb > 0 else None)
+
+    def show_preferences(self) -> None:
+        dialog = PreferencesDialog(
+            self.prefs,
+            presets=self.store.presets(),
+            builtin_tools=self._builtins,
+            current_model=self._loaded_spec or "",
+            parent=cast(QWidget, self),
+        )
+        dialog.changed.connect(self.apply_preferences)
+        self.preferences_dialog = dialog
+        dialog.open()
+
+    def apply_preferences(self, prefs: Preferences) -> None:
+        """Apply and remember the user's preferences at once."""
+        old, self.prefs = self.prefs, prefs
+        prefs.save(self.store)
+        self.controller.new_chat_settings = prefs.new_chat
+        self.controller.new_chat_tools = prefs.new_chat_tools
+        if prefs.default_model:
+            self.store.set_setting("model_spec", prefs.default_model)
+        elif self._loaded_spec:
+            self.store.set_setting("model_spec", self._loaded_spec)
+        if prefs.appearance != old.appearance:
+            theme.apply_appearance(prefs.appearance)
+        if prefs.chat_font_pt != old.chat_font_pt:
+            theme.set_chat_pt(prefs.chat_font_pt)
+            self.restyle()
+            self.chat.restyle()
+            self.composer.restyle()
+        if prefs.kv_budget_mb != old.kv_budget_mb:
+            self._apply_cache_budget()
+
+    def update_status(self) -> None:
+        info = self.bridge.model_info
+        if self.bridge.loading:
+            self.model_label.setText("Loading model…")
+        elif info is not None:
+            self.model_label.setText(f"{info.name} · {format_bytes(info.weights_bytes)}")
+        else:
+            self.model_label.setText("No model")
+        stats = self.bridge.cache_stats()
+        plan = self.bridge.memory_plan()
+        if stats:
+            used = format_bytes(stats.get("bytes", 0))
+            budget = getattr(plan, "kv_budget_bytes", None) or stats.get("budget_bytes")
+            text = f"Reuse memory {used}" + (f" of {format_bytes(budget)}" if budget else "")
+            self.cache_label.setText(text)
+        else:
+            self.cache_label.setText("")
+
+    # ---- export ----
+
+    def export(self, fmt: str) -> None:
+        """Save the chat; the dialog suggests its title, in the folder used last time."""
+        cid = self.controller.conversation_id
+        conv = self.controller.conversation
+        if cid is None or conv is None:
+            return
+        suffix = ".md" if fmt == "md" else ".json"
+        folder = self.store.get_setting("export_folder") or str(Path.home())
+        name = _UNSAFE_FILENAME.sub("-", conv.title).strip(" .-") or "chat"
+        path, _ = QFileDialog.getSaveFileName(
+            cast(QWidget, self),
+            "Export chat",
+            str(Path(folder) / (name + suffix)),
+            "Markdown (*.md)" if fmt == "md" else "JSON (*.json)",
+        )
+        if not path:
+            return
+        text = (
+            to_markdown(self.store, cid)
+            if fmt == "md"
+            else json.dumps(to_json(self.store, cid), indent=2, ensure_ascii=False)
+        )
+        try:
+            Path(path).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            self.notice.show_message(f"Export failed: {exc}", "error")
+            return
+        self.store.set_setting("export_folder", str(Path(path).parent))
+        self.statusBar().showMessage(f"Exported to {path}", 5000)
+
+
+def spec_name(spec: str) -> str:
+    """A model spec as people read it."""
+    if spec == "default":
+        return "SmolLM2-135M-Instruct"
+    return Path(spec).name or spec
