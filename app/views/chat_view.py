@@ -112,6 +112,7 @@ class ChatView(QScrollArea):
             order.append(widget)
         for widget in self.widgets.values():
             self.column.removeWidget(widget)
+            widget.hide()  # at once: deletion waits for the event loop
             widget.deleteLater()
         if self._handoff is not None:  # not adopted: the reply was not kept
             self._handoff.deleteLater()
@@ -219,6 +220,7 @@ class ChatView(QScrollArea):
                 self._handoff.setParent(self.column_widget)
                 self._handoff.hide()
             self.column.removeWidget(self.reply)
+            self.reply.hide()
             self.reply.deleteLater()
             self.reply = None
 

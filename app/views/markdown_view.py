@@ -296,6 +296,7 @@ class MarkdownBody(QWidget):
     def _drop_from(self, index: int) -> None:
         for view in self.views[index:]:
             self._layout.removeWidget(view)
+            view.hide()
             view.deleteLater()
         del self.views[index:]
 

@@ -354,6 +354,7 @@ class MessageWidget(QFrame):
     def cancel_edit(self) -> None:
         if self.editor is None or self.bubble is None:
             return
+        self._edit_card.hide()
         self._edit_card.deleteLater()
         self.editor = None
         self.bubble.setVisible(True)

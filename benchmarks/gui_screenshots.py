@@ -1,0 +1,107 @@
+"""Screenshots of the main window for docs/screenshots/: a real conversation with the
+bundled default model (its recommended sampling), at 800x500, 1024x700 and 1440x900, in
+light and dark. Offscreen, no display needed; takes a minute or two on a laptop CPU.
+
+    python benchmarks/gui_screenshots.py [--out docs/screenshots]
+
+The PNGs are written with a 256-colour palette to keep them small.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import engine  # noqa: E402,F401  (OpenBLAS before MLX)
+
+SIZES = ((800, 500), (1024, 700), (1440, 900))
+PROMPTS = (
+    ("What is 17*23? Answer in one short sentence.", 40),
+    ("Write a Python function that adds two numbers, in a code block.", 90),
+)
+
+
+def _wait(app: object, condition: object, timeout_s: float = 600) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise TimeoutError("the screenshot run timed out")
+        app.processEvents()  # type: ignore[attr-defined]
+        time.sleep(0.005)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "screenshots")
+    args = parser.parse_args()
+
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QImage
+    from PySide6.QtWidgets import QApplication
+
+    from app.application import create_application
+    from app.jobs.engine_bridge import EngineBridge
+    from app.paths import resources_dir
+    from app.store import ChatSettings, Store
+    from app.views import theme
+    from app.views.main_window import MainWindow
+
+    app, _ = create_application([])
+    store = Store.open(tempfile.mkdtemp())
+    bridge = EngineBridge()
+    window = MainWindow(store, bridge)
+    window.resize(1180, 780)
+    window.show()
+    window.load_model("default")
+    _wait(app, lambda: bridge.model_info is not None and window.model_defaults.values)
+
+    # An earlier chat for the sidebar: a reply that must fit a JSON schema.
+    window.open_constraint_file(str(resources_dir() / "grammars" / "recipe.json"))
+    _wait(app, window.constraint_bar.chip.isVisible)
+    store.set_chat_settings(window.controller.conversation_id, ChatSettings(max_tokens=160))
+    window.send("A simple pancake recipe")
+    _wait(app, lambda: not window.controller.busy)
+
+    window.new_chat()
+    store.set_chat_settings(window.controller.conversation_id, ChatSettings(max_tokens=40))
+    for prompt, tokens in PROMPTS:
+        settings = ChatSettings(max_tokens=tokens)
+        store.set_chat_settings(window.controller.conversation_id, settings)
+        window.send(prompt)
+        _wait(app, lambda: not window.controller.busy)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    for appearance in ("light", "dark"):
+        theme.apply_appearance(appearance)
+        for width, height in SIZES:
+            window.resize(width, height)
+            window.shell.set_sidebar_open(True)
+            window.shell.set_inspector_open(width >= 1024)
+            for _ in range(8):
+                QApplication.processEvents()
+            bar = window.chat.verticalScrollBar()
+            bar.setValue(bar.maximum())
+            QApplication.processEvents()
+            image = window.grab().toImage()
+            flags = Qt.ImageConversionFlag.ThresholdDither | Qt.ImageConversionFlag.AvoidDither
+            small = image.convertToFormat(QImage.Format.Format_Indexed8, flags)
+            path = args.out / f"main-{width}x{height}-{appearance}.png"
+            small.save(str(path), b"PNG", 0)  # 0: the smallest file
+            print(path.relative_to(REPO) if path.is_relative_to(REPO) else path)
+    theme.apply_appearance("system")
+    window.close()
+    bridge.close()
+    store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
