@@ -22,7 +22,7 @@ from typing import Any
 from engine.constraints.loop import ConstrainedDecoder
 from engine.constraints.sources import json_schema_constraint
 from engine.decode import decode_free, prefill
-from engine.prompt import render_prompt
+from engine.prompt import encode_chat
 from engine.sampling import build_processors, build_sampler, end_token_ids
 from engine.types import ConstraintSpec, GenerationStats, SamplingSettings
 
@@ -137,15 +137,15 @@ def compare_loops(
 ) -> dict[str, list[_Run]]:
     """Each loop's runs, `repeats` rounds of one run per loop (rotating the order), all of
     the length the constrained warm-up run reached."""
-    prompt_tokens = render_prompt(tokenizer, [{"role": "user", "content": prompt}])
-    warm = _run(model, tokenizer, prompt_tokens, "overlapped", constraint, max_tokens)
+    tokens = encode_chat(tokenizer, [{"role": "user", "content": prompt}])
+    warm = _run(model, tokenizer, tokens, "overlapped", constraint, max_tokens)
     count = warm.tokens
-    _run(model, tokenizer, prompt_tokens, "free", constraint, count)
+    _run(model, tokenizer, tokens, "free", constraint, count)
     results: dict[str, list[_Run]] = {loop: [] for loop in loops}
     for r in range(repeats):
         order = loops[r % len(loops) :] + loops[: r % len(loops)]
         for loop in order:
-            results[loop].append(_run(model, tokenizer, prompt_tokens, loop, constraint, count))
+            results[loop].append(_run(model, tokenizer, tokens, loop, constraint, count))
     return results
 
 

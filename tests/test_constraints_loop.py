@@ -172,12 +172,12 @@ def decode(engine, spec, *, serial=False, ends=None, processors=(), max_tokens=6
 
     from engine.constraints.loop import ConstrainedDecoder
     from engine.decode import prefill
-    from engine.prompt import render_prompt
+    from engine.prompt import encode_chat
     from engine.sampling import build_sampler, end_token_ids
 
     def job(loaded):
         model, tok = loaded.model, loaded.tokenizer
-        prompt = render_prompt(tok, USER)
+        prompt = encode_chat(tok, USER)
         cache = make_prompt_cache(model)
         fed: list[int] = []
         prefill(model, cache, prompt[:-1], fed, cancel=threading.Event())

@@ -159,7 +159,7 @@ def test_next_turn_reuses_the_cached_prefix(tiny_engine: Engine) -> None:
     # Everything up to the first reply was computed already and is reused (the last
     # prompt token may merge with the reply's first characters when the text is re-tokenized).
     assert second.stats.cached_tokens >= first.stats.prompt_tokens - 1
-    assert tiny_engine.cache_stats()["hits"] >= 1
+    assert tiny_engine.cache_stats().hits >= 1
     plan = tiny_engine.memory_plan
     assert plan is not None and plan.kv_budget_bytes > 0
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.prompt import DEFAULT_CHAT_TEMPLATE
+from engine.prompt import render_chat
 from engine.tools.definitions import ToolDefinitionError, ToolSpec
 from engine.tools.formats import ToolFormat
 
@@ -123,7 +123,7 @@ def fallback_messages(
     return out
 
 
-def render_prompt(
+def render_chat_with_tools(
     tokenizer: Any,
     messages: list[dict[str, Any]],
     tools: list[ToolSpec] | None,
@@ -139,16 +139,8 @@ def render_prompt(
     else:
         rendered = fallback_messages(normalized, tools, fmt)
         kwargs = {}
-    # The HF tokenizer renders, as engine.prompt does for replies without tools, so both
-    # give the same text for the same history (and share the prompt cache).
-    hf = getattr(tokenizer, "_tokenizer", tokenizer)
-    if getattr(hf, "chat_template", None) is None:
-        kwargs["chat_template"] = DEFAULT_CHAT_TEMPLATE
     try:
-        text: str = hf.apply_chat_template(
-            rendered, add_generation_prompt=True, tokenize=False, **kwargs
-        )
-        return text
+        return render_chat(tokenizer, rendered, **kwargs)
     except Exception as exc:  # jinja errors and template raise_exception()
         raise ToolDefinitionError(
             f"the chat template could not render the conversation: {exc}"
