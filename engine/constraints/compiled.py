@@ -10,7 +10,9 @@ compiling a JSON schema against a 49k vocabulary costs milliseconds to seconds.
 
 from __future__ import annotations
 
+import json
 import threading
+from typing import Any
 
 import llguidance
 from llguidance import LLMatcher
@@ -29,6 +31,14 @@ class CompiledGrammar:
         self._tokenizer: llguidance.LLTokenizer | None = None
         self._pristine: LLMatcher | None = None
         self.compiles = 0  # matchers compiled from the grammar, for tests and benchmarks
+
+    def grammars(self) -> list[dict[str, Any]]:
+        """The grammar as llguidance's list of grammar objects (a TopLevelGrammar's
+        `grammars`), to build a larger grammar that refers to it."""
+        if self.grammar.lstrip().startswith("{"):
+            found: list[dict[str, Any]] = json.loads(self.grammar)["grammars"]
+            return found
+        return [{"lark_grammar": self.grammar}]  # llguidance also takes bare Lark text
 
     def keep(self, tokenizer: llguidance.LLTokenizer, matcher: LLMatcher) -> None:
         """Adopt `matcher`, freshly compiled from this grammar for `tokenizer` and not

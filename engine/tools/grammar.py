@@ -99,7 +99,7 @@ def with_user_grammar(
     head, rules = calls.split("\n", 1)  # "%llguidance {}", then rules that start with `start`
     if not rules.startswith("start:"):
         raise ValueError(f"{fmt.name}: the calls grammar must begin with its start rule")
-    grammars = json.loads(user.grammar)["grammars"]
+    grammars = user.grammars()
     name = grammars[0].get("name") or "user"
     grammars[0] = {**grammars[0], "name": name}
     lark = f"{head}\nstart: @{name} | tool_calls\ntool_calls:{rules[len('start:') :]}"
