@@ -209,22 +209,9 @@ class Engine:
 
     @property
     def snapshot(self) -> EngineSnapshot:
-        """The engine's state as the engine thread last published it."""
+        """The engine's state as the engine thread last published it: the loaded model,
+        its memory plan, the prompt cache's figures. Safe to read from any thread."""
         return self._snapshot
-
-    @property
-    def model_info(self) -> ModelInfo | None:
-        """The loaded model (None while none is)."""
-        return self._snapshot.model
-
-    @property
-    def memory_plan(self) -> MemoryPlan | None:
-        """Where the loaded model's memory goes (None while no model is loaded)."""
-        return self._snapshot.memory
-
-    def cache_stats(self) -> CacheStats:
-        """The prompt cache's figures as of the last change (entries, bytes, hits...)."""
-        return self._snapshot.cache
 
     def check_constraint(self, spec: ConstraintSpec) -> ValidationReport:
         """Check `spec` for the loaded model, on the calling thread (never the engine's: a

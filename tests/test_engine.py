@@ -159,8 +159,8 @@ def test_next_turn_reuses_the_cached_prefix(tiny_engine: Engine) -> None:
     # Everything up to the first reply was computed already and is reused (the last
     # prompt token may merge with the reply's first characters when the text is re-tokenized).
     assert second.stats.cached_tokens >= first.stats.prompt_tokens - 1
-    assert tiny_engine.cache_stats().hits >= 1
-    plan = tiny_engine.memory_plan
+    assert tiny_engine.snapshot.cache.hits >= 1
+    plan = tiny_engine.snapshot.memory
     assert plan is not None and plan.kv_budget_bytes > 0
 
 
@@ -208,13 +208,12 @@ def test_stats_read_from_another_thread_during_generation_are_whole_snapshots(
         while not stop.is_set():
             try:
                 snapshot = eng.snapshot
-                stats = eng.cache_stats()
-                assert eng.model_info is not None and eng.memory_plan is not None
+                assert snapshot.model is not None and snapshot.memory is not None
                 cache = snapshot.cache
                 # each finished request looked the cache up once: a torn read breaks this
                 assert cache.hits + cache.misses == snapshot.requests_done
                 assert 0 <= cache.bytes <= cache.budget_bytes
-                assert snapshot.requests_done >= last and stats.entries >= 0
+                assert snapshot.requests_done >= last and cache.entries >= 0
                 last = snapshot.requests_done
                 reads += 1
             except BaseException as exc:  # collected and re-raised on the test's thread
