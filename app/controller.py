@@ -21,7 +21,14 @@ from app.jobs.engine_bridge import EngineBridge, ReplyJob
 from app.jobs.thread import run_task
 from app.store import DEFAULT_TITLE, Conversation, Message, Store, ToolsConfig
 from app.tools import enabled_tool_definitions, enabled_tool_warnings
-from engine.types import ChatRequest, ChatResult, ConstraintSpec, ConstraintUse, StopReason
+from engine.types import (
+    ChatMessage,
+    ChatRequest,
+    ChatResult,
+    ConstraintSpec,
+    ConstraintUse,
+    StopReason,
+)
 
 TITLE_LENGTH = 48
 
@@ -330,7 +337,7 @@ class ChatController(QObject):
     # ---- the reply ----
 
     def build_request(self, upto: list[Message], conv: Conversation) -> ChatRequest:
-        messages: list[dict[str, Any]] = []
+        messages: list[ChatMessage] = []
         if conv.settings.system_prompt.strip():
             messages.append({"role": "system", "content": conv.settings.system_prompt})
         messages += [m.to_chat_message() for m in upto]
