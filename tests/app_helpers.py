@@ -28,10 +28,16 @@ def make_window(qtbot, data_dir: Path, eng):
 
 
 def close_window(window) -> None:
-    """Close without stopping the shared engine."""
+    """Close without stopping the shared engine, once background checks have reported
+    (they read the store)."""
+    from PySide6.QtCore import QThreadPool
+    from PySide6.QtWidgets import QApplication
+
     if window.controller.busy:
         window.controller.stop()
     window.close()
+    QThreadPool.globalInstance().waitForDone(30_000)
+    QApplication.processEvents()
     window.store.close()
 
 

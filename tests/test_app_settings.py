@@ -47,8 +47,7 @@ def test_preferences_apply_at_once_and_are_remembered(qtbot, tmp_path, tiny_engi
         dialog.default_model.setCurrentIndex(dialog.default_model.findData("default"))
         screenshot(dialog, "preferences")
         dialog.close()
-        window.close()
-        window.store.close()
+        close_window(window)
 
         again = make_window(qtbot, tmp_path, tiny_engine)  # a restart keeps every choice
         assert again.prefs.appearance == "dark" and theme.colors().dark
@@ -135,8 +134,7 @@ def test_the_models_recommended_sampling_is_shown_and_used(qtbot, tmp_path, tiny
     assert (request.sampling.temperature, request.sampling.top_p) == (0.9, 0.8)
     window.show_settings()
     screenshot(window, "model_defaults")
-    window.close()
-    window.store.close()
+    close_window(window)
     bridge.close()
 
 

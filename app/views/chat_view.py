@@ -122,6 +122,7 @@ class ChatView(QScrollArea):
                 self.column.removeWidget(widget)
         for index, widget in enumerate(order):
             self.column.insertWidget(1 + index, widget)
+            widget.show()  # now, not when the layout's queued show runs
         self.widgets, self.order = keep, order
         self._show_welcome(not order and self.reply is None)
         self.set_interactive(interactive)
@@ -189,6 +190,7 @@ class ChatView(QScrollArea):
         if prefix:
             self.reply.set_text(prefix)
         self.column.insertWidget(self.column.count() - 1, self.reply)
+        self.reply.show()
         self._show_welcome(False)
         self._reply_text = prefix
         self._stick = True

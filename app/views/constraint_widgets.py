@@ -1,5 +1,6 @@
 """The constraint chip in the composer, its "Format" menu, and the editor for pasted
-schemas, grammars and regular expressions."""
+schemas, grammars and regular expressions. What the chip says comes from the
+controller's ChipState (the constraint, and how it goes with the tools when they are on)."""
 
 from __future__ import annotations
 
@@ -21,11 +22,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.constraints import KIND_LABELS, Checked, check_source, describe_constraint
+from app.constraints import KIND_LABELS, Checked, Checker, check_source, describe_constraint
+from app.controller import ChipState
 from app.jobs.thread import run_task
 from app.views import theme
 from app.views.icons import IconButton, icon
-from engine.types import ConstraintSpec
+from engine.constraints.validate import validate_constraint
+from engine.types import ConstraintSpec, ConstraintUse
 
 
 class ConstraintChip(QFrame):
@@ -49,14 +52,30 @@ class ConstraintChip(QFrame):
         layout.addWidget(self.close_button)
         self.close_button.clicked.connect(self.removeRequested)
         self.spec: ConstraintSpec | None = None
+        self.use: ConstraintUse | None = None
 
-    def set_spec(self, spec: ConstraintSpec | None) -> None:
+    def set_spec(self, spec: ConstraintSpec | None, use: ConstraintUse | None = None) -> None:
+        """Show `spec`; `use` says how it goes with the tools, when they are on."""
         self.spec = spec
+        self.use = use
         if spec is not None:
             text = describe_constraint(spec.kind, spec.name)
             self.label.setText(text)
             kind = KIND_LABELS.get(spec.kind, spec.kind)
-            self.setToolTip(f"Every reply must fit this {kind}, token by token.")
+            if use == "paused":
+                self.label.setText(f"{text} — paused while tools are on")
+                self.setToolTip(
+                    f"While a tool call is required (or the model's calls could pass for text "
+                    f"of this {kind}), replies are tool calls only, so it does not apply. "
+                    "Let the model decide when to call a tool, or turn the tools off, to use "
+                    "it again."
+                )
+            elif use == "with_tools":
+                self.label.setText(f"{text}, or a tool call")
+                self.setToolTip(f"Every reply must fit this {kind} or be a tool call.")
+            else:
+                self.setToolTip(f"Every reply must fit this {kind}, token by token.")
+        self.setProperty("paused", use == "paused")
         self.setVisible(spec is not None)
 
 
@@ -99,6 +118,11 @@ class ConstraintBar(QWidget):
         layout.addWidget(self.button)
         self._refresh_button()
 
+    def set_state(self, state: ChipState) -> None:
+        """Show the conversation's constraint as the controller describes it."""
+        self.chip.set_spec(state.constraint, state.constraint_use)
+        self._refresh_button()
+
     def set_spec(self, spec: ConstraintSpec | None) -> None:
         self.chip.set_spec(spec)
         self._refresh_button()
@@ -125,8 +149,14 @@ class ConstraintEditor(QDialog):
 
     CHECK_DELAY_MS = 300
 
-    def __init__(self, parent: QWidget | None = None, spec: ConstraintSpec | None = None) -> None:
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        spec: ConstraintSpec | None = None,
+        check: Checker | None = None,
+    ) -> None:
         super().__init__(parent)
+        self._check_fn: Checker = check or validate_constraint
         self.setWindowTitle("Reply format")
         self.resize(620, 460)
         self.checked: Checked | None = None
@@ -181,8 +211,9 @@ class ConstraintEditor(QDialog):
         self._generation += 1
         generation = self._generation
         kind, source = self.kind.currentData(), self.text.toPlainText()
+        check = self._check_fn
         run_task(
-            lambda: check_source(kind, source),
+            lambda: check_source(kind, source, check=check),
             lambda result, error: self._checked(generation, result, error),
         )
 

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import __version__
-from app.constraints import describe_constraint, spec_from_dict
+from app.constraints import describe_constraint
 from app.controller import ChatController
 from app.jobs.engine_bridge import EngineBridge
 from app.paths import app_icon_path, resources_dir
@@ -219,6 +219,7 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
         c.replyFinished.connect(self._reply_finished)
         c.busyChanged.connect(self._busy_changed)
         c.notice.connect(lambda text: self.notice.show_message(text, "error"))
+        c.chipsChanged.connect(self._show_chips)
 
         self.sidebar.newRequested.connect(self.new_chat)
         self.sidebar.conversationSelected.connect(self._select_conversation)
@@ -347,11 +348,18 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
             return
         self.settings_panel.set_settings(conv.settings)
         self.tools_panel.set_config(conv.tools)
-        self.tools_chip.set_config(conv.tools)
-        self.constraint_bar.set_spec(spec_from_dict(conv.constraint) if conv.constraint else None)
+        self._show_chips()
         self.constraint_bar.show_error("")
         self.chat.end_reply()
         self.refresh_sidebar()
+
+    def _show_chips(self) -> None:
+        """The composer's chips as the controller describes the open conversation."""
+        state = self.controller.chip_state()
+        self.constraint_bar.set_state(state)
+        conv = self.controller.conversation
+        if conv is not None:
+            self.tools_chip.set_config(conv.tools, state.tool_warnings)
 
     def rename_chat(self) -> None:
         if self.controller.conversation_id is not None:

@@ -8,7 +8,6 @@ Other parts of the app add their own pages with `add_section` (the local server,
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -27,6 +26,7 @@ from PySide6.QtWidgets import (
 from app.preferences import Preferences
 from app.views import theme
 from app.views.settings_panel import hint, section
+from engine.types import ToolDefinition
 
 APPEARANCES = (("system", "Match the system"), ("light", "Light"), ("dark", "Dark"))
 LAST_USED = ""
@@ -41,7 +41,7 @@ class PreferencesDialog(QDialog):
         prefs: Preferences,
         *,
         presets: dict[str, str],
-        builtin_tools: list[dict[str, Any]],
+        builtin_tools: list[ToolDefinition],
         current_model: str = "",
         parent: QWidget | None = None,
     ) -> None:

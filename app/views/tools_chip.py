@@ -5,7 +5,6 @@ switch built-in tools on and off, pick the rule, or open the Tools panel."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup
@@ -13,6 +12,7 @@ from PySide6.QtWidgets import QMenu, QToolButton, QWidget
 
 from app.store import ToolsConfig
 from app.views.icons import icon
+from engine.types import ToolDefinition
 
 CHOICE_WORDS = {"auto": "auto", "required": "must call one", "none": "off"}
 CHOICE_MENU = {
@@ -54,25 +54,35 @@ class ToolsChip(QToolButton):
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.setIconSize(QSize(16, 16))
         self.config = ToolsConfig()
-        self._builtins: list[dict[str, Any]] = []
+        self.warnings: tuple[str, ...] = ()
+        self._builtins: list[ToolDefinition] = []
         self.menu_ = QMenu(self)
         self.setMenu(self.menu_)
         self.menu_.aboutToShow.connect(self._fill_menu)
         self.set_config(self.config)
 
-    def set_builtins(self, tools: list[dict[str, Any]]) -> None:
+    def set_builtins(self, tools: list[ToolDefinition]) -> None:
         self._builtins = tools
 
-    def set_config(self, config: ToolsConfig) -> None:
+    def set_config(self, config: ToolsConfig, warnings: tuple[str, ...] | None = None) -> None:
+        """Show `config`; `warnings` (what Corral cannot enforce of the tools' schemas) add
+        ⚠ and their reasons (None keeps the last ones while the tools stay the same)."""
+        if warnings is not None:
+            self.warnings = warnings
+        elif config != self.config:
+            self.warnings = ()
         self.config = config
         text = describe_tools(config)
-        self.setText(text or "Tools")
+        shown_warnings = self.warnings if text else ()
+        self.setText((text or "Tools") + (" ⚠" if shown_warnings else ""))
         self.setProperty("active", bool(text))
         self.style().unpolish(self)
         self.style().polish(self)
         tip = "Tools the model may call in this conversation"
         if config.tool_choice == "required" and text:
             tip += " — it must call one before it answers"
+        if shown_warnings:
+            tip += "\n\nNot enforced:\n" + "\n".join(f"• {w}" for w in shown_warnings)
         self.setToolTip(tip)
         self.setIcon(icon("tools", size=16))
 

@@ -26,6 +26,7 @@ from app.store.records import TOOL_CHOICES
 from app.tools import ToolsError, parse_tools_text
 from app.views import theme
 from app.views.settings_panel import hint, section
+from engine.types import ToolDefinition
 
 CHOICE_LABELS = {
     "auto": "The model decides",
@@ -53,9 +54,9 @@ class ToolsPanel(QWidget):
         super().__init__(parent)
         self.setObjectName("toolsPanel")
         self.config = ToolsConfig()
-        self._builtins: list[dict[str, Any]] = []
+        self._builtins: list[ToolDefinition] = []
         self._generation = 0
-        self._pending: list[dict[str, Any]] | None = None
+        self._pending: list[ToolDefinition] | None = None
         layout = QVBoxLayout(self)
         layout.setContentsMargins(theme.SPACE.L, theme.SPACE.M, theme.SPACE.L, theme.SPACE.L)
         layout.setSpacing(theme.SPACE.S)
@@ -111,7 +112,7 @@ class ToolsPanel(QWidget):
 
     # ---- showing a conversation's config ----
 
-    def set_builtins(self, tools: list[dict[str, Any]]) -> None:
+    def set_builtins(self, tools: list[ToolDefinition]) -> None:
         self._builtins = tools
         self.no_builtins.setVisible(not tools)
         self.builtin_list.setVisible(bool(tools))

@@ -6,13 +6,15 @@ the tools chip (all saved with the conversation)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtWidgets import QFileDialog, QMainWindow
 
-from app.constraints import KIND_LABELS, Checked, check_file, spec_from_dict, spec_to_dict
+from app.constraints import KIND_LABELS, Checked, check_file, spec_from_dict
 from app.jobs.thread import run_task
+from app.store import ToolsConfig
 from app.tools import looks_like_tools, run_builtin
 from app.views.constraint_widgets import ConstraintEditor
 from engine.types import ConstraintSpec
@@ -22,6 +24,7 @@ class WindowActions(QMainWindow):
     """MainWindow's file and panel actions; uses its store, controller, panels and bars."""
 
     store: Any
+    bridge: Any
     controller: Any
     constraint_bar: Any
     settings_panel: Any
@@ -55,8 +58,9 @@ class WindowActions(QMainWindow):
     def open_constraint_file(self, path: str, then: Callable[[], None] | None = None) -> None:
         """Check the file off the GUI thread; apply it if valid (then call `then`)."""
         self.constraint_bar.show_error(f"Checking {Path(path).name}…")
+        check = self.bridge.check_constraint  # compiled for the loaded model, once
         run_task(
-            lambda: check_file(path),
+            lambda: check_file(path, check),
             lambda checked, error: self._constraint_checked(checked, error, then),
         )
 
@@ -80,20 +84,14 @@ class WindowActions(QMainWindow):
             then()
 
     def apply_constraint(self, spec: ConstraintSpec, path: str | None = None) -> None:
-        if self.controller.conversation_id is None:
-            self.controller.new_conversation()
-        cid = self.controller.conversation_id
-        assert cid is not None
-        self.store.set_constraint(cid, spec_to_dict(spec, path))
-        self.constraint_bar.set_spec(spec)
+        self.controller.set_constraint(spec, path)
         self.constraint_bar.show_error("")
         kind = KIND_LABELS.get(spec.kind, spec.kind)
         self.statusBar().showMessage(f"Replies now follow {spec.name or kind} ({kind}).", 5000)
 
     def remove_constraint(self) -> None:
         if self.controller.conversation_id is not None:
-            self.store.set_constraint(self.controller.conversation_id, None)
-        self.constraint_bar.set_spec(None)
+            self.controller.set_constraint(None)
         self.constraint_bar.show_error("")
 
     def choose_constraint_file(self) -> None:
@@ -109,7 +107,7 @@ class WindowActions(QMainWindow):
     def open_constraint_editor(self) -> None:
         conv = self.controller.conversation
         current = spec_from_dict(conv.constraint) if conv and conv.constraint else None
-        dialog = ConstraintEditor(self, current)
+        dialog = ConstraintEditor(self, current, self.bridge.check_constraint)
         dialog.accepted.connect(lambda: self._editor_accepted(dialog))
         dialog.open()  # window-modal, the event loop keeps running
         self.constraint_editor = dialog
@@ -118,7 +116,7 @@ class WindowActions(QMainWindow):
         spec = dialog.spec()
         if spec is not None:
             name = "pasted " + KIND_LABELS[spec.kind]
-            self.apply_constraint(ConstraintSpec(spec.kind, spec.source, name))
+            self.apply_constraint(replace(spec, name=name))
 
     # ---- tools and settings ----
 
@@ -137,16 +135,14 @@ class WindowActions(QMainWindow):
             self.show_tools()
         self.tools_panel.load_text(text, Path(path).name)
 
-    def _tools_changed(self, config: object) -> None:
+    def _tools_changed(self, config: ToolsConfig) -> None:
         """The Tools panel changed the conversation's tools (saved with it)."""
-        if self.controller.conversation_id is not None:
-            self.store.set_tools(self.controller.conversation_id, config)
+        self.controller.set_tools(config)
         self.tools_chip.set_config(config)
 
-    def _tools_chip_changed(self, config: object) -> None:
+    def _tools_chip_changed(self, config: ToolsConfig) -> None:
         """The chip's menu changed the conversation's tools."""
-        if self.controller.conversation_id is not None:
-            self.store.set_tools(self.controller.conversation_id, config)
+        self.controller.set_tools(config)
         self.tools_panel.set_config(config)
         self.tools_chip.set_config(config)
 

@@ -19,7 +19,7 @@ from app.views import theme
 from app.views.format import format_bytes
 from app.views.preferences import PreferencesDialog
 from engine.model_defaults import ModelDefaults, sampling_defaults
-from engine.types import ModelInfo
+from engine.types import ModelInfo, ToolDefinition
 
 _UNSAFE_FILENAME = re.compile(r'[\\/:*?"<>|\x00-\x1f]+')
 
@@ -35,7 +35,7 @@ class WindowModel:
     _model_name: str | None
     _loaded_spec: str | None
     _loading_spec: str | None
-    _builtins: list[dict[str, Any]]
+    _builtins: list[ToolDefinition]
     notice: Any
     chat: Any
     composer: Any
@@ -66,8 +66,8 @@ class WindowModel:
             self.store.set_setting("model_spec", self._loaded_spec)
         if self.prefs.kv_budget_mb:
             self._apply_cache_budget()
-        plan = self.bridge.memory_plan()
-        if getattr(plan, "warning", None):
+        plan = self.bridge.snapshot().memory
+        if plan is not None and plan.warning:
             self.notice.show_message(plan.warning, "error")
         reply = self.chat.reply
         if reply is not None and not self.chat.reply_text_shown:
@@ -151,13 +151,17 @@ class WindowModel:
             self.model_label.setText(f"{info.name} · {format_bytes(info.weights_bytes)}")
         else:
             self.model_label.setText("No model")
-        stats = self.bridge.cache_stats()
-        plan = self.bridge.memory_plan()
-        if stats:
-            used = format_bytes(stats.get("bytes", 0))
-            budget = getattr(plan, "kv_budget_bytes", None) or stats.get("budget_bytes")
-            text = f"Reuse memory {used}" + (f" of {format_bytes(budget)}" if budget else "")
-            self.cache_label.setText(text)
+        snapshot = self.bridge.snapshot()  # published by the engine thread: safe to read here
+        if snapshot.model is not None:
+            stats = snapshot.cache
+            budget = snapshot.memory.kv_budget_bytes if snapshot.memory else stats.budget_bytes
+            text = f"Reuse memory {format_bytes(stats.bytes)}"
+            self.cache_label.setText(text + (f" of {format_bytes(budget)}" if budget else ""))
+            kept = f"{stats.entries} earlier prompt{'s' if stats.entries != 1 else ''}"
+            self.cache_label.setToolTip(
+                f"Memory holding what the model already read ({kept}), so the next reply "
+                "starts sooner"
+            )
         else:
             self.cache_label.setText("")
 

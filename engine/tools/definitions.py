@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import CorralError
+from engine.types import FunctionDefinition, ToolDefinition
 
 # OpenAI's rule for function names.
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -47,9 +48,9 @@ class ToolSpec:
     parameters: dict[str, Any]
     warnings: tuple[str, ...] = field(default=())
 
-    def to_openai(self) -> dict[str, Any]:
+    def to_openai(self) -> ToolDefinition:
         """The tool in the OpenAI format, as chat templates expect it."""
-        function: dict[str, Any] = {"name": self.name}
+        function: FunctionDefinition = {"name": self.name}
         if self.description:
             function["description"] = self.description
         function["parameters"] = self.parameters
@@ -212,7 +213,7 @@ def validate_tools(tools: Any, source: str = "") -> list[ToolSpec]:
 
 def load_tools(
     source: str | Path | list[dict[str, Any]] | dict[str, Any],
-) -> list[dict[str, Any]]:
+) -> list[ToolDefinition]:
     """Validated tools in the OpenAI format, from a list (or `{"tools": [...]}`) or from a
     `.json` file holding one."""
     if not isinstance(source, (str, Path)):
@@ -229,7 +230,7 @@ def load_tools(
     return tools_from_text(text, str(path))
 
 
-def tools_from_text(text: str, source: str = "") -> list[dict[str, Any]]:
+def tools_from_text(text: str, source: str = "") -> list[ToolDefinition]:
     """Validated tools in the OpenAI format from JSON text; errors name `source` and where."""
     prefix = f"{source}: " if source else ""
     try:
