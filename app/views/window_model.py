@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from app.jobs.thread import run_task
 from app.preferences import Preferences
@@ -24,8 +24,9 @@ from engine.types import ModelInfo, ToolDefinition
 _UNSAFE_FILENAME = re.compile(r'[\\/:*?"<>|\x00-\x1f]+')
 
 
-class WindowModel:
-    """Mixed into MainWindow; uses its bridge, store, controller, bars and panels."""
+class WindowModel(QMainWindow):
+    """MainWindow's model and settings side; uses its bridge, store, controller, bars and
+    panels."""
 
     bridge: Any
     store: Any
@@ -45,7 +46,6 @@ class WindowModel:
     model_label: Any
     cache_label: Any
     restyle: Any
-    statusBar: Any
     preferences_dialog: PreferencesDialog
 
     def load_model(self, spec: str) -> None:
@@ -117,7 +117,7 @@ class WindowModel:
             presets=self.store.presets(),
             builtin_tools=self._builtins,
             current_model=self._loaded_spec or "",
-            parent=cast(QWidget, self),
+            parent=self,
         )
         dialog.changed.connect(self.apply_preferences)
         self.preferences_dialog = dialog
@@ -177,7 +177,7 @@ class WindowModel:
         folder = self.store.get_setting("export_folder") or str(Path.home())
         name = _UNSAFE_FILENAME.sub("-", conv.title).strip(" .-") or "chat"
         path, _ = QFileDialog.getSaveFileName(
-            cast(QWidget, self),
+            self,
             "Export chat",
             str(Path(folder) / (name + suffix)),
             "Markdown (*.md)" if fmt == "md" else "JSON (*.json)",
