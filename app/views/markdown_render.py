@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from html import escape
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from markdown_it import MarkdownIt
-from markdown_it.rules_inline import StateInline
+if TYPE_CHECKING:  # imported on first use: the window paints before any Markdown is shown
+    from markdown_it import MarkdownIt
+    from markdown_it.rules_inline import StateInline
 
 _FENCE_RE = re.compile(r"^( {0,3})(`{3,}|~{3,})\s*([^`\s]*)")
 _DUNDER_RE = re.compile(r"__[A-Za-z0-9]\w*?__(?![A-Za-z0-9])")
@@ -73,7 +74,11 @@ def _image_as_link(_renderer: Any, tokens: list[Any], idx: int, _options: Any, _
     return f'<a href="{escape(str(src))}">{escape(alt)}</a>'
 
 
-def _make_parser() -> MarkdownIt:
+@cache
+def parser() -> MarkdownIt:
+    """The CommonMark parser with tables, strikethrough and the literal-marker rule."""
+    from markdown_it import MarkdownIt
+
     md = MarkdownIt("commonmark", {"breaks": True, "html": False, "typographer": False})
     md.enable(["table", "strikethrough"])
     md.inline.ruler.before("emphasis", "literal_markers", _literal_markers)
@@ -81,25 +86,23 @@ def _make_parser() -> MarkdownIt:
     return md
 
 
-MARKDOWN = _make_parser()
-
-
 def render_html(markdown: str) -> str:
     """The whole of `markdown` as HTML (code blocks included, as <pre>)."""
-    return str(MARKDOWN.render(markdown))
+    return str(parser().render(markdown))
 
 
 @lru_cache(maxsize=1024)
 def render_chunk(markdown: str) -> tuple[Block, ...]:
     """One chunk (see `split_chunks`) as blocks: prose runs as HTML, top-level code apart."""
+    md = parser()
     env: dict[str, Any] = {}
-    tokens = MARKDOWN.parse(markdown, env)
+    tokens = md.parse(markdown, env)
     blocks: list[Block] = []
     prose: list[Any] = []
 
     def flush() -> None:
         if prose:
-            html = MARKDOWN.renderer.render(prose, MARKDOWN.options, env).strip()
+            html = md.renderer.render(prose, md.options, env).strip()
             if html:
                 blocks.append(Block("html", html))
             prose.clear()
