@@ -185,6 +185,8 @@ class ChatView(QScrollArea):
         self.end_reply()
         self.reply = MessageWidget(None, parent=self.column_widget)
         self.reply.setProperty("streaming", True)
+        if isinstance(self.reply.body, MarkdownBody):
+            self.reply.body.streaming = True
         self.reply.set_tag(tag)
         self.reply.set_status("Waiting for the model…")
         if prefix:
@@ -218,6 +220,7 @@ class ChatView(QScrollArea):
         if self.reply is not None:
             if keep_body and self._reply_text and isinstance(self.reply.body, MarkdownBody):
                 self._render_reply()  # the last text may not be rendered yet
+                self.reply.body.finish()
                 self._handoff = self.reply.body
                 self._handoff.setParent(self.column_widget)
                 self._handoff.hide()

@@ -34,6 +34,9 @@ class Block:
     kind: Literal["html", "code"]
     text: str
     language: str = ""
+    # A code block whose closing fence has arrived (or an indented block with text after
+    # it): it will not grow any more.
+    complete: bool = True
 
 
 def _literal_markers(state: StateInline, silent: bool) -> bool:
@@ -107,11 +110,22 @@ def render_chunk(markdown: str) -> tuple[Block, ...]:
                 blocks.append(Block("html", html))
             prose.clear()
 
-    for token in tokens:
+    lines = markdown.split("\n")
+    for index, token in enumerate(tokens):
         if token.level == 0 and token.type in ("fence", "code_block"):
             flush()
-            language = token.info.strip().split(" ")[0] if token.type == "fence" else ""
-            blocks.append(Block("code", token.content.rstrip("\n"), language))
+            if token.type == "fence":
+                language = token.info.strip().split(" ")[0]
+                last = lines[token.map[1] - 1].strip() if token.map else ""
+                complete = (
+                    token.map is not None
+                    and token.map[1] - token.map[0] > 1
+                    and (set(last) == {token.markup[0]} and len(last) >= len(token.markup))
+                )
+            else:
+                language, complete = "", index < len(tokens) - 1
+            code = token.content.rstrip("\n")
+            blocks.append(Block("code", code, language, complete))
         else:
             prose.append(token)
     flush()

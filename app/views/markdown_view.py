@@ -183,6 +183,7 @@ class CodeBlockView(QFrame):
 
     copied = Signal(str)
     code = ""  # a class default: palette events can arrive before __init__ sets it
+    highlighted = True
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -208,16 +209,21 @@ class CodeBlockView(QFrame):
         self._reset_timer = QTimer(self, singleShot=True, interval=COPIED_FEEDBACK_MS)
         self._reset_timer.timeout.connect(lambda: self.copy_button.set_icon_name("copy"))
 
-    def set_code(self, code: str, language: str) -> None:
-        if (code, language) == (self.code, self.language):
+    def set_code(self, code: str, language: str, highlight: bool = True) -> None:
+        """Show `code`; without `highlight` (a block still streaming) as plain text, which
+        costs little however long the block grows."""
+        if (code, language, highlight) == (self.code, self.language, self.highlighted):
             return
-        self.code, self.language = code, language
+        self.code, self.language, self.highlighted = code, language, highlight
         self.label.setText(language or "code")
         self.restyle()
 
     def restyle(self) -> None:
         self.text.document().setDefaultFont(theme.mono_font(theme.type_scale().chat))
-        self.text.setHtml(highlight_html(self.code, self.language, theme.colors().dark))
+        if self.highlighted:
+            self.text.setHtml(highlight_html(self.code, self.language, theme.colors().dark))
+        else:
+            self.text.setPlainText(self.code)
         self.text.fit()
 
     def copy(self) -> None:
@@ -241,6 +247,9 @@ class MarkdownBody(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._source = ""
+        # While a reply streams, a code block still growing is shown plain: colouring it
+        # again for every token would cost time in proportion to its length.
+        self.streaming = False
         self.views: list[ProseView | CodeBlockView] = []
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 0, 0, 0)
@@ -274,7 +283,8 @@ class MarkdownBody(QWidget):
                 self._append(block)
             view = self.views[index]
             if isinstance(view, CodeBlockView):
-                view.set_code(block.text, block.language)
+                highlight = block.complete or not self.streaming
+                view.set_code(block.text, block.language, highlight)
             else:
                 view.set_html(block.text)
         self._drop_from(len(blocks))
@@ -282,6 +292,12 @@ class MarkdownBody(QWidget):
     def restyle(self) -> None:
         for view in self.views:
             view.restyle()
+
+    def finish(self) -> None:
+        """The reply is complete: colour any code block shown plain while it streamed."""
+        self.streaming = False
+        for view in self.code_views():
+            view.set_code(view.code, view.language, True)
 
     def _append(self, block: Block) -> None:
         view: ProseView | CodeBlockView
