@@ -68,7 +68,9 @@ def test_top_level_code_blocks_are_separate_blocks():
 
 def test_a_streaming_fence_is_a_code_block_before_it_closes():
     blocks = render_blocks("Code:\n```js\nconst a = 1;\nconst b")
-    assert blocks[-1] == Block("code", "const a = 1;\nconst b", "js")
+    assert blocks[-1] == Block("code", "const a = 1;\nconst b", "js", complete=False)
+    closed = render_blocks("Code:\n```js\nconst a = 1;\n```")
+    assert closed[-1] == Block("code", "const a = 1;", "js", complete=True)
 
 
 def test_chunks_split_at_blank_lines_outside_fences():

@@ -34,8 +34,7 @@ class Block:
     kind: Literal["html", "code"]
     text: str
     language: str = ""
-    # A code block whose closing fence has arrived (or an indented block with text after
-    # it): it will not grow any more.
+    # False for a fenced block whose closing fence has not arrived yet: it may still grow.
     complete: bool = True
 
 
@@ -111,7 +110,7 @@ def render_chunk(markdown: str) -> tuple[Block, ...]:
             prose.clear()
 
     lines = markdown.split("\n")
-    for index, token in enumerate(tokens):
+    for token in tokens:
         if token.level == 0 and token.type in ("fence", "code_block"):
             flush()
             if token.type == "fence":
@@ -122,8 +121,8 @@ def render_chunk(markdown: str) -> tuple[Block, ...]:
                     and token.map[1] - token.map[0] > 1
                     and (set(last) == {token.markup[0]} and len(last) >= len(token.markup))
                 )
-            else:
-                language, complete = "", index < len(tokens) - 1
+            else:  # indented code: rare in replies, coloured as it comes
+                language, complete = "", True
             code = token.content.rstrip("\n")
             blocks.append(Block("code", code, language, complete))
         else:
