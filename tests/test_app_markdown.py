@@ -147,3 +147,19 @@ def test_a_user_message_is_shown_exactly_as_typed(qtbot):
     qtbot.waitExposed(wide)
     assert wide.document().size().width() <= 200 + 1  # a long word wraps, never overflows
     assert wide.height() > wide.fontMetrics().height() * 3
+
+
+def test_a_streaming_code_block_is_coloured_once_it_closes(qtbot):
+    from app.views.markdown_view import MarkdownBody
+
+    body = MarkdownBody()
+    qtbot.addWidget(body)
+    body.streaming = True
+    body.set_markdown("Code:\n```python\ndef f():\n    return 1")
+    (block,) = body.code_views()
+    assert not block.highlighted and block.text.toPlainText() == "def f():\n    return 1"
+    body.set_markdown("Code:\n```python\ndef f():\n    return 1\n```")
+    assert block.highlighted and re.search(r"color:#[0-9a-fA-F]{6}", block.text.toHtml())
+    body.set_markdown("More:\n```python\nx = 1")  # cut off by the length limit
+    body.finish()  # the reply ended: its last block is coloured too
+    assert all(view.highlighted for view in body.code_views())
