@@ -174,8 +174,8 @@ class ChatController(QObject):
         if conv.title == DEFAULT_TITLE:
             self.store.rename_conversation(conv.id, _title_from(text))
         self.conversationsChanged.emit()
+        self._start_reply(message)  # first, so the chat shows the question as being answered
         self.pathChanged.emit()
-        self._start_reply(message)
         return True
 
     def stop(self) -> None:
@@ -218,8 +218,8 @@ class ChatController(QObject):
             self.store.set_active_leaf(parent.conversation_id, parent.id)
             message = parent
         self.store.select_branch(message.id)
-        self.pathChanged.emit()
         self._start_reply(message)
+        self.pathChanged.emit()
         return True
 
     def continue_reply(self, message_id: int) -> bool:
@@ -251,8 +251,8 @@ class ChatController(QObject):
         if self.busy or message is None or message.role != "user" or not text:
             return False
         edited = self.store.add_message(message.conversation_id, message.parent_id, "user", text)
-        self.pathChanged.emit()
         self._start_reply(edited)
+        self.pathChanged.emit()
         return True
 
     def switch_branch(self, message_id: int, step: int) -> None:
@@ -288,9 +288,9 @@ class ChatController(QObject):
         message = self.store.add_message(
             conv.id, conv.active_leaf_id, "tool", content, {"tool_call_id": call_id, "name": name}
         )
-        self.pathChanged.emit()
         if not self.pending_tool_calls():
             self._start_reply(message)
+        self.pathChanged.emit()
         return True
 
     # ---- constraint and tools ----
