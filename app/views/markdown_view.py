@@ -36,11 +36,10 @@ COPIED_FEEDBACK_MS = 1500
 @lru_cache(maxsize=64)
 def _lexer(language: str) -> Any:
     from pygments.lexers import TextLexer, get_lexer_by_name
-    from pygments.util import ClassNotFound
 
     try:
         return get_lexer_by_name(language.lower(), stripnl=False) if language else TextLexer()
-    except ClassNotFound:
+    except Exception:  # an unknown language (ClassNotFound), or a lexer a bundle lacks
         return TextLexer()
 
 
@@ -53,8 +52,11 @@ def _style(dark: bool) -> Any:
 
 def highlight_html(code: str, language: str, dark: bool) -> str:
     """`code` as a <pre> with Pygments colours (inline styles: Qt's rich text has no
-    class selectors worth relying on)."""
-    style = _style(dark)
+    class selectors worth relying on). Plain, if Pygments cannot be loaded."""
+    try:
+        style = _style(dark)
+    except ImportError:
+        return f'<pre style="margin:0">{escape(code)}</pre>'
     parts: list[str] = []
     for token_type, value in _lexer(language).get_tokens(code):
         text = escape(value)
