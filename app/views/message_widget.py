@@ -175,6 +175,7 @@ class MessageWidget(QFrame):
         self.action_box.setSizePolicy(policy)
         self.stats = label(reply_summary(meta.get("stats", {}), self._content()), "stats", self)
         self.stats.setToolTip(reply_details(meta.get("stats", {})))
+        self.stats.setWordWrap(False)  # one short line; its units never wrap apart
         self.stats.setVisible(bool(self.stats.text()))
         if message is not None:
             self._action(actions, "Copy", "copy", "Copy the text", self._copy, True)
@@ -201,13 +202,13 @@ class MessageWidget(QFrame):
             row.addWidget(self.action_box)
             if self.switcher is not None:
                 row.addWidget(self.switcher)
-        else:
-            row.addWidget(self.action_box)
+        else:  # the figures first: the actions' space, kept while hidden, trails them
             if self.switcher is not None:
                 row.addWidget(self.switcher)
+            row.addWidget(self.stats)
             row.addSpacing(theme.SPACE.XS)
-            row.addWidget(self.stats, 1)
-            row.addStretch(0)
+            row.addWidget(self.action_box)
+            row.addStretch(1)
         self.footer.setVisible(message is not None)
         self._layout.addWidget(self.footer)
         self._update_actions()
