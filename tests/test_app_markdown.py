@@ -163,3 +163,15 @@ def test_a_streaming_code_block_is_coloured_once_it_closes(qtbot):
     body.set_markdown("More:\n```python\nx = 1")  # cut off by the length limit
     body.finish()  # the reply ended: its last block is coloured too
     assert all(view.highlighted for view in body.code_views())
+
+
+@pytest.mark.parametrize("dark", [False, True])
+def test_highlighted_code_has_no_extra_line(qtbot, dark):
+    from PySide6.QtGui import QTextDocument
+
+    from app.views.markdown_view import highlight_html
+
+    code = "def f(a, b):\n    return a + b\nprint(f(1, 2))  # 3"
+    document = QTextDocument()
+    document.setHtml(highlight_html(code, "python", dark))
+    assert document.toPlainText() == code

@@ -57,8 +57,12 @@ def highlight_html(code: str, language: str, dark: bool) -> str:
         style = _style(dark)
     except ImportError:
         return f'<pre style="margin:0">{escape(code)}</pre>'
+    tokens = list(_lexer(language).get_tokens(code))
+    if tokens and tokens[-1][1].endswith("\n") and not code.endswith("\n"):
+        # the lexer adds a final newline, which would show as an empty last line
+        tokens[-1] = (tokens[-1][0], tokens[-1][1][:-1])
     parts: list[str] = []
-    for token_type, value in _lexer(language).get_tokens(code):
+    for token_type, value in tokens:
         text = escape(value)
         spec = style.style_for_token(token_type)
         rules = []
@@ -70,8 +74,6 @@ def highlight_html(code: str, language: str, dark: bool) -> str:
             rules.append("font-style:italic")
         parts.append(f'<span style="{";".join(rules)}">{text}</span>' if rules else text)
     body = "".join(parts)
-    if body.endswith("\n") and not code.endswith("\n"):
-        body = body[:-1]  # the lexer adds a final newline
     return f'<pre style="margin:0">{body}</pre>'
 
 
