@@ -128,13 +128,6 @@ class ValidationReport:
         lines += [f"{label}: warning: {d}" for d in self.warnings]
         return "\n".join(lines)
 
-    def raise_for_errors(self) -> None:
-        """Raise ConstraintError carrying the errors, if there are any."""
-        from engine.constraints import ConstraintError
-
-        if self.errors:
-            raise ConstraintError(self.summary().split("\n")[0], self.errors + self.warnings)
-
 
 # Parsed JSON: a tool's parameter schema or a call's arguments (any JSON object).
 JSONObject = dict[str, Any]
