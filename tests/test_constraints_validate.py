@@ -171,12 +171,10 @@ def test_large_schema_compiles_and_a_huge_one_is_refused_with_a_reason():
     assert "max is" in error.message and "\n" not in error.message
 
 
-def test_checks_with_the_models_tokenizer(tiny_model_dir):
-    import mlx_lm
-
+def test_checks_with_the_models_tokenizer(tiny_model):
     from engine.constraints.tokenizer import ll_tokenizer
 
-    tokenizer = mlx_lm.load(str(tiny_model_dir))[1]
+    tokenizer = tiny_model[1]
     lltok = ll_tokenizer(tokenizer, {0, 2})
     assert ll_tokenizer(tokenizer, [2, 0]) is lltok  # cached per tokenizer and end tokens
     assert sorted(lltok.eos_tokens) == [0, 2]
