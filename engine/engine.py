@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from engine.errors import EngineClosedError
+from engine.errors import CorralError, EngineClosedError
 from engine.types import (
     ChatEvent,
     ChatRequest,
@@ -257,11 +257,15 @@ class Engine:
             result = ChatResult("", StopReason.CANCELLED, GenerationStats(stop_reason="cancelled"))
         elif self._loaded is None:
             result = _error_result("no model is loaded", started)
+            result.error_kind = "unavailable"
         else:
             try:
                 result = generate_reply(self._loaded, self.prompt_cache, handle, started)
             except Exception as exc:  # a bug or bad input must not kill the engine thread
                 result = _error_result(f"{type(exc).__name__}: {exc}", started)
+                result.error_kind = (
+                    "input" if isinstance(exc, CorralError | ValueError) else "internal"
+                )
         handle.emit(Finished(result))
 
 

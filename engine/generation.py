@@ -45,8 +45,21 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
         )
         prompt_tokens = tool_plan.prompt_tokens
         constraint = tool_plan.constraint or constraint
+    elif request.raw_prompt is not None:
+        hf = getattr(tokenizer, "_tokenizer", tokenizer)
+        prompt_tokens = list(hf.encode(request.raw_prompt))
     else:
         prompt_tokens = render_prompt(tokenizer, request.messages)
+    if not prompt_tokens:
+        raise ValueError("the prompt is empty")
+    splitter = tool_plan.stream() if tool_plan is not None else None
+
+    def emit_text(delta: str) -> None:
+        if splitter is None:
+            handle.emit(TextDelta(delta))
+        else:
+            for event in splitter.feed(delta):
+                handle.emit(event)
 
     stats = GenerationStats(prompt_tokens=len(prompt_tokens))
     seed_generation(settings)
@@ -112,7 +125,7 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
                     break
                 generated.append(token)
                 if delta := reply.add(token):
-                    handle.emit(TextDelta(delta))
+                    emit_text(delta)
                 if reply.stopped:
                     stop_reason = StopReason.STOP_STRING
                     break
@@ -130,7 +143,10 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
         prompt_cache.store(fed, cache)
 
     if delta := reply.finish():
-        handle.emit(TextDelta(delta))
+        emit_text(delta)
+    if splitter is not None:
+        for event in splitter.finish():
+            handle.emit(event)
     now = time.perf_counter()
     stats.generated_tokens = len(generated)
     stats.stop_reason = stop_reason.value
@@ -150,6 +166,8 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
     text, calls = reply.text, []
     if tool_plan is not None:
         text, calls = tool_plan.parse(reply.text)
+        if splitter is not None:
+            calls = splitter.with_ids(calls)
     return ChatResult(
         text=text,
         stop_reason=stop_reason,

@@ -21,12 +21,14 @@ from engine.tools.formats import ToolFormat, choose_format
 from engine.tools.grammar import ToolChoice, resolve_choice, tool_grammar, validate_grammar
 from engine.tools.parse import parse_tool_calls
 from engine.tools.prompt import render_prompt
+from engine.tools.stream import ToolCallStream
 from engine.types import ConstraintSpec, ToolCall
 
 __all__ = [
     "ToolDefinitionError",
     "ToolPlan",
     "ToolSpec",
+    "ToolCallStream",
     "load_tools",
     "prepare_tool_request",
     "validate_tools",
@@ -46,6 +48,12 @@ class ToolPlan:
     tools: list[ToolSpec] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     _format: ToolFormat | None = field(default=None, repr=False)
+
+    def stream(self) -> ToolCallStream | None:
+        """A splitter giving content and calls while the reply streams (None under "none")."""
+        if self.choice.mode == "none" or self._format is None:
+            return None
+        return ToolCallStream(self._format)
 
     def parse(self, text: str) -> tuple[str, list[ToolCall]]:
         """(content without the call markup, calls). Under "none" the text is all content."""

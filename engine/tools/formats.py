@@ -100,6 +100,12 @@ class ToolFormat:
 
     name: ClassVar[str] = ""
     args_key: ClassVar[str] = "arguments"
+    # Where calls live, for splitting a reply while it streams (engine/tools/stream.py):
+    # (markup, whether it is consumed) opening a call region anywhere or only at the start
+    # of the reply, and the markup closing a region (None: it runs to the end).
+    stream_openers: ClassVar[tuple[tuple[str, bool], ...]] = ()
+    stream_leading_openers: ClassVar[tuple[tuple[str, bool], ...]] = ()
+    stream_closer: ClassVar[str | None] = None
 
     def __init__(self, hf_tokenizer: Any, native: bool) -> None:
         self.native = native
@@ -152,6 +158,8 @@ class HermesFormat(ToolFormat):
     """
 
     name = "hermes"
+    stream_openers = (("<tool_call>", True),)
+    stream_closer = "</tool_call>"
 
     @classmethod
     def detect(cls, template: str, vocab: Mapping[str, int]) -> bool:
@@ -215,6 +223,7 @@ class Llama3JsonFormat(ToolFormat):
 
     name = "llama3_json"
     args_key = "parameters"
+    stream_leading_openers = (("<|python_tag|>", True), ("{", False))
 
     @classmethod
     def detect(cls, template: str, vocab: Mapping[str, int]) -> bool:
@@ -267,6 +276,9 @@ class MistralFormat(ToolFormat):
     letters and digits."""
 
     name = "mistral"
+    stream_openers = (("[TOOL_CALLS]", True),)
+    stream_leading_openers = (("[{", False),)
+    stream_closer = "]"
 
     @classmethod
     def detect(cls, template: str, vocab: Mapping[str, int]) -> bool:
