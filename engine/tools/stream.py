@@ -136,6 +136,8 @@ class ToolCallStream:
         return True
 
     def _step_args(self, out: list[StreamEvent], final: bool) -> bool:
+        if self._depth == 0:  # blanks before the arguments are not part of them
+            self._buf = self._buf.lstrip()
         end = None
         for i, char in enumerate(self._buf):
             if self._in_string:
