@@ -1,7 +1,8 @@
 """`python -m engine bench`: the engine's figures, each measured side by side in one run.
 
 Sections: `decode` (engine vs mlx-lm's stream_generate), `constraints` (issue 3),
-`trie` and `session` (issue 7). Each returns a flat dict of figures; `--json` prints them merged.
+`trie` and `session` (issue 7), `server` (issue 15: HTTP streaming against the Engine
+alone). Each returns a flat dict of figures; `--json` prints them merged.
 """
 
 from __future__ import annotations
@@ -94,11 +95,18 @@ def _section_session(engine: Engine, args: argparse.Namespace) -> dict[str, Any]
     return figures
 
 
+def _section_server(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from engine.bench_server import run_server_bench
+
+    return run_server_bench(engine, args)
+
+
 SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "decode": bench_decode,
     "constraints": _section_constraints,
     "trie": _section_trie,
     "session": _section_session,
+    "server": _section_server,
 }
 
 
