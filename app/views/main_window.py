@@ -39,6 +39,7 @@ from app.views.menus import build_menus
 from app.views.model_bar import ModelBar
 from app.views.notice_bar import NoticeBar
 from app.views.preferences import PreferencesDialog
+from app.views.server_controls import ServerControls
 from app.views.settings_panel import SettingsPanel
 from app.views.sidebar import Sidebar
 from app.views.theme import STYLE_SHEET
@@ -73,6 +74,7 @@ class MainWindow(WindowActions, QMainWindow):
         self.settings_panel.set_presets(store.presets())
         self._restore_state()
         self._open_initial_conversation()
+        self.server.restore()
         self._status_timer = QTimer(self, interval=STATUS_INTERVAL_MS)
         self._status_timer.timeout.connect(self.update_status)
         self._status_timer.start()
@@ -131,6 +133,7 @@ class MainWindow(WindowActions, QMainWindow):
         self.cache_label.setObjectName("cacheLabel")
         self.statusBar().addPermanentWidget(self.model_label)
         self.statusBar().addPermanentWidget(self.cache_label)
+        self.server = ServerControls(self, self.store, lambda: self.bridge.engine)
         width, height = DEFAULT_SIZE
         screen = QGuiApplication.primaryScreen()
         if screen is not None:  # a small screen gets most of it, not more than all of it
@@ -345,10 +348,13 @@ class MainWindow(WindowActions, QMainWindow):
         self.bridge.set_cache_budget(mb * 1024 * 1024 if mb > 0 else None)
 
     def show_preferences(self) -> None:
-        dialog = PreferencesDialog(int(self.store.get_setting("kv_budget_mb", 0) or 0), self)
+        server = self.server.preferences_section()
+        kv_budget_mb = int(self.store.get_setting("kv_budget_mb", 0) or 0)
+        dialog = PreferencesDialog(kv_budget_mb, self, sections=[server])
         if dialog.exec():
             self.store.set_setting("kv_budget_mb", dialog.kv_budget_mb())
             self._apply_cache_budget()
+            self.server.apply(server)
 
     def update_status(self) -> None:
         info = self.bridge.model_info
@@ -424,6 +430,7 @@ class MainWindow(WindowActions, QMainWindow):
         self.settings_panel.flush()
         self.save_state()
         self.controller.stop()
+        self.server.shutdown()
         super().closeEvent(event)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:

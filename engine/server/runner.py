@@ -37,7 +37,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
             raise ServerConfigError(
-                f"port {port} on {host} is already in use; choose another with --port"
+                f"port {port} on {host} is already in use; choose another port"
             ) from None
         raise ServerConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     sock.set_inheritable(True)
