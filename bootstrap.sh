@@ -12,6 +12,16 @@ PY="$VENV/bin/python"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
+# Run a check; if it fails, say which one and how to fix it, and stop.
+check() {
+    local what="$1" fix="$2"
+    shift 2
+    if ! "$@"; then
+        printf '\033[1;31m==> %s failed: %s\033[0m\n' "$what" "$fix" >&2
+        exit 1
+    fi
+}
+
 find_python() {
     for candidate in "${PYTHON:-}" python3.13 python3.12 python3.11 python3; do
         [ -n "$candidate" ] || continue
@@ -87,6 +97,12 @@ case "$mode" in
         exec "$PY" -m app "$@"
         ;;
     test)
+        say "checking lint, formatting and types (settings in pyproject.toml)"
+        check "ruff check" "fix the lines above (.venv/bin/ruff check --fix fixes many)" \
+            "$PY" -m ruff check --quiet .
+        check "ruff format --check" "run .venv/bin/ruff format on the files listed above" \
+            "$PY" -m ruff format --check --quiet .
+        check "mypy" "fix the type errors above" "$PY" -m mypy
         say "running the tests"
         export QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}"
         exec "$PY" -m pytest -q "$@"

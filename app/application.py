@@ -42,7 +42,8 @@ class FileOpenFilter(QObject):
 
 def create_application(argv: list[str]) -> tuple[QApplication, FileOpenFilter]:
     """The QApplication (created once) and its file-open filter."""
-    app = QApplication.instance() or QApplication(argv)
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(argv)
     guard_refcounts()
     app.setApplicationName(APP_NAME)
     app.setOrganizationName(APP_NAME)
@@ -52,4 +53,4 @@ def create_application(argv: list[str]) -> tuple[QApplication, FileOpenFilter]:
         app.setWindowIcon(QIcon(str(app_icon_path())))
     opener = FileOpenFilter(app)
     app.installEventFilter(opener)
-    return app, opener  # type: ignore[return-value]
+    return app, opener

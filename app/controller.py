@@ -2,23 +2,41 @@
 
 It decides what a user action means for the message tree (send, stop, regenerate, edit
 and branch, switch branch, answer a tool call), builds the engine request from the active
-path and the conversation's settings, and saves each reply when it finishes. Views only
-call these methods and listen to the signals.
+path and the conversation's settings, and saves each reply when it finishes. It keeps each
+conversation's constraint compiled (checked once, reused by every request) and says what
+the chips above the composer show: the constraint, whether it is joined with the tools or
+paused while they are on, and the tools with what Corral cannot enforce about them.
+Views only call these methods and listen to the signals.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from app.constraints import spec_from_dict
+from app.constraints import Checked, check_spec, spec_from_dict, spec_to_dict
 from app.jobs.engine_bridge import EngineBridge, ReplyJob
-from app.store import DEFAULT_TITLE, Conversation, Message, Store
-from app.tools import enabled_tool_definitions
-from engine.types import ChatRequest, ChatResult, StopReason
+from app.jobs.thread import run_task
+from app.store import DEFAULT_TITLE, Conversation, Message, Store, ToolsConfig
+from app.tools import enabled_tool_definitions, enabled_tool_warnings
+from engine.types import ChatRequest, ChatResult, ConstraintSpec, ConstraintUse, StopReason
 
 TITLE_LENGTH = 48
+
+
+@dataclass(frozen=True)
+class ChipState:
+    """What the chips above the composer show for the open conversation."""
+
+    constraint: ConstraintSpec | None = None
+    # with tools on: the constraint joined with them (a reply fits it or is a tool call),
+    # or paused (only calls are allowed, or the model's calls could pass for its text)
+    constraint_use: ConstraintUse | None = None
+    tools: tuple[str, ...] = ()
+    tool_choice: str = "auto"
+    tool_warnings: tuple[str, ...] = ()
 
 
 def _title_from(text: str) -> str:
@@ -38,6 +56,7 @@ class ChatController(QObject):
     replyFinished = Signal(object)  # ChatResult
     busyChanged = Signal(bool)
     notice = Signal(str)  # a message for the user (errors included)
+    chipsChanged = Signal()  # chip_state() changed for the open conversation
 
     def __init__(self, store: Store, bridge: EngineBridge, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -47,6 +66,11 @@ class ChatController(QObject):
         self.job: ReplyJob | None = None
         self._reply_parent: Message | None = None
         self._reply_conversation: int | None = None
+        # per conversation id: its constraint as checked and compiled, what the last reply
+        # with tools did with that constraint, and what Corral cannot enforce of its tools
+        self._constraints: dict[int, ConstraintSpec] = {}
+        self._constraint_use: dict[int, ConstraintUse] = {}
+        self._tool_warnings: dict[int, tuple[str, ...]] = {}
 
     # ---- conversations ----
 
@@ -75,6 +99,9 @@ class ChatController(QObject):
         self.store.set_setting("last_conversation", conversation_id)
         self.conversationOpened.emit(conversation_id)
         self.pathChanged.emit()
+        self._prepare_constraint(conversation_id)
+        self._check_tools(conversation_id)
+        self.chipsChanged.emit()
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         self.store.rename_conversation(conversation_id, title)
@@ -130,12 +157,6 @@ class ChatController(QObject):
     def reply_conversation_id(self) -> int | None:
         """The conversation the reply in flight belongs to (None when idle)."""
         return self._reply_conversation if self.busy else None
-
-    def can_regenerate(self) -> bool:
-        path = [] if self.busy else self.path()
-        return bool(path) and (
-            path[-1].role in ("user", "tool") or any(m.role == "assistant" for m in path)
-        )
 
     def regenerate(self) -> bool:
         """Generate a new version of the last reply; the old one stays as a branch."""
@@ -203,6 +224,109 @@ class ChatController(QObject):
             self._start_reply(message)
         return True
 
+    # ---- constraint and tools ----
+
+    def set_constraint(self, spec: ConstraintSpec | None, path: str | None = None) -> None:
+        """Constrain the open conversation's next replies to `spec` (checked and compiled:
+        see app.constraints), or lift the constraint."""
+        if self.conversation_id is None:
+            self.new_conversation()
+        cid = self.conversation_id
+        assert cid is not None
+        self.store.set_constraint(cid, spec_to_dict(spec, path) if spec is not None else None)
+        self._constraint_use.pop(cid, None)
+        if spec is not None and spec.compiled is not None:
+            self._constraints[cid] = spec
+        else:
+            self._constraints.pop(cid, None)
+            self._prepare_constraint(cid)
+        self.chipsChanged.emit()
+
+    def set_tools(self, config: ToolsConfig) -> None:
+        """The open conversation's tools (definitions, built-ins, tool_choice)."""
+        if self.conversation_id is None:
+            return
+        self.store.set_tools(self.conversation_id, config)
+        self._constraint_use.pop(self.conversation_id, None)
+        self._check_tools(self.conversation_id)
+        self.chipsChanged.emit()
+
+    def chip_state(self) -> ChipState:
+        """The constraint and tools chips of the open conversation."""
+        conv = self.conversation
+        if conv is None:
+            return ChipState()
+        constraint = self._constraint_for(conv)
+        tools = enabled_tool_definitions(conv.tools)
+        names = tuple(str(t.get("function", t).get("name", "?")) for t in tools)
+        choice = conv.tools.tool_choice if tools else "auto"
+        use: ConstraintUse | None = None
+        if constraint is not None and tools:
+            if choice == "none":
+                use = "alone"
+            elif choice != "auto":
+                use = "paused"  # "required" or a named tool: only calls may be written
+            else:  # joined, unless the last reply found the model's calls could pass for it
+                use = self._constraint_use.get(conv.id, "with_tools")
+        return ChipState(
+            constraint=constraint,
+            constraint_use=use,
+            tools=names,
+            tool_choice=choice,
+            tool_warnings=self._tool_warnings.get(conv.id, ()) if tools else (),
+        )
+
+    def _constraint_for(self, conv: Conversation) -> ConstraintSpec | None:
+        """The conversation's constraint: the compiled one if it is still the stored one."""
+        if not conv.constraint:
+            return None
+        stored = spec_from_dict(conv.constraint)
+        compiled = self._constraints.get(conv.id)
+        return compiled if compiled == stored else stored  # equality ignores `compiled`
+
+    def _prepare_constraint(self, conversation_id: int) -> None:
+        """Check and compile a stored constraint off the GUI thread, once per session."""
+        conv = self.store.conversation(conversation_id)
+        if conv is None or not conv.constraint:
+            return
+        stored = spec_from_dict(conv.constraint)
+        if self._constraints.get(conversation_id) == stored:
+            return
+        check = self.bridge.check_constraint
+
+        def done(checked: Checked | None, error: BaseException | None) -> None:
+            current = self.store.conversation(conversation_id)
+            if checked is None or current is None or not current.constraint:
+                return
+            if spec_from_dict(current.constraint) != stored:
+                return  # replaced meanwhile
+            if checked.ok and checked.spec is not None:
+                self._constraints[conversation_id] = checked.spec
+            elif conversation_id == self.conversation_id:
+                problems = "; ".join(str(d) for d in checked.errors)
+                self.notice.emit(f"{stored.name or 'The constraint'} no longer checks: {problems}")
+
+        run_task(lambda: check_spec(stored, check), done)
+
+    def _check_tools(self, conversation_id: int) -> None:
+        """Find, off the GUI thread, what Corral cannot enforce of the conversation's tools."""
+        conv = self.store.conversation(conversation_id)
+        if conv is None or not enabled_tool_definitions(conv.tools):
+            self._tool_warnings.pop(conversation_id, None)
+            return
+        config = conv.tools
+
+        def done(warnings: list[str] | None, error: BaseException | None) -> None:
+            current = self.store.conversation(conversation_id)
+            if current is None or current.tools != config:
+                return  # changed meanwhile
+            found = list(warnings or []) + ([str(error)] if error is not None else [])
+            self._tool_warnings[conversation_id] = tuple(found)
+            if conversation_id == self.conversation_id:
+                self.chipsChanged.emit()
+
+        run_task(lambda: enabled_tool_warnings(config), done)
+
     # ---- the reply ----
 
     def build_request(self, upto: list[Message], conv: Conversation) -> ChatRequest:
@@ -219,7 +343,7 @@ class ChatController(QObject):
         return ChatRequest(
             messages=messages,
             sampling=conv.settings.to_sampling(),
-            constraint=spec_from_dict(conv.constraint) if conv.constraint else None,
+            constraint=self._constraint_for(conv),
             tools=tools or None,
             tool_choice=choice,
         )
@@ -245,6 +369,7 @@ class ChatController(QObject):
     def _on_finished(self, result: ChatResult) -> None:
         parent, self._reply_parent = self._reply_parent, None
         self.job = None
+        self._note_tool_outcome(result)
         # An empty reply that ended normally is kept (and shown as such); an empty one that
         # was stopped or failed is not.
         keep = bool(result.text or result.tool_calls) or (
@@ -272,3 +397,16 @@ class ChatController(QObject):
         self.busyChanged.emit(False)
         self.replyFinished.emit(result)
         self.pathChanged.emit()
+
+    def _note_tool_outcome(self, result: ChatResult) -> None:
+        """Keep what a reply with tools did with the constraint, and its tool warnings."""
+        cid = self._reply_conversation
+        if cid is None or result.error is not None:
+            return
+        if result.constraint_use is not None:
+            self._constraint_use[cid] = result.constraint_use
+        if result.warnings:
+            self._tool_warnings[cid] = tuple(result.warnings)
+        if result.constraint_use is not None or result.warnings:
+            if cid == self.conversation_id:
+                self.chipsChanged.emit()

@@ -64,6 +64,17 @@ def run_builtin(name: str, arguments: dict[str, Any]) -> str:
     return str(builtins.run_builtin(name, arguments))
 
 
+def enabled_tool_warnings(config: ToolsConfig) -> list[str]:
+    """What Corral cannot enforce about the tools a request would offer (blocking: each
+    tool's schema is compiled)."""
+    from engine.tools import tool_warnings, validate_tools
+
+    try:
+        return tool_warnings(validate_tools(enabled_tool_definitions(config)))
+    except ValueError as exc:  # the panel only applies valid tools; a stored one may not be
+        return [str(exc)]
+
+
 def enabled_tool_definitions(config: ToolsConfig) -> list[dict[str, Any]]:
     """The tools a request offers: the user's definitions plus the enabled built-ins."""
     tools = list(config.definitions)

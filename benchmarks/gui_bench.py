@@ -26,13 +26,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import engine  # noqa: E402,F401  (OpenBLAS before MLX)
+
+if TYPE_CHECKING:
+    from PySide6.QtCore import QCoreApplication
+
+    from engine.types import ChatResult
 
 STALL_TARGET_MS = 50.0
 SHOWN_TARGET_S = 1.5
@@ -77,7 +84,7 @@ class StallMeter:
         }
 
 
-def _wait(app, condition, timeout_s: float) -> None:
+def _wait(app: QCoreApplication, condition: Callable[[], bool], timeout_s: float) -> None:
     deadline = time.perf_counter() + timeout_s
     while not condition():
         if time.perf_counter() > deadline:
@@ -96,8 +103,8 @@ def stall_while_streaming(model: str, tokens: int) -> dict[str, object]:
     app = QApplication.instance() or QApplication([])
     spec, temperature = model, 0.7
     if model == "tiny":
+        from benchmarks.tiny_model import build_tiny_model
         from engine.models import ensure_default_model
-        from engine.tiny_model import build_tiny_model
 
         spec = str(build_tiny_model(tempfile.mkdtemp(), ensure_default_model()))
         temperature = 10.0  # the random model only varies its words when sampled hot
@@ -122,7 +129,7 @@ def stall_while_streaming(model: str, tokens: int) -> dict[str, object]:
     window.store.set_chat_settings(
         conv.id, ChatSettings(temperature=temperature, max_tokens=tokens, seed=1)
     )
-    results: list[object] = []
+    results: list[ChatResult] = []
     window.controller.replyFinished.connect(results.append)
     load_average = os.getloadavg()[0]
     meter.start()
@@ -160,7 +167,7 @@ def time_to_window(model: str) -> dict[str, object]:
     proc = subprocess.Popen(
         args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
     )
-    events: dict[str, dict] = {}
+    events: dict[str, dict[str, Any]] = {}
     assert proc.stdout is not None
     for line in proc.stdout:
         if line.startswith("{"):
@@ -185,7 +192,7 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=400, help="reply length to stream")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-    figures: dict[str, object] = {}
+    figures: dict[str, Any] = {}
     figures.update(time_to_window("default"))  # launch as a user would: the default model
     figures.update(stall_while_streaming(args.model, args.tokens))
     figures["stream_stall_ok"] = figures["stream_stall_max_ms"] < STALL_TARGET_MS

@@ -9,14 +9,19 @@ caller always knows exactly which tokens the KV cache holds (for the prefix cach
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Generator
+from typing import Any, cast
 
 import mlx.core as mx
 
 from engine.sampling import LogitsProcessor, Sampler
 
 PREFILL_CHUNK = 256
+
+
+def read_token(y: mx.array) -> int:
+    """Wait for the sampled token `y` (a one-element integer array) and return its id."""
+    return cast(int, y.item())
 
 
 class Cancelled(Exception):
@@ -62,7 +67,7 @@ def decode_free(
     sampler: Sampler,
     processors: list[LogitsProcessor],
     history: list[int],
-) -> Iterator[int]:
+) -> Generator[int, None, None]:
     """Yield sampled token ids forever, starting by feeding `first` (the prompt's tail).
 
     `history` holds the tokens so far, for repetition penalties. The caller stops the
@@ -88,7 +93,7 @@ def decode_free(
     while True:
         next_y = step(y)
         mx.async_eval(next_y)
-        token = y.item()
+        token = read_token(y)
         fed.append(token)
         yield token
         n += 1

@@ -9,22 +9,31 @@ exactly the tokens it holds, also after a cancel or an error.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.decode import Cancelled, decode_free, prefill
-from engine.prompt import render_prompt
+from engine.prompt import encode_chat
+from engine.reply_text import ReplyText
 from engine.sampling import build_processors, build_sampler, end_token_ids, seed_generation
-from engine.streaming import ReplyText
+from engine.tokenizer import ModelTokenizer
 from engine.types import (
     ChatResult,
+    ConstraintUse,
     GenerationStats,
     PrefillProgress,
     StopReason,
     TextDelta,
+    ToolCall,
 )
 
+if TYPE_CHECKING:
+    from engine.engine import PromptCacheStore, RequestHandle
+    from engine.models import LoadedModel
 
-def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) -> ChatResult:
+
+def generate_reply(
+    loaded: LoadedModel, prompt_cache: PromptCacheStore, handle: RequestHandle, started: float
+) -> ChatResult:
     """Generate the reply for `handle.request` with `loaded` (model + tokenizer)."""
     request = handle.request
     model, tokenizer = loaded.model, loaded.tokenizer
@@ -33,6 +42,7 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
 
     tool_plan = None
     constraint = request.constraint
+    constraint_use: ConstraintUse | None = None if constraint is None else "alone"
     if request.tools:
         from engine.tools import prepare_tool_request
 
@@ -42,14 +52,15 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
             request.tools,
             request.tool_choice,
             parallel_tool_calls=request.parallel_tool_calls,
+            user_constraint=constraint,
         )
         prompt_tokens = tool_plan.prompt_tokens
-        constraint = tool_plan.constraint or constraint
+        constraint, constraint_use = tool_plan.constraint, tool_plan.user_constraint
     elif request.raw_prompt is not None:
-        hf = getattr(tokenizer, "_tokenizer", tokenizer)
-        prompt_tokens = list(hf.encode(request.raw_prompt))
+        # As written (special-token text counts), with the BOS the model wants.
+        prompt_tokens = list(ModelTokenizer.of(tokenizer).hf.encode(request.raw_prompt))
     else:
-        prompt_tokens = render_prompt(tokenizer, request.messages)
+        prompt_tokens = encode_chat(tokenizer, request.messages)
     if not prompt_tokens:
         raise ValueError("the prompt is empty")
     splitter = tool_plan.stream() if tool_plan is not None else None
@@ -69,7 +80,8 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
     reply = ReplyText(tokenizer, settings.stop)
     generated: list[int] = []
     stop_reason = StopReason.LENGTH
-    first_token_at = last_token_at = None
+    first_token_at: float | None = None
+    last_token_at = 0.0
     incomplete = False
     runtime = None
 
@@ -163,7 +175,7 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
         if stop_reason == StopReason.CANCELLED:
             incomplete = True
 
-    text, calls = reply.text, []
+    text, calls = reply.text, list[ToolCall]()
     if tool_plan is not None:
         text, calls = tool_plan.parse(reply.text)
         if splitter is not None:
@@ -175,6 +187,8 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
         incomplete=incomplete,
         constraint_name=constraint.name or constraint.kind if constraint is not None else None,
         tool_calls=calls,
+        constraint_use=constraint_use,
+        warnings=tool_plan.warnings if tool_plan is not None else [],
         token_ids=list(fed),
         prompt_length=len(prompt_tokens),
     )

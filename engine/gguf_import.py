@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 
@@ -75,7 +75,10 @@ def _meta_float(meta: dict[str, Any], key: str, default: float) -> float:
     return default if value is None else float(value.item() if hasattr(value, "item") else value)
 
 
-def read_gguf(path: Path) -> tuple[dict[str, mx.array], dict[str, Any]]:
+GGUFContents = tuple[dict[str, mx.array], dict[str, Any]]
+
+
+def read_gguf(path: Path) -> GGUFContents:
     """Read a GGUF file's tensors and metadata, with errors that name the file."""
     path = Path(path)
     if not path.exists():
@@ -87,7 +90,7 @@ def read_gguf(path: Path) -> tuple[dict[str, mx.array], dict[str, Any]]:
     if magic != b"GGUF":
         raise ModelLoadError(f"{path}: not a GGUF file (bad magic {magic!r})")
     try:
-        tensors, meta = mx.load(str(path), return_metadata=True)
+        tensors, meta = cast(GGUFContents, mx.load(str(path), return_metadata=True))
     except Exception as exc:  # MLX raises ValueError/RuntimeError for damaged files
         raise ModelLoadError(f"{path}: corrupt or truncated GGUF file: {exc}") from exc
     return tensors, meta
@@ -127,9 +130,9 @@ def convert_gguf_weights(
     if arch not in SUPPORTED_ARCHITECTURES:
         raise ModelLoadError(f"{source}: architecture not supported yet: {arch}")
     n_head = _meta_int(meta, "llama.attention.head_count")
-    n_kv_head = _meta_int(meta, "llama.attention.head_count_kv", n_head)
     if n_head is None:
         raise ModelLoadError(f"{source}: metadata lacks llama.attention.head_count")
+    n_kv_head = _meta_int(meta, "llama.attention.head_count_kv") or n_head
 
     weights: dict[str, mx.array] = {}
     quantization: dict[str, Any] = {"group_size": _GROUP_SIZE, "bits": 4, "mode": "affine"}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +63,7 @@ def _is_current_import(folder: Path, gguf: Path) -> bool:
         source = json.loads(marker.read_text())
     except (OSError, ValueError):
         return False
-    return source.get("size") == gguf.stat().st_size
+    return bool(source.get("size") == gguf.stat().st_size)
 
 
 def imported_gguf_dir(gguf: Path) -> Path:
@@ -167,11 +166,13 @@ def load_model(spec: str, on_progress: ProgressFn | None = None) -> LoadedModel:
     import mlx_lm
     from mlx.utils import tree_flatten
 
+    from engine.memory import model_nbytes
+
     report = on_progress or (lambda stage, fraction: None)
     target = resolve_model(spec, report)
     report("Loading weights", 0.9)
     try:
-        model, tokenizer = mlx_lm.load(str(target))
+        model, tokenizer = mlx_lm.load(str(target))[:2]
     except FileNotFoundError as exc:
         raise ModelLoadError(f"{target}: {exc}") from exc
     except Exception as exc:
@@ -182,7 +183,7 @@ def load_model(spec: str, on_progress: ProgressFn | None = None) -> LoadedModel:
         report("Dequantizing for the CPU backend", 0.95)
         model = dequantize_model(model)
         model.set_dtype(mx.float32)
-    weights_bytes = sum(v.nbytes for _, v in tree_flatten(model.parameters()))
+    weights_bytes = model_nbytes(model)
     mx.eval(model.parameters())
     name = DEFAULT_MODEL_NAME if spec == DEFAULT_MODEL else Path(str(target)).name
     config_path = Path(str(target)) / "config.json"
@@ -198,8 +199,3 @@ def load_model(spec: str, on_progress: ProgressFn | None = None) -> LoadedModel:
     )
     report("Ready", 1.0)
     return LoadedModel(model=model, tokenizer=tokenizer, info=info)
-
-
-def remove_cached_import(gguf: str | os.PathLike[str]) -> None:
-    """Delete a cached import so the next load converts again."""
-    shutil.rmtree(imported_gguf_dir(Path(gguf).expanduser().resolve()), ignore_errors=True)

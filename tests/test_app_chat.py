@@ -82,7 +82,7 @@ def test_regenerate_keeps_the_old_reply_as_a_branch(qtbot, tmp_path, tiny_engine
     _send(qtbot, window, "Hello")
     wait_idle(qtbot, window)
     first = window.chat.message_widgets()[-1].message
-    window.chat.message_widgets()[-1].actions["Regenerate"].click()
+    window.chat.message_widgets()[-1].action_buttons["Regenerate"].click()
     wait_idle(qtbot, window)
     widgets = window.chat.message_widgets()
     second = widgets[-1].message
@@ -104,7 +104,7 @@ def test_edit_branches_and_switches_back(qtbot, tmp_path, tiny_engine):
     wait_idle(qtbot, window)
     assert len(window.chat.message_widgets()) == 4
     user = window.chat.message_widgets()[0]
-    user.actions["Edit"].click()
+    user.action_buttons["Edit"].click()
     assert user.editor is not None
     user.editor.setPlainText("first question, edited")
     screenshot(window, "chat_editing")

@@ -7,6 +7,7 @@ bundled model generating schema-constrained JSON, no Qt) and starts the GUI offs
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -22,6 +23,8 @@ from types import ModuleType
 
 import jsonschema
 import pytest
+
+from app import self_test
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGING = ROOT / "packaging"
@@ -147,8 +150,8 @@ def test_ico_holds_png_images_up_to_256(tmp_path):
     ],
 )
 def test_self_test_conformance_check_agrees_with_the_schema(value):
-    expected = jsonschema.Draft202012Validator(launcher.SELF_TEST_SCHEMA).is_valid(value)
-    assert launcher.conforms(value) is expected
+    expected = jsonschema.Draft202012Validator(self_test.SELF_TEST_SCHEMA).is_valid(value)
+    assert self_test.conforms(value) is expected
 
 
 def test_frozen_launcher_points_the_engine_at_the_bundled_model(tmp_path, monkeypatch):
@@ -171,6 +174,27 @@ def test_frozen_self_test_without_a_model_fails_clearly(tmp_path, monkeypatch, c
     assert launcher.main(["--self-test"]) == 1
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["ok"] is False and "no bundled model" in report["error"]
+
+
+# ---- what the bundle holds ----
+
+
+def _spec_list(name: str) -> list[str]:
+    """A list literal assigned to `name` in Corral.spec (a Python file PyInstaller runs)."""
+    tree = ast.parse((PACKAGING / "Corral.spec").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            return list(ast.literal_eval(node.value))
+    raise AssertionError(f"Corral.spec assigns no {name}")
+
+
+def test_bundle_excludes_the_benchmarks_and_the_audit_flags_them(tmp_path):
+    assert "benchmarks" in _spec_list("EXCLUDES")
+    bundle = _fake_bundle(tmp_path)
+    (bundle / "_internal" / "benchmarks").mkdir()
+    assert audit.problems(bundle) == ["_internal/benchmarks/: should not ship"]
 
 
 # ---- audit and build script ----
@@ -282,7 +306,7 @@ def test_built_bundle_self_test_and_gui_start(tmp_path):
     assert run.returncode == 0, (run.stdout, run.stderr[-4000:])
     assert report["ok"] and report["frozen"] and report["bundled_model"]
     assert set(report["qt_modules"]) <= {"PySide6.QtCore"}  # QtCore: PyInstaller's run-time hook
-    jsonschema.validate(json.loads(report["text"]), launcher.SELF_TEST_SCHEMA)
+    jsonschema.validate(json.loads(report["text"]), self_test.SELF_TEST_SCHEMA)
     print(f"self-test: {json.dumps(report)}")
     # Nothing was imported into the user's cache: the bundled model was used as is.
     assert not (tmp_path / "xdg-cache" / "Corral" / "models").exists()

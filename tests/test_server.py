@@ -66,8 +66,8 @@ def client(served: HTTPServer) -> openai.OpenAI:
 
 @pytest.fixture(scope="module")
 def model(tiny_engine: Engine) -> str:
-    assert tiny_engine.model_info is not None
-    return tiny_engine.model_info.name
+    assert tiny_engine.snapshot.model is not None
+    return tiny_engine.snapshot.model.name
 
 
 def _user(text: str) -> list[dict[str, Any]]:
@@ -217,6 +217,27 @@ def test_required_tool_call_arguments_validate(
     call_id, name, arguments = _required_call(client, model, stream)
     assert call_id.startswith("call_") and name == "get_weather"
     jsonschema.validate(json.loads(arguments), WEATHER["function"]["parameters"])
+
+
+def test_response_format_with_tools_on_auto(client: openai.OpenAI, model: str) -> None:
+    """Under tool_choice auto the reply is a call or JSON that fits the schema."""
+    reply = client.chat.completions.create(
+        model=model,
+        messages=_user("Describe a person, or look up the weather."),
+        tools=[WEATHER],
+        max_tokens=80,
+        response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}},
+    )
+    choice = reply.choices[0]
+    assert reply.model_extra["corral"]["constraint_use"] == "with_tools"  # type: ignore[index]
+    if choice.finish_reason == "tool_calls":
+        for call in choice.message.tool_calls or []:
+            jsonschema.validate(
+                json.loads(call.function.arguments), WEATHER["function"]["parameters"]
+            )  # type: ignore[union-attr]
+    else:
+        assert choice.finish_reason == "stop"
+        jsonschema.validate(json.loads(choice.message.content or ""), PERSON)
 
 
 def test_tool_result_continues_the_chat(client: openai.OpenAI, model: str) -> None:
@@ -373,9 +394,13 @@ def test_schema_and_grammar_errors_carry_diagnostics(client: openai.OpenAI, mode
         ({"tools": [WEATHER], "tool_choice": "nope"}, "tool_choice", "nope"),
         ({"tool_choice": "required"}, "tool_choice", "no tools"),
         (
-            {"tools": [WEATHER], "response_format": {"type": "json_object"}},
+            {
+                "tools": [WEATHER],
+                "tool_choice": "required",
+                "response_format": {"type": "json_object"},
+            },
             "response_format",
-            "cannot be combined with tools",
+            "cannot apply when tool_choice forces a call",
         ),
     ],
 )

@@ -41,7 +41,7 @@ def test_preferences_start_the_server_and_the_log_shows_requests(qtbot, tmp_path
         assert window.store.get_setting("server_port") == port
 
         client = openai.OpenAI(base_url=url + "/v1", api_key="app-key", max_retries=0)
-        model = tiny_engine.model_info.name
+        model = tiny_engine.snapshot.model.name
         outcome: dict[str, Any] = {}
         opened = threading.Event()
         release = threading.Event()

@@ -49,8 +49,8 @@ def client(default_engine: Engine) -> Iterator[openai.OpenAI]:
 
 @pytest.fixture(scope="module")
 def model(default_engine: Engine) -> str:
-    assert default_engine.model_info is not None
-    return default_engine.model_info.name
+    assert default_engine.snapshot.model is not None
+    return default_engine.snapshot.model.name
 
 
 def test_plain_answer(client: openai.OpenAI, model: str) -> None:

@@ -64,7 +64,9 @@ class Store:
             "INSERT INTO conversations (title, created_at, updated_at, settings) VALUES (?,?,?,?)",
             (title, now, now, json.dumps((settings or ChatSettings()).to_dict())),
         )
-        return self.conversation(cur.lastrowid)  # type: ignore[return-value]
+        conversation = self.conversation(_row_id(cur))
+        assert conversation is not None
+        return conversation
 
     def conversation(self, conversation_id: int) -> Conversation | None:
         row = self.db.execute(
@@ -88,11 +90,6 @@ class Store:
                 (pattern,),
             ).fetchall()
         return [self._conversation(r) for r in rows]
-
-    def _touch(self, conversation_id: int) -> None:
-        self.db.execute(
-            "UPDATE conversations SET updated_at = ? WHERE id = ?", (time.time(), conversation_id)
-        )
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         self.db.execute(
@@ -155,16 +152,15 @@ class Store:
                 " created_at, visited_at) VALUES (?,?,?,?,?,?,?)",
                 (conversation_id, parent_id, role, content, json.dumps(meta or {}), now, now),
             )
-            message_id = cur.lastrowid
+            message_id = _row_id(cur)
             self._set_leaf(conversation_id, message_id, now)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
-        return self.message(message_id)  # type: ignore[arg-type,return-value]
-
-    def update_meta(self, message_id: int, meta: dict[str, Any]) -> None:
-        self.db.execute("UPDATE messages SET meta = ? WHERE id = ?", (json.dumps(meta), message_id))
+        message = self.message(message_id)
+        assert message is not None
+        return message
 
     def children(self, conversation_id: int, parent_id: int | None) -> list[Message]:
         rows = self.db.execute(
@@ -282,3 +278,9 @@ class Store:
             except (OSError, ValueError, KeyError):
                 continue  # a damaged bundled preset must not stop the app
         self.set_setting("presets_seeded", True)
+
+
+def _row_id(cursor: sqlite3.Cursor) -> int:
+    """The id of the row an INSERT just added."""
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid

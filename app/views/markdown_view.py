@@ -15,7 +15,15 @@ import math
 import re
 
 from PySide6.QtCore import QEvent, Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette, QTextCursor, QTextFormat
+from PySide6.QtGui import (
+    QDesktopServices,
+    QGuiApplication,
+    QPalette,
+    QResizeEvent,
+    QTextCursor,
+    QTextFormat,
+    QWheelEvent,
+)
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
 COPY_SCHEME = "corral-copy"
@@ -163,11 +171,11 @@ class MarkdownView(QTextBrowser):
         if height != self.height():
             self.setFixedHeight(max(height, 1))
 
-    def resizeEvent(self, event) -> None:
+    def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._fit()
 
-    def wheelEvent(self, event) -> None:
+    def wheelEvent(self, event: QWheelEvent) -> None:
         event.ignore()  # nothing to scroll here: let the chat scroll
 
     def changeEvent(self, event: QEvent) -> None:

@@ -45,9 +45,13 @@ class BranchSwitcher(QWidget):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        self.previous = QToolButton(self, text="‹", autoRaise=True, toolTip="Previous version")
+        self.previous = QToolButton(self, autoRaise=True)
+        self.previous.setText("‹")
+        self.previous.setToolTip("Previous version")
         self.label = QLabel(f"{index}/{count}", self)
-        self.next = QToolButton(self, text="›", autoRaise=True, toolTip="Next version")
+        self.next = QToolButton(self, autoRaise=True)
+        self.next.setText("›")
+        self.next.setToolTip("Next version")
         self.previous.setEnabled(index > 1)
         self.next.setEnabled(index < count)
         for w in (self.previous, self.label, self.next):
@@ -177,7 +181,7 @@ class MessageWidget(QFrame):
             self.switcher: BranchSwitcher | None = switcher
         else:
             self.switcher = None
-        self.actions: dict[str, QToolButton] = {}
+        self.action_buttons: dict[str, QToolButton] = {}
         if message is not None:
             if role == "user":
                 self._action(
@@ -243,21 +247,23 @@ class MessageWidget(QFrame):
         layout.addWidget(self.stats)
 
     def _action(self, row: QHBoxLayout, text: str, tip: str, slot: Any, enabled: bool) -> None:
-        button = QToolButton(self, text=text, toolTip=tip, autoRaise=True)
+        button = QToolButton(self, autoRaise=True)
+        button.setText(text)
+        button.setToolTip(tip)
         button.setObjectName(f"action{text}")
         button.setEnabled(enabled)
         button.clicked.connect(slot)
         row.addWidget(button)
-        self.actions[text] = button
+        self.action_buttons[text] = button
 
     def set_last_reply(self, last: bool) -> None:
         """Only the last reply of the chat offers Regenerate."""
-        if "Regenerate" in self.actions:
-            self.actions["Regenerate"].setVisible(last)
+        if "Regenerate" in self.action_buttons:
+            self.action_buttons["Regenerate"].setVisible(last)
 
     def set_interactive(self, enabled: bool) -> None:
         """Disable the actions that change the conversation while a reply is generated."""
-        for name, button in self.actions.items():
+        for name, button in self.action_buttons.items():
             if name != "Copy":
                 button.setEnabled(enabled)
         if self.switcher is not None:
@@ -286,7 +292,8 @@ class MessageWidget(QFrame):
         if self.message is None or self.editor is not None:
             return
         layout = self.layout()
-        self.editor = MessageEdit(self)
+        assert isinstance(layout, QVBoxLayout)
+        editor = self.editor = MessageEdit(self)
         self.editor.setPlainText(self.message.content)
         self.editor.setFixedHeight(90)
         row = QHBoxLayout()
@@ -302,9 +309,7 @@ class MessageWidget(QFrame):
         self._edit_row = [self.editor, save, cancel]
         message_id = self.message.id
         self.editor.submitted.connect(lambda text: self.editSubmitted.emit(message_id, text))
-        save.clicked.connect(
-            lambda: self.editSubmitted.emit(message_id, self.editor.toPlainText())  # type: ignore[union-attr]
-        )
+        save.clicked.connect(lambda: self.editSubmitted.emit(message_id, editor.toPlainText()))
         cancel.clicked.connect(self.cancel_edit)
         self.editor.setFocus()
 

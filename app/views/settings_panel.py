@@ -41,8 +41,10 @@ class SettingsPanel(QWidget):
         preset_row = QHBoxLayout()
         self.preset = QComboBox(self)
         self.preset.setToolTip("Replace the system prompt with a saved preset")
-        self.save_preset = QPushButton("Save…", self, toolTip="Save the prompt as a preset")
-        self.delete_preset = QPushButton("Delete", self, toolTip="Delete the selected preset")
+        self.save_preset = QPushButton("Save…", self)
+        self.save_preset.setToolTip("Save the prompt as a preset")
+        self.delete_preset = QPushButton("Delete", self)
+        self.delete_preset.setToolTip("Delete the selected preset")
         preset_row.addWidget(self.preset, 1)
         preset_row.addWidget(self.save_preset)
         preset_row.addWidget(self.delete_preset)
@@ -80,8 +82,8 @@ class SettingsPanel(QWidget):
         self.system_prompt.textChanged.connect(self._prompt_timer.start)
         for w in (self.temperature, self.top_p, self.min_p, self.repetition_penalty):
             w.valueChanged.connect(self._emit)
-        for w in (self.top_k, self.max_tokens, self.seed):
-            w.valueChanged.connect(self._emit)
+        for spin in (self.top_k, self.max_tokens, self.seed):
+            spin.valueChanged.connect(self._emit)
         self.preset.activated.connect(self._apply_preset)
         self.save_preset.clicked.connect(self._save_preset)
         self.delete_preset.clicked.connect(self._delete_preset)

@@ -1,19 +1,18 @@
 """Constrained decoding: grammar sources, validation, llguidance matchers and the masked loop.
 
 `sources` turns files and pasted text into ConstraintSpecs, `validate` compiles them to
-llguidance grammars and reports problems as data, `loop` runs the overlapped decode loop.
-Only `loop`, `masking` and `bench` import MLX; the rest is safe for the GUI thread.
+llguidance grammars and reports problems as Diagnostics, `loop` runs the overlapped decode
+loop. Imports run one way: sources, then validate, then loop. Only `loop` and `masking`
+import MLX; the rest is safe for the GUI thread. This module holds the error they raise;
+the Diagnostics it carries are plain data in `engine.types`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from engine.errors import CorralError
-
-if TYPE_CHECKING:
-    from engine.constraints.validate import Diagnostic
+from engine.types import Diagnostic
 
 
 class ConstraintError(CorralError):
@@ -24,4 +23,4 @@ class ConstraintError(CorralError):
         self.diagnostics: list[Diagnostic] = list(diagnostics)
 
 
-__all__ = ["ConstraintError"]
+__all__ = ["ConstraintError", "Diagnostic"]

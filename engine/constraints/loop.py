@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,11 +31,12 @@ import mlx.core as mx
 import numpy as np
 from llguidance import LLMatcher
 
-from engine.constraints import ConstraintError
+from engine.constraints import ConstraintError, Diagnostic
 from engine.constraints.masking import TokenMasker
 from engine.constraints.sources import KIND_NAMES
 from engine.constraints.tokenizer import ll_tokenizer
-from engine.constraints.validate import Diagnostic, parse_message, to_grammar
+from engine.constraints.validate import compile_constraint, parse_message
+from engine.decode import read_token
 from engine.sampling import LogitsProcessor, Sampler
 from engine.types import ConstraintSpec, GenerationStats
 
@@ -68,7 +69,8 @@ class _Step:
 
 
 class ConstrainedDecoder:
-    """One constrained reply: compiles `constraint` and decodes under its masks."""
+    """One constrained reply: takes `constraint`'s compiled grammar (converting it first if
+    nothing has) and decodes under its masks."""
 
     def __init__(
         self,
@@ -80,10 +82,12 @@ class ConstrainedDecoder:
         forced_tokens: bool = True,
     ) -> None:
         self._started = time.perf_counter()
-        self.constraint = constraint
+        # Converted here if no validation did: syntax errors it can see raise right away.
+        self.constraint = compile_constraint(constraint)
+        assert self.constraint.compiled is not None
+        self._grammar = self.constraint.compiled
         self.serial = serial
         self._use_ff = forced_tokens
-        self._grammar = to_grammar(constraint)  # syntax errors it can see raise right here
         self._tokenizer = tokenizer
         self._end_ids = set(ends)
         # set by _compile (on the mask thread, with the matcher)
@@ -162,13 +166,13 @@ class ConstrainedDecoder:
         sampler: Sampler,
         processors: list[LogitsProcessor],
         history: list[int],
-    ) -> Iterator[int]:
+    ) -> Generator[int, None, None]:
         """Yield token ids under the constraint, starting by feeding `first` (the prompt's tail).
 
         Every token fed to the model is appended to `fed`. Raises ConstraintError if the
         constraint does not compile or the matcher fails.
         """
-        context = mx.array(history, dtype=mx.int32) if processors else None
+        context = mx.array(history if processors else [], dtype=mx.int32)
 
         def forward(tokens: list[int] | mx.array) -> mx.array:
             nonlocal context
@@ -176,7 +180,8 @@ class ConstrainedDecoder:
             self.forward_passes += 1
             if processors:
                 context = mx.concatenate([context, x])
-            return model(x[None], cache=cache)[:, -1, :]
+            logits: mx.array = model(x[None], cache=cache)[:, -1, :]
+            return logits
 
         def sample(logits: mx.array, mask: np.ndarray) -> mx.array:
             assert self._masker is not None
@@ -220,7 +225,7 @@ class ConstrainedDecoder:
             if step.narrow:
                 # Forced tokens often follow here: wait for the matcher and feed the token
                 # with them in one forward pass rather than speculating on it alone.
-                token = y.item()
+                token = read_token(y)
                 self._submit(token, deferred=True)
                 held = [token]
                 yield token
@@ -231,12 +236,12 @@ class ConstrainedDecoder:
                 # async_eval blocks on the CPU backend until the forward pass is nearly done:
                 # read the token first so that the matcher runs during the forward pass.
                 mx.async_eval(y)
-                token = y.item()
+                token = read_token(y)
                 self._submit(token)
                 mx.async_eval(logits)
             else:
                 mx.async_eval(y, logits)
-                token = y.item()
+                token = read_token(y)
                 self._submit(token)
             fed.append(token)
             yield token
@@ -265,7 +270,7 @@ class ConstrainedDecoder:
                 return
             logits = forward(inputs)
             fed.extend(inputs)
-            token = sample(logits, step.mask).item()
+            token = read_token(sample(logits, step.mask))
             inputs = [token]
             self._submit(token)
             yield token
@@ -350,7 +355,7 @@ class ConstrainedDecoder:
             (t >> 5, np.uint32(1 << (t & 31))) for t in sorted(self._end_ids) if t < n_words * 32
         ]
         self._masker = TokenMasker(n_words)
-        matcher = LLMatcher(lltok, self._grammar, log_level=0)
+        matcher = self._grammar.matcher(lltok)  # a copy, once the grammar is compiled
         if matcher.is_error():
             return _Step(stopped=True, error=matcher.get_error())
         self._matcher = matcher

@@ -39,7 +39,14 @@ from engine.server.responses import (
     text_completion,
 )
 from engine.server.schemas import ChatCompletionBody, CompletionBody
-from engine.server.translate import Prepared, chat_request, completion_request, needs_worker
+from engine.server.translate import (
+    Check,
+    ConstraintChecker,
+    Prepared,
+    chat_request,
+    completion_request,
+    needs_worker,
+)
 from engine.types import ChatEvent, ChatResult, Finished, StopReason, TextDelta, ToolCallDelta
 
 Body = TypeVar("Body", bound=BaseModel)
@@ -88,11 +95,12 @@ class Service:
         self.engine = engine
         self.config = config
         self.activity = activity
+        self.check = ConstraintChecker(engine)
 
     # ---- simple endpoints ----
 
     async def health(self, request: Request) -> Response:
-        info = self.engine.model_info
+        info = self.engine.snapshot.model
         return JSONResponse(
             {
                 "status": "ok" if info is not None else "loading",
@@ -102,7 +110,7 @@ class Service:
         )
 
     def _model_card(self) -> dict[str, Any]:
-        info = self.engine.model_info
+        info = self.engine.snapshot.model
         if info is None:
             raise APIError(503, "no model is loaded yet", code="model_not_loaded")
         return {
@@ -167,11 +175,11 @@ class Service:
         return await self._serve(request, arrived, prepared, body, model, chat=False)
 
     async def _prepare(
-        self, translate: Callable[[Any, ServerConfig], Prepared], body: Any
+        self, translate: Callable[[Any, ServerConfig, Check], Prepared], body: Any
     ) -> Prepared:
         if needs_worker(body):  # compiling a schema, grammar or tools must not stall the loop
-            return await run_in_threadpool(translate, body, self.config)
-        return translate(body, self.config)
+            return await run_in_threadpool(translate, body, self.config, self.check)
+        return translate(body, self.config, self.check)
 
     async def _read(self, request: Request, model: type[Body]) -> Body:
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -218,7 +226,7 @@ class Service:
         )
 
     def _check_model(self, wanted: str | None) -> str:
-        info = self.engine.model_info
+        info = self.engine.snapshot.model
         if info is None:
             raise APIError(
                 503, "no model is loaded yet; try again shortly", code="model_not_loaded"
@@ -307,7 +315,8 @@ class Service:
     @staticmethod
     async def _next(channel: EventChannel, gone: asyncio.Future[None]) -> list[ChatEvent]:
         get = asyncio.ensure_future(channel.next_batch())
-        done, _ = await asyncio.wait({get, gone}, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Future[Any]] = {get, gone}
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if get not in done:
             get.cancel()
             raise ClientGone
@@ -470,5 +479,5 @@ def create_app(engine: Engine, config: ServerConfig, activity: ServerActivity) -
     return Starlette(
         routes=routes,
         middleware=middleware,
-        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        exception_handlers=EXCEPTION_HANDLERS,
     )

@@ -46,12 +46,13 @@ def corral_stats(result: ChatResult, warnings: list[str]) -> dict[str, Any]:
         "total_ms": round(s.total_s * 1e3, 2),
         "stop_reason": s.stop_reason,
         "constraint": result.constraint_name,
+        "constraint_use": result.constraint_use,
         "incomplete": result.incomplete,
         "forced_tokens": s.forced_tokens,
         "mask_overhead_ms": round(s.mask_overhead_ms, 3),
         "mask_mean_ms": round(s.mask_mean_ms, 4),
         "grammar_compile_ms": round(s.grammar_compile_ms, 3),
-        "warnings": warnings,
+        "warnings": warnings + [w for w in result.warnings if w not in warnings],
     }
 
 

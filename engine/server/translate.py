@@ -9,10 +9,12 @@ tools request after request.
 
 from __future__ import annotations
 
-import functools
 import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.constraints import ConstraintError
 from engine.constraints.sources import (
@@ -34,6 +36,9 @@ from engine.tools import ToolDefinitionError, validate_tools
 from engine.tools.grammar import resolve_choice
 from engine.types import ChatRequest, ConstraintSpec, SamplingSettings
 
+if TYPE_CHECKING:
+    from engine.engine import Engine
+
 
 @dataclass
 class Prepared:
@@ -44,6 +49,9 @@ class Prepared:
     warnings: list[str] = field(default_factory=list)
 
 
+Check = Callable[[ConstraintSpec], "CheckedConstraint"]
+
+
 def needs_worker(body: _Generation) -> bool:
     """Whether translating `body` compiles something (schema, grammar, tools)."""
     rf = body.response_format
@@ -51,15 +59,15 @@ def needs_worker(body: _Generation) -> bool:
     return bool(body.grammar or (rf and rf.type != "text") or tools)
 
 
-def chat_request(body: ChatCompletionBody, config: ServerConfig) -> Prepared:
+def chat_request(body: ChatCompletionBody, config: ServerConfig, check: Check) -> Prepared:
     """The ChatRequest for a chat completion body; APIError(400) for what cannot be served."""
     _refuse_unsupported(body)
     _refuse_chat_only(body)
     warnings: list[str] = []
-    constraint, constraint_param = _constraint(body, warnings)
+    constraint, constraint_param = _constraint(body, check, warnings)
     tools = None
     tool_choice: str | dict[str, Any] = "auto"
-    label = constraint.kind if constraint else None
+    label: str | None = constraint.kind if constraint else None
     if body.tools is not None:
         try:
             specs = validate_tools(body.tools)
@@ -70,15 +78,14 @@ def chat_request(body: ChatCompletionBody, config: ServerConfig) -> Prepared:
             choice = resolve_choice(tool_choice, specs)
         except ToolDefinitionError as exc:
             raise APIError(400, f"tool_choice: {exc}", param="tool_choice") from None
-        if constraint is not None and choice.mode != "none":
+        if constraint is not None and choice.mode in ("required", "function"):
             raise APIError(
                 400,
-                f"{constraint_param} cannot be combined with tools yet: the tool grammar "
-                'decides the shape of the reply. Set tool_choice to "none" or leave one out',
+                f"{constraint_param} cannot apply when tool_choice forces a call: the reply "
+                'is the call. Use tool_choice "auto" (a text reply then follows it) or "none"',
                 param=constraint_param,
                 code="unsupported_combination",
             )
-        warnings += [f'tool "{s.name}": {w}' for s in specs for w in s.warnings]
         tools = [s.to_openai() for s in specs]
         label = label if choice.mode == "none" else f"tools ({choice.describe()})"
     elif body.tool_choice not in (None, "none", "auto"):
@@ -94,7 +101,7 @@ def chat_request(body: ChatCompletionBody, config: ServerConfig) -> Prepared:
     return Prepared(request, label, warnings)
 
 
-def completion_request(body: CompletionBody, config: ServerConfig) -> Prepared:
+def completion_request(body: CompletionBody, config: ServerConfig, check: Check) -> Prepared:
     """The ChatRequest (a raw prompt) for a text completion body."""
     _refuse_unsupported(body)
     if body.echo:
@@ -123,7 +130,7 @@ def completion_request(body: CompletionBody, config: ServerConfig) -> Prepared:
     if not isinstance(prompt, str) or not prompt:
         raise APIError(400, "prompt: empty", param="prompt")
     warnings: list[str] = []
-    constraint, _ = _constraint(body, warnings)
+    constraint, _ = _constraint(body, check, warnings)
     request = ChatRequest(
         messages=[],
         sampling=_sampling(body, body.max_tokens, config),
@@ -194,7 +201,9 @@ def _sampling(body: _Generation, max_tokens: int | None, config: ServerConfig) -
     return settings
 
 
-def _constraint(body: _Generation, warnings: list[str]) -> tuple[ConstraintSpec | None, str | None]:
+def _constraint(
+    body: _Generation, check: Check, warnings: list[str]
+) -> tuple[ConstraintSpec | None, str | None]:
     rf = body.response_format
     if body.grammar is not None and rf is not None and rf.type != "text":
         raise APIError(
@@ -220,26 +229,50 @@ def _constraint(body: _Generation, warnings: list[str]) -> tuple[ConstraintSpec 
             return None, None
     except ConstraintError as exc:
         raise APIError(400, f"{param}: {exc}", param=param, code="invalid_grammar") from None
-    error, found = _check_constraint(spec)
-    if error is not None:
-        raise APIError(400, f"{param}: {error}", param=param, code="invalid_grammar")
-    warnings += list(found)
-    return spec, param
+    checked = check(spec)
+    if checked.error is not None:
+        raise APIError(400, f"{param}: {checked.error}", param=param, code="invalid_grammar")
+    warnings += list(checked.warnings)
+    return checked.spec, param
 
 
-@functools.lru_cache(maxsize=256)
-def _check_constraint(spec: ConstraintSpec) -> tuple[str | None, tuple[str, ...]]:
-    """(the errors as one message or None, warnings) for `spec`, compiled by llguidance."""
-    from engine.constraints.validate import validate_constraint
+@dataclass(frozen=True)
+class CheckedConstraint:
+    """A constraint checked for the loaded model: compiled (`spec.compiled` set) or not."""
 
-    report = validate_constraint(spec)
-    warnings = tuple(str(w) for w in report.warnings)
-    if report.ok:
-        return None, warnings
-    parts = []
-    for diag in report.errors:
-        parts.append(str(diag) + (f"\n{diag.detail}" if diag.detail else ""))
-    return "; ".join(parts), warnings
+    spec: ConstraintSpec
+    error: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+class ConstraintChecker:
+    """`Engine.check_constraint` with a small cache per loaded model: clients send the same
+    schema request after request, and the spec it returns carries the compiled grammar,
+    which the engine then reuses instead of compiling again."""
+
+    def __init__(self, engine: Engine, size: int = 128) -> None:
+        self._engine = engine
+        self._size = size
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[tuple[str, ConstraintSpec], CheckedConstraint] = OrderedDict()
+
+    def __call__(self, spec: ConstraintSpec) -> CheckedConstraint:
+        model = self._engine.snapshot.model
+        key = (model.path if model is not None else "", spec)
+        with self._lock:
+            if (found := self._cache.get(key)) is not None:
+                self._cache.move_to_end(key)
+                return found
+        report = self._engine.check_constraint(spec)
+        parts = [str(d) + (f"\n{d.detail}" if d.detail else "") for d in report.errors]
+        checked = CheckedConstraint(
+            report.spec, "; ".join(parts) or None, tuple(str(w) for w in report.warnings)
+        )
+        with self._lock:
+            self._cache[key] = checked
+            while len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        return checked
 
 
 def _text(content: str | list[ContentPart] | None, where: str) -> str:

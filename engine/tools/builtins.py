@@ -196,7 +196,7 @@ _FROM_KELVIN = {
 }
 
 
-def convert_units(value: float, from_unit: str, to_unit: str) -> str:
+def convert_units(value: object, from_unit: str, to_unit: str) -> str:
     """Convert `value` from one unit to another of the same kind."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise BuiltinError("value must be a number")

@@ -94,7 +94,7 @@ def strict_schema(schema: Any) -> Any:
 
 def arguments_grammar_schema(parameters: dict[str, Any]) -> dict[str, Any]:
     """The schema embedded in the tool grammar for `parameters` (strict, compact layout)."""
-    schema = strict_schema(parameters)
+    schema: dict[str, Any] = strict_schema(parameters)
     schema["x-guidance"] = dict(JSON_OPTIONS)
     return schema
 

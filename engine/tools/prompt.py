@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.prompt import DEFAULT_CHAT_TEMPLATE
+from engine.prompt import render_chat
 from engine.tools.definitions import ToolDefinitionError, ToolSpec
 from engine.tools.formats import ToolFormat
 
@@ -49,9 +49,9 @@ def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             calls = []
             for j, call in enumerate(message["tool_calls"]):
                 function = call.get("function", call) if isinstance(call, dict) else None
-                name = function.get("name") if isinstance(function, dict) else None
-                if not isinstance(name, str):
+                if not isinstance(function, dict) or not isinstance(function.get("name"), str):
                     raise ToolDefinitionError(f"message {i + 1}, tool call {j + 1}: no name")
+                name: str = function["name"]
                 arguments = function.get("arguments", {})
                 if isinstance(arguments, str):
                     try:
@@ -74,9 +74,9 @@ def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if role == "tool":
             call_id = str(message.get("tool_call_id") or "")
             item["tool_call_id"] = call_id
-            name = message.get("name") or names_by_id.get(call_id)
-            if name:
-                item["name"] = name
+            result_of = message.get("name") or names_by_id.get(call_id)
+            if result_of:
+                item["name"] = result_of
         out.append(item)
     return out
 
@@ -123,7 +123,7 @@ def fallback_messages(
     return out
 
 
-def render_prompt(
+def render_chat_with_tools(
     tokenizer: Any,
     messages: list[dict[str, Any]],
     tools: list[ToolSpec] | None,
@@ -139,15 +139,8 @@ def render_prompt(
     else:
         rendered = fallback_messages(normalized, tools, fmt)
         kwargs = {}
-    # The HF tokenizer renders, as engine.prompt does for replies without tools, so both
-    # give the same text for the same history (and share the prompt cache).
-    hf = getattr(tokenizer, "_tokenizer", tokenizer)
-    if getattr(hf, "chat_template", None) is None:
-        kwargs["chat_template"] = DEFAULT_CHAT_TEMPLATE
     try:
-        return hf.apply_chat_template(
-            rendered, add_generation_prompt=True, tokenize=False, **kwargs
-        )
+        return render_chat(tokenizer, rendered, **kwargs)
     except Exception as exc:  # jinja errors and template raise_exception()
         raise ToolDefinitionError(
             f"the chat template could not render the conversation: {exc}"

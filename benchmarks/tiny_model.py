@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any, cast
 
 import mlx.core as mx
 from mlx.utils import tree_flatten
@@ -34,7 +35,7 @@ def build_tiny_model(
     tok_cfg = json.loads((Path(tokenizer_dir) / "tokenizer.json").read_text())
     vocab = len(tok_cfg["model"]["vocab"])
     vocab = max(vocab, 1 + max((t["id"] for t in tok_cfg.get("added_tokens", [])), default=0))
-    config = {
+    config: dict[str, Any] = {
         "model_type": "llama",
         "hidden_size": hidden,
         "num_hidden_layers": layers,
@@ -48,13 +49,10 @@ def build_tiny_model(
         "tie_word_embeddings": True,
     }
     mx.random.seed(seed)
-    args = llama.ModelArgs.from_dict(config)
-    model = llama.Model(args)
+    model = llama.Model(llama.ModelArgs(**config))
     # A somewhat larger embedding than the default init gives peaked but varied logits.
-    params = {
-        k: v * 2 if k.endswith("embed_tokens.weight") else v
-        for k, v in tree_flatten(model.parameters())
-    }
+    leaves = cast(list[tuple[str, mx.array]], tree_flatten(model.parameters()))
+    params = {k: v * 2 if k.endswith("embed_tokens.weight") else v for k, v in leaves}
     mx.save_safetensors(str(out / "model.safetensors"), params, metadata={"format": "mlx"})
     (out / "config.json").write_text(json.dumps(config, indent=2))
     for name in _TOKENIZER_FILES:

@@ -1,4 +1,4 @@
-"""Constrained vs free decoding, measured side by side: the figures of `python -m engine bench`.
+"""Constrained vs free decoding, measured side by side (the `constraints` bench section).
 
 Every comparison runs the same model, prompt and greedy sampling, and the same number of
 tokens: a warm-up constrained run fixes the count and the free runs stop there (ignoring
@@ -22,7 +22,7 @@ from typing import Any
 from engine.constraints.loop import ConstrainedDecoder
 from engine.constraints.sources import json_schema_constraint
 from engine.decode import decode_free, prefill
-from engine.prompt import render_prompt
+from engine.prompt import encode_chat
 from engine.sampling import build_processors, build_sampler, end_token_ids
 from engine.types import ConstraintSpec, GenerationStats, SamplingSettings
 
@@ -79,9 +79,10 @@ def run_constraint_bench(engine: Any, args: Any = None, **options: Any) -> dict[
     for name in ("tokens", "repeats"):
         if args is not None and getattr(args, name, None) and name not in options:
             options[name] = getattr(args, name)
-    return engine.run(
+    figures: dict[str, Any] = engine.run(
         lambda loaded: measure_constraints(loaded.model, loaded.tokenizer, **options)
     ).result()
+    return figures
 
 
 def measure_constraints(
@@ -114,12 +115,12 @@ def measure_constraints(
     if stress:
         import mlx_lm
 
+        from benchmarks.tiny_model import build_tiny_model
         from engine.models import ensure_default_model
-        from engine.tiny_model import build_tiny_model
 
         with tempfile.TemporaryDirectory(prefix="corral-tiny-") as folder:
             build_tiny_model(folder, ensure_default_model())
-            tiny, tiny_tok = mlx_lm.load(folder)
+            tiny, tiny_tok = mlx_lm.load(folder)[:2]
         runs = compare_loops(tiny, tiny_tok, answer, ANSWER_PROMPT, stress_tokens, stress_repeats)
         out.update(_ratios("stress_", runs))
     return out
@@ -136,15 +137,15 @@ def compare_loops(
 ) -> dict[str, list[_Run]]:
     """Each loop's runs, `repeats` rounds of one run per loop (rotating the order), all of
     the length the constrained warm-up run reached."""
-    prompt_tokens = render_prompt(tokenizer, [{"role": "user", "content": prompt}])
-    warm = _run(model, tokenizer, prompt_tokens, "overlapped", constraint, max_tokens)
+    tokens = encode_chat(tokenizer, [{"role": "user", "content": prompt}])
+    warm = _run(model, tokenizer, tokens, "overlapped", constraint, max_tokens)
     count = warm.tokens
-    _run(model, tokenizer, prompt_tokens, "free", constraint, count)
+    _run(model, tokenizer, tokens, "free", constraint, count)
     results: dict[str, list[_Run]] = {loop: [] for loop in loops}
     for r in range(repeats):
         order = loops[r % len(loops) :] + loops[: r % len(loops)]
         for loop in order:
-            results[loop].append(_run(model, tokenizer, prompt_tokens, loop, constraint, count))
+            results[loop].append(_run(model, tokenizer, tokens, loop, constraint, count))
     return results
 
 
@@ -163,14 +164,16 @@ def _run(
     prefill(model, cache, prompt[:-1], fed, cancel=threading.Event())
     ends = end_token_ids(tokenizer)
     runtime = None
-    kwargs = dict(
-        sampler=build_sampler(GREEDY), processors=build_processors(GREEDY), history=prompt
-    )
+    sampler, processors = build_sampler(GREEDY), build_processors(GREEDY)
     if loop == "free":
-        tokens = decode_free(model, cache, prompt[-1:], fed, **kwargs)
+        tokens = decode_free(
+            model, cache, prompt[-1:], fed, sampler=sampler, processors=processors, history=prompt
+        )
     else:
         runtime = ConstrainedDecoder(tokenizer, constraint, ends, serial=loop == "serial")
-        tokens = runtime.decode(model, cache, prompt[-1:], fed, **kwargs)
+        tokens = runtime.decode(
+            model, cache, prompt[-1:], fed, sampler=sampler, processors=processors, history=prompt
+        )
     stamps: list[float] = []
     lead = 0  # forced tokens before the first sampled one arrive before any decoding: skip
     try:

@@ -1,8 +1,10 @@
-"""`python -m engine bench`: the engine's figures, each measured side by side in one run.
+"""`python -m benchmarks` (also `python -m engine bench`): the engine's figures, each
+measured side by side in one run.
 
-Sections: `decode` (engine vs mlx-lm's stream_generate), `constraints` (issue 3),
-`trie` and `session` (issue 7), `server` (issue 15: HTTP streaming against the Engine
-alone). Each returns a flat dict of figures; `--json` prints them merged.
+Sections: `decode` (engine vs mlx-lm's stream_generate), `constraints` (constrained vs free
+decoding), `trie` and `session` (the prefix cache), `server` (HTTP streaming with the
+`openai` client against the Engine alone). Each returns a flat dict of figures; `--json`
+prints them merged into one object whose keys stay stable (new figures add keys).
 """
 
 from __future__ import annotations
@@ -37,9 +39,9 @@ def _mlx_lm_decode_tps(loaded: Any, tokens: int) -> tuple[float, int]:
     from mlx_lm import stream_generate
     from mlx_lm.sample_utils import make_sampler
 
-    from engine.prompt import render_prompt
+    from engine.prompt import encode_chat
 
-    prompt = render_prompt(loaded.tokenizer, [{"role": "user", "content": BENCH_PROMPT}])
+    prompt = encode_chat(loaded.tokenizer, [{"role": "user", "content": BENCH_PROMPT}])
     stamps = []
     for _ in stream_generate(
         loaded.model, loaded.tokenizer, prompt, max_tokens=tokens, sampler=make_sampler(temp=0.0)
@@ -73,13 +75,13 @@ def bench_decode(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _section_constraints(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    from engine.constraints.bench import run_constraint_bench
+    from benchmarks.constraints import run_constraint_bench
 
     return run_constraint_bench(engine, args)
 
 
 def _section_trie(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    from engine.bench_trie import run_trie_bench
+    from benchmarks.trie import run_trie_bench
 
     # One uncached run at the last turn, one repeat: a CPU prefills ~100x slower than a Mac.
     return engine.run(
@@ -88,7 +90,7 @@ def _section_trie(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _section_session(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    from engine.bench_session import run_session_hit_rate
+    from benchmarks.session import run_session_hit_rate
 
     figures = run_session_hit_rate(engine)
     figures.pop("engine_session_steps")
@@ -96,7 +98,7 @@ def _section_session(engine: Engine, args: argparse.Namespace) -> dict[str, Any]
 
 
 def _section_server(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    from engine.bench_server import run_server_bench
+    from benchmarks.server import run_server_bench
 
     return run_server_bench(engine, args)
 
@@ -108,6 +110,29 @@ SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "session": _section_session,
     "server": _section_server,
 }
+
+
+def build_parser(prog: str = "python -m benchmarks") -> argparse.ArgumentParser:
+    """The benchmark's options (shared by `python -m benchmarks` and `python -m engine bench`)."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Measure the engine against mlx-lm and itself, side by side."
+    )
+    parser.add_argument("--model", default="default", help="model spec (default: the default)")
+    parser.add_argument("--tokens", type=int, default=64, help="tokens to decode per run")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=list(SECTIONS),
+        help="run only this section (repeatable)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m benchmarks") -> int:
+    """Parse `argv` and run the benchmark."""
+    return run_bench(build_parser(prog).parse_args(argv))
 
 
 def run_bench(args: argparse.Namespace) -> int:

@@ -72,8 +72,8 @@ def run_server_bench(engine: Engine, args: argparse.Namespace) -> dict[str, Any]
 
     from engine.server import HTTPServer, ServerConfig
 
-    assert engine.model_info is not None
-    model = engine.model_info.name
+    assert engine.snapshot.model is not None
+    model = engine.snapshot.model.name
     server = HTTPServer(engine, ServerConfig(port=0))
     server.start()
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="bench", max_retries=0)
