@@ -86,6 +86,9 @@ STABLE_KEYS = {
     "engine_session_cached_tokens",
     "engine_session_reusable_tokens",
     "engine_session_hit_rate",
+    # server
+    "server_tps_ratio",
+    "server_ttft_overhead_ms",
 }
 
 
