@@ -572,3 +572,34 @@ def test_public_bind_without_a_key_is_refused(tiny_engine: Engine) -> None:
 def test_a_busy_port_is_reported(served: HTTPServer, tiny_engine: Engine) -> None:
     with pytest.raises(ServerConfigError, match="already in use"):
         HTTPServer(tiny_engine, ServerConfig(port=served.port or 0)).start()
+
+
+def test_serve_command_prints_its_url_and_stops_on_ctrl_c(tiny_model_dir) -> None:
+    import os
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine", "serve", "--model", str(tiny_model_dir), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CORRAL_API_KEY": "cli-key"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("Serving tiny") and "Ctrl+C" in line, line
+        url = line.split(" on ", 1)[1].split(" ", 1)[0]
+        client = openai.OpenAI(base_url=url + "/v1", api_key="cli-key", max_retries=0)
+        reply = client.chat.completions.create(
+            messages=_user("hi"), model=tiny_model_dir.name, max_tokens=2
+        )
+        assert reply.usage is not None and reply.usage.completion_tokens == 2
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    assert "200 /v1/chat/completions" in err and "Stopped." in err
+    assert "cli-key" not in err
