@@ -3,8 +3,10 @@
 `config` (address, key, limits, the loopback rule), `schemas` (request bodies),
 `translate` (bodies into ChatRequests, checked at the edge), `responses` (results and
 events in OpenAI's shapes), `errors` (OpenAI error bodies), `activity` (requests in flight
-and the request log), `app` (the Starlette app), `runner` (uvicorn on a thread or in the
-foreground). The only package under engine/ that imports an HTTP framework.
+and the request log), `guard` (Host check and API key), `streaming` (engine events into
+the event loop and out as SSE), `app` (the Starlette app and its endpoints), `runner`
+(uvicorn on a thread or in the foreground). The only package under engine/ that imports
+an HTTP framework.
 """
 
 from __future__ import annotations

@@ -10,10 +10,9 @@ computed in the prompt cache.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -24,21 +23,22 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engine.engine import Engine, RequestHandle
+from engine.engine import Engine
 from engine.server.activity import RequestRecord, ServerActivity
-from engine.server.config import LOOPBACK_NAMES, ServerConfig
+from engine.server.config import ServerConfig
 from engine.server.errors import EXCEPTION_HANDLERS, APIError, from_validation_error
+from engine.server.guard import Guard
 from engine.server.responses import (
-    SSE_DONE,
     ChunkWriter,
     chat_completion,
-    encode_sse,
+    error_message,
     new_id,
+    status_for,
     text_completion,
 )
 from engine.server.schemas import ChatCompletionBody, CompletionBody
+from engine.server.streaming import EventChannel, sse_stream
 from engine.server.translate import (
     Check,
     ConstraintChecker,
@@ -59,28 +59,6 @@ class GenerationFailed(APIError):
 
 class ClientGone(Exception):
     """The client disconnected before the reply was sent."""
-
-
-class EventChannel:
-    """Engine events handed from the engine thread to the event loop, read in batches."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._queue: asyncio.Queue[ChatEvent] = asyncio.Queue()
-
-    def push(self, event: ChatEvent) -> None:
-        """Engine thread. Never raises: the engine's loop must not fail for the server."""
-        try:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
-        except RuntimeError:  # the loop has closed (server stopped); nobody is listening
-            pass
-
-    async def next_batch(self) -> list[ChatEvent]:
-        """The next event and every other one already waiting."""
-        events = [await self._queue.get()]
-        while not self._queue.empty():
-            events.append(self._queue.get_nowait())
-        return events
 
 
 async def _until_disconnect(request: Request) -> None:
@@ -284,7 +262,7 @@ class Service:
                 )
                 gone.cancel()  # the streaming response listens for the disconnect itself
                 return StreamingResponse(
-                    _sse(writer, events, channel, handle),
+                    sse_stream(writer, events, channel, handle),
                     media_type="text/event-stream",
                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
                 )
@@ -307,7 +285,7 @@ class Service:
                 warnings=prepared.warnings,
             )
             return StreamingResponse(
-                _sse(writer, events, None, handle), media_type="text/event-stream"
+                sse_stream(writer, events, None, handle), media_type="text/event-stream"
             )
         build = chat_completion if chat else text_completion
         return JSONResponse(build(completion_id, model, result, prepared.warnings))
@@ -333,20 +311,11 @@ def _result(events: list[ChatEvent]) -> ChatResult:
     return last.result
 
 
-def _error_message(result: ChatResult) -> str:
-    message = result.error or "the reply was cancelled"
-    head, sep, rest = message.partition(": ")
-    return rest if sep and head.endswith("Error") and head.isidentifier() else message
-
-
 def _raise_for_result(result: ChatResult) -> None:
     """APIError for a reply the engine could not produce."""
     if result.error is None and result.stop_reason != StopReason.CANCELLED:
         return
-    status = {"input": 400, "unavailable": 503}.get(result.error_kind or "", 500)
-    if result.error is None:
-        status = 503  # cancelled by the server itself: it is shutting down
-    raise GenerationFailed(status, _error_message(result), code="generation_failed")
+    raise GenerationFailed(status_for(result), error_message(result), code="generation_failed")
 
 
 def _record(
@@ -361,7 +330,7 @@ def _record(
     if result.stop_reason == StopReason.CANCELLED:
         status = CLIENT_GONE
     elif result.error:
-        status = {"input": 400, "unavailable": 503}.get(result.error_kind or "", 500)
+        status = status_for(result)
     else:
         status = 200
     return RequestRecord(
@@ -376,83 +345,8 @@ def _record(
         decode_tps=round(s.decode_tps, 1),
         constraint=prepared.constraint,
         stop_reason=s.stop_reason,
-        error=_error_message(result) if result.error else None,
+        error=error_message(result) if result.error else None,
     )
-
-
-async def _sse(
-    writer: ChunkWriter,
-    events: list[ChatEvent],
-    channel: EventChannel | None,
-    handle: RequestHandle,
-) -> AsyncIterator[bytes]:
-    try:
-        for payload in writer.opening():
-            yield encode_sse(payload)
-        while True:
-            for payload in writer.chunks(events):
-                yield encode_sse(payload)
-            if writer.result is not None or channel is None:
-                break
-            events = await channel.next_batch()
-        result = writer.result
-        if result is not None and (result.error or result.stop_reason == StopReason.CANCELLED):
-            status = {"input": 400, "unavailable": 503}.get(result.error_kind or "", 500)
-            error = APIError(status, _error_message(result), code="generation_failed")
-            yield encode_sse(error.body())
-        yield SSE_DONE
-    finally:
-        if not handle.done():
-            handle.cancel()  # the client went away (or the server is stopping)
-
-
-class Guard:
-    """ASGI middleware: the Host check (against DNS rebinding while on loopback) and the
-    API key (constant-time compare). /health answers without a key."""
-
-    def __init__(self, app: ASGIApp, config: ServerConfig, activity: ServerActivity) -> None:
-        self.app = app
-        self.config = config
-        self.activity = activity
-        self._key = config.api_key.encode() if config.api_key else None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1").lower(): v for k, v in scope["headers"]}
-        refusal = self._refusal(scope["path"], headers)
-        if refusal is not None:
-            self.activity.record(
-                RequestRecord(time.time(), scope["path"], refusal.status, error=refusal.message)
-            )
-            await refusal.response()(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-    def _refusal(self, path: str, headers: dict[str, bytes]) -> APIError | None:
-        if self.config.loopback:
-            host = headers.get("host", b"").decode("latin-1").lower()
-            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-            if name.strip("[]") not in LOOPBACK_NAMES:
-                return APIError(
-                    400,
-                    f"Host {host!r} is not this server's address; a local server only answers "
-                    "requests addressed to localhost or 127.0.0.1",
-                    code="invalid_host",
-                )
-        if self._key is None or path == "/health":
-            return None
-        auth = headers.get("authorization", b"")
-        scheme, _, given = auth.partition(b" ")
-        if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), self._key):
-            message = "a valid API key is required (Authorization: Bearer KEY)"
-            if not auth:
-                message = "no API key given; send it as Authorization: Bearer KEY"
-            return APIError(
-                401, message, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}
-            )
-        return None
 
 
 def create_app(engine: Engine, config: ServerConfig, activity: ServerActivity) -> Starlette:

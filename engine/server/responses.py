@@ -26,6 +26,20 @@ def finish_reason(result: ChatResult) -> str:
     return "length" if result.stop_reason == StopReason.LENGTH else "stop"
 
 
+def status_for(result: ChatResult) -> int:
+    """The HTTP status for a reply the engine could not produce."""
+    if result.error is None:
+        return 503  # cancelled by the server itself: it is stopping
+    return {"input": 400, "unavailable": 503}.get(result.error_kind or "", 500)
+
+
+def error_message(result: ChatResult) -> str:
+    """The engine's error without the exception's class name."""
+    message = result.error or "the reply was cancelled: the server is stopping"
+    head, sep, rest = message.partition(": ")
+    return rest if sep and head.endswith("Error") and head.isidentifier() else message
+
+
 def usage(result: ChatResult) -> dict[str, Any]:
     s = result.stats
     return {
