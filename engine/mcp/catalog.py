@@ -104,7 +104,7 @@ def check_tool(name: str, description: str | None, input_schema: Any) -> ToolInf
     try:
         (spec,) = validate_tools([tool])
     except ToolDefinitionError as exc:
-        reason = str(exc).split(": ", 1)[-1]
+        reason = str(exc).split(": ", 1)[-1].replace('"parameters"', "its inputSchema")
         return left_out(f"{reason} — its calls could not be constrained, so it is not offered")
     warnings += [f"schema: {w}" for w in spec.warnings]
     return ToolInfo(name, text, schema, tuple(warnings))

@@ -81,8 +81,14 @@ class ServerConfig:
         return text
 
     def secrets(self) -> list[str]:
-        """Env values and header values, for scrubbing them out of messages."""
-        return [v for _, v in self.env + self.headers if len(v) >= 4]
+        """Env and header values (and the token in "Bearer TOKEN"), the URL's password and
+        query: what to scrub out of any message before it is shown or logged."""
+        values = [v for _, v in self.env + self.headers]
+        values += [part for v in values for part in v.split() if len(part) >= 8]
+        if self.url:
+            parts = urlsplit(self.url)
+            values += [parts.password or "", parts.query]
+        return [v for v in values if len(v) >= 4]
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,8 @@ class ServerRunner:
                 failure = f"it did not finish starting within {self._start_timeout:g} s"
         except Exception as exc:  # whatever the SDK or the process raised: shown, not raised
             failure = _message(_leaf(exc))
+            if self._watch.http_error:
+                failure += f" ({self._watch.http_error})"
             if self.config.transport == "http" and not ready:
                 failure = f"could not connect to {self.config.describe()}: {failure}"
         finally:
@@ -226,6 +228,8 @@ class ServerRunner:
                 message += f". Its last output: {tail[-600:]}" if tail else ""
                 return ToolResult.failed(name, tool, "server_exited", message, elapsed())
             message = f'the tool server "{name}" answered with an error: {_message(leaf)}'
+            if self._watch.http_error:
+                message += f" ({self._watch.http_error})"
             return ToolResult.failed(
                 name, tool, "protocol", redact(message, self._secrets), elapsed()
             )

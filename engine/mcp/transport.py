@@ -82,6 +82,7 @@ class StreamWatch:
         self.ended = anyio.Event()
         self.garbage_lines = 0
         self.garbage_excerpt = ""
+        self.http_error = ""  # the last HTTP error status, which the SDK does not report
 
     def note_garbage(self, exc: Exception) -> None:
         self.garbage_lines += 1
@@ -181,6 +182,13 @@ class WatchedTransport:
             self._inner = stdio_client(params, errlog=self._stderr.write_end)
         else:
             http = create_mcp_http_client(headers=dict(config.headers) or None)
+            watch = self._watch
+
+            async def note_status(response: Any) -> None:
+                if response.status_code >= 400:
+                    watch.http_error = f"HTTP {response.status_code} {response.reason_phrase}"
+
+            http.event_hooks = {"request": [], "response": [note_status]}
             self._http = http
             self._inner = streamable_http_client(config.url, http_client=http)
         read, write = await self._inner.__aenter__()
