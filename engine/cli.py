@@ -69,6 +69,14 @@ def cmd_chat(args: argparse.Namespace) -> int:
         tool_choice=args.tool_choice,
     )
     engine = Engine()
+    if args.mcp:
+        from engine.mcp.cli import run_chat
+
+        try:
+            engine.load_model(args.model, _progress_printer(not args.json)).result()
+            return run_chat(args, engine, request)
+        finally:
+            engine.close()
     try:
         engine.load_model(args.model, _progress_printer(not args.json)).result()
         handle = engine.submit(request)
@@ -154,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--regex", metavar="R", help="constrain to a regular expression")
     chat.add_argument("--tools", metavar="FILE", help="tool definitions (OpenAI format, .json)")
     chat.add_argument("--tool-choice", default="auto", help="auto, required, none or a tool name")
+    from engine.mcp.cli import add_arguments as add_mcp_arguments
+
+    add_mcp_arguments(chat)
     chat.set_defaults(func=cmd_chat)
 
     imp = sub.add_parser("import-gguf", help="convert a llama GGUF file into an MLX model folder")

@@ -52,6 +52,25 @@ class CatalogTool:
             function["description"] = self.description
         return {"type": "function", "function": function}
 
+    def argument_errors(self, arguments: Any) -> str | None:
+        """Why `arguments` do not validate against the tool's inputSchema (None: they do).
+
+        Calls are constrained to the schema, so this is a last check before anything goes
+        to the server, and the measure of "calls whose arguments validated"."""
+        import jsonschema
+
+        try:
+            validator = jsonschema.validators.validator_for(self.input_schema)
+            error = jsonschema.exceptions.best_match(
+                validator(self.input_schema).iter_errors(arguments)
+            )
+        except jsonschema.exceptions.SchemaError:
+            return None  # a schema jsonschema cannot read: llguidance's constraint stands
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path)
+        return f"{where + ': ' if where else ''}{error.message[:300]}"
+
 
 def safe_name(name: str) -> str:
     """`name` within the tool-name rule: other characters become '_', at most 128."""
