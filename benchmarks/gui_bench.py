@@ -103,8 +103,8 @@ def stall_while_streaming(model: str, tokens: int) -> dict[str, object]:
     app = QApplication.instance() or QApplication([])
     spec, temperature = model, 0.7
     if model == "tiny":
+        from benchmarks.tiny_model import build_tiny_model
         from engine.models import ensure_default_model
-        from engine.tiny_model import build_tiny_model
 
         spec = str(build_tiny_model(tempfile.mkdtemp(), ensure_default_model()))
         temperature = 10.0  # the random model only varies its words when sampled hot

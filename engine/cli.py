@@ -1,4 +1,8 @@
-"""Command line: `python -m engine chat | import-gguf | bench`."""
+"""Command line: `python -m engine chat | import-gguf | bench`.
+
+`bench` hands its arguments to the top-level `benchmarks` package, which a checkout has and
+the packaged app does not.
+"""
 
 from __future__ import annotations
 
@@ -128,9 +132,17 @@ def cmd_import_gguf(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from engine.bench import run_bench
-
-    return run_bench(args)
+    try:
+        from benchmarks.bench import main as bench_main
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("benchmarks", "benchmarks.bench"):
+            raise
+        raise CorralError(
+            "the benchmarks are not part of this installation: run `python -m engine bench` "
+            "from a Corral checkout"
+        ) from exc
+    argv: list[str] = args.bench_args
+    return bench_main(argv, prog="python -m engine bench")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -172,22 +184,20 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("out", type=Path, nargs="?", help="output folder (default: the model cache)")
     imp.set_defaults(func=cmd_import_gguf)
 
-    bench = sub.add_parser("bench", help="measure the engine against mlx-lm, side by side")
-    bench.add_argument("--model", default="default")
-    bench.add_argument("--tokens", type=int, default=64, help="tokens to decode per run")
-    bench.add_argument("--repeats", type=int, default=3)
-    bench.add_argument(
-        "--only",
-        action="append",
-        help="sections to run: decode, constraints, trie, session (repeatable)",
+    # Its options belong to benchmarks/bench.py (`python -m engine bench --help` lists them).
+    bench = sub.add_parser(
+        "bench", help="measure the engine against mlx-lm, side by side", add_help=False
     )
-    bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.set_defaults(func=cmd_bench)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "bench":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.bench_args = extra
     try:
         command: Callable[[argparse.Namespace], int] = args.func
         return command(args)

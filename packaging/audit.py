@@ -55,6 +55,7 @@ EXCLUDED_PACKAGES = (
     "pydantic",
     "rich",
     "typer",
+    "benchmarks",
 )
 # PyInstaller ships Python's own pyconfig.h: sysconfig reads it at run time.
 ALLOWED = {"pyconfig.h"}

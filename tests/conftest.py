@@ -25,7 +25,7 @@ def default_model_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path) -> Path:
-    from engine.tiny_model import build_tiny_model
+    from benchmarks.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), default_model_dir)
 

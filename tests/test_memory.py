@@ -88,8 +88,8 @@ def test_wired_limit_is_left_alone_off_metal():
 def test_model_bytes_count_the_parameters(tmp_path, layers):
     import mlx_lm
 
+    from benchmarks.tiny_model import build_tiny_model
     from engine.models import ensure_default_model
-    from engine.tiny_model import build_tiny_model
 
     model, _ = mlx_lm.load(str(build_tiny_model(tmp_path, ensure_default_model(), layers=layers)))
     size = (tmp_path / "model.safetensors").stat().st_size

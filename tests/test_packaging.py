@@ -7,6 +7,7 @@ bundled model generating schema-constrained JSON, no Qt) and starts the GUI offs
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -171,6 +172,27 @@ def test_frozen_self_test_without_a_model_fails_clearly(tmp_path, monkeypatch, c
     assert launcher.main(["--self-test"]) == 1
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["ok"] is False and "no bundled model" in report["error"]
+
+
+# ---- what the bundle holds ----
+
+
+def _spec_list(name: str) -> list[str]:
+    """A list literal assigned to `name` in Corral.spec (a Python file PyInstaller runs)."""
+    tree = ast.parse((PACKAGING / "Corral.spec").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            return list(ast.literal_eval(node.value))
+    raise AssertionError(f"Corral.spec assigns no {name}")
+
+
+def test_bundle_excludes_the_benchmarks_and_the_audit_flags_them(tmp_path):
+    assert "benchmarks" in _spec_list("EXCLUDES")
+    bundle = _fake_bundle(tmp_path)
+    (bundle / "_internal" / "benchmarks").mkdir()
+    assert audit.problems(bundle) == ["_internal/benchmarks/: should not ship"]
 
 
 # ---- audit and build script ----

@@ -25,8 +25,8 @@ MiB = 1 << 20
 def tiny(tmp_path_factory):
     import mlx_lm
 
+    from benchmarks.tiny_model import build_tiny_model
     from engine.models import ensure_default_model
-    from engine.tiny_model import build_tiny_model
 
     path = build_tiny_model(tmp_path_factory.mktemp("tiny"), ensure_default_model())
     model, tokenizer = mlx_lm.load(str(path))
@@ -359,28 +359,3 @@ def test_random_session_with_cancels_and_evictions_stays_consistent(tiny):
         check_tree(trie)
     s = trie.stats()
     assert s["evictions"] > 0 and s["hits"] > 20
-
-
-def test_trie_bench_runs_on_the_tiny_model(tiny):
-    from engine.bench_trie import format_trie_bench, run_trie_bench
-
-    model, tok = tiny
-    d = run_trie_bench(model, tok, turns=4, history_tokens=240, lookup_tokens=(2000, 8000), reps=1)
-    for key in (
-        "trie_ttft_over_new_prefill",
-        "trie_ttft_over_uncached_last_turn",
-        "trie_hit_rate",
-        "trie_lookup_ms_2k",
-        "trie_lookup_ms_8k",
-        "mlx_lm_lookup_ms_2k",
-        "mlx_lm_lookup_ms_8k",
-    ):
-        assert d[key] > 0, key
-    assert d["trie_hit_rate"] >= 0.95 and d["trie_hit_rate"] <= 1
-    assert len(d["trie_turn_ttft_s"]) == 4 and None not in d["trie_turn_uncached_ttft_s"]
-    cached = d["trie_turn_cached_tokens"]
-    assert cached[0] == 0 and all(c > 0 for c in cached[1:])
-    assert d["trie_regenerate_cached_tokens"] == d["trie_regenerate_prompt_tokens"] - 1
-    assert 0 < d["trie_edit_cached_tokens"] < d["trie_edit_prompt_tokens"]
-    text = format_trie_bench(d)
-    assert "hit rate" in text and "8k" in text

@@ -31,11 +31,11 @@ import mlx.core as mx
 import numpy as np
 from llguidance import LLMatcher
 
-from engine.constraints import ConstraintError
+from engine.constraints import ConstraintError, Diagnostic
 from engine.constraints.masking import TokenMasker
 from engine.constraints.sources import KIND_NAMES
 from engine.constraints.tokenizer import ll_tokenizer
-from engine.constraints.validate import Diagnostic, parse_message, to_grammar
+from engine.constraints.validate import parse_message, to_grammar
 from engine.decode import read_token
 from engine.sampling import LogitsProcessor, Sampler
 from engine.types import ConstraintSpec, GenerationStats

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, get_args
 
-from engine.constraints import ConstraintError
+from engine.constraints import ConstraintError, Diagnostic
 from engine.types import ConstraintKind, ConstraintSpec
 
 MAX_SOURCE_BYTES = 1_000_000
@@ -67,7 +67,7 @@ def constraint_from_file(
             )
     _check_kind(kind)
     if kind == "json_schema":
-        _check_json_schema_text(text, str(p))
+        parse_json_schema(text, str(p))
     elif kind == "regex":
         text = text.rstrip("\r\n")
     return ConstraintSpec(kind=kind, source=text, name=p.name)
@@ -84,7 +84,7 @@ def constraint_from_text(text: str, kind: ConstraintKind, name: str = "") -> Con
     if len(text.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
         raise ConstraintError(f"{label}: too large (the limit is {MAX_SOURCE_BYTES:,} bytes)")
     if kind == "json_schema":
-        _check_json_schema_text(text, label)
+        parse_json_schema(text, label)
     return ConstraintSpec(kind=kind, source=text, name=name or KIND_NAMES[kind])
 
 
@@ -168,10 +168,8 @@ def _read_text(path: Path) -> str:
     return text
 
 
-def _check_json_schema_text(text: str, label: str) -> dict[str, Any] | bool:
+def parse_json_schema(text: str, label: str) -> dict[str, Any] | bool:
     """The schema in `text`; ConstraintError with line and column if it is not one."""
-    from engine.constraints.validate import Diagnostic
-
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:

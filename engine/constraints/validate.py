@@ -18,8 +18,8 @@ import llguidance
 import numpy as np
 from llguidance import LLMatcher
 
-from engine.constraints import ConstraintError
-from engine.constraints.sources import ANY_JSON_SCHEMA, KIND_NAMES
+from engine.constraints import ConstraintError, Diagnostic
+from engine.constraints.sources import ANY_JSON_SCHEMA, KIND_NAMES, parse_json_schema
 from engine.types import ConstraintSpec
 
 if TYPE_CHECKING:
@@ -35,23 +35,6 @@ _STOP_REASONS = ("NoExtension", "NoExtensionBias")
 _FOLLOW_FORCED = 32
 _DETAIL_ERROR = re.compile(r"^error: (.*)$", re.MULTILINE)
 _UNIMPLEMENTED = re.compile(r"Unimplemented keys: \[(.*)\]")
-
-
-@dataclass(frozen=True)
-class Diagnostic:
-    """One problem with a constraint: what, and where (1-based line and column) if known."""
-
-    message: str
-    line: int | None = None
-    column: int | None = None
-    severity: Literal["error", "warning"] = "error"
-    detail: str = ""  # the offending lines with a caret, as llguidance prints them
-
-    def __str__(self) -> str:
-        where = f"line {self.line}" if self.line is not None else ""
-        if where and self.column is not None:
-            where += f", column {self.column}"
-        return f"{where}: {self.message}" if where else self.message
 
 
 @dataclass
@@ -91,10 +74,8 @@ def to_grammar(spec: ConstraintSpec) -> str:
     if kind == "any_json":
         return LLMatcher.grammar_from_json_schema(ANY_JSON_SCHEMA, defaults=JSON_COMPILE_DEFAULTS)
     if kind == "json_schema":
-        from engine.constraints.sources import _check_json_schema_text
-
         label = spec.name or "JSON schema"
-        schema = _check_json_schema_text(spec.source, label)
+        schema = parse_json_schema(spec.source, label)
         if schema is False:
             diag = Diagnostic("Unsatisfiable schema: the schema is false, so nothing matches it")
             raise ConstraintError(f"{label}: {diag}", [diag])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from engine.constraints.bench import run_constraint_bench
+from benchmarks.constraints import run_constraint_bench
 
 KEYS = {
     "constrained_ratio",

@@ -1,6 +1,6 @@
 """The engine-level prefix-cache session: every reusable token is reused."""
 
-from engine.bench_session import run_session_hit_rate
+from benchmarks.session import run_session_hit_rate
 
 
 def test_scripted_session_reuses_what_a_perfect_cache_would(tiny_engine) -> None:

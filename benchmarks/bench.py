@@ -1,7 +1,9 @@
-"""`python -m engine bench`: the engine's figures, each measured side by side in one run.
+"""`python -m benchmarks` (also `python -m engine bench`): the engine's figures, each
+measured side by side in one run.
 
-Sections: `decode` (engine vs mlx-lm's stream_generate), `constraints` (issue 3),
-`trie` and `session` (issue 7). Each returns a flat dict of figures; `--json` prints them merged.
+Sections: `decode` (engine vs mlx-lm's stream_generate), `constraints` (constrained vs free
+decoding), `trie` and `session` (the prefix cache). Each returns a flat dict of figures;
+`--json` prints them merged into one object whose keys stay stable (new figures add keys).
 """
 
 from __future__ import annotations
@@ -72,13 +74,13 @@ def bench_decode(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _section_constraints(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    from engine.constraints.bench import run_constraint_bench
+    from benchmarks.constraints import run_constraint_bench
 
     return run_constraint_bench(engine, args)
 
 
 def _section_trie(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    from engine.bench_trie import run_trie_bench
+    from benchmarks.trie import run_trie_bench
 
     # One uncached run at the last turn, one repeat: a CPU prefills ~100x slower than a Mac.
     return engine.run(
@@ -87,7 +89,7 @@ def _section_trie(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _section_session(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    from engine.bench_session import run_session_hit_rate
+    from benchmarks.session import run_session_hit_rate
 
     figures = run_session_hit_rate(engine)
     figures.pop("engine_session_steps")
@@ -100,6 +102,29 @@ SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "trie": _section_trie,
     "session": _section_session,
 }
+
+
+def build_parser(prog: str = "python -m benchmarks") -> argparse.ArgumentParser:
+    """The benchmark's options (shared by `python -m benchmarks` and `python -m engine bench`)."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Measure the engine against mlx-lm and itself, side by side."
+    )
+    parser.add_argument("--model", default="default", help="model spec (default: the default)")
+    parser.add_argument("--tokens", type=int, default=64, help="tokens to decode per run")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=list(SECTIONS),
+        help="run only this section (repeatable)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m benchmarks") -> int:
+    """Parse `argv` and run the benchmark."""
+    return run_bench(build_parser(prog).parse_args(argv))
 
 
 def run_bench(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""Constrained vs free decoding, measured side by side: the figures of `python -m engine bench`.
+"""Constrained vs free decoding, measured side by side (the `constraints` bench section).
 
 Every comparison runs the same model, prompt and greedy sampling, and the same number of
 tokens: a warm-up constrained run fixes the count and the free runs stop there (ignoring
@@ -115,8 +115,8 @@ def measure_constraints(
     if stress:
         import mlx_lm
 
+        from benchmarks.tiny_model import build_tiny_model
         from engine.models import ensure_default_model
-        from engine.tiny_model import build_tiny_model
 
         with tempfile.TemporaryDirectory(prefix="corral-tiny-") as folder:
             build_tiny_model(folder, ensure_default_model())
