@@ -58,9 +58,18 @@ class McpBridge(QObject):
     _snapshots = Signal(object)
     _callDone = Signal(str, object)
 
-    def __init__(self, store: Any, config_path: str | Path, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        store: Any,
+        config_path: str | Path,
+        parent: QObject | None = None,
+        *,
+        start_timeout: float = 60.0,
+    ) -> None:
+        """`start_timeout` bounds each server's start (launch, handshake, tool list)."""
         super().__init__(parent)
         self.store = store
+        self.start_timeout = start_timeout
         self.config_path = Path(config_path)
         self.config = McpConfig()
         self.problem = ""
@@ -143,6 +152,7 @@ class McpBridge(QObject):
             self._hub = McpHub(
                 self.config,
                 call_timeout=self.call_timeout,
+                start_timeout=self.start_timeout,
                 on_change=self._snapshots.emit,  # hub thread -> queued to the GUI thread
             )
             self._hub.start(self.disabled_servers())
@@ -174,7 +184,6 @@ class McpBridge(QObject):
         disabled = self.disabled_tools()
         disabled = disabled - {(server, tool)} if enabled else disabled | {(server, tool)}
         self.store.set_setting(_DISABLED_TOOLS, sorted([s, t] for s, t in disabled))
-        self.serversChanged.emit(self.snapshots)
 
     def restart(self, name: str) -> None:
         if self._hub is not None:

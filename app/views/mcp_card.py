@@ -181,9 +181,9 @@ class McpCallCard(QFrame):
             )
         elif kind == "resource_link":
             name, uri = block.get("name", ""), block.get("uri", "")
-            text = f"🔗 {name} — {uri}" + (
-                f"\n{block['description']}" if block.get("description") else ""
-            )
+            text = f"Link: {name} — {uri}"
+            if block.get("description"):
+                text += f"\n{block['description']}"
             self.body_layout.addWidget(_label(text, "toolResult", self.body))
         elif kind == "resource":
             text = f"{block.get('uri', '')}\n{block.get('text', '')}".strip()

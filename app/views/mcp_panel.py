@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QPlainTextEdit,
     QPushButton,
@@ -62,8 +63,10 @@ class McpPanel(QWidget):
         self.tree = QTreeWidget(self)
         self.tree.setObjectName("mcpServers")
         self.tree.setHeaderLabels(["Server / tool", "State"])
-        self.tree.setColumnWidth(0, 200)
-        self.tree.setMinimumHeight(120)
+        self.tree.header().setStretchLastSection(False)
+        self.tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.tree.header().setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        self.tree.setMinimumHeight(140)
         layout.addWidget(self.tree, 1)
         row = QHBoxLayout()
         self.detail = QLabel(self)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QSplitter
+from PySide6.QtWidgets import QFrame, QScrollArea, QSplitter
 
 from app.jobs.mcp_calls import McpCalls
 from app.jobs.mcp_job import McpBridge
@@ -29,10 +29,16 @@ def install_mcp(window: Any, bridge: McpBridge | None = None) -> McpBridge:
     if bridge is None:
         bridge = McpBridge(window.store, default_config_path(), window)
     panel = McpPanel(bridge, window)
+    scroll = QScrollArea(window)  # a short dock scrolls instead of squeezing the panel
+    scroll.setWidgetResizable(True)
+    scroll.setFrameShape(QFrame.Shape.NoFrame)
+    scroll.setWidget(panel)
     area = QSplitter(Qt.Orientation.Vertical, window)
     area.setObjectName("toolsArea")
     area.addWidget(window.tools_panel)
-    area.addWidget(panel)
+    area.addWidget(scroll)
+    area.setStretchFactor(0, 1)
+    area.setStretchFactor(1, 1)
     window.tools_dock.setWidget(area)
     calls = McpCalls(window.controller, bridge, window)
     window.controller.tool_source = calls
