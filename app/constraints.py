@@ -1,20 +1,22 @@
 """Constraint files and pasted grammars, checked before the GUI applies them.
 
 The engine's constraint sources and validation (engine.constraints.sources / .validate,
-no MLX) do the work; the GUI gets a `Checked`: a ConstraintSpec ready for a request, or
-problems with line and column, never an exception. Everything here may block (grammars are
-compiled), so the GUI runs it on a worker thread.
+no MLX) do the work; the GUI gets a `Checked`: a ConstraintSpec ready for a request (its
+grammar compiled once, for the loaded model when there is one) or the problems as
+Diagnostics with file, line and column, never an exception. Everything here may block
+(grammars are compiled), so the GUI runs it on a worker thread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.constraints import ConstraintError, sources, validate
-from engine.types import ConstraintKind, ConstraintSpec
+from engine.constraints import ConstraintError, sources
+from engine.constraints.validate import validate_constraint
+from engine.types import ConstraintKind, ConstraintSpec, Diagnostic, ValidationReport
 
 KIND_LABELS = {
     "json_schema": "JSON schema",
@@ -24,29 +26,19 @@ KIND_LABELS = {
     "any_json": "Any JSON",
 }
 
-
-@dataclass(frozen=True)
-class Problem:
-    """An error or warning about a constraint, with where it is when known."""
-
-    message: str
-    line: int | None = None
-    column: int | None = None
-
-    def __str__(self) -> str:
-        if self.line is None:
-            return self.message
-        where = f"line {self.line}" + (f", column {self.column}" if self.column else "")
-        return f"{where}: {self.message}"
+# Checks a spec and compiles it: the engine bridge's `check_constraint` (for the loaded
+# model's tokenizer) or, with no engine, plain validation.
+Checker = Callable[[ConstraintSpec], ValidationReport]
 
 
 @dataclass
 class Checked:
-    """The outcome of checking a constraint: a spec to apply, or the errors that stop it."""
+    """The outcome of checking a constraint: a spec to apply (carrying its compiled
+    grammar), or the errors that stop it."""
 
     spec: ConstraintSpec | None
-    errors: list[Problem] = field(default_factory=list)
-    warnings: list[Problem] = field(default_factory=list)
+    errors: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
     path: str | None = None
 
     @property
@@ -55,6 +47,7 @@ class Checked:
 
 
 def spec_to_dict(spec: ConstraintSpec, path: str | None = None) -> dict[str, Any]:
+    """What the store keeps of a constraint (its compiled grammar is rebuilt, not stored)."""
     return {"kind": spec.kind, "source": spec.source, "name": spec.name, "path": path}
 
 
@@ -64,37 +57,31 @@ def spec_from_dict(data: dict[str, Any]) -> ConstraintSpec:
     )
 
 
-def _problems(diagnostics: Any) -> list[Problem]:
-    return [Problem(d.message, d.line, d.column) for d in diagnostics]
-
-
-def _check(make_spec: Callable[[], ConstraintSpec], path: str | None) -> Checked:
+def _check(make_spec: Callable[[], ConstraintSpec], check: Checker, path: str | None) -> Checked:
     try:
         spec = make_spec()
     except ConstraintError as exc:
-        return Checked(None, _problems(exc.diagnostics) or [Problem(str(exc))], path=path)
-    report = validate.validate_constraint(spec)
-    errors, warnings = _problems(report.errors), _problems(report.warnings)
-    return Checked(None if errors else spec, errors, warnings, path)
+        errors = exc.diagnostics or [Diagnostic(str(exc), file=path)]
+        return Checked(None, errors, path=path)
+    report = check(spec)
+    if path is not None:  # problems llguidance found are about the file too
+        report.errors = [replace(d, file=path) for d in report.errors]
+        report.warnings = [replace(d, file=path) for d in report.warnings]
+    return Checked(report.spec if report.ok else None, report.errors, report.warnings, path)
 
 
-def _strip_path(message: str, path: str | Path) -> str:
-    """The GUI names the file itself; drop the engine's "PATH: " prefix."""
-    for prefix in (f"{Path(path).expanduser()}: ", f"{Path(path).name}: "):
-        if message.startswith(prefix):
-            return message[len(prefix) :]
-    return message
+def check_file(path: str | Path, check: Checker = validate_constraint) -> Checked:
+    """Read, validate and compile a constraint file (blocking)."""
+    return _check(lambda: sources.constraint_from_file(path), check, str(path))
 
 
-def check_file(path: str | Path) -> Checked:
-    """Read and validate a constraint file (blocking)."""
-    checked = _check(lambda: sources.constraint_from_file(path), str(path))
-    checked.errors = [
-        Problem(_strip_path(e.message, path), e.line, e.column) for e in checked.errors
-    ]
-    return checked
+def check_source(
+    kind: ConstraintKind, source: str, name: str = "", check: Checker = validate_constraint
+) -> Checked:
+    """Validate and compile pasted or loaded constraint text of `kind` (blocking)."""
+    return _check(lambda: sources.constraint_from_text(source, kind, name), check, None)
 
 
-def check_source(kind: ConstraintKind, source: str, name: str = "") -> Checked:
-    """Validate pasted or loaded constraint text of `kind` (blocking)."""
-    return _check(lambda: sources.constraint_from_text(source, kind, name), None)
+def check_spec(spec: ConstraintSpec, check: Checker = validate_constraint) -> Checked:
+    """Validate and compile a constraint the store kept (blocking)."""
+    return _check(lambda: spec, check, None)

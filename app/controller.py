@@ -2,22 +2,35 @@
 
 It decides what a user action means for the message tree (send, stop, regenerate, edit
 and branch, switch branch, answer a tool call), builds the engine request from the active
-path and the conversation's settings, and saves each reply when it finishes. Views only
-call these methods and listen to the signals.
+path and the conversation's settings, and saves each reply when it finishes. It keeps each
+conversation's constraint compiled (checked once, reused by every request) and says what
+the chips above the composer show: the constraint, whether it is joined with the tools or
+paused while they are on, and the tools with what Corral cannot enforce about them.
+Views only call these methods and listen to the signals.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from app.constraints import spec_from_dict
+from app.constraints import Checked, check_spec, spec_from_dict, spec_to_dict
 from app.jobs.engine_bridge import EngineBridge, ReplyJob
-from app.store import DEFAULT_TITLE, Conversation, Message, Store
-from app.tools import enabled_tool_definitions
+from app.jobs.thread import run_task
+from app.store import DEFAULT_TITLE, Conversation, Message, Store, ToolsConfig
+from app.tools import enabled_tool_definitions, enabled_tool_warnings
 from engine.mcp.turn import DEFAULT_MAX_STEPS, tool_choice_for_step
-from engine.types import ChatRequest, ChatResult, StopReason
+from engine.types import (
+    ChatMessage,
+    ChatRequest,
+    ChatResult,
+    ConstraintSpec,
+    ConstraintUse,
+    StopReason,
+    ToolChoiceOption,
+)
 
 TITLE_LENGTH = 48
 
@@ -30,6 +43,19 @@ def _steps_since_user(path: list[Message]) -> int:
             break
         steps += message.role == "assistant" and bool(message.meta.get("tool_calls"))
     return steps
+
+
+@dataclass(frozen=True)
+class ChipState:
+    """What the chips above the composer show for the open conversation."""
+
+    constraint: ConstraintSpec | None = None
+    # with tools on: the constraint joined with them (a reply fits it or is a tool call),
+    # or paused (only calls are allowed, or the model's calls could pass for its text)
+    constraint_use: ConstraintUse | None = None
+    tools: tuple[str, ...] = ()
+    tool_choice: str = "auto"
+    tool_warnings: tuple[str, ...] = ()
 
 
 def _title_from(text: str) -> str:
@@ -51,6 +77,7 @@ class ChatController(QObject):
     notice = Signal(str)  # a message for the user (errors included)
     toolCallsReady = Signal(int, object)  # conversation id, the saved reply's tool calls
     stopRequested = Signal()  # Stop: tool calls in flight are cancelled too
+    chipsChanged = Signal()  # chip_state() changed for the open conversation
 
     def __init__(self, store: Store, bridge: EngineBridge, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -64,6 +91,11 @@ class ChatController(QObject):
         # and max_steps; None offers no MCP tools.
         self.tool_source: Any = None
         self._tools_running = False
+        # per conversation id: its constraint as checked and compiled, what the last reply
+        # with tools did with that constraint, and what Corral cannot enforce of its tools
+        self._constraints: dict[int, ConstraintSpec] = {}
+        self._constraint_use: dict[int, ConstraintUse] = {}
+        self._tool_warnings: dict[int, tuple[str, ...]] = {}
 
     # ---- conversations ----
 
@@ -99,6 +131,9 @@ class ChatController(QObject):
         self.store.set_setting("last_conversation", conversation_id)
         self.conversationOpened.emit(conversation_id)
         self.pathChanged.emit()
+        self._prepare_constraint(conversation_id)
+        self._check_tools(conversation_id)
+        self.chipsChanged.emit()
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         self.store.rename_conversation(conversation_id, title)
@@ -156,12 +191,6 @@ class ChatController(QObject):
     def reply_conversation_id(self) -> int | None:
         """The conversation the reply in flight belongs to (None when idle)."""
         return self._reply_conversation if self.busy else None
-
-    def can_regenerate(self) -> bool:
-        path = [] if self.busy else self.path()
-        return bool(path) and (
-            path[-1].role in ("user", "tool") or any(m.role == "assistant" for m in path)
-        )
 
     def regenerate(self) -> bool:
         """Generate a new version of the last reply; the old one stays as a branch."""
@@ -245,10 +274,113 @@ class ChatController(QObject):
             self._start_reply(message)
         return True
 
+    # ---- constraint and tools ----
+
+    def set_constraint(self, spec: ConstraintSpec | None, path: str | None = None) -> None:
+        """Constrain the open conversation's next replies to `spec` (checked and compiled:
+        see app.constraints), or lift the constraint."""
+        if self.conversation_id is None:
+            self.new_conversation()
+        cid = self.conversation_id
+        assert cid is not None
+        self.store.set_constraint(cid, spec_to_dict(spec, path) if spec is not None else None)
+        self._constraint_use.pop(cid, None)
+        if spec is not None and spec.compiled is not None:
+            self._constraints[cid] = spec
+        else:
+            self._constraints.pop(cid, None)
+            self._prepare_constraint(cid)
+        self.chipsChanged.emit()
+
+    def set_tools(self, config: ToolsConfig) -> None:
+        """The open conversation's tools (definitions, built-ins, tool_choice)."""
+        if self.conversation_id is None:
+            return
+        self.store.set_tools(self.conversation_id, config)
+        self._constraint_use.pop(self.conversation_id, None)
+        self._check_tools(self.conversation_id)
+        self.chipsChanged.emit()
+
+    def chip_state(self) -> ChipState:
+        """The constraint and tools chips of the open conversation."""
+        conv = self.conversation
+        if conv is None:
+            return ChipState()
+        constraint = self._constraint_for(conv)
+        tools = enabled_tool_definitions(conv.tools)
+        names = tuple(str(t.get("function", t).get("name", "?")) for t in tools)
+        choice = conv.tools.tool_choice if tools else "auto"
+        use: ConstraintUse | None = None
+        if constraint is not None and tools:
+            if choice == "none":
+                use = "alone"
+            elif choice != "auto":
+                use = "paused"  # "required" or a named tool: only calls may be written
+            else:  # joined, unless the last reply found the model's calls could pass for it
+                use = self._constraint_use.get(conv.id, "with_tools")
+        return ChipState(
+            constraint=constraint,
+            constraint_use=use,
+            tools=names,
+            tool_choice=choice,
+            tool_warnings=self._tool_warnings.get(conv.id, ()) if tools else (),
+        )
+
+    def _constraint_for(self, conv: Conversation) -> ConstraintSpec | None:
+        """The conversation's constraint: the compiled one if it is still the stored one."""
+        if not conv.constraint:
+            return None
+        stored = spec_from_dict(conv.constraint)
+        compiled = self._constraints.get(conv.id)
+        return compiled if compiled == stored else stored  # equality ignores `compiled`
+
+    def _prepare_constraint(self, conversation_id: int) -> None:
+        """Check and compile a stored constraint off the GUI thread, once per session."""
+        conv = self.store.conversation(conversation_id)
+        if conv is None or not conv.constraint:
+            return
+        stored = spec_from_dict(conv.constraint)
+        if self._constraints.get(conversation_id) == stored:
+            return
+        check = self.bridge.check_constraint
+
+        def done(checked: Checked | None, error: BaseException | None) -> None:
+            current = self.store.conversation(conversation_id)
+            if checked is None or current is None or not current.constraint:
+                return
+            if spec_from_dict(current.constraint) != stored:
+                return  # replaced meanwhile
+            if checked.ok and checked.spec is not None:
+                self._constraints[conversation_id] = checked.spec
+            elif conversation_id == self.conversation_id:
+                problems = "; ".join(str(d) for d in checked.errors)
+                self.notice.emit(f"{stored.name or 'The constraint'} no longer checks: {problems}")
+
+        run_task(lambda: check_spec(stored, check), done)
+
+    def _check_tools(self, conversation_id: int) -> None:
+        """Find, off the GUI thread, what Corral cannot enforce of the conversation's tools."""
+        conv = self.store.conversation(conversation_id)
+        if conv is None or not enabled_tool_definitions(conv.tools):
+            self._tool_warnings.pop(conversation_id, None)
+            return
+        config = conv.tools
+
+        def done(warnings: list[str] | None, error: BaseException | None) -> None:
+            current = self.store.conversation(conversation_id)
+            if current is None or current.tools != config:
+                return  # changed meanwhile
+            found = list(warnings or []) + ([str(error)] if error is not None else [])
+            self._tool_warnings[conversation_id] = tuple(found)
+            if conversation_id == self.conversation_id:
+                self.chipsChanged.emit()
+
+        run_task(lambda: enabled_tool_warnings(config), done)
+
     # ---- the reply ----
 
     def build_request(self, upto: list[Message], conv: Conversation) -> ChatRequest:
-        messages: list[dict[str, Any]] = []
+        messages: list[ChatMessage] = []
         if conv.settings.system_prompt.strip():
             messages.append({"role": "system", "content": conv.settings.system_prompt})
         messages += [m.to_chat_message() for m in upto]
@@ -256,7 +388,7 @@ class ChatController(QObject):
         if self.tool_source is not None:
             reserved = [t.get("function", t).get("name") for t in tools]
             tools += self.tool_source.tool_definitions(reserved)
-        choice = conv.tools.tool_choice if tools else "auto"
+        choice: ToolChoiceOption = conv.tools.tool_choice if tools else "auto"
         if choice != "none":
             # "required" or a named tool applies to the answer to the user; once results are
             # in, the model may answer in text, and after max_steps rounds of calls it must.
@@ -265,7 +397,7 @@ class ChatController(QObject):
         return ChatRequest(
             messages=messages,
             sampling=conv.settings.to_sampling(),
-            constraint=spec_from_dict(conv.constraint) if conv.constraint else None,
+            constraint=self._constraint_for(conv),
             tools=tools or None,
             tool_choice=choice,
         )
@@ -291,6 +423,7 @@ class ChatController(QObject):
     def _on_finished(self, result: ChatResult) -> None:
         parent, self._reply_parent = self._reply_parent, None
         self.job = None
+        self._note_tool_outcome(result)
         # An empty reply that ended normally is kept (and shown as such); an empty one that
         # was stopped or failed is not.
         keep = bool(result.text or result.tool_calls) or (
@@ -320,3 +453,16 @@ class ChatController(QObject):
         self.busyChanged.emit(self.busy)
         self.replyFinished.emit(result)
         self.pathChanged.emit()
+
+    def _note_tool_outcome(self, result: ChatResult) -> None:
+        """Keep what a reply with tools did with the constraint, and its tool warnings."""
+        cid = self._reply_conversation
+        if cid is None or result.error is not None:
+            return
+        if result.constraint_use is not None:
+            self._constraint_use[cid] = result.constraint_use
+        if result.warnings:
+            self._tool_warnings[cid] = tuple(result.warnings)
+        if result.constraint_use is not None or result.warnings:
+            if cid == self.conversation_id:
+                self.chipsChanged.emit()

@@ -38,9 +38,9 @@ def _mlx_lm_decode_tps(loaded: Any, tokens: int) -> tuple[float, int]:
     from mlx_lm import stream_generate
     from mlx_lm.sample_utils import make_sampler
 
-    from engine.prompt import render_prompt
+    from engine.prompt import encode_chat
 
-    prompt = render_prompt(loaded.tokenizer, [{"role": "user", "content": BENCH_PROMPT}])
+    prompt = encode_chat(loaded.tokenizer, [{"role": "user", "content": BENCH_PROMPT}])
     stamps = []
     for _ in stream_generate(
         loaded.model, loaded.tokenizer, prompt, max_tokens=tokens, sampler=make_sampler(temp=0.0)

@@ -20,7 +20,7 @@ import mlx.core as mx
 from mlx_lm.models import cache as mlx_cache
 
 from engine.memory import model_nbytes, plan_memory
-from engine.prompt_cache import PromptCache, PromptCacheTrie, cache_arrays
+from engine.prompt_cache import KVState, PromptCacheTrie, cache_arrays
 
 _WORDS = (
     "the planet orbit moon star light system water ice rock gas giant ring storm wind dust "
@@ -63,9 +63,7 @@ def _lcp(a: list[int], b: list[int]) -> int:
     return n
 
 
-def _feed(
-    model: Any, cache: PromptCache, tokens: list[int], step: int, logits: bool = True
-) -> None:
+def _feed(model: Any, cache: KVState, tokens: list[int], step: int, logits: bool = True) -> None:
     """Prefill as mlx-lm does: all but the last token in chunks of `step` (cache only, so the
     vocabulary-wide head never runs on them), then the last token's logits and its argmax."""
     if not tokens:
@@ -79,7 +77,7 @@ def _feed(
         mx.eval(first, cache_arrays(cache))
 
 
-def _snapshot(cache: PromptCache) -> PromptCache:
+def _snapshot(cache: KVState) -> KVState:
     """An evaluated deep copy: the cache exactly as it is, buffers and slack included."""
     out = copy.deepcopy(cache)
     mx.eval(cache_arrays(out))
@@ -156,7 +154,7 @@ class _Session:
         return out
 
 
-def _one_token(cache: PromptCache, shapes: Sequence[tuple[tuple[int, ...], Any]]) -> None:
+def _one_token(cache: KVState, shapes: Sequence[tuple[tuple[int, ...], Any]]) -> None:
     """What reuse costs before the next forward pass can run: take one token, evaluate."""
     for c, (shape, dtype) in zip(cache, shapes, strict=True):
         kv = mx.zeros(shape, dtype)
@@ -212,23 +210,23 @@ def _lookup_costs(model: Any, n: int, reps: int, rng: random.Random) -> dict[str
             after(cache)
         return statistics.median(times)
 
-    def trie_extend() -> tuple[PromptCache, Any]:
+    def trie_extend() -> tuple[KVState, Any]:
         cache, got = trie.fetch(model, extend)
         _expect(got, n)
 
-        def give_back(c: PromptCache) -> None:
+        def give_back(c: KVState) -> None:
             mlx_cache.trim_prompt_cache(c, 1)
             trie.store(tokens, c)
 
         return cache, give_back
 
-    def trie_branch() -> tuple[PromptCache, Any]:
+    def trie_branch() -> tuple[KVState, Any]:
         cache, got = trie.fetch(model, branch)
         _expect(got, shared)
         return cache, lambda c: None
 
     def lru_fetch(query: list[int]) -> Any:
-        def fetch() -> tuple[PromptCache, Any]:
+        def fetch() -> tuple[KVState, Any]:
             cache, _rest = lru.fetch_nearest_cache("model", query)
             return cache, lambda c: None
 
@@ -350,7 +348,7 @@ def run_trie_bench(
         "trie_reasoning_dropped_prompt_tokens": second["prompt_tokens"],
         "trie_switch_back_cached_tokens": back["cached_tokens"],
         "trie_switch_back_prompt_tokens": back["prompt_tokens"],
-        "trie_stats": trie.stats(),
+        "trie_stats": trie.stats().to_dict(),
     }
     for n, costs in lookups.items():
         label = _label(n)

@@ -11,10 +11,17 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from engine.errors import CorralError
-from engine.types import ChatRequest, ConstraintSpec, LoadProgress, SamplingSettings, TextDelta
+from engine.types import (
+    ChatMessage,
+    ChatRequest,
+    ConstraintSpec,
+    LoadProgress,
+    SamplingSettings,
+    TextDelta,
+    ToolDefinition,
+)
 
 
 def _progress_printer(enabled: bool) -> Callable[[LoadProgress], None]:
@@ -40,7 +47,7 @@ def _constraint_from_args(args: argparse.Namespace) -> ConstraintSpec | None:
     return None
 
 
-def _tools_from_args(args: argparse.Namespace) -> list[dict[str, Any]] | None:
+def _tools_from_args(args: argparse.Namespace) -> list[ToolDefinition] | None:
     if not args.tools:
         return None
     from engine.tools import load_tools
@@ -51,7 +58,7 @@ def _tools_from_args(args: argparse.Namespace) -> list[dict[str, Any]] | None:
 def cmd_chat(args: argparse.Namespace) -> int:
     from engine.engine import Engine
 
-    messages = []
+    messages: list[ChatMessage] = []
     if args.system:
         messages.append({"role": "system", "content": args.system})
     messages.append({"role": "user", "content": args.prompt})

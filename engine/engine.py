@@ -1,8 +1,11 @@
 """The Engine: owns a model on one long-lived thread and streams chat replies from it.
 
 MLX streams belong to the thread that created them, so loading, prefill and decoding
-all run on the engine's own thread. Callers submit work and get events back through a
-callback (called on the engine thread) and/or a blocking iterator.
+all run on the engine's own thread, which alone touches the model, the prompt cache and
+the matchers. Callers submit work and get events back through a callback (called on the
+engine thread) or a blocking iterator. What other threads may read about the engine (the
+model, its memory plan, the cache's figures) the engine thread publishes as an immutable
+EngineSnapshot after every change.
 """
 
 from __future__ import annotations
@@ -13,63 +16,80 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from engine.errors import EngineClosedError
 from engine.types import (
+    CacheStats,
     ChatEvent,
     ChatRequest,
     ChatResult,
+    ConstraintSpec,
+    EngineSnapshot,
     Finished,
     GenerationStats,
     LoadProgress,
+    MemoryPlan,
     ModelInfo,
     StopReason,
+    ValidationReport,
 )
 from engine.worker import acquire_worker, release_worker
+
+if TYPE_CHECKING:
+    import llguidance
+
+    from engine.memory import WiredLimit
+    from engine.models import LoadedModel
+    from engine.prompt_cache import KVState
 
 T = TypeVar("T")
 EventFn = Callable[[ChatEvent], None]
 
 
 class PromptCacheStore(Protocol):
-    """Where KV caches come from and go back to between requests."""
+    """Where KV states come from and go back to between requests (engine thread only)."""
 
-    def fetch(self, model: Any, tokens: list[int]) -> tuple[list[Any], int]: ...
-    def store(self, tokens: list[int], cache: list[Any]) -> None: ...
-    def stats(self) -> dict[str, Any]: ...
+    def fetch(self, model: Any, tokens: list[int]) -> tuple[KVState, int]: ...
+    def store(self, tokens: list[int], cache: KVState) -> None: ...
+    def stats(self) -> CacheStats: ...
     def clear(self) -> None: ...
 
 
 class NoPromptCache:
     """Recompute every prompt from scratch (the baseline the prefix cache is measured against)."""
 
-    def fetch(self, model: Any, tokens: list[int]) -> tuple[list[Any], int]:
+    def fetch(self, model: Any, tokens: list[int]) -> tuple[KVState, int]:
         from mlx_lm.models.cache import make_prompt_cache
 
         return make_prompt_cache(model), 0
 
-    def store(self, tokens: list[int], cache: list[Any]) -> None:
+    def store(self, tokens: list[int], cache: KVState) -> None:
         pass
 
-    def stats(self) -> dict[str, Any]:
-        return {"entries": 0, "bytes": 0}
+    def stats(self) -> CacheStats:
+        return CacheStats()
 
     def clear(self) -> None:
         pass
 
 
-@dataclass
 class RequestHandle:
-    """A submitted chat request: cancel it, iterate its events, or wait for its result."""
+    """A submitted chat request: cancel it, and take its events or wait for its result.
 
-    id: int
-    request: ChatRequest
-    on_event: EventFn | None = None
-    cancel_event: threading.Event = field(default_factory=threading.Event)
-    _events: queue.Queue[ChatEvent] = field(default_factory=queue.Queue)
-    _done: Future[ChatResult] = field(default_factory=Future)
+    Events go to the `on_event` callback (on the engine thread) when one is given, else
+    into a queue that `events()` drains: never both, so a long reply is held once.
+    """
+
+    def __init__(
+        self, request_id: int, request: ChatRequest, on_event: EventFn | None = None
+    ) -> None:
+        self.id = request_id
+        self.request = request
+        self.on_event = on_event
+        self.cancel_event = threading.Event()
+        self._events: queue.Queue[ChatEvent] | None = queue.Queue() if on_event is None else None
+        self._done: Future[ChatResult] = Future()
 
     def cancel(self) -> None:
         """Stop the request as soon as possible (within one prefill chunk or one token)."""
@@ -79,6 +99,11 @@ class RequestHandle:
     def cancelled(self) -> bool:
         return self.cancel_event.is_set()
 
+    @property
+    def backlog(self) -> int:
+        """Events emitted and not taken by `events()` yet (always 0 with a callback)."""
+        return self._events.qsize() if self._events is not None else 0
+
     def done(self) -> bool:
         return self._done.done()
 
@@ -87,7 +112,11 @@ class RequestHandle:
         return self._done.result(timeout)
 
     def events(self, timeout: float | None = None) -> Iterator[ChatEvent]:
-        """Yield this request's events until (and including) its Finished event."""
+        """Yield this request's events until (and including) its Finished event.
+
+        Only for requests submitted without a callback (the callback has them otherwise)."""
+        if self._events is None:
+            raise RuntimeError("this request's events go to its on_event callback")
         while True:
             event = self._events.get(timeout=timeout)
             yield event
@@ -95,9 +124,12 @@ class RequestHandle:
                 return
 
     def emit(self, event: ChatEvent) -> None:
-        self._events.put(event)
+        """Engine thread: hand `event` to the callback or the queue."""
         if self.on_event is not None:
             self.on_event(event)
+        else:
+            assert self._events is not None
+            self._events.put(event)
         if isinstance(event, Finished):
             self._done.set_result(event.result)
 
@@ -117,14 +149,19 @@ class Engine:
         (None: automatic); `reuse_prefixes=False` recomputes every prompt (for benchmarks)."""
         self._ids = itertools.count(1)
         self._closed = False
-        self._loaded: Any = None  # engine.models.LoadedModel, touched only on the engine thread
+        # Engine thread only: the model, the prompt cache, the wired limit.
+        self._loaded: LoadedModel | None = None
         self._prompt_cache_override = prompt_cache
         self.prompt_cache: PromptCacheStore = prompt_cache or NoPromptCache()
-        self.model_info: ModelInfo | None = None
-        self.memory_plan: Any = None  # engine.memory.MemoryPlan of the loaded model
+        self._memory_plan: MemoryPlan | None = None
         self._kv_budget_setting = kv_budget_bytes
         self._reuse_prefixes = reuse_prefixes
-        self._wired: Any = None
+        self._wired: WiredLimit | None = None
+        self._requests_done = 0
+        # Published for other threads: replaced whole, never changed in place.
+        self._snapshot = EngineSnapshot()
+        self._constraint_tokenizer: llguidance.LLTokenizer | None = None
+        self._constraint_source: tuple[Any, set[int]] | None = None  # tokenizer, end ids
         self._worker = acquire_worker()
         self._drained = threading.Event()
 
@@ -142,19 +179,15 @@ class Engine:
             self._unload()
             loaded = load_model(spec, report)
             self._loaded = loaded
-            self.model_info = loaded.info
             self._after_load(loaded)
             return loaded.info
 
         return self._submit_call(job)
 
-    def unload(self) -> Future[None]:
-        """Release the model and its caches."""
-        return self._submit_call(self._unload)
-
     def submit(self, request: ChatRequest, on_event: EventFn | None = None) -> RequestHandle:
-        """Queue a chat request; events go to `on_event` (on the engine thread) and the handle."""
-        handle = RequestHandle(id=next(self._ids), request=request, on_event=on_event)
+        """Queue a chat request; its events go to `on_event` (called on the engine thread)
+        if given, else to the handle's `events()`."""
+        handle = RequestHandle(next(self._ids), request, on_event)
         self._put(lambda: self._run_chat(handle))
         return handle
 
@@ -162,20 +195,35 @@ class Engine:
         """Generate a whole reply and return it (blocking)."""
         return self.submit(request).result()
 
-    def set_kv_budget(self, kv_budget_bytes: int | None) -> Future[Any]:
+    def set_kv_budget(self, kv_budget_bytes: int | None) -> Future[MemoryPlan | None]:
         """Change the prompt-cache budget (None: automatic); returns the new memory plan."""
 
-        def job() -> Any:
+        def job() -> MemoryPlan | None:
             self._kv_budget_setting = kv_budget_bytes
             if self._loaded is not None:
                 self._plan_memory(self._loaded)
-            return self.memory_plan
+            self._publish()
+            return self._memory_plan
 
         return self._submit_call(job)
 
-    def cache_stats(self) -> dict[str, Any]:
-        """The prompt cache's figures (entries, bytes, hits, misses, evictions...)."""
-        return dict(self.prompt_cache.stats())
+    @property
+    def snapshot(self) -> EngineSnapshot:
+        """The engine's state as the engine thread last published it: the loaded model,
+        its memory plan, the prompt cache's figures. Safe to read from any thread."""
+        return self._snapshot
+
+    def check_constraint(self, spec: ConstraintSpec) -> ValidationReport:
+        """Check `spec` for the loaded model, on the calling thread (never the engine's: a
+        big grammar takes a while). With no errors the report's spec carries the grammar
+        compiled for this model's tokenizer, which requests with that spec then reuse."""
+        from engine.constraints.tokenizer import ll_tokenizer
+        from engine.constraints.validate import validate_constraint
+
+        tokenizer, source = self._constraint_tokenizer, self._constraint_source
+        if tokenizer is None and source is not None:  # loaded, still building: wait for it
+            tokenizer = ll_tokenizer(*source)
+        return validate_constraint(spec, tokenizer)
 
     def run(self, fn: Callable[[Any], T]) -> Future[T]:
         """Run `fn(loaded_model)` on the engine thread (for benchmarks and tests)."""
@@ -212,27 +260,54 @@ class Engine:
         self._put(job)
         return future
 
-    def _after_load(self, loaded: Any) -> None:
-        """Plan memory for the model that just loaded: wired limit and prompt-cache budget."""
+    def _publish(self) -> None:
+        """Replace the snapshot other threads read with the state as it is now."""
+        self._snapshot = EngineSnapshot(
+            model=self._loaded.info if self._loaded is not None else None,
+            memory=self._memory_plan,
+            cache=self.prompt_cache.stats(),
+            requests_done=self._requests_done,
+        )
+
+    def _after_load(self, loaded: LoadedModel) -> None:
+        """Plan memory for the model that just loaded (wired limit and prompt-cache budget),
+        publish it, and build llguidance's tokenizer for it in the background."""
         from engine.memory import WiredLimit
+        from engine.sampling import end_token_ids
 
         self._wired = WiredLimit()
         self._plan_memory(loaded)
+        self._publish()
+        self._constraint_source = (loaded.tokenizer, end_token_ids(loaded.tokenizer))
         threading.Thread(
-            target=_warm_constraint_tokenizer,
-            args=(loaded.tokenizer,),
+            target=self._warm_constraint_tokenizer,
+            args=self._constraint_source,
             name="corral-warm-llg",
             daemon=True,
         ).start()
 
-    def _plan_memory(self, loaded: Any) -> None:
+    def _warm_constraint_tokenizer(self, tokenizer: Any, ends: set[int]) -> None:
+        """Build llguidance's tokenizer (~1 s) so that neither the first constrained reply
+        nor a constraint check waits for it. It touches no MLX state: any thread will do."""
+        from engine.constraints.tokenizer import ll_tokenizer
+
+        try:
+            built = ll_tokenizer(tokenizer, ends)
+        except Exception:  # a tokenizer llguidance cannot use fails later, with its message
+            return
+        loaded = self._loaded
+        if loaded is not None and loaded.tokenizer is tokenizer:  # still the loaded model
+            self._constraint_tokenizer = built
+
+    def _plan_memory(self, loaded: LoadedModel) -> None:
         from engine.memory import plan_memory
         from engine.prompt_cache import PromptCacheTrie
 
         plan = plan_memory(loaded.info.weights_bytes, self._kv_budget_setting)
-        self.memory_plan = plan
+        self._memory_plan = plan
         # Runs on the engine thread between requests: no async eval is in flight.
-        self._wired.apply(plan)
+        if self._wired is not None:
+            self._wired.apply(plan)
         if self._prompt_cache_override is not None or not self._reuse_prefixes:
             return
         if isinstance(self.prompt_cache, PromptCacheTrie):
@@ -246,8 +321,9 @@ class Engine:
             self._wired.restore()
             self._wired = None
         self._loaded = None
-        self.model_info = None
-        self.memory_plan = None
+        self._constraint_tokenizer = self._constraint_source = None
+        self._memory_plan = None
+        self._publish()
 
     def _run_chat(self, handle: RequestHandle) -> None:
         from engine.generation import generate_reply
@@ -262,19 +338,9 @@ class Engine:
                 result = generate_reply(self._loaded, self.prompt_cache, handle, started)
             except Exception as exc:  # a bug or bad input must not kill the engine thread
                 result = _error_result(f"{type(exc).__name__}: {exc}", started)
+        self._requests_done += 1
+        self._publish()  # before Finished: whoever waits for the reply sees its effect
         handle.emit(Finished(result))
-
-
-def _warm_constraint_tokenizer(tokenizer: Any) -> None:
-    """Build llguidance's tokenizer (~1 s) in the background so the first constrained
-    reply does not wait for it. It touches no MLX state, so any thread will do."""
-    try:
-        from engine.constraints.tokenizer import ll_tokenizer
-        from engine.sampling import end_token_ids
-
-        ll_tokenizer(tokenizer, end_token_ids(tokenizer))
-    except Exception:  # a tokenizer llguidance cannot use fails later, with its message
-        pass
 
 
 def _error_result(message: str, started: float) -> ChatResult:

@@ -9,14 +9,15 @@ exactly the tokens it holds, also after a cancel or an error.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.decode import Cancelled, decode_free, prefill
-from engine.prompt import render_prompt
+from engine.prompt import encode_chat
+from engine.reply_text import ReplyText
 from engine.sampling import build_processors, build_sampler, end_token_ids, seed_generation
-from engine.streaming import ReplyText
 from engine.types import (
     ChatResult,
+    ConstraintUse,
     GenerationStats,
     PrefillProgress,
     StopReason,
@@ -24,8 +25,14 @@ from engine.types import (
     ToolCall,
 )
 
+if TYPE_CHECKING:
+    from engine.engine import PromptCacheStore, RequestHandle
+    from engine.models import LoadedModel
 
-def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) -> ChatResult:
+
+def generate_reply(
+    loaded: LoadedModel, prompt_cache: PromptCacheStore, handle: RequestHandle, started: float
+) -> ChatResult:
     """Generate the reply for `handle.request` with `loaded` (model + tokenizer)."""
     request = handle.request
     model, tokenizer = loaded.model, loaded.tokenizer
@@ -34,6 +41,7 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
 
     tool_plan = None
     constraint = request.constraint
+    constraint_use: ConstraintUse | None = None if constraint is None else "alone"
     if request.tools:
         from engine.tools import prepare_tool_request
 
@@ -43,11 +51,12 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
             request.tools,
             request.tool_choice,
             parallel_tool_calls=request.parallel_tool_calls,
+            user_constraint=constraint,
         )
         prompt_tokens = tool_plan.prompt_tokens
-        constraint = tool_plan.constraint or constraint
+        constraint, constraint_use = tool_plan.constraint, tool_plan.user_constraint
     else:
-        prompt_tokens = render_prompt(tokenizer, request.messages)
+        prompt_tokens = encode_chat(tokenizer, request.messages)
 
     stats = GenerationStats(prompt_tokens=len(prompt_tokens))
     seed_generation(settings)
@@ -159,6 +168,8 @@ def generate_reply(loaded: Any, prompt_cache: Any, handle: Any, started: float) 
         incomplete=incomplete,
         constraint_name=constraint.name or constraint.kind if constraint is not None else None,
         tool_calls=calls,
+        constraint_use=constraint_use,
+        warnings=tool_plan.warnings if tool_plan is not None else [],
         token_ids=list(fed),
         prompt_length=len(prompt_tokens),
     )

@@ -13,26 +13,14 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, cast
 
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
+from engine.types import MemoryPlan
+
 GiB = 1 << 30
-
-
-@dataclass(frozen=True)
-class MemoryPlan:
-    """Where a loaded model's memory goes. `warning` is a sentence the GUI can show as is."""
-
-    metal: bool
-    device_budget_bytes: int  # what the device may use: Metal working set, or machine memory
-    model_bytes: int
-    kv_budget_bytes: int  # for the prompt-cache trie
-    wired_limit_bytes: int | None  # None off Metal: nothing to wire
-    fits: bool
-    warning: str | None = None
 
 
 def _gb(n: int) -> str:

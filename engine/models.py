@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,8 +199,3 @@ def load_model(spec: str, on_progress: ProgressFn | None = None) -> LoadedModel:
     )
     report("Ready", 1.0)
     return LoadedModel(model=model, tokenizer=tokenizer, info=info)
-
-
-def remove_cached_import(gguf: str | os.PathLike[str]) -> None:
-    """Delete a cached import so the next load converts again."""
-    shutil.rmtree(imported_gguf_dir(Path(gguf).expanduser().resolve()), ignore_errors=True)

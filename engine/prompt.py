@@ -1,19 +1,19 @@
-"""Render chat messages into prompt tokens with the model's chat template."""
+"""Render chat messages with the model's chat template: as text, and as prompt tokens.
+
+`render_chat` is the one place a conversation becomes prompt text (tool requests add their
+tools and messages in `engine.tools.prompt` and render here too), so the same history gives
+the same text, and shares the prompt cache, with tools on or off.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-# Used when a model ships no chat template: ChatML, the most widely understood format.
-DEFAULT_CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
+from engine.tokenizer import ModelTokenizer
 
 
-def _plain_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _plain_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Templates without tool support choke on None content; give them strings."""
     out = []
     for m in messages:
@@ -24,22 +24,34 @@ def _plain_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def render_prompt(
+def render_chat(
     tokenizer: Any,
-    messages: list[dict[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    add_generation_prompt: bool = True,
+    **template_kwargs: Any,
+) -> str:
+    """`messages` as prompt text, by the tokenizer's chat template (or ChatML).
+
+    `tokenizer` is a ModelTokenizer, mlx-lm's TokenizerWrapper or a Hugging Face tokenizer;
+    `template_kwargs` go to the template (`tools=...`).
+    """
+    return ModelTokenizer.of(tokenizer).apply_chat_template(
+        _plain_messages(messages), add_generation_prompt=add_generation_prompt, **template_kwargs
+    )
+
+
+def encode_chat(
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
     *,
     add_generation_prompt: bool = True,
     **template_kwargs: Any,
 ) -> list[int]:
-    """Token ids of `messages` rendered by the tokenizer's chat template (or ChatML)."""
-    hf = getattr(tokenizer, "_tokenizer", tokenizer)
-    template = getattr(hf, "chat_template", None)
-    text = hf.apply_chat_template(
-        _plain_messages(messages),
-        chat_template=template or DEFAULT_CHAT_TEMPLATE,
-        add_generation_prompt=add_generation_prompt,
-        tokenize=False,
-        **template_kwargs,
+    """Token ids of `messages` rendered by `render_chat`."""
+    tok = ModelTokenizer.of(tokenizer)
+    text = render_chat(
+        tok, messages, add_generation_prompt=add_generation_prompt, **template_kwargs
     )
     # The template already wrote any BOS it wants; do not let the tokenizer add another.
-    return list(hf.encode(text, add_special_tokens=False))
+    return tok.encode(text)

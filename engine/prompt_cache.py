@@ -41,7 +41,10 @@ import mlx.core as mx
 from mlx.utils import tree_flatten, tree_map
 from mlx_lm.models import cache as mlx_cache
 
-PromptCache = list[Any]
+from engine.types import CacheStats
+
+# The KV state of some tokens: mlx-lm's prompt cache, one cache object per layer.
+KVState = list[Any]
 
 
 def _classes(*names: str) -> tuple[type[Any], ...]:
@@ -61,17 +64,17 @@ def _leaves(tree: Any) -> list[tuple[str, Any]]:
     return cast(list[tuple[str, Any]], tree_flatten(tree))
 
 
-def cache_arrays(cache: PromptCache) -> list[mx.array]:
+def cache_arrays(cache: KVState) -> list[mx.array]:
     """Every array a prompt cache holds."""
     return [v for c in cache for _, v in _leaves(c.state) if isinstance(v, mx.array)]
 
 
-def cache_nbytes(cache: PromptCache) -> int:
+def cache_nbytes(cache: KVState) -> int:
     """Bytes a prompt cache really holds, step-allocated slack included."""
     return sum(a.nbytes for a in cache_arrays(cache))
 
 
-def cache_length(cache: PromptCache) -> int | None:
+def cache_length(cache: KVState) -> int | None:
     """Tokens covered by a prompt cache (the layers' common offset); None if no layer says.
 
     Raises ValueError if the layers disagree, which means the cache is corrupt.
@@ -113,7 +116,7 @@ def _slice_layer(c: Any, n: int, compact: bool = False) -> Any:
     return out
 
 
-def _trim(cache: PromptCache, n: int) -> None:
+def _trim(cache: KVState, n: int) -> None:
     """Drop the last n tokens in place (mlx-lm's trim, which a ConcatenateKVCache ignores when it
     appends: cut its arrays too)."""
     mlx_cache.trim_prompt_cache(cache, n)
@@ -140,7 +143,7 @@ class _Node:
 class _Entry:
     __slots__ = ("node", "cache", "nbytes", "trimmable")
 
-    def __init__(self, node: _Node, cache: PromptCache, nbytes: int, trimmable: bool) -> None:
+    def __init__(self, node: _Node, cache: KVState, nbytes: int, trimmable: bool) -> None:
         self.node = node
         self.cache = cache
         self.nbytes = nbytes
@@ -154,7 +157,7 @@ class PromptCacheTrie:
         self,
         budget_bytes: int,
         *,
-        make_cache: Callable[[Any], PromptCache] | None = None,
+        make_cache: Callable[[Any], KVState] | None = None,
         steal_tail_tokens: int = 4,
     ) -> None:
         """`make_cache(model)` builds an empty cache on a miss (default: mlx-lm's
@@ -183,7 +186,7 @@ class PromptCacheTrie:
         self._entries: set[_Entry] = set()
         self._bytes = 0
         self._clock = 0
-        self._loan: tuple[PromptCache, _Entry, int] | None = None
+        self._loan: tuple[KVState, _Entry, int] | None = None
         self._handed_out: _Node | None = None  # node of the last entry handed out in place
         self._counts = dict.fromkeys(
             (
@@ -200,7 +203,7 @@ class PromptCacheTrie:
             0,
         )
 
-    def fetch(self, model: Any, tokens: Sequence[int]) -> tuple[PromptCache, int]:
+    def fetch(self, model: Any, tokens: Sequence[int]) -> tuple[KVState, int]:
         """Return (cache, n_cached): a cache holding the KV state of tokens[:n_cached], with
         n_cached <= len(tokens) - 1, owned by the caller. A miss gives a fresh cache and 0."""
         self._check_model(model)
@@ -257,7 +260,7 @@ class PromptCacheTrie:
         self._counts["cached_tokens_total"] += n
         return cache, n
 
-    def store(self, tokens: Sequence[int], cache: PromptCache) -> None:
+    def store(self, tokens: Sequence[int], cache: KVState) -> None:
         """Keep `cache`, whose KV state covers `tokens` (or the first part of them that was
         computed before a cancel), by reference, then evict LRU entries to stay in budget."""
         tokens = list(tokens)
@@ -309,17 +312,17 @@ class PromptCacheTrie:
         self._prune_handed_out()
         self._evict_to_budget()
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> CacheStats:
         """Entries, bytes, budget and counters since the last `clear`."""
         c = self._counts
-        return {
-            "entries": len(self._entries),
-            "bytes": self._bytes,
-            "budget_bytes": self._budget,
-            "stored_tokens": sum(e.node.depth for e in self._entries),
+        return CacheStats(
+            entries=len(self._entries),
+            bytes=self._bytes,
+            budget_bytes=self._budget,
+            stored_tokens=sum(e.node.depth for e in self._entries),
             **c,
-            "hit_rate": c["cached_tokens_total"] / max(1, c["prompt_tokens_total"]),
-        }
+            hit_rate=c["cached_tokens_total"] / max(1, c["prompt_tokens_total"]),
+        )
 
     # -- tree ------------------------------------------------------------------------------------
 
@@ -390,7 +393,7 @@ class PromptCacheTrie:
             stack.extend(n.children.values())
         return best
 
-    def _add(self, node: _Node, cache: PromptCache, nbytes: int, trimmable: bool) -> None:
+    def _add(self, node: _Node, cache: KVState, nbytes: int, trimmable: bool) -> None:
         node.entry = _Entry(node, cache, nbytes, trimmable)
         self._entries.add(node.entry)
         self._bytes += nbytes

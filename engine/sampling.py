@@ -9,6 +9,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
+from engine.tokenizer import ModelTokenizer
 from engine.types import SamplingSettings
 
 Sampler = Callable[[mx.array], mx.array]
@@ -53,26 +54,16 @@ def seed_generation(settings: SamplingSettings) -> int:
     return seed
 
 
-def _token_id(hf: Any, token: str) -> int | None:
-    """The id of `token` if it is one token of the vocabulary (no 49k-entry vocab copy)."""
-    if not hasattr(hf, "convert_tokens_to_ids"):
-        return None
-    token_id = hf.convert_tokens_to_ids(token)
-    if isinstance(token_id, int) and hf.convert_ids_to_tokens(token_id) == token:
-        return token_id
-    return None  # unknown tokens map to the unk id, whose text differs
-
-
 def end_token_ids(tokenizer: Any) -> set[int]:
     """Every token that ends a reply: the model's EOS ids plus its template's end markers."""
-    ids = set(getattr(tokenizer, "eos_token_ids", set()) or set())
-    hf = getattr(tokenizer, "_tokenizer", tokenizer)
-    template = getattr(tokenizer, "chat_template", None) or ""
+    tok = ModelTokenizer.of(tokenizer)
+    ids = tok.eos_token_ids
+    template = tok.chat_template or ""
     for marker in _END_MARKERS:
         if marker in template or not template:
-            if (token_id := _token_id(hf, marker)) is not None:
+            if (token_id := tok.token_id(marker)) is not None:
                 ids.add(token_id)
     # ChatML models also end documents with <|endoftext|>, which templates never write.
-    if "<|im_end|>" in template and (token_id := _token_id(hf, "<|endoftext|>")) is not None:
+    if "<|im_end|>" in template and (token_id := tok.token_id("<|endoftext|>")) is not None:
         ids.add(token_id)
     return ids

@@ -8,7 +8,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict
+
+if TYPE_CHECKING:
+    from engine.constraints.compiled import CompiledGrammar
 
 
 class StopReason(StrEnum):
@@ -53,29 +56,164 @@ class SamplingSettings:
 
 ConstraintKind = Literal["json_schema", "lark", "regex", "gbnf", "any_json"]
 
+# How messages name each kind of constraint.
+KIND_NAMES: dict[str, str] = {
+    "json_schema": "JSON schema",
+    "lark": "Lark grammar",
+    "gbnf": "GBNF grammar",
+    "regex": "regex",
+    "any_json": "any JSON",
+}
+
+# What became of a request's own constraint when it also offered tools: it applied alone
+# (tool_choice "none"), joined the tool grammar (the reply follows it or is tool calls), or
+# was paused (only calls were allowed, or its text could be mistaken for a call).
+ConstraintUse = Literal["alone", "with_tools", "paused"]
+
 
 @dataclass(frozen=True)
 class ConstraintSpec:
-    """A user's constraint before compilation: its kind, its source text and a display name."""
+    """A user's constraint: its kind, its source text and a display name.
+
+    `compiled` is set by the engine's validation (`engine.constraints.validate`): the
+    grammar converted and checked once, reused by every request that carries this spec.
+    It takes no part in equality and is never stored.
+    """
 
     kind: ConstraintKind
     source: str = ""
     name: str = ""
+    compiled: CompiledGrammar | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem with a constraint: what, and where (the file, 1-based line and column)
+    if known. `str()` gives the position and message; whoever shows it names the file."""
+
+    message: str
+    line: int | None = None
+    column: int | None = None
+    severity: Literal["error", "warning"] = "error"
+    detail: str = ""  # the offending lines with a caret, as llguidance prints them
+    file: str | None = None
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" if self.line is not None else ""
+        if where and self.column is not None:
+            where += f", column {self.column}"
+        return f"{where}: {self.message}" if where else self.message
+
+
+@dataclass
+class ValidationReport:
+    """The outcome of checking a constraint: its compiled grammar, errors and warnings.
+
+    When there are no errors, `spec` carries its CompiledGrammar: use it for requests."""
+
+    spec: ConstraintSpec
+    grammar: str | None = None
+    errors: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
+    check_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def summary(self) -> str:
+        """One line per problem, prefixed with the constraint's name."""
+        label = self.spec.name or KIND_NAMES.get(self.spec.kind, self.spec.kind)
+        lines = [f"{label}: {d}" for d in self.errors]
+        lines += [f"{label}: warning: {d}" for d in self.warnings]
+        return "\n".join(lines)
+
+    def raise_for_errors(self) -> None:
+        """Raise ConstraintError carrying the errors, if there are any."""
+        from engine.constraints import ConstraintError
+
+        if self.errors:
+            raise ConstraintError(self.summary().split("\n")[0], self.errors + self.warnings)
+
+
+# Parsed JSON: a tool's parameter schema or a call's arguments (any JSON object).
+JSONObject = dict[str, Any]
+
+
+class FunctionCall(TypedDict):
+    """The function of a tool call: its name and arguments (an object, or OpenAI's JSON
+    text of one)."""
+
+    name: str
+    arguments: JSONObject | str
+
+
+class ToolCallMessage(TypedDict):
+    """One entry of an assistant message's `tool_calls`, in the OpenAI format."""
+
+    id: str
+    type: Literal["function"]
+    function: FunctionCall
+
+
+ChatRole = Literal["system", "user", "assistant", "tool"]
+
+
+class ChatMessage(TypedDict, total=False):
+    """One message of a conversation, in the OpenAI format: `role` and `content`, plus
+    `tool_calls` on assistant messages and `tool_call_id`/`name` on tool results."""
+
+    role: Required[ChatRole]
+    content: str | None
+    tool_calls: list[ToolCallMessage]
+    tool_call_id: str
+    name: str
+
+
+class FunctionDefinition(TypedDict, total=False):
+    """What a tool does and takes: its name, a description and a JSON schema."""
+
+    name: Required[str]
+    description: str
+    parameters: JSONObject
+
+
+class ToolDefinition(TypedDict):
+    """A tool a request offers, in the OpenAI format."""
+
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class FunctionChoice(TypedDict):
+    name: str
+
+
+class NamedToolChoice(TypedDict):
+    """`tool_choice` naming the one function a reply must call."""
+
+    type: Literal["function"]
+    function: FunctionChoice
+
+
+# "auto", "required", "none", a function's name, or {"type": "function", ...}.
+ToolChoiceOption = str | NamedToolChoice
 
 
 @dataclass
 class ChatRequest:
-    """One reply to generate for a conversation.
+    """One reply to generate for a conversation: the one request type every front end
+    (the app, the CLI, a server) builds and the engine serves.
 
-    `messages` are OpenAI-style dicts: {"role", "content"} plus, for tools,
-    "tool_calls" on assistant messages and "tool_call_id"/"name" on tool messages.
+    Front ends that take untyped input (JSON from a file or a client) pass it through as
+    is; the engine checks messages and tools and refuses bad ones with a clear error.
     """
 
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     constraint: ConstraintSpec | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] = "auto"
+    tools: list[ToolDefinition] | None = None
+    tool_choice: ToolChoiceOption = "auto"
     parallel_tool_calls: bool = True
 
 
@@ -132,6 +270,10 @@ class ChatResult:
     error: str | None = None
     constraint_name: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
+    # with tools: what became of the request's own constraint, and what the tools' checks
+    # found (tool schemas llguidance cannot fully enforce, a paused grammar)
+    constraint_use: ConstraintUse | None = None
+    warnings: list[str] = field(default_factory=list)
     # The exact token ids sent and fed (prompt + every token given to the model), for
     # measuring cache reuse on the tokens actually sent; not part of the JSON form.
     token_ids: list[int] = field(default_factory=list, repr=False)
@@ -144,6 +286,8 @@ class ChatResult:
             "incomplete": self.incomplete,
             "error": self.error,
             "constraint": self.constraint_name,
+            "constraint_use": self.constraint_use,
+            "warnings": list(self.warnings),
             "tool_calls": [c.to_dict() for c in self.tool_calls],
             "stats": self.stats.to_dict(),
         }
@@ -191,3 +335,53 @@ class ModelInfo:
     weights_bytes: int
     context_length: int | None
     has_chat_template: bool
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Where a loaded model's memory goes. `warning` is a sentence the GUI can show as is."""
+
+    metal: bool
+    device_budget_bytes: int  # what the device may use: Metal working set, or machine memory
+    model_bytes: int
+    kv_budget_bytes: int  # for the prompt-cache trie
+    wired_limit_bytes: int | None  # None off Metal: nothing to wire
+    fits: bool
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """The prompt cache's figures: what it holds, and counters since it was last cleared."""
+
+    entries: int = 0
+    bytes: int = 0
+    budget_bytes: int = 0
+    stored_tokens: int = 0
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    shrinks: int = 0
+    rejected: int = 0
+    reused_in_place: int = 0
+    copies: int = 0
+    cached_tokens_total: int = 0
+    prompt_tokens_total: int = 0
+    hit_rate: float = 0.0  # cached prompt tokens over all prompt tokens
+
+    def to_dict(self) -> dict[str, int | float]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class EngineSnapshot:
+    """The engine's state as its thread last published it, for any thread to read.
+
+    The engine thread replaces the snapshot (never changes it) after each load, unload,
+    budget change and request, so a reader never sees a structure being mutated.
+    """
+
+    model: ModelInfo | None = None
+    memory: MemoryPlan | None = None
+    cache: CacheStats = field(default_factory=CacheStats)
+    requests_done: int = 0

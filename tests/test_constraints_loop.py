@@ -172,12 +172,12 @@ def decode(engine, spec, *, serial=False, ends=None, processors=(), max_tokens=6
 
     from engine.constraints.loop import ConstrainedDecoder
     from engine.decode import prefill
-    from engine.prompt import render_prompt
+    from engine.prompt import encode_chat
     from engine.sampling import build_sampler, end_token_ids
 
     def job(loaded):
         model, tok = loaded.model, loaded.tokenizer
-        prompt = render_prompt(tok, USER)
+        prompt = encode_chat(tok, USER)
         cache = make_prompt_cache(model)
         fed: list[int] = []
         prefill(model, cache, prompt[:-1], fed, cancel=threading.Event())
@@ -311,3 +311,26 @@ def test_default_model_regex(default_engine):
         messages,
     )
     assert completed(result) and re.fullmatch("(Yes|No), [a-z ]{1,20}\\.", result.text)
+
+
+def test_a_checked_constraint_is_compiled_once_for_all_its_requests(tiny_engine):
+    """Checking with the engine compiles the grammar for the model's tokenizer; replies
+    with the checked spec copy that matcher instead of converting or compiling again."""
+    report = tiny_engine.check_constraint(json_schema_constraint(FORM, "form.json"))
+    assert report.ok, report.summary()
+    spec = report.spec
+    assert spec.compiled is not None and spec.compiled.compiles == 1
+    for seed in range(3):
+        settings = SamplingSettings(temperature=1.0, seed=seed, max_tokens=80)
+        result = tiny_engine.chat(ChatRequest(USER, settings, constraint=spec))
+        assert result.error is None and result.stats.constrained
+        if not result.incomplete:
+            jsonschema.validate(json.loads(result.text), FORM)
+    assert spec.compiled.compiles == 1
+
+
+def test_a_bad_grammar_fails_its_request_with_the_line(tiny_engine):
+    bad = ConstraintSpec("lark", 'start: "a" b\n', "broken.lark")
+    result = tiny_engine.chat(ChatRequest(USER, GREEDY, constraint=bad))
+    assert result.stop_reason == StopReason.ERROR
+    assert "broken.lark: line 1" in (result.error or "")

@@ -159,8 +159,8 @@ def test_next_turn_reuses_the_cached_prefix(tiny_engine: Engine) -> None:
     # Everything up to the first reply was computed already and is reused (the last
     # prompt token may merge with the reply's first characters when the text is re-tokenized).
     assert second.stats.cached_tokens >= first.stats.prompt_tokens - 1
-    assert tiny_engine.cache_stats()["hits"] >= 1
-    plan = tiny_engine.memory_plan
+    assert tiny_engine.snapshot.cache.hits >= 1
+    plan = tiny_engine.snapshot.memory
     assert plan is not None and plan.kv_budget_bytes > 0
 
 
@@ -173,3 +173,65 @@ def test_prefix_reuse_can_be_turned_off(tiny_model_dir) -> None:
         assert eng.chat(request).stats.cached_tokens == 0
     finally:
         eng.close()
+
+
+def test_a_callback_gets_the_events_and_nothing_queues_them_twice(tiny_engine: Engine) -> None:
+    seen: list[object] = []
+    handle = tiny_engine.submit(_request(max_tokens=16), on_event=seen.append)
+    result = handle.result(timeout=60)
+    assert isinstance(seen[-1], Finished) and seen[-1].result is result
+    assert sum(isinstance(e, TextDelta) for e in seen) >= 1
+    assert handle.backlog == 0  # the callback had them: no second copy waits in a queue
+    with pytest.raises(RuntimeError, match="on_event"):
+        next(handle.events())
+    queued = tiny_engine.submit(_request(max_tokens=4))
+    queued.result(timeout=60)
+    assert queued.backlog >= 2  # without a callback the events wait for events()
+    assert isinstance(list(queued.events(timeout=5))[-1], Finished) and queued.backlog == 0
+
+
+def test_stats_read_from_another_thread_during_generation_are_whole_snapshots(
+    tiny_model_dir,
+) -> None:
+    """A thread hammers the statistics while the engine thread serves requests that store,
+    reuse and evict prompt caches: every read is a snapshot the engine thread published
+    (never a walk over the trie it is changing), so it never fails and always adds up."""
+    eng = Engine(kv_budget_bytes=3 << 20)  # small: requests evict each other's caches
+    eng.load_model(str(tiny_model_dir)).result()
+    stop = threading.Event()
+    failures: list[BaseException] = []
+    reads = 0
+
+    def hammer() -> None:
+        nonlocal reads
+        last = -1
+        while not stop.is_set():
+            try:
+                snapshot = eng.snapshot
+                assert snapshot.model is not None and snapshot.memory is not None
+                cache = snapshot.cache
+                # each finished request looked the cache up once: a torn read breaks this
+                assert cache.hits + cache.misses == snapshot.requests_done
+                assert 0 <= cache.bytes <= cache.budget_bytes
+                assert snapshot.requests_done >= last and cache.entries >= 0
+                last = snapshot.requests_done
+                reads += 1
+            except BaseException as exc:  # collected and re-raised on the test's thread
+                failures.append(exc)
+                return
+
+    thread = threading.Thread(target=hammer)
+    thread.start()
+    try:
+        for i in range(24):
+            text = f"Question {i % 5}: " + "and more words " * (i % 7)
+            result = eng.chat(_request(text, max_tokens=4, temperature=1.0, seed=i))
+            assert result.error is None
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        snapshot = eng.snapshot
+        eng.close()
+    assert not failures, failures[0]
+    assert reads > 100 and snapshot.requests_done == 24
+    assert snapshot.cache.evictions > 0 and snapshot.cache.hits > 0

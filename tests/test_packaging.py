@@ -24,6 +24,8 @@ from types import ModuleType
 import jsonschema
 import pytest
 
+from app import self_test
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGING = ROOT / "packaging"
 
@@ -148,8 +150,8 @@ def test_ico_holds_png_images_up_to_256(tmp_path):
     ],
 )
 def test_self_test_conformance_check_agrees_with_the_schema(value):
-    expected = jsonschema.Draft202012Validator(launcher.SELF_TEST_SCHEMA).is_valid(value)
-    assert launcher.conforms(value) is expected
+    expected = jsonschema.Draft202012Validator(self_test.SELF_TEST_SCHEMA).is_valid(value)
+    assert self_test.conforms(value) is expected
 
 
 def test_frozen_launcher_points_the_engine_at_the_bundled_model(tmp_path, monkeypatch):
@@ -304,7 +306,7 @@ def test_built_bundle_self_test_and_gui_start(tmp_path):
     assert run.returncode == 0, (run.stdout, run.stderr[-4000:])
     assert report["ok"] and report["frozen"] and report["bundled_model"]
     assert set(report["qt_modules"]) <= {"PySide6.QtCore"}  # QtCore: PyInstaller's run-time hook
-    jsonschema.validate(json.loads(report["text"]), launcher.SELF_TEST_SCHEMA)
+    jsonschema.validate(json.loads(report["text"]), self_test.SELF_TEST_SCHEMA)
     print(f"self-test: {json.dumps(report)}")
     # Nothing was imported into the user's cache: the bundled model was used as is.
     assert not (tmp_path / "xdg-cache" / "Corral" / "models").exists()

@@ -97,9 +97,9 @@ def test_next_turn_extends_the_stored_cache_in_place(tiny):
     assert n == len(p1 + r1)
     assert cache is cache1  # handed back, not copied
     np.testing.assert_allclose(run(model, cache, p2[n:]), scratch(model, p2), atol=1e-4, rtol=1e-5)
-    assert trie.stats()["entries"] == 0  # it left the trie until stored again
+    assert trie.stats().entries == 0  # it left the trie until stored again
     trie.store(p2, cache)
-    assert trie.stats()["entries"] == 1
+    assert trie.stats().entries == 1
 
 
 def test_regenerate_and_edit_reuse_the_shared_prefix_and_keep_the_branch(tiny):
@@ -113,7 +113,7 @@ def test_regenerate_and_edit_reuse_the_shared_prefix_and_keep_the_branch(tiny):
     r2 = encode(tok, "Enceladus, which has geysers of water ice at its south pole. " * 3)
     n, _ = serve(trie, model, p1, r2)
     assert n == len(p1) - 1
-    assert trie.stats()["copies"] == 1 and trie.stats()["entries"] == 2
+    assert trie.stats().copies == 1 and trie.stats().entries == 2
 
     # Edit the first message: the system prompt and the user header are shared.
     p_edit = chat(tok, "Name a moon of Jupiter.")
@@ -168,19 +168,19 @@ def test_lru_eviction_order_and_byte_accounting(tiny):
     (ta, ca), (tb, cb), (tc, cc) = entries
     trie.store(ta, ca)
     trie.store(tb, cb)
-    assert trie.stats()["bytes"] == 2 * size
+    assert trie.stats().bytes == 2 * size
     cache, n = trie.fetch(model, ta + [5])  # use A again, so B is now least recently used
     assert n == len(ta)
     trie.store(ta, cache)
     trie.store(tc, cc)
     s = trie.stats()
-    assert (s["entries"], s["evictions"], s["bytes"]) == (2, 1, 2 * size)
+    assert (s.entries, s.evictions, s.bytes) == (2, 1, 2 * size)
     assert trie.fetch(model, tb + [5])[1] == 0  # B went
     assert trie.fetch(model, ta + [5])[1] == len(ta)
 
     trie.budget_bytes = size // 2  # lowering the budget evicts at once
     s = trie.stats()
-    assert (s["entries"], s["bytes"]) == (0, 0)
+    assert (s.entries, s.bytes) == (0, 0)
 
 
 def test_entry_larger_than_the_budget_is_not_kept_and_evicts_nothing(tiny):
@@ -191,7 +191,7 @@ def test_entry_larger_than_the_budget_is_not_kept_and_evicts_nothing(tiny):
     trie.store(small_t, small_c)
     trie.store(big_t, big_c)
     s = trie.stats()
-    assert (s["entries"], s["rejected"], s["evictions"]) == (1, 1, 0)
+    assert (s.entries, s.rejected, s.evictions) == (1, 1, 0)
     assert trie.fetch(model, small_t + [5])[1] == len(small_t)
 
 
@@ -204,15 +204,15 @@ def test_shared_system_prompt_is_the_last_to_go(tiny):
     _, cb = serve(trie, model, b, long_reply)
     one = max(cache_nbytes(ca), cache_nbytes(cb))
     trie.budget_bytes = one + one // 2  # room for one chat: A (least recent) goes entirely
-    assert trie.stats()["entries"] == 1
+    assert trie.stats().entries == 1
     # An unrelated chat now pushes B out; the system prompt B shared with A survives, compacted.
     other = chat(tok, "Hello.", system="You are a pirate.")
     _, c_other = serve(trie, model, other, long_reply)
     s = trie.stats()
-    assert s["shrinks"] == 1 and s["entries"] == 2 and s["bytes"] <= trie.budget_bytes
+    assert s.shrinks == 1 and s.entries == 2 and s.bytes <= trie.budget_bytes
     _, heads, _, dim = ca[0].keys.shape
     per_token = 2 * len(model.layers) * heads * dim * ca[0].keys.itemsize
-    assert s["bytes"] - cache_nbytes(c_other) == lcp(a, b) * per_token  # compact, exact size
+    assert s.bytes - cache_nbytes(c_other) == lcp(a, b) * per_token  # compact, exact size
     c = chat(tok, "Tell me about Neptune.")
     n, _ = serve(trie, model, c)
     assert n == lcp(a, b)
@@ -225,7 +225,7 @@ def test_cancelled_prefill_keeps_only_the_computed_part(tiny):
     cache, n = trie.fetch(model, prompt)
     run(model, cache, prompt[:100])  # first chunk done, then the user cancels
     trie.store(prompt, cache)
-    assert trie.stats()["stored_tokens"] == 100
+    assert trie.stats().stored_tokens == 100
     cache, n = trie.fetch(model, prompt)
     assert n == 100
     np.testing.assert_allclose(
@@ -234,12 +234,12 @@ def test_cancelled_prefill_keeps_only_the_computed_part(tiny):
     # One token fed beyond those reported (a decode step ran ahead): trimmed, not stored wrong.
     run(model, cache, [42])
     trie.store(prompt, cache)
-    assert trie.stats()["stored_tokens"] == len(prompt)
+    assert trie.stats().stored_tokens == len(prompt)
     # An untouched branch copy given back adds nothing.
     copy, n = trie.fetch(model, prompt[:50] + [7, 8, 9])
     assert n == 50
     trie.store(prompt[:50], copy)
-    assert trie.stats()["entries"] == 1
+    assert trie.stats().entries == 1
 
 
 @pytest.mark.parametrize("kind", ["rotating", "quantized", "concatenate"])
@@ -263,9 +263,9 @@ def test_branching_works_for_other_trimmable_cache_kinds(tiny, kind):
     n, _ = serve(trie, model, prompt + first + [2, 198], None, make, atol)  # the first branch
     assert n == len(prompt + first)
     # A re-rendered tail of two tokens is trimmed off in place.
-    in_place = trie.stats()["reused_in_place"]
+    in_place = trie.stats().reused_in_place
     n, _ = serve(trie, model, prompt + first[:-2] + [12345, 2, 198], None, make, atol)
-    assert n == len(prompt + first) - 2 and trie.stats()["reused_in_place"] == in_place + 1
+    assert n == len(prompt + first) - 2 and trie.stats().reused_in_place == in_place + 1
 
 
 def test_rotating_cache_reuses_only_exact_prefixes(tiny):
@@ -306,7 +306,7 @@ def test_another_model_clears_the_trie(tiny):
         layers = model.layers
 
     cache, n = trie.fetch(Other(), chat(tok, "Hi.") + [5])
-    assert n == 0 and trie.stats()["entries"] == 0
+    assert n == 0 and trie.stats().entries == 0
 
 
 def check_tree(trie: PromptCacheTrie) -> None:
@@ -329,7 +329,7 @@ def check_tree(trie: PromptCacheTrie) -> None:
     visit(trie._root)
     assert set(seen) == trie._entries
     s = trie.stats()
-    assert s["bytes"] == sum(cache_nbytes(e.cache) for e in seen) <= s["budget_bytes"]
+    assert s.bytes == sum(cache_nbytes(e.cache) for e in seen) <= s.budget_bytes
 
 
 def test_random_session_with_cancels_and_evictions_stays_consistent(tiny):
@@ -358,4 +358,4 @@ def test_random_session_with_cancels_and_evictions_stays_consistent(tiny):
             seqs.append(prompt + reply)
         check_tree(trie)
     s = trie.stats()
-    assert s["evictions"] > 0 and s["hits"] > 20
+    assert s.evictions > 0 and s.hits > 20

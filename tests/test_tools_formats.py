@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 from tools_support import grammar_accepts, load_fixture_tokenizer
 
+from engine.constraints.sources import json_schema_constraint
 from engine.tools import prepare_tool_request
 from engine.tools.formats import choose_format
+from engine.types import ConstraintSpec
 
 WEATHER = {
     "type": "function",
@@ -310,3 +312,74 @@ def test_the_engine_constraint_checker_accepts_every_tool_grammar(fixture) -> No
         plan = prepare_tool_request(tok, ASK, TOOLS, choice)
         report = validate_constraint(plan.constraint, lt)
         assert report.ok and not report.warnings, report.summary()
+
+
+VERDICT = ConstraintSpec("lark", 'start: "yes" | "no"\n', "verdict.lark")
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "maxLength": 8}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+
+
+def test_a_user_grammar_joins_the_tools_under_auto(fixture) -> None:
+    """The reply follows the user's grammar or is tool calls; nothing else, not even text
+    before a call."""
+    name, tok = fixture
+    _, _, one_call, _ = REPLIES[name]
+    plan = prepare_tool_request(tok, ASK, TOOLS, "auto", user_constraint=VERDICT)
+    assert plan.user_constraint == "with_tools"
+    assert plan.constraint is not None and plan.constraint.compiled is not None
+    assert plan.constraint.name.startswith("verdict.lark or tool calls")
+    grammar = plan.constraint.compiled.grammar
+    hf = tok._tokenizer
+    assert grammar_accepts(hf, grammar, "yes") and grammar_accepts(hf, grammar, "no")
+    assert grammar_accepts(hf, grammar, one_call)
+    for other in ("maybe", "yes " + one_call, "Sure. " + one_call):
+        assert not grammar_accepts(hf, grammar, other), (name, other)
+    assert plan.parse(one_call)[1] and plan.parse("yes") == ("yes", [])
+
+
+def test_a_user_grammar_that_calls_could_pass_for_is_paused_and_says_why(fixture) -> None:
+    """A JSON schema cannot be told apart from Llama's bare JSON calls at their first byte:
+    the schema is paused there (and the reply says so); the other formats join it."""
+    name, tok = fixture
+    schema = json_schema_constraint(ANSWER_SCHEMA, "answer.json")
+    plan = prepare_tool_request(tok, ASK, TOOLS, "auto", user_constraint=schema)
+    answer = json.dumps({"answer": "Paris"}, separators=(",", ":"))
+    if name == "llama3_2":
+        assert plan.user_constraint == "paused"
+        assert plan.constraint is not None and plan.constraint.name.startswith("tools: auto")
+        assert any("answer.json is paused while tools are on" in w for w in plan.warnings)
+    else:
+        assert plan.user_constraint == "with_tools" and not plan.warnings
+        assert plan.constraint is not None and plan.constraint.compiled is not None
+        assert grammar_accepts(tok._tokenizer, plan.constraint.compiled.grammar, answer)
+
+
+def test_required_pauses_the_user_grammar_and_none_keeps_it_alone(fixture) -> None:
+    _, tok = fixture
+    required = prepare_tool_request(tok, ASK, TOOLS, "required", user_constraint=VERDICT)
+    assert required.user_constraint == "paused"
+    assert required.constraint is not None and required.constraint.name.startswith("tools:")
+    assert any('tool_choice "required" allows only tool calls' in w for w in required.warnings)
+    alone = prepare_tool_request(tok, ASK, TOOLS, "none", user_constraint=VERDICT)
+    assert alone.user_constraint == "alone" and alone.constraint == VERDICT
+    plain = prepare_tool_request(tok, ASK, TOOLS, "auto")
+    assert plain.user_constraint is None
+
+
+def test_a_tool_grammar_is_compiled_once_for_every_request_with_the_same_tools(fixture) -> None:
+    from engine.constraints.tokenizer import ll_tokenizer
+
+    _, tok = fixture
+    lt = ll_tokenizer(tok, tok.eos_token_ids)
+    plans = [prepare_tool_request(tok, ASK, TOOLS, "required") for _ in range(3)]
+    compiled = {id(p.constraint.compiled) for p in plans if p.constraint is not None}
+    assert len(compiled) == 1
+    grammar = plans[0].constraint.compiled  # type: ignore[union-attr]
+    before = grammar.compiles
+    for _ in range(3):
+        assert not grammar.matcher(lt).is_error()
+    assert grammar.compiles - before <= 1  # the first use with this tokenizer, at most

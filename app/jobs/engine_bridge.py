@@ -3,14 +3,16 @@
 The engine calls back on its own thread. Those callbacks only touch a lock-protected
 buffer and wake the GUI thread with a queued signal, at most one wake-up in flight per
 reply, so a fast model cannot flood the event loop: the GUI drains whatever text has
-arrived since its last turn.
+arrived since its last turn. A finished ReplyJob lets go of its request and is deleted.
+What the window shows about the engine (model, memory, prompt cache) comes from the
+snapshot the engine thread publishes, never from the engine's live structures.
 """
 
 from __future__ import annotations
 
 import threading
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
@@ -18,12 +20,18 @@ from engine.types import (
     ChatEvent,
     ChatRequest,
     ChatResult,
+    ConstraintSpec,
+    EngineSnapshot,
     Finished,
     LoadProgress,
     ModelInfo,
     PrefillProgress,
     TextDelta,
 )
+
+if TYPE_CHECKING:
+    from engine.engine import Engine, RequestHandle
+    from engine.types import ValidationReport
 
 
 class ReplyJob(QObject):
@@ -37,7 +45,7 @@ class ReplyJob(QObject):
     def __init__(self, request: ChatRequest, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.request = request
-        self.handle: Any = None
+        self.handle: RequestHandle | None = None
         self.text = ""
         self.result: ChatResult | None = None
         self._lock = threading.Lock()
@@ -84,6 +92,7 @@ class ReplyJob(QObject):
             self.delta.emit(text)
         if final is not None and self.result is None:
             self.result = final
+            self.handle = None  # the engine is done with it; so are we
             self.finished.emit(final)
 
 
@@ -96,7 +105,7 @@ class EngineBridge(QObject):
     loadFailed = Signal(str)  # message for the user
     _loadDone = Signal(object, object)  # ModelInfo | None, error message | None
 
-    def __init__(self, engine: Any = None, parent: QObject | None = None) -> None:
+    def __init__(self, engine: Engine | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._engine = engine
         self._jobs: set[ReplyJob] = set()
@@ -105,20 +114,29 @@ class EngineBridge(QObject):
         self._loadDone.connect(self._on_load_done)
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> Engine:
         if self._engine is None:
             from engine.engine import Engine
 
             self._engine = Engine()
         return self._engine
 
+    def snapshot(self) -> EngineSnapshot:
+        """What the engine thread last published (an empty snapshot before any engine)."""
+        return self._engine.snapshot if self._engine is not None else EngineSnapshot()
+
     @property
     def model_info(self) -> ModelInfo | None:
-        return None if self.loading_spec else getattr(self._engine, "model_info", None)
+        return None if self.loading_spec else self.snapshot().model
 
     @property
     def loading(self) -> bool:
         return self.loading_spec is not None
+
+    @property
+    def jobs(self) -> frozenset[ReplyJob]:
+        """The replies in flight."""
+        return frozenset(self._jobs)
 
     def load_model(self, spec: str) -> None:
         """Start loading `spec`; progress and the outcome arrive as signals."""
@@ -147,31 +165,30 @@ class EngineBridge(QObject):
             self.loadFailed.emit(error or "the model could not be loaded")
 
     def submit(self, request: ChatRequest) -> ReplyJob:
-        """Queue a reply; the engine serves it after any model load already queued."""
+        """Queue a reply; the engine serves it after any model load already queued. The job
+        is deleted once its `finished` has been delivered."""
         job = ReplyJob(request, self)
         self._jobs.add(job)
-        job.finished.connect(lambda _result, job=job: self._jobs.discard(job))
+        job.finished.connect(lambda _result, job=job: self._retire(job))
         job.handle = self.engine.submit(request, on_event=job.on_event)
         return job
 
-    def cache_stats(self) -> dict[str, Any]:
-        """The prompt cache's statistics (entries, bytes, hits...), {} if unavailable."""
+    def _retire(self, job: ReplyJob) -> None:
+        self._jobs.discard(job)
+        job.deleteLater()  # after the slots of this `finished` have run
+
+    def check_constraint(self, spec: ConstraintSpec) -> ValidationReport:
+        """Check `spec` for the loaded model (blocking: call it off the GUI thread)."""
         if self._engine is None:
-            return {}
-        try:
-            if hasattr(self._engine, "cache_stats"):
-                return dict(self._engine.cache_stats())
-            return dict(self._engine.prompt_cache.stats())
-        except Exception:  # statistics are decoration; never let them break the UI
-            return {}
+            from engine.constraints.validate import validate_constraint
+
+            return validate_constraint(spec)
+        return self._engine.check_constraint(spec)
 
     def set_cache_budget(self, nbytes: int | None) -> None:
         """The user's KV-cache budget (None: automatic, sized by the engine's memory plan)."""
-        if self._engine is not None and hasattr(self._engine, "set_kv_budget"):
+        if self._engine is not None:
             self._engine.set_kv_budget(nbytes)
-
-    def memory_plan(self) -> Any:
-        return getattr(self._engine, "memory_plan", None)
 
     def close(self) -> None:
         """Cancel running replies and stop the engine thread."""

@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, Signal
 
 from engine.mcp.catalog import CatalogTool, ToolCatalog
 from engine.mcp.results import CANCELLED_TEXT, DECLINED_TEXT, ToolResult
-from engine.types import ToolCall
+from engine.types import ToolCall, ToolDefinition
 
 CallState = Literal["ask", "running", "done"]
 
@@ -58,7 +58,7 @@ class McpCalls(QObject):
     def max_steps(self) -> int:
         return int(self.bridge.max_steps)
 
-    def tool_definitions(self, reserved: list[str]) -> list[dict[str, Any]]:
+    def tool_definitions(self, reserved: list[str]) -> list[ToolDefinition]:
         """The MCP tools to offer with a request (names clear of `reserved`)."""
         self.catalog = self.bridge.catalog(reserved)
         return self.catalog.definitions()

@@ -91,11 +91,6 @@ class Store:
             ).fetchall()
         return [self._conversation(r) for r in rows]
 
-    def _touch(self, conversation_id: int) -> None:
-        self.db.execute(
-            "UPDATE conversations SET updated_at = ? WHERE id = ?", (time.time(), conversation_id)
-        )
-
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         self.db.execute(
             "UPDATE conversations SET title = ? WHERE id = ?",
@@ -166,9 +161,6 @@ class Store:
         message = self.message(message_id)
         assert message is not None
         return message
-
-    def update_meta(self, message_id: int, meta: dict[str, Any]) -> None:
-        self.db.execute("UPDATE messages SET meta = ? WHERE id = ?", (json.dumps(meta), message_id))
 
     def children(self, conversation_id: int, parent_id: int | None) -> list[Message]:
         rows = self.db.execute(

@@ -204,7 +204,3 @@ class ChatView(QScrollArea):
     def _on_range(self, _minimum: int, maximum: int) -> None:
         if self._stick:
             self.verticalScrollBar().setValue(maximum)
-
-    def scroll_to_bottom(self) -> None:
-        self._stick = True
-        self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())

@@ -1,4 +1,5 @@
-"""The constraint chip above the composer, its menu, and the editor for pasted grammars."""
+"""The constraint and tools chips above the composer, the "Constrain…" menu, and the
+editor for pasted grammars. What the chips say comes from the controller's ChipState."""
 
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.constraints import KIND_LABELS, Checked, check_source
+from app.constraints import KIND_LABELS, Checked, Checker, check_source
+from app.controller import ChipState
 from app.jobs.thread import run_task
-from engine.types import ConstraintSpec
+from engine.constraints.validate import validate_constraint
+from engine.types import ConstraintSpec, ConstraintUse
 
 
 class ConstraintChip(QFrame):
@@ -47,15 +50,50 @@ class ConstraintChip(QFrame):
         self.close_button.clicked.connect(self.removeRequested)
         self.spec: ConstraintSpec | None = None
 
-    def set_spec(self, spec: ConstraintSpec | None) -> None:
+    def set_spec(self, spec: ConstraintSpec | None, use: ConstraintUse | None = None) -> None:
+        """Show `spec`; `use` says how it goes with the tools, when they are on."""
         self.spec = spec
+        self.use = use
         if spec is not None:
             kind = KIND_LABELS.get(spec.kind, spec.kind)
             name = spec.name or kind
             shown = f"{name} · {kind}" if name != kind else kind
-            self.label.setText(f"Constraint: {shown}")
-            self.setToolTip(f"Every reply must fit this {kind}. Click ✕ to remove it.")
+            if use == "paused":
+                self.label.setText(f"Constraint: {shown} — paused while tools are on")
+                self.setToolTip(
+                    f"While tools are on, replies are tool calls only (or the model's calls "
+                    f"could pass for text of this {kind}), so it does not apply. Turn the "
+                    "tools off, or set tool choice to auto, to use it again."
+                )
+            elif use == "with_tools":
+                self.label.setText(f"Constraint: {shown} — or a tool call")
+                self.setToolTip(f"Every reply must fit this {kind} or be a tool call.")
+            else:
+                self.label.setText(f"Constraint: {shown}")
+                self.setToolTip(f"Every reply must fit this {kind}. Click ✕ to remove it.")
+        self.setProperty("paused", use == "paused")
         self.setVisible(spec is not None)
+
+
+class ToolsChip(QLabel):
+    """ "Tools: calculator, clock (auto)", with ⚠ and the reasons when Corral cannot enforce
+    all of a tool's schema."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("toolsChip")
+        self.warnings: tuple[str, ...] = ()
+        self.setVisible(False)
+
+    def set_tools(self, names: tuple[str, ...], choice: str, warnings: tuple[str, ...]) -> None:
+        self.warnings = warnings
+        shown = ", ".join(names)
+        self.setText(f"Tools: {shown} ({choice})" + (" ⚠" if warnings else ""))
+        tip = f"The model may call: {shown} (tool choice: {choice})."
+        if warnings:
+            tip += "\n\nNot enforced:\n" + "\n".join(f"• {w}" for w in warnings)
+        self.setToolTip(tip)
+        self.setVisible(bool(names))
 
 
 class ConstraintBar(QWidget):
@@ -74,6 +112,7 @@ class ConstraintBar(QWidget):
         self.chip = ConstraintChip(self)
         self.chip.setVisible(False)
         self.chip.removeRequested.connect(self.removeRequested)
+        self.tools_chip = ToolsChip(self)
         self.button = QToolButton(self)
         self.button.setText("Constrain…")
         self.button.setObjectName("constrainButton")
@@ -89,12 +128,15 @@ class ConstraintBar(QWidget):
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.error.setVisible(False)
         layout.addWidget(self.chip)
+        layout.addWidget(self.tools_chip)
         layout.addWidget(self.button)
         layout.addWidget(self.error, 1)
         layout.addStretch(0)
 
-    def set_spec(self, spec: ConstraintSpec | None) -> None:
-        self.chip.set_spec(spec)
+    def set_state(self, state: ChipState) -> None:
+        """Show the conversation's constraint and tools as the controller describes them."""
+        self.chip.set_spec(state.constraint, state.constraint_use)
+        self.tools_chip.set_tools(state.tools, state.tool_choice, state.tool_warnings)
 
     def show_error(self, text: str) -> None:
         self.error.setText(text)
@@ -107,8 +149,14 @@ class ConstraintEditor(QDialog):
 
     CHECK_DELAY_MS = 300
 
-    def __init__(self, parent: QWidget | None = None, spec: ConstraintSpec | None = None) -> None:
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        spec: ConstraintSpec | None = None,
+        check: Checker | None = None,
+    ) -> None:
         super().__init__(parent)
+        self._check_fn: Checker = check or validate_constraint
         self.setWindowTitle("Constrain replies")
         self.resize(620, 460)
         self.checked: Checked | None = None
@@ -163,8 +211,9 @@ class ConstraintEditor(QDialog):
         self._generation += 1
         generation = self._generation
         kind, source = self.kind.currentData(), self.text.toPlainText()
+        check = self._check_fn
         run_task(
-            lambda: check_source(kind, source),
+            lambda: check_source(kind, source, check=check),
             lambda result, error: self._checked(generation, result, error),
         )
 

@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (
 )
 
 from app import __version__
-from app.constraints import spec_from_dict
 from app.controller import ChatController
 from app.jobs.engine_bridge import EngineBridge
 from app.jobs.mcp_job import McpBridge
@@ -161,6 +160,7 @@ class MainWindow(WindowActions, QMainWindow):
         c.replyFinished.connect(self._reply_finished)
         c.busyChanged.connect(self._busy_changed)
         c.notice.connect(lambda text: self.notice.show_message(text, "error"))
+        c.chipsChanged.connect(lambda: self.constraint_bar.set_state(c.chip_state()))
 
         self.sidebar.newRequested.connect(self.new_chat)
         self.sidebar.conversationSelected.connect(self._select_conversation)
@@ -229,7 +229,7 @@ class MainWindow(WindowActions, QMainWindow):
             return
         self.settings_panel.set_settings(conv.settings)
         self.tools_panel.set_config(conv.tools)
-        self.constraint_bar.set_spec(spec_from_dict(conv.constraint) if conv.constraint else None)
+        self.constraint_bar.set_state(self.controller.chip_state())
         self.constraint_bar.show_error("")
         self.chat.end_reply()
         self.setWindowTitle(f"{conv.title} — Corral")
@@ -331,8 +331,8 @@ class MainWindow(WindowActions, QMainWindow):
             self.store.set_setting("model_spec", self.bridge.model_spec)
         if self.store.get_setting("kv_budget_mb", 0):
             self._apply_cache_budget()
-        plan = self.bridge.memory_plan()
-        if getattr(plan, "warning", None):
+        plan = self.bridge.snapshot().memory
+        if plan is not None and plan.warning:
             self.notice.show_message(plan.warning, "error")
         if self.chat.reply is not None and not self.chat.reply_text_shown:
             self.chat.reply.set_status("Reading the prompt…")
@@ -361,13 +361,13 @@ class MainWindow(WindowActions, QMainWindow):
             self.model_label.setText(f"{info.name} · {format_bytes(info.weights_bytes)}")
         else:
             self.model_label.setText("No model")
-        stats = self.bridge.cache_stats()
-        plan = self.bridge.memory_plan()
-        if stats:
-            used = format_bytes(stats.get("bytes", 0))
-            budget = getattr(plan, "kv_budget_bytes", None) or stats.get("budget_bytes")
-            text = f"KV cache {used}" + (f" of {format_bytes(budget)}" if budget else "")
-            entries = stats.get("entries", 0)
+        snapshot = self.bridge.snapshot()  # published by the engine thread: safe to read here
+        if snapshot.model is not None:
+            stats = snapshot.cache
+            budget = snapshot.memory.kv_budget_bytes if snapshot.memory else stats.budget_bytes
+            text = f"KV cache {format_bytes(stats.bytes)}"
+            text += f" of {format_bytes(budget)}" if budget else ""
+            entries = stats.entries
             self.cache_label.setText(text + f" · {entries} entr{'y' if entries == 1 else 'ies'}")
         else:
             self.cache_label.setText("")

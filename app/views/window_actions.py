@@ -4,14 +4,16 @@ files and built-in tool runs, and the settings and presets panels' changes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtWidgets import QFileDialog, QMainWindow
 
-from app.constraints import KIND_LABELS, Checked, check_file, spec_from_dict, spec_to_dict
+from app.constraints import KIND_LABELS, Checked, check_file, spec_from_dict
 from app.jobs.mcp_job import looks_like_mcp_config
 from app.jobs.thread import run_task
+from app.store import ToolsConfig
 from app.tools import looks_like_tools, run_builtin
 from app.views.constraint_widgets import ConstraintEditor
 from engine.types import ConstraintSpec
@@ -21,6 +23,7 @@ class WindowActions(QMainWindow):
     """MainWindow's file and panel actions; uses its store, controller, panels and bars."""
 
     store: Any
+    bridge: Any
     controller: Any
     constraint_bar: Any
     settings_panel: Any
@@ -55,7 +58,8 @@ class WindowActions(QMainWindow):
 
     def open_constraint_file(self, path: str) -> None:
         self.constraint_bar.show_error(f"Checking {Path(path).name}…")
-        run_task(lambda: check_file(path), self._constraint_checked)
+        check = self.bridge.check_constraint  # compiled for the loaded model, once
+        run_task(lambda: check_file(path, check), self._constraint_checked)
 
     def _constraint_checked(self, checked: Checked | None, error: BaseException | None) -> None:
         if error is not None or checked is None:
@@ -70,20 +74,14 @@ class WindowActions(QMainWindow):
         self.apply_constraint(checked.spec, checked.path)
 
     def apply_constraint(self, spec: ConstraintSpec, path: str | None = None) -> None:
-        if self.controller.conversation_id is None:
-            self.controller.new_conversation()
-        cid = self.controller.conversation_id
-        assert cid is not None
-        self.store.set_constraint(cid, spec_to_dict(spec, path))
-        self.constraint_bar.set_spec(spec)
+        self.controller.set_constraint(spec, path)
         self.constraint_bar.show_error("")
         kind = KIND_LABELS.get(spec.kind, spec.kind)
         self.statusBar().showMessage(f"Replies must now fit {spec.name or kind} ({kind}).", 5000)
 
     def remove_constraint(self) -> None:
         if self.controller.conversation_id is not None:
-            self.store.set_constraint(self.controller.conversation_id, None)
-        self.constraint_bar.set_spec(None)
+            self.controller.set_constraint(None)
         self.constraint_bar.show_error("")
 
     def choose_constraint_file(self) -> None:
@@ -99,7 +97,7 @@ class WindowActions(QMainWindow):
     def open_constraint_editor(self) -> None:
         conv = self.controller.conversation
         current = spec_from_dict(conv.constraint) if conv and conv.constraint else None
-        dialog = ConstraintEditor(self, current)
+        dialog = ConstraintEditor(self, current, self.bridge.check_constraint)
         dialog.accepted.connect(lambda: self._editor_accepted(dialog))
         dialog.open()  # window-modal, the event loop keeps running
         self.constraint_editor = dialog
@@ -108,7 +106,7 @@ class WindowActions(QMainWindow):
         spec = dialog.spec()
         if spec is not None:
             name = "Pasted " + KIND_LABELS[spec.kind]
-            self.apply_constraint(ConstraintSpec(spec.kind, spec.source, name))
+            self.apply_constraint(replace(spec, name=name))
 
     # ---- tools and settings ----
 
@@ -127,9 +125,8 @@ class WindowActions(QMainWindow):
         self.tools_dock.raise_()
         self.tools_panel.load_text(text, Path(path).name)
 
-    def _tools_changed(self, config: object) -> None:
-        if self.controller.conversation_id is not None:
-            self.store.set_tools(self.controller.conversation_id, config)
+    def _tools_changed(self, config: ToolsConfig) -> None:
+        self.controller.set_tools(config)
 
     def _settings_changed(self, settings: object) -> None:
         if self.controller.conversation_id is not None:

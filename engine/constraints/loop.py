@@ -33,12 +33,11 @@ from llguidance import LLMatcher
 
 from engine.constraints import ConstraintError, Diagnostic
 from engine.constraints.masking import TokenMasker
-from engine.constraints.sources import KIND_NAMES
 from engine.constraints.tokenizer import ll_tokenizer
-from engine.constraints.validate import parse_message, to_grammar
+from engine.constraints.validate import compile_constraint, parse_message
 from engine.decode import read_token
 from engine.sampling import LogitsProcessor, Sampler
-from engine.types import ConstraintSpec, GenerationStats
+from engine.types import KIND_NAMES, ConstraintSpec, GenerationStats
 
 # A mask allowing at most this many tokens marks a structural position (after a JSON value,
 # inside an enum or a keyword), where forced tokens tend to follow the next token.
@@ -69,7 +68,8 @@ class _Step:
 
 
 class ConstrainedDecoder:
-    """One constrained reply: compiles `constraint` and decodes under its masks."""
+    """One constrained reply: takes `constraint`'s compiled grammar (converting it first if
+    nothing has) and decodes under its masks."""
 
     def __init__(
         self,
@@ -81,10 +81,12 @@ class ConstrainedDecoder:
         forced_tokens: bool = True,
     ) -> None:
         self._started = time.perf_counter()
-        self.constraint = constraint
+        # Converted here if no validation did: syntax errors it can see raise right away.
+        self.constraint = compile_constraint(constraint)
+        assert self.constraint.compiled is not None
+        self._grammar = self.constraint.compiled
         self.serial = serial
         self._use_ff = forced_tokens
-        self._grammar = to_grammar(constraint)  # syntax errors it can see raise right here
         self._tokenizer = tokenizer
         self._end_ids = set(ends)
         # set by _compile (on the mask thread, with the matcher)
@@ -352,7 +354,7 @@ class ConstrainedDecoder:
             (t >> 5, np.uint32(1 << (t & 31))) for t in sorted(self._end_ids) if t < n_words * 32
         ]
         self._masker = TokenMasker(n_words)
-        matcher = LLMatcher(lltok, self._grammar, log_level=0)
+        matcher = self._grammar.matcher(lltok)  # a copy, once the grammar is compiled
         if matcher.is_error():
             return _Step(stopped=True, error=matcher.get_error())
         self._matcher = matcher

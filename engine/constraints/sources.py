@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from engine.constraints import ConstraintError, Diagnostic
-from engine.types import ConstraintKind, ConstraintSpec
+from engine.types import KIND_NAMES, ConstraintKind, ConstraintSpec
 
 MAX_SOURCE_BYTES = 1_000_000
 
@@ -28,13 +28,6 @@ EXTENSION_KINDS: dict[str, ConstraintKind] = {
     ".re": "regex",
 }
 
-KIND_NAMES: dict[str, str] = {
-    "json_schema": "JSON schema",
-    "lark": "Lark grammar",
-    "gbnf": "GBNF grammar",
-    "regex": "regex",
-    "any_json": "any JSON",
-}
 
 # "any JSON" means a JSON object, like the "JSON mode" of chat APIs: a bare number or string
 # is rarely what someone asking for JSON wants.
@@ -61,13 +54,14 @@ def constraint_from_file(
         kind = _kind_for(ext, text)
         if kind is None:
             known = ", ".join(EXTENSION_KINDS)
-            raise ConstraintError(
-                f"{p}: not a recognised grammar file (expected a JSON schema, a Lark or GBNF "
-                f"grammar, or a regex; extensions {known})"
+            raise _file_error(
+                p,
+                "not a recognised grammar file (expected a JSON schema, a Lark or GBNF "
+                f"grammar, or a regex; extensions {known})",
             )
     _check_kind(kind)
     if kind == "json_schema":
-        parse_json_schema(text, str(p))
+        parse_json_schema(text, str(p), file=str(p))
     elif kind == "regex":
         text = text.rstrip("\r\n")
     return ConstraintSpec(kind=kind, source=text, name=p.name)
@@ -142,44 +136,51 @@ def _check_kind(kind: str) -> None:
 
 def _read_text(path: Path) -> str:
     if not path.exists():
-        raise ConstraintError(f"{path}: no such file")
+        raise _file_error(path, "no such file")
     if path.is_dir():
-        raise ConstraintError(f"{path}: is a folder, not a grammar file")
+        raise _file_error(path, "is a folder, not a grammar file")
     size = path.stat().st_size
     if size > MAX_SOURCE_BYTES:
-        raise ConstraintError(
-            f"{path}: too large for a grammar file ({size:,} bytes; the limit is "
-            f"{MAX_SOURCE_BYTES:,} bytes)"
+        raise _file_error(
+            path,
+            f"too large for a grammar file ({size:,} bytes; the limit is "
+            f"{MAX_SOURCE_BYTES:,} bytes)",
         )
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise ConstraintError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+        raise _file_error(path, f"cannot be read ({exc.strerror or exc})") from exc
     if b"\x00" in data:
-        raise ConstraintError(f"{path}: not a text file (it contains NUL bytes)")
+        raise _file_error(path, "not a text file (it contains NUL bytes)")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ConstraintError(
-            f"{path}: not a UTF-8 text file (invalid byte at offset {exc.start})"
+        raise _file_error(
+            path, f"not a UTF-8 text file (invalid byte at offset {exc.start})"
         ) from exc
     if not text.strip():
-        raise ConstraintError(f"{path}: the file is empty")
+        raise _file_error(path, "the file is empty")
     return text
 
 
-def parse_json_schema(text: str, label: str) -> dict[str, Any] | bool:
-    """The schema in `text`; ConstraintError with line and column if it is not one."""
+def _file_error(path: Path, message: str) -> ConstraintError:
+    """An error about the file at `path` as a whole, its path in the Diagnostic."""
+    return ConstraintError(f"{path}: {message}", [Diagnostic(message, file=str(path))])
+
+
+def parse_json_schema(text: str, label: str, file: str | None = None) -> dict[str, Any] | bool:
+    """The schema in `text`; ConstraintError with line and column (and `file`, if it came
+    from one) if it is not one."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        diag = Diagnostic(f"not valid JSON: {exc.msg}", exc.lineno, exc.colno)
+        diag = Diagnostic(f"not valid JSON: {exc.msg}", exc.lineno, exc.colno, file=file)
         raise ConstraintError(f"{label}: {diag}", [diag]) from exc
     except RecursionError as exc:
-        diag = Diagnostic("the JSON is nested too deeply")
+        diag = Diagnostic("the JSON is nested too deeply", file=file)
         raise ConstraintError(f"{label}: {diag}", [diag]) from exc
     if not isinstance(value, dict | bool):
         what = {list: "an array", str: "a string", type(None): "null"}.get(type(value), "a number")
-        diag = Diagnostic(f"a JSON schema must be an object, not {what}", 1, 1)
+        diag = Diagnostic(f"a JSON schema must be an object, not {what}", 1, 1, file=file)
         raise ConstraintError(f"{label}: {diag}", [diag])
     return value

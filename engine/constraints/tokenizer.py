@@ -17,6 +17,7 @@ from typing import Any
 import llguidance
 
 from engine.constraints import ConstraintError
+from engine.tokenizer import ModelTokenizer
 
 _lock = threading.Lock()
 _by_tokenizer: weakref.WeakKeyDictionary[Any, dict[tuple[int, ...], llguidance.LLTokenizer]] = (
@@ -25,26 +26,24 @@ _by_tokenizer: weakref.WeakKeyDictionary[Any, dict[tuple[int, ...], llguidance.L
 
 
 def ll_tokenizer(tokenizer: Any, ends: Iterable[int]) -> llguidance.LLTokenizer:
-    """The LLTokenizer for `tokenizer` (an mlx-lm TokenizerWrapper or a HF fast tokenizer).
+    """The LLTokenizer for `tokenizer` (a ModelTokenizer, an mlx-lm TokenizerWrapper or a HF
+    fast tokenizer).
 
     `ends` are the token ids that end a reply; with none, the tokenizer's own EOS is used.
     """
     key = tuple(sorted(set(ends)))
+    tok = ModelTokenizer.of(tokenizer)
     with _lock:
-        per_ends = _by_tokenizer.setdefault(tokenizer, {})
+        per_ends = _by_tokenizer.setdefault(tok.source, {})
         found = per_ends.get(key)
         if found is None:
-            found = per_ends[key] = _build(tokenizer, list(key))
+            found = per_ends[key] = _build(tok.hf, list(key))
         return found
 
 
-def _build(tokenizer: Any, ends: list[int]) -> llguidance.LLTokenizer:
+def _build(hf: Any, ends: list[int]) -> llguidance.LLTokenizer:
     import llguidance.hf
-    import transformers
 
-    # an mlx-lm TokenizerWrapper holds the HF tokenizer; an HF tokenizer is used as is
-    is_hf = isinstance(tokenizer, transformers.PreTrainedTokenizerBase)
-    hf = tokenizer if is_hf else getattr(tokenizer, "_tokenizer", tokenizer)
     try:
         return llguidance.hf.from_tokenizer(hf, eos_token=ends or None)
     except (ValueError, TypeError) as exc:

@@ -5,13 +5,18 @@ ConstraintError on syntax errors it can see itself); `validate_constraint` runs 
 checks as well and never raises for a bad grammar: errors and warnings come back as
 Diagnostics with the line and column where llguidance gives them. It also reports
 grammars that can produce no text and JSON-schema keywords llguidance cannot enforce.
+
+Both hand back the spec with its CompiledGrammar attached (`compile_constraint` when no
+check is wanted): requests that use that spec convert nothing and, once a matcher has been
+compiled for the model's tokenizer (by validation given that tokenizer, or by the first
+request), compile nothing either.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 import llguidance
@@ -19,8 +24,9 @@ import numpy as np
 from llguidance import LLMatcher
 
 from engine.constraints import ConstraintError, Diagnostic
-from engine.constraints.sources import ANY_JSON_SCHEMA, KIND_NAMES, parse_json_schema
-from engine.types import ConstraintSpec
+from engine.constraints.compiled import CompiledGrammar
+from engine.constraints.sources import ANY_JSON_SCHEMA, parse_json_schema
+from engine.types import ConstraintSpec, ValidationReport
 
 if TYPE_CHECKING:
     from llguidance._lib import JsonCompileOptions  # a TypedDict that exists only in the stub
@@ -37,33 +43,6 @@ _DETAIL_ERROR = re.compile(r"^error: (.*)$", re.MULTILINE)
 _UNIMPLEMENTED = re.compile(r"Unimplemented keys: \[(.*)\]")
 
 
-@dataclass
-class ValidationReport:
-    """The outcome of checking a constraint: its compiled grammar, errors and warnings."""
-
-    spec: ConstraintSpec
-    grammar: str | None = None
-    errors: list[Diagnostic] = field(default_factory=list)
-    warnings: list[Diagnostic] = field(default_factory=list)
-    check_ms: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    def summary(self) -> str:
-        """One line per problem, prefixed with the constraint's name."""
-        label = self.spec.name or KIND_NAMES.get(self.spec.kind, self.spec.kind)
-        lines = [f"{label}: {d}" for d in self.errors]
-        lines += [f"{label}: warning: {d}" for d in self.warnings]
-        return "\n".join(lines)
-
-    def raise_for_errors(self) -> None:
-        """Raise ConstraintError carrying the errors, if there are any."""
-        if self.errors:
-            raise ConstraintError(self.summary().split("\n")[0], self.errors + self.warnings)
-
-
 def to_grammar(spec: ConstraintSpec) -> str:
     """The llguidance grammar for `spec`; raises ConstraintError for errors found converting it.
 
@@ -75,15 +54,16 @@ def to_grammar(spec: ConstraintSpec) -> str:
         return LLMatcher.grammar_from_json_schema(ANY_JSON_SCHEMA, defaults=JSON_COMPILE_DEFAULTS)
     if kind == "json_schema":
         label = spec.name or "JSON schema"
-        schema = parse_json_schema(spec.source, label)
-        if schema is False:
+        literal = spec.source.strip()
+        if literal == "false":
             diag = Diagnostic("Unsatisfiable schema: the schema is false, so nothing matches it")
             raise ConstraintError(f"{label}: {diag}", [diag])
-        try:
+        try:  # llguidance parses the text itself; Python parses it only to explain a failure
             return LLMatcher.grammar_from_json_schema(
-                "{}" if schema is True else spec.source, defaults=JSON_COMPILE_DEFAULTS
+                "{}" if literal == "true" else spec.source, defaults=JSON_COMPILE_DEFAULTS
             )
         except ValueError as exc:
+            parse_json_schema(spec.source, label)  # raises with line and column if not JSON
             diag = Diagnostic(str(exc))
             raise ConstraintError(f"{label}: {diag}", [diag]) from exc
     if kind == "lark":
@@ -105,12 +85,14 @@ def to_grammar(spec: ConstraintSpec) -> str:
     raise ConstraintError(f"unknown constraint kind {kind!r}")
 
 
-def compile_grammar(spec: ConstraintSpec, tokenizer: llguidance.LLTokenizer | None = None) -> str:
-    """Convert and check `spec`; return its grammar or raise ConstraintError with diagnostics."""
-    report = validate_constraint(spec, tokenizer, check_language=False)
-    report.raise_for_errors()
-    assert report.grammar is not None
-    return report.grammar
+def compile_constraint(spec: ConstraintSpec) -> ConstraintSpec:
+    """`spec` with its CompiledGrammar: converted once, so every request using the returned
+    spec shares one grammar and its compiled matchers. Raises ConstraintError for errors
+    found converting it; llguidance reports the others when a request compiles it.
+    A spec that already carries its grammar is returned as it is."""
+    if spec.compiled is not None:
+        return spec
+    return replace(spec, compiled=CompiledGrammar(to_grammar(spec)))
 
 
 def validate_constraint(
@@ -127,22 +109,43 @@ def validate_constraint(
     started = time.perf_counter()
     report = ValidationReport(spec)
     try:
-        report.grammar = to_grammar(spec)
+        compiled = CompiledGrammar(to_grammar(spec))
     except ConstraintError as exc:
         report.errors = exc.diagnostics or [Diagnostic(str(exc))]
-    if report.grammar is not None:
-        is_error, messages = LLMatcher.validate_grammar_with_warnings(report.grammar, tokenizer)
+        compiled = None
+    if compiled is not None:
+        checked = _compile_checks(compiled, tokenizer)
+        is_error, messages, matcher = checked
         diags = [parse_message(m, spec.kind, "error" if is_error else "warning") for m in messages]
         if is_error:
             report.errors.extend(diags)
         else:
             report.warnings.extend(diags)
         if check_language and not is_error:
-            report.errors.extend(_language_problems(report, tokenizer))
-    if report.errors:
-        report.grammar = None
+            report.errors.extend(_language_problems(report, compiled.grammar, matcher, tokenizer))
+        if not report.errors:
+            report.spec = replace(spec, compiled=compiled)
+            report.grammar = compiled.grammar
     report.check_ms = (time.perf_counter() - started) * 1e3
     return report
+
+
+def _compile_checks(
+    compiled: CompiledGrammar, tokenizer: llguidance.LLTokenizer | None
+) -> tuple[bool, list[str], LLMatcher | None]:
+    """(is_error, llguidance's errors or warnings, a matcher for the language check).
+
+    With the model's tokenizer this is the grammar's one compile: the matcher is kept on
+    `compiled` for requests to copy. Without one, llguidance checks the grammar alone.
+    """
+    if tokenizer is None:
+        is_error, messages = LLMatcher.validate_grammar_with_warnings(compiled.grammar, None)
+        return is_error, messages, None
+    matcher = LLMatcher(tokenizer, compiled.grammar, log_level=0)
+    if matcher.is_error():
+        return True, [matcher.get_error()], None
+    compiled.keep(tokenizer, matcher)
+    return False, matcher.get_grammar_warnings(), matcher.deep_copy()
 
 
 def parse_message(
@@ -173,14 +176,19 @@ def parse_message(
 
 
 def _language_problems(
-    report: ValidationReport, tokenizer: llguidance.LLTokenizer | None
+    report: ValidationReport,
+    grammar: str,
+    matcher: LLMatcher | None,
+    tokenizer: llguidance.LLTokenizer | None,
 ) -> list[Diagnostic]:
-    """Errors for grammars no text can satisfy; a warning for ones only the empty text can."""
+    """Errors for grammars no text can satisfy; a warning for ones only the empty text can.
+
+    `matcher` is a fresh one for `tokenizer` if there is one, which this advances."""
     from engine.constraints.tokenizer import byte_tokenizer
 
     tok = tokenizer or byte_tokenizer()
-    assert report.grammar is not None
-    matcher = LLMatcher(tok, report.grammar, log_level=0)
+    if matcher is None:
+        matcher = LLMatcher(tok, grammar, log_level=0)
     forced_text = False
     for _ in range(_FOLLOW_FORCED):  # follow forced text: a dead end may wait behind it
         mask = np.frombuffer(matcher.compute_bitmask(), np.uint8)

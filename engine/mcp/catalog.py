@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.tools.definitions import TOOL_NAME_RE, ToolDefinitionError, validate_tools
+from engine.types import FunctionDefinition, ToolDefinition
 
 MAX_DESCRIPTION_CHARS = 4000
 MAX_SCHEMA_CHARS = 256 * 1024
@@ -46,8 +47,8 @@ class CatalogTool:
     input_schema: dict[str, Any]
     warnings: tuple[str, ...] = ()
 
-    def to_openai(self) -> dict[str, Any]:
-        function: dict[str, Any] = {"name": self.exposed, "parameters": self.input_schema}
+    def to_openai(self) -> ToolDefinition:
+        function: FunctionDefinition = {"name": self.exposed, "parameters": self.input_schema}
         if self.description:
             function["description"] = self.description
         return {"type": "function", "function": function}
@@ -135,7 +136,7 @@ class ToolCatalog:
 
     tools: list[CatalogTool] = field(default_factory=list)
 
-    def definitions(self) -> list[dict[str, Any]]:
+    def definitions(self) -> list[ToolDefinition]:
         return [t.to_openai() for t in self.tools]
 
     def lookup(self, exposed: str) -> CatalogTool | None:

@@ -18,7 +18,16 @@ from typing import Any, Literal
 
 from engine.mcp.catalog import CatalogTool, ToolCatalog
 from engine.mcp.results import CANCELLED_TEXT, DECLINED_TEXT, ToolResult
-from engine.types import ChatRequest, ChatResult, StopReason, TextDelta, ToolCall
+from engine.types import (
+    ChatMessage,
+    ChatRequest,
+    ChatResult,
+    StopReason,
+    TextDelta,
+    ToolCall,
+    ToolCallMessage,
+    ToolChoiceOption,
+)
 
 DEFAULT_MAX_STEPS = 8
 
@@ -27,7 +36,9 @@ ApproveFn = Callable[[ToolCall, CatalogTool], Approval]
 TurnEnd = Literal["answered", "step_limit", "cancelled", "error", "other_tool"]
 
 
-def tool_choice_for_step(requested: str | dict[str, Any], step: int, max_steps: int) -> Any:
+def tool_choice_for_step(
+    requested: ToolChoiceOption, step: int, max_steps: int
+) -> ToolChoiceOption:
     """The tool_choice of step `step` (0-based): the user's choice for the first reply,
     "auto" once results are in (else "required" could only ever call again), and "none"
     when the turn has used its steps, so it ends with an answer."""
@@ -36,23 +47,16 @@ def tool_choice_for_step(requested: str | dict[str, Any], step: int, max_steps: 
     return requested if step == 0 else "auto"
 
 
-def assistant_message(result: ChatResult) -> dict[str, Any]:
+def assistant_message(result: ChatResult) -> ChatMessage:
     """The assistant turn for a reply with calls, in the OpenAI shape the engine reads."""
-    return {
-        "role": "assistant",
-        "content": result.text,
-        "tool_calls": [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments},
-            }
-            for c in result.tool_calls
-        ],
-    }
+    calls: list[ToolCallMessage] = [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for c in result.tool_calls
+    ]
+    return {"role": "assistant", "content": result.text, "tool_calls": calls}
 
 
-def tool_message(call: ToolCall, result: ToolResult) -> dict[str, Any]:
+def tool_message(call: ToolCall, result: ToolResult) -> ChatMessage:
     return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result.text}
 
 
@@ -98,7 +102,7 @@ class CallRecord:
 class TurnResult:
     """A whole turn: every reply, every call, the conversation after it, and why it ended."""
 
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     replies: list[ChatResult] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)
     end: TurnEnd = "answered"

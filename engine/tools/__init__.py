@@ -2,15 +2,24 @@
 
 `prepare_tool_request` validates the tools, picks the call format from the chat template,
 renders the prompt and builds the Lark grammar that makes every call's arguments match
-its tool's schema. The engine prefills `prompt_tokens`, decodes under `constraint`, and
-hands the final text to `ToolPlan.parse`.
+its tool's schema, joined with the user's own grammar where one is given. The engine
+prefills `prompt_tokens`, decodes under `constraint`, and hands the final text to
+`ToolPlan.parse`. Tool grammars are compiled once per tool set and choice (a small cache),
+so a conversation's requests with the same tools share one compiled grammar.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from llguidance import LLMatcher
+
+from engine.constraints.compiled import CompiledGrammar
+from engine.constraints.validate import compile_constraint
+from engine.tokenizer import ModelTokenizer
 from engine.tools.definitions import (
     ToolDefinitionError,
     ToolSpec,
@@ -18,10 +27,23 @@ from engine.tools.definitions import (
     validate_tools,
 )
 from engine.tools.formats import ToolFormat, choose_format
-from engine.tools.grammar import ToolChoice, resolve_choice, tool_grammar, validate_grammar
+from engine.tools.grammar import (
+    ToolChoice,
+    resolve_choice,
+    tool_grammar,
+    validate_grammar,
+    with_user_grammar,
+)
 from engine.tools.parse import parse_tool_calls
-from engine.tools.prompt import render_prompt
-from engine.types import ConstraintSpec, ToolCall
+from engine.tools.prompt import render_chat_with_tools
+from engine.types import (
+    KIND_NAMES,
+    ConstraintSpec,
+    ConstraintUse,
+    ToolCall,
+    ToolChoiceOption,
+    ToolDefinition,
+)
 
 __all__ = [
     "ToolDefinitionError",
@@ -29,6 +51,7 @@ __all__ = [
     "ToolSpec",
     "load_tools",
     "prepare_tool_request",
+    "tool_warnings",
     "validate_tools",
 ]
 
@@ -38,7 +61,11 @@ class ToolPlan:
     """What the engine needs to run one request with tools."""
 
     prompt_tokens: list[int]  # the rendered prompt, ready to prefill
-    constraint: ConstraintSpec | None  # a Lark grammar, or None for tool_choice "none"
+    # the grammar to decode under (compiled): the tools', the tools' joined with the user's,
+    # the user's alone (tool_choice "none"), or None
+    constraint: ConstraintSpec | None
+    # what became of the user's own constraint, if the request had one
+    user_constraint: ConstraintUse | None = None
     format: str = "hermes"  # the call format's name
     native: bool = False  # True when the chat template itself renders the tools
     choice: ToolChoice = field(default_factory=lambda: ToolChoice("auto"))
@@ -54,25 +81,30 @@ class ToolPlan:
         return parse_tool_calls(self._format, text)
 
 
-def _tokenize(tokenizer: Any, text: str) -> list[int]:
-    hf = getattr(tokenizer, "_tokenizer", tokenizer)
-    return list(hf.encode(text, add_special_tokens=False))
+def tool_warnings(tools: list[ToolSpec]) -> list[str]:
+    """One line per thing about the tools that Corral cannot enforce, naming the tool."""
+    return [f'tool "{t.name}": {w}' for t in tools for w in t.warnings]
 
 
 def prepare_tool_request(
     tokenizer: Any,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | list[ToolSpec],
-    tool_choice: str | dict[str, Any],
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[ToolDefinition | Mapping[str, Any] | ToolSpec],
+    tool_choice: ToolChoiceOption | Mapping[str, Any],
     *,
     parallel_tool_calls: bool = True,
+    user_constraint: ConstraintSpec | None = None,
 ) -> ToolPlan:
     """Validate `tools`, render the prompt and build the grammar for `tool_choice`.
 
     `tokenizer` is mlx-lm's TokenizerWrapper (an HF tokenizer works too). As in the OpenAI
-    API, `parallel_tool_calls=False` allows at most one call per reply. Raises
-    ToolDefinitionError for malformed tools, an unknown tool_choice name or a conversation
-    the chat template cannot render.
+    API, `parallel_tool_calls=False` allows at most one call per reply. `user_constraint`
+    (the request's own grammar) applies alone under "none", joins the tools' under "auto"
+    when the call format allows it (the reply follows it or is calls), and is paused under
+    "required" or a named tool, or when it cannot be joined; `warnings` then say so.
+    Raises ToolDefinitionError for malformed tools, an unknown tool_choice name or a
+    conversation the chat template cannot render, and ConstraintError for a user
+    constraint that does not convert.
     """
     given = list(tools)
     specs = [t for t in given if isinstance(t, ToolSpec)]
@@ -81,18 +113,44 @@ def prepare_tool_request(
     choice = resolve_choice(tool_choice, specs)
     fmt = choose_format(tokenizer)
     offered = None if choice.mode == "none" else specs
-    text = render_prompt(tokenizer, messages, offered, fmt)
-    warnings = [f'tool "{t.name}": {w}' for t in specs for w in t.warnings]
-    constraint = None
-    if choice.mode != "none":
+    text = render_chat_with_tools(tokenizer, messages, offered, fmt)
+    warnings = tool_warnings(specs)
+    user = compile_constraint(user_constraint) if user_constraint is not None else None
+    use: ConstraintUse | None = None if user is None else "paused"
+    constraint: ConstraintSpec | None = user
+    if choice.mode == "none":
+        use = None if user is None else "alone"
+    else:
+        name = f"tools: {choice.describe()} ({fmt.name})"
         grammar = tool_grammar(fmt, specs, choice, parallel_tool_calls)
-        warnings += validate_grammar(grammar)
-        constraint = ConstraintSpec(
-            kind="lark", source=grammar, name=f"tools: {choice.describe()} ({fmt.name})"
-        )
+        compiled, grammar_warnings = _compiled_tool_grammar(grammar)
+        warnings += grammar_warnings
+        constraint = ConstraintSpec(kind="lark", source=grammar, name=name, compiled=compiled)
+        if user is not None and choice.mode == "auto":
+            assert user.compiled is not None
+            joined = with_user_grammar(fmt, specs, user.compiled, parallel_tool_calls)
+            if joined is not None:
+                label = user.name or KIND_NAMES.get(user.kind, user.kind)
+                constraint = ConstraintSpec(
+                    kind="lark",
+                    source=joined,
+                    name=f"{label} or tool calls ({fmt.name})",
+                    compiled=_compiled_joined_grammar(joined),
+                )
+                use = "with_tools"
+        if use == "paused":
+            assert user is not None
+            why = (
+                f"the model writes {fmt.name} calls, which {user.name or 'it'} could be "
+                "mistaken for"
+                if choice.mode == "auto"
+                else f'tool_choice "{choice.describe()}" allows only tool calls'
+            )
+            warnings.append(f"{user.name or 'the grammar'} is paused while tools are on: {why}")
     return ToolPlan(
-        prompt_tokens=_tokenize(tokenizer, text),
+        prompt_tokens=ModelTokenizer.of(tokenizer).encode(text),
         constraint=constraint,
+        user_constraint=use,
         format=fmt.name,
         native=fmt.native,
         choice=choice,
@@ -101,3 +159,17 @@ def prepare_tool_request(
         warnings=warnings,
         _format=fmt,
     )
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled_tool_grammar(grammar: str) -> tuple[CompiledGrammar, list[str]]:
+    """The compiled tool grammar (shared by every request with the same tools and choice)
+    and llguidance's warnings about it."""
+    warnings = validate_grammar(grammar)
+    return CompiledGrammar(LLMatcher.grammar_from_lark(grammar)), warnings
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled_joined_grammar(grammar: str) -> CompiledGrammar:
+    """The compiled grammar of tools joined with a user's grammar (llguidance's JSON)."""
+    return CompiledGrammar(grammar)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import CorralError
+from engine.types import FunctionDefinition, ToolDefinition
 
 # Tool names as MCP servers and real tool sets write them (MCP spec, SEP-986: 1-128 ASCII
 # letters, digits, '_', '-' and '.'; BFCL's `instrument_price.get`). OpenAI's own rule,
@@ -51,9 +52,9 @@ class ToolSpec:
     parameters: dict[str, Any]
     warnings: tuple[str, ...] = field(default=())
 
-    def to_openai(self) -> dict[str, Any]:
+    def to_openai(self) -> ToolDefinition:
         """The tool in the OpenAI format, as chat templates expect it."""
-        function: dict[str, Any] = {"name": self.name}
+        function: FunctionDefinition = {"name": self.name}
         if self.description:
             function["description"] = self.description
         function["parameters"] = self.parameters
@@ -216,7 +217,7 @@ def validate_tools(tools: Any, source: str = "") -> list[ToolSpec]:
 
 def load_tools(
     source: str | Path | list[dict[str, Any]] | dict[str, Any],
-) -> list[dict[str, Any]]:
+) -> list[ToolDefinition]:
     """Validated tools in the OpenAI format, from a list (or `{"tools": [...]}`) or from a
     `.json` file holding one."""
     if not isinstance(source, (str, Path)):
@@ -233,7 +234,7 @@ def load_tools(
     return tools_from_text(text, str(path))
 
 
-def tools_from_text(text: str, source: str = "") -> list[dict[str, Any]]:
+def tools_from_text(text: str, source: str = "") -> list[ToolDefinition]:
     """Validated tools in the OpenAI format from JSON text; errors name `source` and where."""
     prefix = f"{source}: " if source else ""
     try:

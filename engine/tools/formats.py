@@ -18,9 +18,10 @@ import re
 import secrets
 import string
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from engine.tokenizer import ModelTokenizer
 
 RawCall = tuple[str, dict[str, Any]]  # (name, arguments)
 
@@ -44,15 +45,6 @@ class Marker:
     def no_text_containing(self) -> str:
         """A terminal for free text that does not contain the marker's text."""
         return f"{_TEXT} & ~/(?s:.*){re.escape(self.text)}(?s:.*)/"
-
-
-def added_token_id(hf_tokenizer: Any, text: str) -> int | None:
-    """The id of `text` if the tokenizer has it as one added token, else None."""
-    added = getattr(hf_tokenizer, "added_tokens_decoder", None) or {}
-    for token_id, token in added.items():
-        if getattr(token, "content", None) == text:
-            return int(token_id)
-    return None
 
 
 def _lit(text: str) -> str:
@@ -99,19 +91,20 @@ class ToolFormat:
     """Base class. `native` is True when the chat template renders tools itself."""
 
     name: ClassVar[str] = ""
+    call_start: ClassVar[str] = ""  # how the text of a reply's calls begins
     args_key: ClassVar[str] = "arguments"
 
-    def __init__(self, hf_tokenizer: Any, native: bool) -> None:
+    def __init__(self, tokenizer: ModelTokenizer, native: bool) -> None:
         self.native = native
-        self.hf_tokenizer = hf_tokenizer
+        self.tokenizer = tokenizer
 
     @classmethod
-    def detect(cls, template: str, vocab: Mapping[str, int]) -> bool:
-        """Whether a chat template (and vocabulary) uses this format."""
+    def detect(cls, template: str) -> bool:
+        """Whether a chat template uses this format."""
         raise NotImplementedError
 
     def marker(self, text: str) -> Marker:
-        return Marker(text, added_token_id(self.hf_tokenizer, text))
+        return Marker(text, self.tokenizer.added_token_id(text))
 
     def call_lark(self, tool_name: str, args_rule: str) -> str:
         """Lark for one call object, `{"name": "<tool_name>", "<args_key>": <args>}`."""
@@ -152,9 +145,10 @@ class HermesFormat(ToolFormat):
     """
 
     name = "hermes"
+    call_start = "<tool_call>"
 
     @classmethod
-    def detect(cls, template: str, vocab: Mapping[str, int]) -> bool:
+    def detect(cls, template: str) -> bool:
         return "<tool_call>" in template
 
     def reply_lark(self, required: bool, parallel: bool) -> str:
@@ -214,10 +208,11 @@ class Llama3JsonFormat(ToolFormat):
     or `<|eom_id|>`."""
 
     name = "llama3_json"
+    call_start = '{"name": '
     args_key = "parameters"
 
     @classmethod
-    def detect(cls, template: str, vocab: Mapping[str, int]) -> bool:
+    def detect(cls, template: str) -> bool:
         return (
             "<|start_header_id|>" in template
             and "tools" in template
@@ -225,7 +220,7 @@ class Llama3JsonFormat(ToolFormat):
         )
 
     def reply_lark(self, required: bool, parallel: bool) -> str:
-        tag = added_token_id(self.hf_tokenizer, "<|python_tag|>")
+        tag = self.tokenizer.added_token_id("<|python_tag|>")
         prefix = f"<[{tag}]>? " if tag is not None else ""
         more = ' ("; " fn)*' if parallel else ""
         calls = f"calls: {prefix}fn{more}\n"
@@ -267,9 +262,10 @@ class MistralFormat(ToolFormat):
     letters and digits."""
 
     name = "mistral"
+    call_start = "[TOOL_CALLS]"
 
     @classmethod
-    def detect(cls, template: str, vocab: Mapping[str, int]) -> bool:
+    def detect(cls, template: str) -> bool:
         return "[TOOL_CALLS]" in template
 
     def reply_lark(self, required: bool, parallel: bool) -> str:
@@ -344,19 +340,6 @@ class MistralFormat(ToolFormat):
 FORMATS: list[type[ToolFormat]] = [MistralFormat, HermesFormat, Llama3JsonFormat]
 
 
-def chat_template_text(tokenizer: Any) -> str | None:
-    """The tokenizer's chat template as text (the `tool_use` one of a named set), or None."""
-    template = getattr(tokenizer, "chat_template", None)
-    if template is None:
-        template = getattr(getattr(tokenizer, "_tokenizer", None), "chat_template", None)
-    if isinstance(template, dict):
-        template = template.get("tool_use") or template.get("default")
-    if isinstance(template, list):  # [{"name": ..., "template": ...}] as in tokenizer_config
-        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
-        template = named.get("tool_use") or named.get("default")
-    return template if isinstance(template, str) else None
-
-
 def choose_format(tokenizer: Any) -> ToolFormat:
     """The call format for a tokenizer (an mlx-lm TokenizerWrapper or an HF tokenizer).
 
@@ -364,13 +347,9 @@ def choose_format(tokenizer: Any) -> ToolFormat:
     (ChatML without tools, no template) gets the Hermes format with the tools described
     in the system prompt.
     """
-    hf = getattr(tokenizer, "_tokenizer", tokenizer)
-    template = chat_template_text(tokenizer) or ""
-    vocab: Mapping[str, int] = {}
-    get_vocab = getattr(hf, "get_vocab", None)
-    if callable(get_vocab):
-        vocab = get_vocab()
+    tok = ModelTokenizer.of(tokenizer)
+    template = tok.chat_template or ""
     for cls in FORMATS:
-        if cls.detect(template, vocab):
-            return cls(hf, native=True)
-    return HermesFormat(hf, native=False)
+        if cls.detect(template):
+            return cls(tok, native=True)
+    return HermesFormat(tok, native=False)

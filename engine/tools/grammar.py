@@ -5,14 +5,22 @@ whose arguments follow that tool's parameter schema (a `%json` embed per tool). 
 format's `reply_lark` places `fn` in a reply: free text until the call opener under
 `auto`, calls only under `required`, exactly one call to one function for a named choice;
 several calls unless parallel calls are turned off. `none` has no grammar at all.
+
+With a grammar of the user's under `auto`, `with_user_grammar` joins the two: the reply is
+either text that follows the user's grammar or the calls (llguidance runs the user's
+grammar as a sub-grammar). That works when the two cannot start alike: a model that writes
+calls as bare JSON cannot also be held to a JSON schema from the first byte, so there the
+user's grammar is paused and the reply says so.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from engine.constraints.compiled import CompiledGrammar
 from engine.tools.definitions import ToolDefinitionError, ToolSpec, arguments_grammar_schema
 from engine.tools.formats import ToolFormat
 
@@ -30,13 +38,15 @@ class ToolChoice:
         return self.function if self.mode == "function" and self.function else self.mode
 
 
-def resolve_choice(tool_choice: str | dict[str, Any] | None, tools: list[ToolSpec]) -> ToolChoice:
+def resolve_choice(
+    tool_choice: str | Mapping[str, Any] | None, tools: list[ToolSpec]
+) -> ToolChoice:
     """Read an OpenAI tool_choice ("auto", "required", "none", a function name, or
     {"type": "function", "function": {"name": ...}}); unknown names raise naming them."""
     names = [t.name for t in tools]
     if tool_choice is None:
         return ToolChoice("auto")
-    if isinstance(tool_choice, dict):
+    if isinstance(tool_choice, Mapping):
         kind = tool_choice.get("type")
         if kind in ("auto", "required", "none"):
             return ToolChoice(kind)
@@ -78,6 +88,39 @@ def tool_grammar(
         lines.append(f"fn_{i}: {fmt.call_lark(tool.name, f'args_{i}')}")
         lines.append(f"args_{i}: %json {json.dumps(arguments_grammar_schema(tool.parameters))}")
     return "\n".join(lines) + "\n"
+
+
+def with_user_grammar(
+    fmt: ToolFormat, tools: list[ToolSpec], user: CompiledGrammar, parallel: bool = True
+) -> str | None:
+    """llguidance's grammar (JSON) for `auto` with the user's grammar as the free text: the
+    reply follows `user`, or it is calls only. None if the two could start with the same
+    byte, which llguidance's sub-grammars cannot tell apart."""
+    if _can_start_with(user.grammar, fmt.call_start):
+        return None
+    calls = tool_grammar(fmt, tools, ToolChoice("required"), parallel)
+    head, rules = calls.split("\n", 1)  # "%llguidance {}", then rules that start with `start`
+    if not rules.startswith("start:"):
+        raise ValueError(f"{fmt.name}: the calls grammar must begin with its start rule")
+    grammars = user.grammars()
+    name = grammars[0].get("name") or "user"
+    grammars[0] = {**grammars[0], "name": name}
+    lark = f"{head}\nstart: @{name} | tool_calls\ntool_calls:{rules[len('start:') :]}"
+    return json.dumps({"grammars": [{"name": "tools", "lark_grammar": lark}, *grammars]})
+
+
+def _can_start_with(grammar: str, text: str) -> bool:
+    """Whether `grammar` allows `text`'s first byte first (True when it cannot be told)."""
+    from llguidance import LLMatcher
+
+    from engine.constraints.tokenizer import byte_tokenizer
+
+    matcher = LLMatcher(byte_tokenizer(), grammar, log_level=0)
+    mask = matcher.compute_bitmask()
+    if matcher.is_error():
+        return True
+    first = text.encode()[0]
+    return bool(mask[first // 8] & (1 << (first % 8)))
 
 
 def validate_grammar(grammar: str, ll_tokenizer: Any = None) -> list[str]:

@@ -10,9 +10,10 @@ conversation on.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.prompt import DEFAULT_CHAT_TEMPLATE
+from engine.prompt import render_chat
 from engine.tools.definitions import ToolDefinitionError, ToolSpec
 from engine.tools.formats import ToolFormat
 
@@ -35,7 +36,7 @@ def _text_content(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
-def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Copy OpenAI messages into the shape templates expect: string content, tool-call
     arguments as parsed objects, tool results carrying the called function's name."""
     out: list[dict[str, Any]] = []
@@ -123,9 +124,9 @@ def fallback_messages(
     return out
 
 
-def render_prompt(
+def render_chat_with_tools(
     tokenizer: Any,
-    messages: list[dict[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
     tools: list[ToolSpec] | None,
     fmt: ToolFormat,
 ) -> str:
@@ -139,16 +140,8 @@ def render_prompt(
     else:
         rendered = fallback_messages(normalized, tools, fmt)
         kwargs = {}
-    # The HF tokenizer renders, as engine.prompt does for replies without tools, so both
-    # give the same text for the same history (and share the prompt cache).
-    hf = getattr(tokenizer, "_tokenizer", tokenizer)
-    if getattr(hf, "chat_template", None) is None:
-        kwargs["chat_template"] = DEFAULT_CHAT_TEMPLATE
     try:
-        text: str = hf.apply_chat_template(
-            rendered, add_generation_prompt=True, tokenize=False, **kwargs
-        )
-        return text
+        return render_chat(tokenizer, rendered, **kwargs)
     except Exception as exc:  # jinja errors and template raise_exception()
         raise ToolDefinitionError(
             f"the chat template could not render the conversation: {exc}"

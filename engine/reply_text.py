@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.tokenizer import ModelTokenizer
+
 
 class ReplyText:
     """Accumulates a reply's text and decides what can be shown yet.
@@ -13,7 +15,7 @@ class ReplyText:
     """
 
     def __init__(self, tokenizer: Any, stop: list[str]) -> None:
-        self._detok = tokenizer.detokenizer
+        self._detok = ModelTokenizer.of(tokenizer).detokenizer()
         self._stop = [s for s in stop if s]
         self._max_stop = max((len(s) for s in self._stop), default=0)
         self.text = ""
