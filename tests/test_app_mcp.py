@@ -103,6 +103,26 @@ def card_text(card) -> str:
     return "\n".join(label.text() for label in card.findChildren(QLabel))
 
 
+def report_figures(window) -> None:
+    """Print, per MCP tool the model called: calls run, calls whose arguments validate
+    against the tool's inputSchema, and seconds from the reply's last token to the result
+    shown in its card (the closing note's figure; run with -s)."""
+    import jsonschema
+
+    by_tool: dict[str, list] = {}
+    for entry in window.mcp_calls.calls.values():
+        if entry.result is not None and entry.result.failure not in ("declined", "cancelled"):
+            by_tool.setdefault(f"{entry.tool.server}/{entry.tool.name}", []).append(entry)
+    for tool, entries in sorted(by_tool.items()):
+        valid = sum(
+            jsonschema.Draft202012Validator(e.tool.input_schema).is_valid(e.call.arguments)
+            for e in entries
+        )
+        seconds = [round(e.after_last_token_s, 3) for e in entries]
+        figure = {"tool": tool, "calls": len(entries), "valid": valid, "shown_after_s": seconds}
+        print("MCP-GUI-FIGURE", json.dumps(figure))
+
+
 def tool_messages(window) -> list:
     return [m for m in window.controller.path() if m.role == "tool"]
 
@@ -217,8 +237,7 @@ def test_deny_tells_the_model_and_always_allow_runs_without_asking(qtbot, mcp_wi
     assert asked and asked[0].state == "done"
     assert window.mcp.is_always_allowed(asked[0].tool)
     qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
-    timings = [c.after_last_token_s for c in window.mcp_calls.calls.values() if c.result]
-    print("MCP-GUI-FIGURE", json.dumps({"tool": "paint/paint.pick", "after_last_token_s": timings}))
+    report_figures(window)
 
 
 def test_results_show_images_and_are_stored_with_the_conversation(qtbot, mcp_window) -> None:
@@ -242,6 +261,7 @@ def test_results_show_images_and_are_stored_with_the_conversation(qtbot, mcp_win
     assert shows_image()
     assert "Link: pixel.png — file:///tmp/pixel.png" in card_text(cards(window)[0])
     screenshot(window, "mcp_card_result")
+    report_figures(window)
     # Reopened later (another conversation in between), the stored result shows the same.
     conversation = window.controller.conversation_id
     window.new_chat()
@@ -271,6 +291,7 @@ def test_a_crashing_or_hanging_server_gives_an_error_card(qtbot, mcp_window, too
         lbl for lbl in cards(window)[0].findChildren(QLabel) if lbl.objectName() == "toolError"
     ]
     assert error, "an error card"
+    report_figures(window)
     if tool == "crash":
         assert "fatal: the crash tool was called" in text
         qtbot.waitUntil(lambda: window.mcp.snapshots["paint"].state.value == "failed")
