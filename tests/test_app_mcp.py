@@ -333,7 +333,7 @@ def test_stop_cancels_the_call_and_the_turn(qtbot, mcp_window) -> None:
     started = time.monotonic()
     window.composer.button.click()  # Stop
     qtbot.waitUntil(lambda: not window.controller.busy, timeout=10_000)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # not the 60 s call timeout: Stop cancelled it
     (stored,) = tool_messages(window)
     assert stored.meta["mcp"]["failure"] == "cancelled"
     qtbot.wait(300)

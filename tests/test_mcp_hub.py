@@ -151,17 +151,15 @@ def test_a_server_that_never_answers_times_out(hubs) -> None:
     result = hub.call("odd", "hang", {}).result(30)
     assert result.failure == "timeout"
     assert result.text == 'Error: the tool server "odd" did not answer within 1 s'
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # far from the 60 s default: the timeout worked
     # The server is still usable (the SDK cancelled the request), and a per-call timeout wins.
     assert hub.call("odd", "echo.text", {"message": "x"}, timeout=5).result(10).text == "echo: x"
 
 
 def test_garbage_on_stdout(hubs) -> None:
-    hub = hubs(
-        {"noise": misbehaving_entry("garbage"), "banner": misbehaving_entry("banner")},
-        start_timeout=3.0,
-    )
-    noise, banner = hub.snapshots()["noise"], hub.snapshots()["banner"]
+    # The garbage server writes at once; the banner one needs its time to load the SDK.
+    hub = hubs({"noise": misbehaving_entry("garbage")}, start_timeout=3.0)
+    noise = hub.snapshots()["noise"]
     assert noise.state == ServerState.FAILED
     assert noise.detail == (
         "it did not finish starting within 3 s; it wrote 3 lines that are not MCP (JSON-RPC) "
@@ -169,6 +167,8 @@ def test_garbage_on_stdout(hubs) -> None:
     )
     assert "starting in garbage mode" in noise.stderr_tail
     # One stray line before the protocol starts is tolerated, and reported.
+    hub = hubs({"banner": misbehaving_entry("banner")})
+    banner = hub.snapshots()["banner"]
     assert banner.state == ServerState.READY
     assert "'Welcome to the misbehaving server v1'" in banner.detail
     assert hub.call("banner", "echo.text", {"message": "ok"}).result(10).text == "echo: ok"
