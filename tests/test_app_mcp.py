@@ -169,9 +169,10 @@ def test_a_malformed_mcp_json_names_the_line_and_changes_nothing(qtbot, mcp_wind
     window = mcp_window({"paint": misbehaving_entry()})
     wait_ready(qtbot, window, "paint")
     config = window.mcp.config_path
+    # Saved from an editor ("Edit mcp.json"): the file watcher reloads it.
     config.write_text('{\n  "mcpServers": {\n    "paint": {"command": 42}\n  }\n}\n')
-    window.mcp.reload()  # what the file watcher does after an edit
     status = window.mcp_panel.status
+    qtbot.waitUntil(lambda: status.property("error") is True, timeout=10_000)
     assert status.property("error") is True
     assert f'{config}, line 3: server "paint": "command" must be a non-empty string' in (
         status.text()
