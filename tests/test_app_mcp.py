@@ -143,8 +143,15 @@ def test_the_panel_lists_servers_tools_and_states(qtbot, mcp_window) -> None:
     assert top["paint"].text(1) == "ready · 6 tools"
     assert top["broken"].text(1) == "failed"
     assert "the program was not found" in top["broken"].toolTip(1)
-    tools = {top["paint"].child(i).text(0): top["paint"].child(i) for i in range(6)}
+    tools = {top["paint"].child(i).text(0): top["paint"].child(i) for i in range(7)}
     assert tools["paint.pick"].toolTip(0).startswith("Pick a colour for a room")
+    # A schema llguidance cannot compile: listed, left out, the reason shown.
+    legacy = tools["legacy.lookup"]
+    assert legacy.text(1) == "left out"
+    assert not legacy.flags() & Qt.ItemFlag.ItemIsUserCheckable  # no switch: never offered
+    assert "Unimplemented keys" in legacy.toolTip(1) and "not offered" in legacy.toolTip(1)
+    panel.tree.setCurrentItem(legacy)
+    assert "Not offered: its inputSchema is not a usable JSON schema" in panel.detail.text()
     assert "1 of 2 server(s) ready." in panel.status.text()
     panel.tree.setCurrentItem(top["paint"])
     assert "PAINT_TOKEN" in panel.detail.text() and "do-not-show-me" not in panel.detail.text()
@@ -154,6 +161,7 @@ def test_the_panel_lists_servers_tools_and_states(qtbot, mcp_window) -> None:
     tools["paint.pick"].setCheckState(0, Qt.CheckState.Unchecked)
     names = [t["function"]["name"] for t in window.mcp_calls.tool_definitions([])]
     assert "paint.pick" not in names and "echo.text" in names
+    assert "legacy.lookup" not in names
     assert window.mcp.disabled_tools() == {("paint", "paint.pick")}
     # The server switch stops it; switching on starts it again.
     top["paint"].setCheckState(0, Qt.CheckState.Unchecked)

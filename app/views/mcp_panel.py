@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSignalBlocker, Qt, QUrl
-from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QDropEvent, QFontDatabase
+from PySide6.QtGui import (
+    QDesktopServices,
+    QDragEnterEvent,
+    QDropEvent,
+    QFontDatabase,
+    QPalette,
+)
 from PySide6.QtWidgets import (
     QFileDialog,
     QFormLayout,
@@ -162,7 +168,11 @@ class McpPanel(QWidget):
             item.setText(1, "left out")
             item.setToolTip(0, f"{tip}\n\nNot offered: {tool.error}")
             item.setToolTip(1, tool.error)
-            item.setDisabled(True)
+            # Greyed but selectable, so the reason can be read below the list.
+            grey = self.palette().color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text)
+            item.setForeground(0, grey)
+            item.setForeground(1, grey)
+            item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsUserCheckable)
             return
         item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
         item.setCheckState(0, Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
