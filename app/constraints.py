@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.constraints import ConstraintError, sources
-from engine.constraints.validate import ValidationReport, validate_constraint
-from engine.types import ConstraintKind, ConstraintSpec, Diagnostic
+from engine.constraints.validate import validate_constraint
+from engine.types import ConstraintKind, ConstraintSpec, Diagnostic, ValidationReport
 
 KIND_LABELS = {
     "json_schema": "JSON schema",

@@ -10,13 +10,14 @@ import json
 from typing import Any
 
 from app.store.records import ToolsConfig
+from engine.types import ToolDefinition
 
 
 class ToolsError(ValueError):
     """Tool definitions the user wrote or loaded are not usable; the message says why."""
 
 
-def parse_tools_text(text: str, source: str = "") -> list[dict[str, Any]]:
+def parse_tools_text(text: str, source: str = "") -> list[ToolDefinition]:
     """Validate tool definitions given as JSON text; return them in the OpenAI format."""
     from engine.tools.definitions import ToolDefinitionError, tools_from_text
 
@@ -43,7 +44,7 @@ def looks_like_tools(path: str) -> bool:
     )
 
 
-def builtin_tools() -> list[dict[str, Any]]:
+def builtin_tools() -> list[ToolDefinition]:
     """The engine's built-in tools in the OpenAI format."""
     from engine.tools import builtins
 
@@ -75,7 +76,7 @@ def enabled_tool_warnings(config: ToolsConfig) -> list[str]:
         return [str(exc)]
 
 
-def enabled_tool_definitions(config: ToolsConfig) -> list[dict[str, Any]]:
+def enabled_tool_definitions(config: ToolsConfig) -> list[ToolDefinition]:
     """The tools a request offers: the user's definitions plus the enabled built-ins."""
     tools = list(config.definitions)
     names = {t.get("function", t).get("name") for t in tools}

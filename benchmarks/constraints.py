@@ -8,6 +8,8 @@ Configurations: the loaded model with a JSON schema (overlapped and serial mask)
 on the tiny 2-layer model with the real vocabulary (a forward pass of a few ms, as on a
 fast Mac), and a key-heavy schema whose forced tokens are fed in one pass. Tokens/s count
 from the first sampled token: forced tokens before it come with the first token's latency.
+Also the path of a dropped grammar file to the first mask of a reply: checked and compiled
+once for the model's tokenizer and reused, against compiling it again for each request.
 """
 
 from __future__ import annotations
@@ -16,16 +18,21 @@ import statistics
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from engine.constraints.loop import ConstrainedDecoder
-from engine.constraints.sources import json_schema_constraint
+from engine.constraints.sources import constraint_from_file, json_schema_constraint
+from engine.constraints.tokenizer import ll_tokenizer
+from engine.constraints.validate import validate_constraint
 from engine.decode import decode_free, prefill
 from engine.prompt import encode_chat
 from engine.sampling import build_processors, build_sampler, end_token_ids
 from engine.types import ConstraintSpec, GenerationStats, SamplingSettings
 
+# The example a new user drops first (resources/grammars/recipe.json).
+DROPPED_GRAMMAR = Path(__file__).resolve().parents[1] / "resources" / "grammars" / "recipe.json"
 ANSWER_PROMPT = "Describe the city of Paris. Reply in JSON with a title and a long summary."
 ANSWER_SCHEMA = {
     "type": "object",
@@ -111,6 +118,7 @@ def measure_constraints(
     fstats = _typical_stats(forced["overlapped"])
     out["forced_tokens"] = f"{fstats.forced_tokens} of {forced['overlapped'][0].tokens}"
     out["forced_forward_passes"] = fstats.forward_passes
+    out.update(measure_drop_to_first_mask(tokenizer, repeats=max(3, repeats)))
 
     if stress:
         import mlx_lm
@@ -124,6 +132,48 @@ def measure_constraints(
         runs = compare_loops(tiny, tiny_tok, answer, ANSWER_PROMPT, stress_tokens, stress_repeats)
         out.update(_ratios("stress_", runs))
     return out
+
+
+def _first_mask_ms(tokenizer: Any, spec: ConstraintSpec, ends: set[int]) -> float:
+    """ms from a request's decoder being built to its first mask (serial: on this thread)."""
+    decoder = ConstrainedDecoder(tokenizer, spec, ends, serial=True)
+    assert not decoder.finished  # collects the compile job: the first mask is ready
+    return decoder.compile_ms
+
+
+def measure_drop_to_first_mask(
+    tokenizer: Any, path: Path = DROPPED_GRAMMAR, repeats: int = 3
+) -> dict[str, Any]:
+    """A grammar file dropped on the window until the first mask of the first reply and of
+    a later one, the way Corral does it (checked once with the model's tokenizer, the
+    compiled grammar reused) and compiling twice (checked without the model's tokenizer,
+    converted and compiled again by each request). Medians over `repeats`, in ms."""
+    ends = end_token_ids(tokenizer)
+    lltok = ll_tokenizer(tokenizer, ends)  # built once per model, at load
+    once: list[float] = []
+    twice: list[float] = []
+    reuse: list[float] = []
+    recompile: list[float] = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        report = validate_constraint(constraint_from_file(path), lltok)
+        checked_ms = (time.perf_counter() - started) * 1e3
+        assert report.ok and report.spec.compiled is not None, report.summary()
+        once.append(checked_ms + _first_mask_ms(tokenizer, report.spec, ends))
+        reuse.append(_first_mask_ms(tokenizer, report.spec, ends))
+
+        started = time.perf_counter()
+        bare = validate_constraint(constraint_from_file(path)).spec
+        checked_ms = (time.perf_counter() - started) * 1e3
+        bare = replace(bare, compiled=None)  # what a request got before: the spec alone
+        twice.append(checked_ms + _first_mask_ms(tokenizer, bare, ends))
+        recompile.append(_first_mask_ms(tokenizer, bare, ends))
+    return {
+        "drop_to_first_mask_ms": round(statistics.median(once), 2),
+        "drop_to_first_mask_two_compiles_ms": round(statistics.median(twice), 2),
+        "first_mask_reused_grammar_ms": round(statistics.median(reuse), 3),
+        "first_mask_recompiled_grammar_ms": round(statistics.median(recompile), 2),
+    }
 
 
 def compare_loops(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.engine import Engine
-from engine.types import ChatRequest, ChatResult, SamplingSettings
+from engine.types import ChatMessage, ChatRequest, ChatResult, SamplingSettings
 
 SYSTEM = "You are Corral, a concise and friendly assistant running on the user's own Mac."
 
@@ -34,7 +34,7 @@ def run_session_hit_rate(engine: Engine, *, max_tokens: int = 12) -> dict[str, A
     cached = perfect = 0
     steps: list[dict[str, Any]] = []
 
-    def ask(label: str, messages: list[dict[str, str]]) -> ChatResult:
+    def ask(label: str, messages: list[ChatMessage]) -> ChatResult:
         nonlocal cached, perfect
         result = engine.chat(ChatRequest(messages, settings))
         if result.error:
@@ -55,13 +55,13 @@ def run_session_hit_rate(engine: Engine, *, max_tokens: int = 12) -> dict[str, A
         seen.append(result.token_ids)
         return result
 
-    def user(text: str) -> dict[str, str]:
+    def user(text: str) -> ChatMessage:
         return {"role": "user", "content": text}
 
-    def assistant(result: ChatResult) -> dict[str, str]:
+    def assistant(result: ChatResult) -> ChatMessage:
         return {"role": "assistant", "content": result.text}
 
-    chat = [{"role": "system", "content": SYSTEM}, user("What is a KV cache?")]
+    chat: list[ChatMessage] = [{"role": "system", "content": SYSTEM}, user("What is a KV cache?")]
     r = ask("turn 1", chat)
     chat += [assistant(r), user("Why does it make chat faster?")]
     r = ask("turn 2", chat)
@@ -73,7 +73,10 @@ def run_session_hit_rate(engine: Engine, *, max_tokens: int = 12) -> dict[str, A
     edited = chat[:1] + [user("What is a prefix trie?")]
     r_edit = ask("edit message 1", edited)
     ask("turn 2 on the edited branch", edited + [assistant(r_edit), user("And an LRU?")])
-    other = [{"role": "system", "content": SYSTEM}, user("Write a haiku about rain.")]
+    other: list[ChatMessage] = [
+        {"role": "system", "content": SYSTEM},
+        user("Write a haiku about rain."),
+    ]
     ask("second conversation", other)
     ask("back to the first branch", chat)
     return {

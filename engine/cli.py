@@ -11,10 +11,17 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from engine.errors import CorralError
-from engine.types import ChatRequest, ConstraintSpec, LoadProgress, SamplingSettings, TextDelta
+from engine.types import (
+    ChatMessage,
+    ChatRequest,
+    ConstraintSpec,
+    LoadProgress,
+    SamplingSettings,
+    TextDelta,
+    ToolDefinition,
+)
 
 
 def _progress_printer(enabled: bool) -> Callable[[LoadProgress], None]:
@@ -40,7 +47,7 @@ def _constraint_from_args(args: argparse.Namespace) -> ConstraintSpec | None:
     return None
 
 
-def _tools_from_args(args: argparse.Namespace) -> list[dict[str, Any]] | None:
+def _tools_from_args(args: argparse.Namespace) -> list[ToolDefinition] | None:
     if not args.tools:
         return None
     from engine.tools import load_tools
@@ -51,7 +58,7 @@ def _tools_from_args(args: argparse.Namespace) -> list[dict[str, Any]] | None:
 def cmd_chat(args: argparse.Namespace) -> int:
     from engine.engine import Engine
 
-    messages = []
+    messages: list[ChatMessage] = []
     if args.system:
         messages.append({"role": "system", "content": args.system})
     messages.append({"role": "user", "content": args.prompt})
@@ -73,6 +80,14 @@ def cmd_chat(args: argparse.Namespace) -> int:
         tool_choice=args.tool_choice,
     )
     engine = Engine()
+    if args.mcp:
+        from engine.mcp.cli import run_chat
+
+        try:
+            engine.load_model(args.model, _progress_printer(not args.json)).result()
+            return run_chat(args, engine, request)
+        finally:
+            engine.close()
     try:
         engine.load_model(args.model, _progress_printer(not args.json)).result()
         handle = engine.submit(request)
@@ -196,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--regex", metavar="R", help="constrain to a regular expression")
     chat.add_argument("--tools", metavar="FILE", help="tool definitions (OpenAI format, .json)")
     chat.add_argument("--tool-choice", default="auto", help="auto, required, none or a tool name")
+    from engine.mcp.cli import add_arguments as add_mcp_arguments
+
+    add_mcp_arguments(chat)
     chat.set_defaults(func=cmd_chat)
 
     serve = sub.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API")

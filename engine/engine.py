@@ -32,13 +32,13 @@ from engine.types import (
     MemoryPlan,
     ModelInfo,
     StopReason,
+    ValidationReport,
 )
 from engine.worker import acquire_worker, release_worker
 
 if TYPE_CHECKING:
     import llguidance
 
-    from engine.constraints.validate import ValidationReport
     from engine.memory import WiredLimit
     from engine.models import LoadedModel
     from engine.prompt_cache import KVState

@@ -7,12 +7,13 @@ the same text, and shares the prompt cache, with tools on or off.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.tokenizer import ModelTokenizer
 
 
-def _plain_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _plain_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Templates without tool support choke on None content; give them strings."""
     out = []
     for m in messages:
@@ -25,7 +26,7 @@ def _plain_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def render_chat(
     tokenizer: Any,
-    messages: list[dict[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
     *,
     add_generation_prompt: bool = True,
     **template_kwargs: Any,
@@ -42,7 +43,7 @@ def render_chat(
 
 def encode_chat(
     tokenizer: Any,
-    messages: list[dict[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
     *,
     add_generation_prompt: bool = True,
     **template_kwargs: Any,

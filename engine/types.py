@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict
 
 if TYPE_CHECKING:
     from engine.constraints.compiled import CompiledGrammar
@@ -56,6 +56,15 @@ class SamplingSettings:
 
 ConstraintKind = Literal["json_schema", "lark", "regex", "gbnf", "any_json"]
 
+# How messages name each kind of constraint.
+KIND_NAMES: dict[str, str] = {
+    "json_schema": "JSON schema",
+    "lark": "Lark grammar",
+    "gbnf": "GBNF grammar",
+    "regex": "regex",
+    "any_json": "any JSON",
+}
+
 # What became of a request's own constraint when it also offered tools: it applied alone
 # (tool_choice "none"), joined the tool grammar (the reply follows it or is tool calls), or
 # was paused (only calls were allowed, or its text could be mistaken for a call).
@@ -97,18 +106,114 @@ class Diagnostic:
 
 
 @dataclass
-class ChatRequest:
-    """One reply to generate for a conversation.
+class ValidationReport:
+    """The outcome of checking a constraint: its compiled grammar, errors and warnings.
 
-    `messages` are OpenAI-style dicts: {"role", "content"} plus, for tools,
-    "tool_calls" on assistant messages and "tool_call_id"/"name" on tool messages.
+    When there are no errors, `spec` carries its CompiledGrammar: use it for requests."""
+
+    spec: ConstraintSpec
+    grammar: str | None = None
+    errors: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
+    check_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def summary(self) -> str:
+        """One line per problem, prefixed with the constraint's name."""
+        label = self.spec.name or KIND_NAMES.get(self.spec.kind, self.spec.kind)
+        lines = [f"{label}: {d}" for d in self.errors]
+        lines += [f"{label}: warning: {d}" for d in self.warnings]
+        return "\n".join(lines)
+
+    def raise_for_errors(self) -> None:
+        """Raise ConstraintError carrying the errors, if there are any."""
+        from engine.constraints import ConstraintError
+
+        if self.errors:
+            raise ConstraintError(self.summary().split("\n")[0], self.errors + self.warnings)
+
+
+# Parsed JSON: a tool's parameter schema or a call's arguments (any JSON object).
+JSONObject = dict[str, Any]
+
+
+class FunctionCall(TypedDict):
+    """The function of a tool call: its name and arguments (an object, or OpenAI's JSON
+    text of one)."""
+
+    name: str
+    arguments: JSONObject | str
+
+
+class ToolCallMessage(TypedDict):
+    """One entry of an assistant message's `tool_calls`, in the OpenAI format."""
+
+    id: str
+    type: Literal["function"]
+    function: FunctionCall
+
+
+ChatRole = Literal["system", "user", "assistant", "tool"]
+
+
+class ChatMessage(TypedDict, total=False):
+    """One message of a conversation, in the OpenAI format: `role` and `content`, plus
+    `tool_calls` on assistant messages and `tool_call_id`/`name` on tool results."""
+
+    role: Required[ChatRole]
+    content: str | None
+    tool_calls: list[ToolCallMessage]
+    tool_call_id: str
+    name: str
+
+
+class FunctionDefinition(TypedDict, total=False):
+    """What a tool does and takes: its name, a description and a JSON schema."""
+
+    name: Required[str]
+    description: str
+    parameters: JSONObject
+
+
+class ToolDefinition(TypedDict):
+    """A tool a request offers, in the OpenAI format."""
+
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class FunctionChoice(TypedDict):
+    name: str
+
+
+class NamedToolChoice(TypedDict):
+    """`tool_choice` naming the one function a reply must call."""
+
+    type: Literal["function"]
+    function: FunctionChoice
+
+
+# "auto", "required", "none", a function's name, or {"type": "function", ...}.
+ToolChoiceOption = str | NamedToolChoice
+
+
+@dataclass
+class ChatRequest:
+    """One reply to generate for a conversation: the one request type every front end
+    (the app, the CLI, a server) builds and the engine serves.
+
+    Front ends that take untyped input (JSON from a file or a client) pass it through as
+    is; the engine checks messages and tools and refuses bad ones with a clear error.
     """
 
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     constraint: ConstraintSpec | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] = "auto"
+    tools: list[ToolDefinition] | None = None
+    tool_choice: ToolChoiceOption = "auto"
     parallel_tool_calls: bool = True
     # Text continued as written, without the chat template (`messages` is then ignored):
     # the server's /v1/completions. Special-token text in it counts as those tokens.

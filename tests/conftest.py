@@ -13,7 +13,6 @@ import pytest  # noqa: E402
 import engine  # noqa: E402,F401  (preloads OpenBLAS before MLX)
 
 REPO = Path(__file__).resolve().parents[1]
-DATASETS = REPO.parent / "shared" / "datasets"
 
 
 @pytest.fixture(scope="session")

@@ -144,3 +144,39 @@ def test_run_a_builtin_tool_from_its_card(qtbot, tmp_path, tiny_engine):
     }
     assert request.tool_choice == "auto"  # after the results the model may answer in text
     close_window(window)
+
+
+def test_chips_say_how_a_grammar_goes_with_the_tools(qtbot, tmp_path, tiny_engine):
+    """A grammar and tools together: under auto the chip says a reply fits the grammar or
+    is a tool call (and replies do); under required it says the grammar is paused, and
+    the tools chip carries the reason the reply gave."""
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=40, seed=3)
+    grammar = tmp_path / "verdict.lark"
+    grammar.write_text('start: "yes" | "no"\n')
+    window.open_constraint_file(str(grammar))
+    chip, tools_chip = window.constraint_bar.chip, window.constraint_bar.tools_chip
+    qtbot.waitUntil(chip.isVisible, timeout=10_000)
+    assert chip.label.text() == "Constraint: verdict.lark · Lark" and not tools_chip.isVisible()
+
+    _load_tools(qtbot, window, tmp_path, WEATHER)
+    qtbot.waitUntil(tools_chip.isVisible, timeout=10_000)
+    assert tools_chip.text() == "Tools: get_weather (auto)"
+    assert chip.label.text().endswith("— or a tool call")
+    window.send("Is it sunny in Oslo?")
+    wait_idle(qtbot, window)
+    reply = window.chat.message_widgets()[-1].message
+    assert reply.content in ("yes", "no") or reply.meta["tool_calls"], reply.content
+
+    panel = window.tools_panel
+    panel.choice.setCurrentText("required")
+    panel.choice.activated.emit(panel.choice.currentIndex())
+    assert chip.label.text().endswith("— paused while tools are on")
+    assert tools_chip.text() == "Tools: get_weather (required)"
+    window.send("And in Lima?")
+    wait_idle(qtbot, window)
+    assert window.chat.message_widgets()[-1].message.meta["tool_calls"]
+    assert tools_chip.text().endswith("⚠")
+    assert "verdict.lark is paused while tools are on" in tools_chip.toolTip()
+    screenshot(window, "chips_grammar_paused_by_tools")
+    close_window(window)

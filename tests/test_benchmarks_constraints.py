@@ -20,6 +20,10 @@ KEYS = {
     "stress_constrained_serial_tps",
     "forced_tps",
     "forced_free_tps",
+    "drop_to_first_mask_ms",
+    "drop_to_first_mask_two_compiles_ms",
+    "first_mask_reused_grammar_ms",
+    "first_mask_recompiled_grammar_ms",
 }
 
 

@@ -1,6 +1,7 @@
-"""Real-world JSON schemas (JSONSchemaBench): every schema compiles or fails with a clear error
-in bounded time, and compiled ones accept the valid instances and reject the invalid ones,
-token by token, without a model."""
+"""Real-world JSON schemas (JSONSchemaBench, in ../shared/datasets): every schema compiles or
+fails with a clear error in bounded time, and compiled ones accept the valid instances and
+reject the invalid ones, token by token, without a model. The same checks on schemas
+written here, which need no dataset, are in test_constraints_schemas.py."""
 
 from __future__ import annotations
 
@@ -11,26 +12,29 @@ from pathlib import Path
 import numpy as np
 import pytest
 from llguidance import LLMatcher
+from shared_datasets import dataset
 
 from engine.constraints import ConstraintError
 from engine.constraints.sources import json_schema_constraint
 from engine.constraints.validate import to_grammar
 
-BENCH = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "jsonschemabench"
 PER_SUBSET = 80
 COMPILE_BOUND_S = 10.0
 ENDS = (0, 2)  # <|endoftext|>, <|im_end|>
 
-pytestmark = pytest.mark.skipif(not BENCH.is_dir(), reason=f"{BENCH} is missing")
 
-
-def sample() -> list[Path]:
+def sample(bench: Path) -> list[Path]:
     """An even spread of each subset, the same on every run."""
     files: list[Path] = []
-    for subset in sorted(p for p in BENCH.iterdir() if p.is_dir()):
+    for subset in sorted(p for p in bench.iterdir() if p.is_dir()):
         found = sorted(subset.glob("*.json"))
         files += found[:: max(1, len(found) // PER_SUBSET)][:PER_SUBSET]
     return files
+
+
+@pytest.fixture(scope="module")
+def bench() -> Path:
+    return dataset("jsonschemabench")
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +47,10 @@ def lltok(tiny_model_dir):
 
 
 @pytest.fixture(scope="module")
-def compiled(lltok):
+def compiled(bench, lltok):
     """file -> grammar or error message, with the time each took to reach its first mask."""
     results = {}
-    for path in sample():
+    for path in sample(bench):
         doc = json.loads(path.read_text(encoding="utf-8"))
         started = time.perf_counter()
         try:

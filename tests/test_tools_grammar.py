@@ -9,6 +9,8 @@ from typing import Any
 
 import jsonschema
 import pytest
+from schema_corpus import CASES, UNSUPPORTED
+from shared_datasets import dataset
 from tools_support import GLAIVE, default_model_dir, grammar_accepts
 
 from engine.tools import ToolDefinitionError, prepare_tool_request
@@ -48,7 +50,7 @@ def test_glaive_schemas_accept_valid_and_reject_invalid_arguments(tok) -> None:
     accepts (format-checked ones aside) and rejects every example jsonschema rejects."""
     hf = tok._tokenizer
     checked = refused = accepted_valid = rejected_invalid = 0
-    for path in sorted(GLAIVE.glob("*.json"))[::6]:
+    for path in sorted(dataset(*GLAIVE).glob("*.json"))[::6]:
         data = json.loads(path.read_text())
         schema = data["schema"]
         name = path.stem.rsplit("_", 1)[0]
@@ -76,6 +78,29 @@ def test_glaive_schemas_accept_valid_and_reject_invalid_arguments(tok) -> None:
                 assert '"format"' in json.dumps(schema), f"{path.name}: rejected valid {args}"
     assert checked >= 250 and refused <= 15
     assert accepted_valid >= 250 and rejected_invalid >= 100
+
+
+def test_suite_schemas_accept_valid_and_reject_invalid_arguments(tok) -> None:
+    """The Glaive check on the suite's own schemas (no dataset needed): each compiles as a
+    tool, its calls accept the arguments jsonschema accepts and reject the rest; a schema
+    llguidance cannot enforce is refused with an error naming the tool."""
+    hf = tok._tokenizer
+    ask = [{"role": "user", "content": "Go"}]
+    for case in CASES:
+        tools = [{"type": "function", "function": {"name": case.name, "parameters": case.schema}}]
+        plan = prepare_tool_request(tok, ask, tools, "required")
+        assert plan.constraint is not None
+        for args in case.valid:
+            text = hermes_call(case.name, in_schema_order(args, case.schema))
+            assert grammar_accepts(hf, plan.constraint.source, text), (case.name, args)
+        for args in case.invalid:
+            text = hermes_call(case.name, in_schema_order(args, case.schema))
+            assert not grammar_accepts(hf, plan.constraint.source, text), (case.name, args)
+    schema, keyword = next((s, k) for s, k in UNSUPPORTED if s.get("type") == "object")
+    tools = [{"type": "function", "function": {"name": "dedupe", "parameters": schema}}]
+    with pytest.raises(ToolDefinitionError, match=keyword) as caught:
+        prepare_tool_request(tok, ask, tools, "required")
+    assert 'tool 1 ("dedupe")' in str(caught.value)
 
 
 WEATHER = {

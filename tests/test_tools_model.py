@@ -12,7 +12,9 @@ import time
 
 import jsonschema
 import pytest
-from tools_support import glaive_cases
+from schema_corpus import CASES
+from shared_datasets import dataset
+from tools_support import GLAIVE, glaive_cases
 
 from engine.engine import Engine
 from engine.tools.builtins import builtin_tools, run_builtin
@@ -83,9 +85,10 @@ def test_required_calls_validate_over_glaive_tool_sets(default_engine: Engine) -
     """20 tool sets from Glaiveai2K, tool_choice=required, one call per reply so each fits
     a small token budget: every reply completes, and its call names a tool of the set and
     validates against that tool's schema with jsonschema. 100%, no exceptions."""
+    glaive = dataset(*GLAIVE)
     failures = []
     started = time.perf_counter()
-    cases = glaive_cases(20)
+    cases = glaive_cases(glaive, 20)
     for case in cases:
         result = _ask(
             default_engine,
@@ -111,6 +114,39 @@ def test_required_calls_validate_over_glaive_tool_sets(default_engine: Engine) -
     elapsed = time.perf_counter() - started
     assert not failures, f"{len(failures)}/{len(cases)} failed:\n" + "\n".join(failures)
     print(f"20 Glaive tool sets: 100% valid calls in {elapsed:.0f} s")
+
+
+# Requests for the suite's own tool schemas (tests/schema_corpus.py), stating the values.
+SUITE_REQUESTS = {
+    "set_thermostat": "Set the living room thermostat to 21 degrees, eco mode.",
+    "lookup_order": "Look up the status of order AB-1234.",
+    "calculate_area": "What is the area of a circle with radius 3?",
+    "send_payment": "Send 12 EUR to alice.",
+}
+
+
+def test_required_calls_validate_over_the_suites_tool_sets(default_engine: Engine) -> None:
+    """The Glaive check on schemas written in the suite (no dataset needed): with
+    tool_choice=required and one call per reply, every reply completes with one call that
+    names a tool of its set and validates against that tool's schema."""
+    corpus = {case.name: case.schema for case in CASES}
+    distractor = {"type": "function", "function": {"name": "search_books"}}
+    distractor["function"]["parameters"] = corpus["search_books"]
+    failures = []
+    for name, request in SUITE_REQUESTS.items():
+        target = {"type": "function", "function": {"name": name, "parameters": corpus[name]}}
+        tools = [distractor, target]
+        messages = [{"role": "user", "content": request}]
+        result = _ask(default_engine, messages, tools, "required", max_tokens=96, parallel=False)
+        calls = result.tool_calls
+        if not _complete(result) or len(calls) != 1 or result.text:
+            failures.append(f"{name}: {result.stop_reason.value}, {calls}, {result.text!r}")
+            continue
+        try:
+            jsonschema.validate(calls[0].arguments, _schema(tools, calls[0].name))
+        except (StopIteration, jsonschema.ValidationError) as exc:
+            failures.append(f"{name}: invalid call {calls[0].name}: {exc}")
+    assert not failures, "\n".join(failures)
 
 
 def test_named_choice_calls_that_function(default_engine: Engine) -> None:

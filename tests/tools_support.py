@@ -14,7 +14,7 @@ import engine  # noqa: F401  (preloads OpenBLAS before mlx)
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATES = Path(__file__).resolve().parent / "fixtures" / "templates"
-GLAIVE = REPO.parent / "shared" / "datasets" / "jsonschemabench" / "Glaiveai2K"
+GLAIVE = ("jsonschemabench", "Glaiveai2K")  # under ../shared/datasets: see datasets.py
 
 # Extra tokens each fixture tokenizer adds to the SmolLM2 vocabulary, as the real model
 # families have them: (content, special). Qwen's <tool_call> is an ordinary added token;
@@ -137,10 +137,10 @@ class GlaiveCase:
     request: str  # a user message stating the arguments' values
 
 
-def _glaive_entries() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+def _glaive_entries(glaive: Path) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """(function name, parameter schema, a valid example of arguments) per file, sorted."""
     entries = []
-    for path in sorted(GLAIVE.glob("*.json")):
+    for path in sorted(glaive.glob("*.json")):
         data = json.loads(path.read_text())
         valid = [t["data"] for t in data.get("tests", []) if t.get("valid")]
         if valid and isinstance(valid[0], dict) and valid[0]:
@@ -148,14 +148,14 @@ def _glaive_entries() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     return entries
 
 
-def glaive_cases(count: int, max_example_chars: int = 100) -> list[GlaiveCase]:
+def glaive_cases(glaive: Path, count: int, max_example_chars: int = 100) -> list[GlaiveCase]:
     """`count` tool sets from Glaiveai2K, chosen deterministically: files in the order of
     the MD5 of their function name (a fixed shuffle, so the verbs vary), one per name, whose
     example arguments are short enough for a small token budget.
 
     Each set is [a fixed distractor tool, the target tool]: the distractor is the next
     function in that order, so every prompt shares its tools prefix (and its cache)."""
-    entries = [e for e in _glaive_entries() if len(json.dumps(e[2])) <= max_example_chars]
+    entries = [e for e in _glaive_entries(glaive) if len(json.dumps(e[2])) <= max_example_chars]
     entries.sort(key=lambda e: hashlib.md5(e[0].encode()).hexdigest())
     chosen: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     names: set[str] = set()

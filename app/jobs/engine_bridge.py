@@ -30,8 +30,8 @@ from engine.types import (
 )
 
 if TYPE_CHECKING:
-    from engine.constraints.validate import ValidationReport
     from engine.engine import Engine, RequestHandle
+    from engine.types import ValidationReport
 
 
 class ReplyJob(QObject):

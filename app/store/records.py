@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, cast
 
-from engine.types import SamplingSettings
+from engine.types import ChatMessage, ChatRole, SamplingSettings, ToolDefinition
 
 TOOL_CHOICES = ("auto", "required", "none")
 
@@ -47,7 +47,7 @@ class ChatSettings:
 class ToolsConfig:
     """A conversation's tools: user definitions (OpenAI format), enabled built-ins, choice."""
 
-    definitions: list[dict[str, Any]] = field(default_factory=list)
+    definitions: list[ToolDefinition] = field(default_factory=list)
     builtins: list[str] = field(default_factory=list)
     tool_choice: str = "auto"
     source_name: str = ""
@@ -89,9 +89,9 @@ class Message:
     meta: dict[str, Any]
     created_at: float
 
-    def to_chat_message(self) -> dict[str, Any]:
+    def to_chat_message(self) -> ChatMessage:
         """The OpenAI-style message the engine takes."""
-        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        out: ChatMessage = {"role": cast(ChatRole, self.role), "content": self.content}
         if self.role == "assistant" and self.meta.get("tool_calls"):
             out["tool_calls"] = [
                 {

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from app import __version__
 from app.controller import ChatController
 from app.jobs.engine_bridge import EngineBridge
+from app.jobs.mcp_job import McpBridge
 from app.paths import app_icon_path
 from app.qt_compat import guard_refcounts
 from app.store import Store
@@ -34,6 +35,7 @@ from app.views.chat_view import ChatView, Entry
 from app.views.composer import Composer, dropped_paths
 from app.views.constraint_widgets import ConstraintBar
 from app.views.format import format_bytes
+from app.views.mcp_setup import install_mcp
 from app.views.menus import build_menus
 from app.views.model_bar import ModelBar
 from app.views.notice_bar import NoticeBar
@@ -51,7 +53,7 @@ STATUS_INTERVAL_MS = 1000
 
 
 class MainWindow(WindowActions, QMainWindow):
-    def __init__(self, store: Store, bridge: EngineBridge) -> None:
+    def __init__(self, store: Store, bridge: EngineBridge, mcp: McpBridge | None = None) -> None:
         super().__init__()
         guard_refcounts()  # before the thousands of Qt calls a session makes
         self.store = store
@@ -68,6 +70,7 @@ class MainWindow(WindowActions, QMainWindow):
         self._build()
         self.actions_by_name = build_menus(self)
         self._connect()
+        self.mcp = install_mcp(self, mcp)  # MCP servers start with self.mcp.start()
         self._builtins = builtin_tools()
         self.tools_panel.set_builtins(self._builtins)
         self.settings_panel.set_presets(store.presets())
@@ -431,6 +434,7 @@ class MainWindow(WindowActions, QMainWindow):
         self.save_state()
         self.controller.stop()
         self.server.shutdown()
+        self.mcp.close()  # no server outlives the window
         super().closeEvent(event)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:

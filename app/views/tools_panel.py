@@ -25,6 +25,7 @@ from app.jobs.thread import run_task
 from app.store import ToolsConfig
 from app.store.records import TOOL_CHOICES
 from app.tools import ToolsError, parse_tools_text
+from engine.types import ToolDefinition
 
 EXAMPLE = """[
   {"type": "function", "function": {
@@ -46,9 +47,9 @@ class ToolsPanel(QWidget):
         super().__init__(parent)
         self.setObjectName("toolsPanel")
         self.config = ToolsConfig()
-        self._builtins: list[dict[str, Any]] = []
+        self._builtins: list[ToolDefinition] = []
         self._generation = 0
-        self._pending: list[dict[str, Any]] | None = None
+        self._pending: list[ToolDefinition] | None = None
         layout = QVBoxLayout(self)
         form = QFormLayout()
         self.choice = QComboBox(self)
@@ -100,7 +101,7 @@ class ToolsPanel(QWidget):
 
     # ---- showing a conversation's config ----
 
-    def set_builtins(self, tools: list[dict[str, Any]]) -> None:
+    def set_builtins(self, tools: list[ToolDefinition]) -> None:
         self._builtins = tools
         self.no_builtins.setVisible(not tools)
         self.builtin_list.setVisible(bool(tools))

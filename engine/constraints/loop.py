@@ -33,12 +33,11 @@ from llguidance import LLMatcher
 
 from engine.constraints import ConstraintError, Diagnostic
 from engine.constraints.masking import TokenMasker
-from engine.constraints.sources import KIND_NAMES
 from engine.constraints.tokenizer import ll_tokenizer
 from engine.constraints.validate import compile_constraint, parse_message
 from engine.decode import read_token
 from engine.sampling import LogitsProcessor, Sampler
-from engine.types import ConstraintSpec, GenerationStats
+from engine.types import KIND_NAMES, ConstraintSpec, GenerationStats
 
 # A mask allowing at most this many tokens marks a structural position (after a JSON value,
 # inside an enum or a keyword), where forced tokens tend to follow the next token.

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from engine.constraints import ConstraintError, Diagnostic
-from engine.types import ConstraintKind, ConstraintSpec
+from engine.types import KIND_NAMES, ConstraintKind, ConstraintSpec
 
 MAX_SOURCE_BYTES = 1_000_000
 
@@ -28,13 +28,6 @@ EXTENSION_KINDS: dict[str, ConstraintKind] = {
     ".re": "regex",
 }
 
-KIND_NAMES: dict[str, str] = {
-    "json_schema": "JSON schema",
-    "lark": "Lark grammar",
-    "gbnf": "GBNF grammar",
-    "regex": "regex",
-    "any_json": "any JSON",
-}
 
 # "any JSON" means a JSON object, like the "JSON mode" of chat APIs: a bare number or string
 # is rarely what someone asking for JSON wants.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 import llguidance
@@ -25,8 +25,8 @@ from llguidance import LLMatcher
 
 from engine.constraints import ConstraintError, Diagnostic
 from engine.constraints.compiled import CompiledGrammar
-from engine.constraints.sources import ANY_JSON_SCHEMA, KIND_NAMES, parse_json_schema
-from engine.types import ConstraintSpec
+from engine.constraints.sources import ANY_JSON_SCHEMA, parse_json_schema
+from engine.types import ConstraintSpec, ValidationReport
 
 if TYPE_CHECKING:
     from llguidance._lib import JsonCompileOptions  # a TypedDict that exists only in the stub
@@ -41,35 +41,6 @@ _STOP_REASONS = ("NoExtension", "NoExtensionBias")
 _FOLLOW_FORCED = 32
 _DETAIL_ERROR = re.compile(r"^error: (.*)$", re.MULTILINE)
 _UNIMPLEMENTED = re.compile(r"Unimplemented keys: \[(.*)\]")
-
-
-@dataclass
-class ValidationReport:
-    """The outcome of checking a constraint: its compiled grammar, errors and warnings.
-
-    When there are no errors, `spec` carries its CompiledGrammar: use it for requests."""
-
-    spec: ConstraintSpec
-    grammar: str | None = None
-    errors: list[Diagnostic] = field(default_factory=list)
-    warnings: list[Diagnostic] = field(default_factory=list)
-    check_ms: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    def summary(self) -> str:
-        """One line per problem, prefixed with the constraint's name."""
-        label = self.spec.name or KIND_NAMES.get(self.spec.kind, self.spec.kind)
-        lines = [f"{label}: {d}" for d in self.errors]
-        lines += [f"{label}: warning: {d}" for d in self.warnings]
-        return "\n".join(lines)
-
-    def raise_for_errors(self) -> None:
-        """Raise ConstraintError carrying the errors, if there are any."""
-        if self.errors:
-            raise ConstraintError(self.summary().split("\n")[0], self.errors + self.warnings)
 
 
 def to_grammar(spec: ConstraintSpec) -> str:

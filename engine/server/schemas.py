@@ -43,7 +43,7 @@ class MessageToolCall(_Open):
     function: FunctionCall
 
 
-class ChatMessage(_Open):
+class MessageBody(_Open):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
@@ -102,7 +102,7 @@ class _Generation(_Closed):
 class ChatCompletionBody(_Generation):
     """POST /v1/chat/completions."""
 
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[MessageBody] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     tools: list[dict[str, Any]] | None = None

@@ -14,7 +14,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engine.constraints import ConstraintError
 from engine.constraints.sources import (
@@ -27,14 +27,22 @@ from engine.server.errors import APIError
 from engine.server.schemas import (
     MAX_STOP_STRINGS,
     ChatCompletionBody,
-    ChatMessage,
     CompletionBody,
     ContentPart,
+    MessageBody,
+    MessageToolCall,
     _Generation,
 )
 from engine.tools import ToolDefinitionError, validate_tools
 from engine.tools.grammar import resolve_choice
-from engine.types import ChatRequest, ConstraintSpec, SamplingSettings
+from engine.types import (
+    ChatMessage,
+    ChatRequest,
+    ConstraintSpec,
+    SamplingSettings,
+    ToolCallMessage,
+    ToolChoiceOption,
+)
 
 if TYPE_CHECKING:
     from engine.engine import Engine
@@ -66,16 +74,15 @@ def chat_request(body: ChatCompletionBody, config: ServerConfig, check: Check) -
     warnings: list[str] = []
     constraint, constraint_param = _constraint(body, check, warnings)
     tools = None
-    tool_choice: str | dict[str, Any] = "auto"
+    tool_choice: ToolChoiceOption = "auto"
     label: str | None = constraint.kind if constraint else None
     if body.tools is not None:
         try:
             specs = validate_tools(body.tools)
         except ToolDefinitionError as exc:
             raise APIError(400, f"tools: {exc}", param="tools", code="invalid_tools") from None
-        tool_choice = body.tool_choice if body.tool_choice is not None else "auto"
         try:
-            choice = resolve_choice(tool_choice, specs)
+            choice = resolve_choice(body.tool_choice, specs)
         except ToolDefinitionError as exc:
             raise APIError(400, f"tool_choice: {exc}", param="tool_choice") from None
         if constraint is not None and choice.mode in ("required", "function"):
@@ -87,6 +94,10 @@ def chat_request(body: ChatCompletionBody, config: ServerConfig, check: Check) -
                 code="unsupported_combination",
             )
         tools = [s.to_openai() for s in specs]
+        if choice.mode == "function" and choice.function is not None:
+            tool_choice = {"type": "function", "function": {"name": choice.function}}
+        else:
+            tool_choice = choice.mode
         label = label if choice.mode == "none" else f"tools ({choice.describe()})"
     elif body.tool_choice not in (None, "none", "auto"):
         raise APIError(400, "tool_choice: no tools were given", param="tool_choice")
@@ -292,10 +303,10 @@ def _text(content: str | list[ContentPart] | None, where: str) -> str:
     return "".join(pieces)
 
 
-def _message(message: ChatMessage, index: int) -> dict[str, Any]:
+def _message(message: MessageBody, index: int) -> ChatMessage:
     where = f"messages[{index}]"
     role = "system" if message.role == "developer" else message.role
-    item: dict[str, Any] = {"role": role, "content": _text(message.content, where)}
+    item: ChatMessage = {"role": role, "content": _text(message.content, where)}
     if message.tool_calls:
         if role != "assistant":
             raise APIError(
@@ -320,7 +331,7 @@ def _message(message: ChatMessage, index: int) -> dict[str, Any]:
     return item
 
 
-def _tool_call(call: Any, where: str) -> dict[str, Any]:
+def _tool_call(call: MessageToolCall, where: str) -> ToolCallMessage:
     arguments = call.function.arguments
     if isinstance(arguments, str):
         try:

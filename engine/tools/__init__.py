@@ -11,13 +11,13 @@ so a conversation's requests with the same tools share one compiled grammar.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from llguidance import LLMatcher
 
 from engine.constraints.compiled import CompiledGrammar
-from engine.constraints.sources import KIND_NAMES
 from engine.constraints.validate import compile_constraint
 from engine.tokenizer import ModelTokenizer
 from engine.tools.definitions import (
@@ -37,7 +37,14 @@ from engine.tools.grammar import (
 from engine.tools.parse import parse_tool_calls
 from engine.tools.prompt import render_chat_with_tools
 from engine.tools.stream import ToolCallStream
-from engine.types import ConstraintSpec, ConstraintUse, ToolCall
+from engine.types import (
+    KIND_NAMES,
+    ConstraintSpec,
+    ConstraintUse,
+    ToolCall,
+    ToolChoiceOption,
+    ToolDefinition,
+)
 
 __all__ = [
     "ToolDefinitionError",
@@ -89,9 +96,9 @@ def tool_warnings(tools: list[ToolSpec]) -> list[str]:
 
 def prepare_tool_request(
     tokenizer: Any,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | list[ToolSpec],
-    tool_choice: str | dict[str, Any],
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[ToolDefinition | Mapping[str, Any] | ToolSpec],
+    tool_choice: ToolChoiceOption | Mapping[str, Any],
     *,
     parallel_tool_calls: bool = True,
     user_constraint: ConstraintSpec | None = None,

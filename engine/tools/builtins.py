@@ -18,6 +18,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from engine.tools.definitions import ToolDefinitionError
+from engine.types import ToolDefinition
 
 RESOURCES = Path(__file__).resolve().parents[2] / "resources" / "tools"
 BUILTIN_NAMES = ("calculator", "current_datetime", "convert_units")
@@ -31,9 +32,9 @@ class BuiltinError(ValueError):
     """A built-in tool was called with arguments it cannot use."""
 
 
-def builtin_tools(names: tuple[str, ...] | list[str] = BUILTIN_NAMES) -> list[dict[str, Any]]:
+def builtin_tools(names: tuple[str, ...] | list[str] = BUILTIN_NAMES) -> list[ToolDefinition]:
     """The OpenAI-format definitions of the named built-in tools, read from resources/."""
-    tools = []
+    tools: list[ToolDefinition] = []
     for name in names:
         if name not in BUILTIN_NAMES:
             raise ToolDefinitionError(

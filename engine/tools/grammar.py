@@ -16,6 +16,7 @@ user's grammar is paused and the reply says so.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -37,13 +38,15 @@ class ToolChoice:
         return self.function if self.mode == "function" and self.function else self.mode
 
 
-def resolve_choice(tool_choice: str | dict[str, Any] | None, tools: list[ToolSpec]) -> ToolChoice:
+def resolve_choice(
+    tool_choice: str | Mapping[str, Any] | None, tools: list[ToolSpec]
+) -> ToolChoice:
     """Read an OpenAI tool_choice ("auto", "required", "none", a function name, or
     {"type": "function", "function": {"name": ...}}); unknown names raise naming them."""
     names = [t.name for t in tools]
     if tool_choice is None:
         return ToolChoice("auto")
-    if isinstance(tool_choice, dict):
+    if isinstance(tool_choice, Mapping):
         kind = tool_choice.get("type")
         if kind in ("auto", "required", "none"):
             return ToolChoice(kind)

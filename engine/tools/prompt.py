@@ -10,6 +10,7 @@ conversation on.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.prompt import render_chat
@@ -35,7 +36,7 @@ def _text_content(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
-def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Copy OpenAI messages into the shape templates expect: string content, tool-call
     arguments as parsed objects, tool results carrying the called function's name."""
     out: list[dict[str, Any]] = []
@@ -125,7 +126,7 @@ def fallback_messages(
 
 def render_chat_with_tools(
     tokenizer: Any,
-    messages: list[dict[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
     tools: list[ToolSpec] | None,
     fmt: ToolFormat,
 ) -> str:
