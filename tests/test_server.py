@@ -174,6 +174,27 @@ def test_json_object_and_grammar_extension(client: openai.OpenAI, model: str) ->
     assert len(reply.choices[0].message.content or "") == 7
 
 
+def test_stop_strings_and_seed(client: openai.OpenAI, model: str) -> None:
+    reply = client.chat.completions.create(
+        model=model,
+        messages=_user("Spell it."),
+        max_tokens=20,
+        stop=["X"],
+        extra_body={"grammar": {"type": "regex", "value": "abcXdef"}},
+    )
+    assert reply.choices[0].message.content == "abc"
+    assert reply.choices[0].finish_reason == "stop"
+    texts = [
+        client.chat.completions.create(
+            model=model, messages=_user("Go."), max_tokens=8, temperature=1.5, seed=1234
+        )
+        .choices[0]
+        .message.content
+        for _ in range(2)
+    ]
+    assert texts[0] == texts[1]
+
+
 def _required_call(client: openai.OpenAI, model: str, stream: bool) -> tuple[str, str, str]:
     kwargs: dict[str, Any] = dict(
         model=model,
