@@ -208,6 +208,9 @@ class ChatRequest:
     tools: list[ToolDefinition] | None = None
     tool_choice: ToolChoiceOption = "auto"
     parallel_tool_calls: bool = True
+    # Text continued as written, without the chat template (`messages` is then ignored):
+    # the server's /v1/completions. Special-token text in it counts as those tokens.
+    raw_prompt: str | None = None
 
 
 @dataclass
@@ -261,6 +264,9 @@ class ChatResult:
     stats: GenerationStats
     incomplete: bool = False
     error: str | None = None
+    # "input" when the request was at fault (settings, grammar, a conversation the template
+    # cannot render), "unavailable" when no model is loaded, "internal" for anything else.
+    error_kind: str | None = None
     constraint_name: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     # with tools: what became of the request's own constraint, and what the tools' checks
@@ -294,6 +300,18 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ToolCallDelta:
+    """A piece of a tool call as it streams. The first piece of call `index` carries its id
+    and name; later ones carry fragments of its arguments, whose concatenation is the
+    arguments' JSON text. Under tools, TextDelta carries only the text outside the calls."""
+
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass(frozen=True)
 class PrefillProgress:
     """Prompt processing progress, so a UI can show it during long prompts."""
 
@@ -308,7 +326,7 @@ class Finished:
     result: ChatResult
 
 
-ChatEvent = TextDelta | PrefillProgress | Finished
+ChatEvent = TextDelta | ToolCallDelta | PrefillProgress | Finished
 
 
 @dataclass(frozen=True)

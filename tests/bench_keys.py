@@ -83,4 +83,8 @@ STABLE_KEYS: dict[str, set[str]] = {
         "engine_session_reusable_tokens",
         "engine_session_hit_rate",
     },
+    "server": {
+        "server_tps_ratio",
+        "server_ttft_overhead_ms",
+    },
 }

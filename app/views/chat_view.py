@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
@@ -77,6 +78,7 @@ class ChatView(QScrollArea):
         self.widgets: dict[str, MessageWidget] = {}
         self.order: list[MessageWidget] = []
         self.reply: MessageWidget | None = None
+        self.card_factory: Any = None  # (call, parent) -> a card for MCP calls, or None
         self._reply_text = ""
         self._handoff: ChunkedMarkdown | None = None  # a finished reply's rendered body
         self._render_timer = QTimer(self, singleShot=True, interval=RENDER_INTERVAL_MS)
@@ -133,6 +135,7 @@ class ChatView(QScrollArea):
             builtins=builtins,
             interactive=interactive,
             body=body,
+            card_factory=self.card_factory,
             parent=self.container,
         )
         widget.editSubmitted.connect(self.editSubmitted)

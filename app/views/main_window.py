@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from app import __version__
 from app.controller import ChatController
 from app.jobs.engine_bridge import EngineBridge
+from app.jobs.mcp_job import McpBridge
 from app.paths import app_icon_path
 from app.qt_compat import guard_refcounts
 from app.store import Store
@@ -34,10 +35,12 @@ from app.views.chat_view import ChatView, Entry
 from app.views.composer import Composer, dropped_paths
 from app.views.constraint_widgets import ConstraintBar
 from app.views.format import format_bytes
+from app.views.mcp_setup import install_mcp
 from app.views.menus import build_menus
 from app.views.model_bar import ModelBar
 from app.views.notice_bar import NoticeBar
 from app.views.preferences import PreferencesDialog
+from app.views.server_controls import ServerControls
 from app.views.settings_panel import SettingsPanel
 from app.views.sidebar import Sidebar
 from app.views.theme import STYLE_SHEET
@@ -50,7 +53,7 @@ STATUS_INTERVAL_MS = 1000
 
 
 class MainWindow(WindowActions, QMainWindow):
-    def __init__(self, store: Store, bridge: EngineBridge) -> None:
+    def __init__(self, store: Store, bridge: EngineBridge, mcp: McpBridge | None = None) -> None:
         super().__init__()
         guard_refcounts()  # before the thousands of Qt calls a session makes
         self.store = store
@@ -67,11 +70,13 @@ class MainWindow(WindowActions, QMainWindow):
         self._build()
         self.actions_by_name = build_menus(self)
         self._connect()
+        self.mcp = install_mcp(self, mcp)  # MCP servers start with self.mcp.start()
         self._builtins = builtin_tools()
         self.tools_panel.set_builtins(self._builtins)
         self.settings_panel.set_presets(store.presets())
         self._restore_state()
         self._open_initial_conversation()
+        self.server.restore()
         self._status_timer = QTimer(self, interval=STATUS_INTERVAL_MS)
         self._status_timer.timeout.connect(self.update_status)
         self._status_timer.start()
@@ -130,6 +135,7 @@ class MainWindow(WindowActions, QMainWindow):
         self.cache_label.setObjectName("cacheLabel")
         self.statusBar().addPermanentWidget(self.model_label)
         self.statusBar().addPermanentWidget(self.cache_label)
+        self.server = ServerControls(self, self.store, lambda: self.bridge.engine)
         width, height = DEFAULT_SIZE
         screen = QGuiApplication.primaryScreen()
         if screen is not None:  # a small screen gets most of it, not more than all of it
@@ -345,10 +351,13 @@ class MainWindow(WindowActions, QMainWindow):
         self.bridge.set_cache_budget(mb * 1024 * 1024 if mb > 0 else None)
 
     def show_preferences(self) -> None:
-        dialog = PreferencesDialog(int(self.store.get_setting("kv_budget_mb", 0) or 0), self)
+        server = self.server.preferences_section()
+        kv_budget_mb = int(self.store.get_setting("kv_budget_mb", 0) or 0)
+        dialog = PreferencesDialog(kv_budget_mb, self, sections=[server])
         if dialog.exec():
             self.store.set_setting("kv_budget_mb", dialog.kv_budget_mb())
             self._apply_cache_budget()
+            self.server.apply(server)
 
     def update_status(self) -> None:
         info = self.bridge.model_info
@@ -424,6 +433,8 @@ class MainWindow(WindowActions, QMainWindow):
         self.settings_panel.flush()
         self.save_state()
         self.controller.stop()
+        self.server.shutdown()
+        self.mcp.close()  # no server outlives the window
         super().closeEvent(event)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:

@@ -82,6 +82,7 @@ def build_menus(window: Any) -> dict[str, QAction]:
     view = bar.addMenu("&View")
     view.addAction(window.settings_dock.toggleViewAction())
     view.addAction(window.tools_dock.toggleViewAction())
+    view.addAction(window.server.log_dock.toggleViewAction())
     acts["sidebar"] = _action(view, "Toggle &Sidebar", window.toggle_sidebar, "Ctrl+Shift+S")
 
     help_menu = bar.addMenu("&Help")

@@ -146,16 +146,18 @@ class MessageWidget(QFrame):
         builtins: frozenset[str] = frozenset(),
         interactive: bool = True,
         body: ChunkedMarkdown | None = None,
+        card_factory: Any = None,
         parent: QWidget | None = None,
     ) -> None:
-        """`body` may be the already rendered body of the streamed reply, adopted as is."""
+        """`body` may be the already rendered body of the streamed reply, adopted as is;
+        `card_factory(call, parent)` may supply a call's card (MCP calls), else None."""
         super().__init__(parent)
         self.message = message
         role = message.role if message is not None else "assistant"
         meta = message.meta if message is not None else {}
         self.setObjectName("message")
         self.setProperty("role", role)
-        self.cards: list[ToolCallCard] = []
+        self.cards: list[Any] = []
         self.editor: MessageEdit | None = None
 
         layout = QVBoxLayout(self)
@@ -211,15 +213,17 @@ class MessageWidget(QFrame):
 
         results = tool_results or {}
         for call in meta.get("tool_calls", []):
-            card = ToolCallCard(
-                call,
-                results.get(call["id"]),
-                builtin=call["name"] in builtins,
-                interactive=interactive,
-                parent=self,
-            )
-            card.resultSubmitted.connect(self.toolResultSubmitted)
-            card.runRequested.connect(self.toolRunRequested)
+            card = card_factory(call, self) if card_factory is not None else None
+            if card is None:
+                card = ToolCallCard(
+                    call,
+                    results.get(call["id"]),
+                    builtin=call["name"] in builtins,
+                    interactive=interactive,
+                    parent=self,
+                )
+                card.resultSubmitted.connect(self.toolResultSubmitted)
+                card.runRequested.connect(self.toolRunRequested)
             layout.addWidget(card)
             self.cards.append(card)
 

@@ -1,12 +1,17 @@
-"""The Preferences dialog: app-wide settings (the KV-cache budget)."""
+"""The Preferences dialog: app-wide settings (the KV-cache budget, and sections such as the
+local server's that their owners provide)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QSpinBox, QWidget
 
 
 class PreferencesDialog(QDialog):
-    def __init__(self, kv_budget_mb: int, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, kv_budget_mb: int, parent: QWidget | None = None, sections: Sequence[QWidget] = ()
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Preferences")
         form = QFormLayout(self)
@@ -24,6 +29,8 @@ class PreferencesDialog(QDialog):
         hint.setWordWrap(True)
         hint.setObjectName("hint")
         form.addRow(hint)
+        for section in sections:  # e.g. the local server's settings
+            form.addRow(section)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self
         )

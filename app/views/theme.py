@@ -24,7 +24,8 @@ STYLE_SHEET = """
     border: 1px solid palette(highlight); border-radius: 12px; background: palette(base);
 }
 #chipLabel { font-weight: 500; }
-#constraintError, #toolsStatus[error="true"], #noticeBar[kind="error"] QLabel { color: #d0342c; }
+#constraintError, #toolsStatus[error="true"], #noticeBar[kind="error"] QLabel,
+#toolError { color: #d0342c; }
 #noticeBar { border-bottom: 1px solid palette(mid); background: palette(alternate-base); }
 #composer { border: 1px solid palette(mid); border-radius: 8px; padding: 4px; }
 """

@@ -11,6 +11,7 @@ from typing import Any
 from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from app.constraints import KIND_LABELS, Checked, check_file, spec_from_dict
+from app.jobs.mcp_job import looks_like_mcp_config
 from app.jobs.thread import run_task
 from app.store import ToolsConfig
 from app.tools import looks_like_tools, run_builtin
@@ -28,6 +29,7 @@ class WindowActions(QMainWindow):
     settings_panel: Any
     tools_panel: Any
     tools_dock: Any
+    mcp_panel: Any
     notice: Any
 
     def run_builtin_tool(self, call_id: str, name: str, arguments: object) -> None:
@@ -45,7 +47,11 @@ class WindowActions(QMainWindow):
         """Dropped or opened files: a tools list goes to the tools panel, anything else is
         checked as a constraint (a file that is neither gets a clear error)."""
         for path in paths[:1]:
-            if path.lower().endswith(".json") and looks_like_tools(path):
+            if path.lower().endswith(".json") and looks_like_mcp_config(path):
+                self.tools_dock.show()
+                self.tools_dock.raise_()
+                self.mcp_panel.import_file(path)
+            elif path.lower().endswith(".json") and looks_like_tools(path):
                 self.load_tools_file(path)
             else:
                 self.open_constraint_file(path)

@@ -36,6 +36,7 @@ from engine.tools.grammar import (
 )
 from engine.tools.parse import parse_tool_calls
 from engine.tools.prompt import render_chat_with_tools
+from engine.tools.stream import ToolCallStream
 from engine.types import (
     KIND_NAMES,
     ConstraintSpec,
@@ -49,6 +50,7 @@ __all__ = [
     "ToolDefinitionError",
     "ToolPlan",
     "ToolSpec",
+    "ToolCallStream",
     "load_tools",
     "prepare_tool_request",
     "tool_warnings",
@@ -73,6 +75,12 @@ class ToolPlan:
     tools: list[ToolSpec] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     _format: ToolFormat | None = field(default=None, repr=False)
+
+    def stream(self) -> ToolCallStream | None:
+        """A splitter giving content and calls while the reply streams (None under "none")."""
+        if self.choice.mode == "none" or self._format is None:
+            return None
+        return ToolCallStream(self._format)
 
     def parse(self, text: str) -> tuple[str, list[ToolCall]]:
         """(content without the call markup, calls). Under "none" the text is all content."""
