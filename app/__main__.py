@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     window.show()
     spec = args.model or store.get_setting("model_spec") or "default"
     QTimer.singleShot(0, lambda: window.load_model(spec))
+    QTimer.singleShot(0, window.mcp.start)  # servers start once the window is up
     if args.files:
         files = [str(Path(f).resolve()) for f in args.files]
         QTimer.singleShot(0, lambda: window.open_files(files))
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         _report_startup(window, bridge)
     code = app.exec()
     window.save_state()
+    window.mcp.close()
     bridge.close()
     store.close()
     return code

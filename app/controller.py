@@ -23,6 +23,7 @@ from app.jobs.engine_bridge import EngineBridge, ReplyJob
 from app.jobs.thread import run_task
 from app.store import DEFAULT_TITLE, ChatSettings, Conversation, Message, Store, ToolsConfig
 from app.tools import enabled_tool_definitions, enabled_tool_warnings
+from engine.mcp.turn import DEFAULT_MAX_STEPS, tool_choice_for_step
 from engine.types import (
     ChatMessage,
     ChatRequest,
@@ -30,9 +31,20 @@ from engine.types import (
     ConstraintSpec,
     ConstraintUse,
     StopReason,
+    ToolChoiceOption,
 )
 
 TITLE_LENGTH = 48
+
+
+def _steps_since_user(path: list[Message]) -> int:
+    """Replies with tool calls since the last user message: the turn's steps so far."""
+    steps = 0
+    for message in reversed(path):
+        if message.role == "user":
+            break
+        steps += message.role == "assistant" and bool(message.meta.get("tool_calls"))
+    return steps
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,8 @@ class ChatController(QObject):
     replyFinished = Signal(object)  # ChatResult
     busyChanged = Signal(bool)
     notice = Signal(str)  # a message for the user (errors included)
+    toolCallsReady = Signal(int, object)  # conversation id, the saved reply's tool calls
+    stopRequested = Signal()  # Stop: tool calls in flight are cancelled too
     chipsChanged = Signal()  # chip_state() changed for the open conversation
 
     def __init__(self, store: Store, bridge: EngineBridge, parent: QObject | None = None) -> None:
@@ -85,6 +99,10 @@ class ChatController(QObject):
         self.model_defaults: dict[str, float] = {}
         # Questions whose reply ended before any text: message id -> why, in plain words.
         self.unanswered: dict[int, str] = {}
+        # Where MCP tools come from (app.jobs.mcp_calls.McpCalls): tool_definitions(reserved)
+        # and max_steps; None offers no MCP tools.
+        self.tool_source: Any = None
+        self._tools_running = False
         # per conversation id: its constraint as checked and compiled, what the last reply
         # with tools did with that constraint, and what Corral cannot enforce of its tools
         self._constraints: dict[int, ConstraintSpec] = {}
@@ -99,7 +117,14 @@ class ChatController(QObject):
 
     @property
     def busy(self) -> bool:
-        return self.job is not None
+        """A reply is generated or a tool call runs (Stop applies, sending waits)."""
+        return self.job is not None or self._tools_running
+
+    def set_tools_running(self, running: bool) -> None:
+        if running != self._tools_running:
+            self._tools_running = running
+            if self.job is None:
+                self.busyChanged.emit(running)
 
     def new_conversation(self) -> int:
         """Open an empty chat that starts from the user's defaults (Preferences): system
@@ -179,9 +204,11 @@ class ChatController(QObject):
         return True
 
     def stop(self) -> None:
-        """Stop the reply being generated (prompt processing included)."""
+        """Stop the reply being generated (prompt processing included) and the tool calls
+        running, which ends the turn."""
         if self.job is not None:
             self.job.cancel()
+        self.stopRequested.emit()
 
     @property
     def reply_conversation_id(self) -> int | None:
@@ -267,9 +294,10 @@ class ChatController(QObject):
             self.store.select_branch(target)
             self.pathChanged.emit()
 
-    def pending_tool_calls(self) -> list[dict[str, Any]]:
-        """Calls of the last assistant message that have no result yet on the active path."""
-        path = self.path()
+    def pending_tool_calls(self, conversation_id: int | None = None) -> list[dict[str, Any]]:
+        """Calls of the last assistant message that have no result yet on the active path
+        (of the open conversation, or of `conversation_id`)."""
+        path = self.store.active_path(conversation_id) if conversation_id else self.path()
         for index in range(len(path) - 1, -1, -1):
             message = path[index]
             if message.role == "assistant":
@@ -279,16 +307,31 @@ class ChatController(QObject):
                 return []
         return []
 
-    def submit_tool_result(self, call_id: str, name: str, content: str) -> bool:
-        """Record a tool's result; when every call has one, the model continues."""
-        conv = self.conversation
-        pending = self.pending_tool_calls()
-        if self.busy or conv is None or call_id not in {c["id"] for c in pending}:
+    def submit_tool_result(
+        self,
+        call_id: str,
+        name: str,
+        content: str,
+        meta: dict[str, Any] | None = None,
+        *,
+        conversation_id: int | None = None,
+        continue_turn: bool = True,
+    ) -> bool:
+        """Record a tool's result (in the open conversation, or `conversation_id`); when
+        every call has one, the model continues unless `continue_turn` is False."""
+        conv = self.store.conversation(conversation_id or self.conversation_id or 0)
+        if self.job is not None or conv is None:
+            return False
+        if call_id not in {c["id"] for c in self.pending_tool_calls(conv.id)}:
             return False
         message = self.store.add_message(
-            conv.id, conv.active_leaf_id, "tool", content, {"tool_call_id": call_id, "name": name}
+            conv.id,
+            conv.active_leaf_id,
+            "tool",
+            content,
+            {"tool_call_id": call_id, "name": name, **(meta or {})},
         )
-        if not self.pending_tool_calls():
+        if continue_turn and not self.pending_tool_calls(conv.id):
             self._start_reply(message)
         self.pathChanged.emit()
         return True
@@ -404,11 +447,15 @@ class ChatController(QObject):
             messages.append({"role": "system", "content": conv.settings.system_prompt})
         messages += [m.to_chat_message() for m in upto]
         tools = enabled_tool_definitions(conv.tools)
-        choice = conv.tools.tool_choice if tools else "auto"
-        if upto and upto[-1].role == "tool" and choice != "none":
-            # "required" or a named tool applies to the answer to the user; once the results
-            # are in, the model may answer in text (else it could only ever call again).
-            choice = "auto"
+        if self.tool_source is not None:
+            reserved = [t.get("function", t).get("name") for t in tools]
+            tools += self.tool_source.tool_definitions(reserved)
+        choice: ToolChoiceOption = conv.tools.tool_choice if tools else "auto"
+        if choice != "none":
+            # "required" or a named tool applies to the answer to the user; once results are
+            # in, the model may answer in text, and after max_steps rounds of calls it must.
+            max_steps = getattr(self.tool_source, "max_steps", DEFAULT_MAX_STEPS)
+            choice = tool_choice_for_step(choice, _steps_since_user(upto), max_steps)
         return ChatRequest(
             messages=messages,
             sampling=conv.settings.to_sampling(self.model_defaults),
@@ -480,6 +527,8 @@ class ChatController(QObject):
                 parent.conversation_id, parent.id, "assistant", prefix + result.text, meta
             )
             self.conversationsChanged.emit()
+            if meta["tool_calls"] and result.stop_reason != StopReason.CANCELLED:
+                self.toolCallsReady.emit(parent.conversation_id, meta["tool_calls"])
         elif parent is not None and continued is None:
             if result.error:
                 self.unanswered[parent.id] = f"No reply: {result.error}"
@@ -487,7 +536,7 @@ class ChatController(QObject):
                 self.unanswered[parent.id] = "Stopped before any reply"
         elif continued is not None and result.error:
             self.notice.emit(f"The reply could not be continued: {result.error}")
-        self.busyChanged.emit(False)
+        self.busyChanged.emit(self.busy)
         self.replyFinished.emit(result)
         self.pathChanged.emit()
 

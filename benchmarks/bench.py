@@ -2,8 +2,9 @@
 measured side by side in one run.
 
 Sections: `decode` (engine vs mlx-lm's stream_generate), `constraints` (constrained vs free
-decoding), `trie` and `session` (the prefix cache). Each returns a flat dict of figures;
-`--json` prints them merged into one object whose keys stay stable (new figures add keys).
+decoding), `trie` and `session` (the prefix cache), `server` (HTTP streaming with the
+`openai` client against the Engine alone). Each returns a flat dict of figures; `--json`
+prints them merged into one object whose keys stay stable (new figures add keys).
 """
 
 from __future__ import annotations
@@ -96,11 +97,18 @@ def _section_session(engine: Engine, args: argparse.Namespace) -> dict[str, Any]
     return figures
 
 
+def _section_server(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.server import run_server_bench
+
+    return run_server_bench(engine, args)
+
+
 SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "decode": bench_decode,
     "constraints": _section_constraints,
     "trie": _section_trie,
     "session": _section_session,
+    "server": _section_server,
 }
 
 

@@ -1,4 +1,4 @@
-"""Command line: `python -m engine chat | import-gguf | bench`.
+"""Command line: `python -m engine chat | serve | import-gguf | bench`.
 
 `bench` hands its arguments to the top-level `benchmarks` package, which a checkout has and
 the packaged app does not.
@@ -80,6 +80,14 @@ def cmd_chat(args: argparse.Namespace) -> int:
         tool_choice=args.tool_choice,
     )
     engine = Engine()
+    if args.mcp:
+        from engine.mcp.cli import run_chat
+
+        try:
+            engine.load_model(args.model, _progress_printer(not args.json)).result()
+            return run_chat(args, engine, request)
+        finally:
+            engine.close()
     try:
         engine.load_model(args.model, _progress_printer(not args.json)).result()
         handle = engine.submit(request)
@@ -130,6 +138,36 @@ def cmd_import_gguf(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    from engine.engine import Engine
+    from engine.server import HTTPServer, ServerConfig
+
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key or os.environ.get("CORRAL_API_KEY") or None,
+        cors_origins=args.cors or [],
+    )
+    config.check()  # refuse a public bind without a key before loading anything
+    engine = Engine()
+    try:
+        info = engine.load_model(args.model, _progress_printer(True)).result()
+        server = HTTPServer(engine, config)
+        server.activity.on_record = lambda record: print(record.line(), file=sys.stderr, flush=True)
+
+        def ready(url: str) -> None:
+            print(f"Serving {info.name} on {url} (OpenAI API at {url}/v1); Ctrl+C stops")
+            sys.stdout.flush()
+
+        server.serve_forever(ready)
+    finally:
+        engine.close()
+    print("Stopped.", file=sys.stderr)
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     try:
         from benchmarks.bench import main as bench_main
@@ -173,7 +211,26 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--regex", metavar="R", help="constrain to a regular expression")
     chat.add_argument("--tools", metavar="FILE", help="tool definitions (OpenAI format, .json)")
     chat.add_argument("--tool-choice", default="auto", help="auto, required, none or a tool name")
+    from engine.mcp.cli import add_arguments as add_mcp_arguments
+
+    add_mcp_arguments(chat)
     chat.set_defaults(func=cmd_chat)
+
+    serve = sub.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API")
+    serve.add_argument(
+        "--model",
+        default="default",
+        help="'default', an MLX folder, a .gguf file or a Hugging Face repo id",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument(
+        "--api-key", help="require this key (Authorization: Bearer KEY); or CORRAL_API_KEY"
+    )
+    serve.add_argument(
+        "--cors", action="append", metavar="ORIGIN", help="allow browser requests from ORIGIN"
+    )
+    serve.set_defaults(func=cmd_serve)
 
     imp = sub.add_parser("import-gguf", help="convert a llama GGUF file into an MLX model folder")
     imp.add_argument("file", type=Path, help="a .gguf file, or 'default' for the embedded model")

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from engine.errors import EngineClosedError
+from engine.errors import CorralError, EngineClosedError
 from engine.types import (
     CacheStats,
     ChatEvent,
@@ -333,11 +333,15 @@ class Engine:
             result = ChatResult("", StopReason.CANCELLED, GenerationStats(stop_reason="cancelled"))
         elif self._loaded is None:
             result = _error_result("no model is loaded", started)
+            result.error_kind = "unavailable"
         else:
             try:
                 result = generate_reply(self._loaded, self.prompt_cache, handle, started)
             except Exception as exc:  # a bug or bad input must not kill the engine thread
                 result = _error_result(f"{type(exc).__name__}: {exc}", started)
+                result.error_kind = (
+                    "input" if isinstance(exc, CorralError | ValueError) else "internal"
+                )
         self._requests_done += 1
         self._publish()  # before Finished: whoever waits for the reply sees its effect
         handle.emit(Finished(result))

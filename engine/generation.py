@@ -15,6 +15,7 @@ from engine.decode import Cancelled, decode_free, prefill
 from engine.prompt import encode_chat, render_continuation
 from engine.reply_text import ReplyText
 from engine.sampling import build_processors, build_sampler, end_token_ids, seed_generation
+from engine.tokenizer import ModelTokenizer
 from engine.types import (
     ChatResult,
     ConstraintUse,
@@ -59,8 +60,21 @@ def generate_reply(
         )
         prompt_tokens = tool_plan.prompt_tokens
         constraint, constraint_use = tool_plan.constraint, tool_plan.user_constraint
+    elif request.raw_prompt is not None:
+        # As written (special-token text counts), with the BOS the model wants.
+        prompt_tokens = list(ModelTokenizer.of(tokenizer).hf.encode(request.raw_prompt))
     else:
         prompt_tokens = encode_chat(tokenizer, request.messages)
+    if not prompt_tokens:
+        raise ValueError("the prompt is empty")
+    splitter = tool_plan.stream() if tool_plan is not None else None
+
+    def emit_text(delta: str) -> None:
+        if splitter is None:
+            handle.emit(TextDelta(delta))
+        else:
+            for event in splitter.feed(delta):
+                handle.emit(event)
 
     stats = GenerationStats(prompt_tokens=len(prompt_tokens))
     seed_generation(settings)
@@ -127,7 +141,7 @@ def generate_reply(
                     break
                 generated.append(token)
                 if delta := reply.add(token):
-                    handle.emit(TextDelta(delta))
+                    emit_text(delta)
                 if reply.stopped:
                     stop_reason = StopReason.STOP_STRING
                     break
@@ -145,7 +159,10 @@ def generate_reply(
         prompt_cache.store(fed, cache)
 
     if delta := reply.finish():
-        handle.emit(TextDelta(delta))
+        emit_text(delta)
+    if splitter is not None:
+        for event in splitter.finish():
+            handle.emit(event)
     now = time.perf_counter()
     stats.generated_tokens = len(generated)
     stats.stop_reason = stop_reason.value
@@ -165,6 +182,8 @@ def generate_reply(
     text, calls = reply.text, list[ToolCall]()
     if tool_plan is not None:
         text, calls = tool_plan.parse(reply.text)
+        if splitter is not None:
+            calls = splitter.with_ids(calls)
     return ChatResult(
         text=text,
         stop_reason=stop_reason,

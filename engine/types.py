@@ -128,13 +128,6 @@ class ValidationReport:
         lines += [f"{label}: warning: {d}" for d in self.warnings]
         return "\n".join(lines)
 
-    def raise_for_errors(self) -> None:
-        """Raise ConstraintError carrying the errors, if there are any."""
-        from engine.constraints import ConstraintError
-
-        if self.errors:
-            raise ConstraintError(self.summary().split("\n")[0], self.errors + self.warnings)
-
 
 # Parsed JSON: a tool's parameter schema or a call's arguments (any JSON object).
 JSONObject = dict[str, Any]
@@ -218,6 +211,9 @@ class ChatRequest:
     # The last message is an assistant reply cut short: write on from its end (the reply
     # text streamed and returned is only the new part). Not with tools or a constraint.
     continue_final_message: bool = False
+    # Text continued as written, without the chat template (`messages` is then ignored):
+    # the server's /v1/completions. Special-token text in it counts as those tokens.
+    raw_prompt: str | None = None
 
 
 @dataclass
@@ -271,6 +267,9 @@ class ChatResult:
     stats: GenerationStats
     incomplete: bool = False
     error: str | None = None
+    # "input" when the request was at fault (settings, grammar, a conversation the template
+    # cannot render), "unavailable" when no model is loaded, "internal" for anything else.
+    error_kind: str | None = None
     constraint_name: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     # with tools: what became of the request's own constraint, and what the tools' checks
@@ -304,6 +303,18 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ToolCallDelta:
+    """A piece of a tool call as it streams. The first piece of call `index` carries its id
+    and name; later ones carry fragments of its arguments, whose concatenation is the
+    arguments' JSON text. Under tools, TextDelta carries only the text outside the calls."""
+
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass(frozen=True)
 class PrefillProgress:
     """Prompt processing progress, so a UI can show it during long prompts."""
 
@@ -318,7 +329,7 @@ class Finished:
     result: ChatResult
 
 
-ChatEvent = TextDelta | PrefillProgress | Finished
+ChatEvent = TextDelta | ToolCallDelta | PrefillProgress | Finished
 
 
 @dataclass(frozen=True)

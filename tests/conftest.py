@@ -1,5 +1,7 @@
 """Shared fixtures: the real default model, a tiny random model with the same tokenizer,
-and engines loaded with each. Model folders are built once per test session."""
+and engines loaded with each. Model folders are built, and each model loaded, once per
+test session: tests that need the default model use `default_engine` (its engine thread
+runs anything that touches the model: `default_engine.run(fn)`)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,15 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, default_model_dir: 
     from benchmarks.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), default_model_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_model_dir: Path):
+    """(model, tokenizer) of the tiny model, loaded on the test thread, for tests that drive
+    it directly (the prompt cache, tokenizer checks)."""
+    import mlx_lm
+
+    return mlx_lm.load(str(tiny_model_dir))[:2]
 
 
 @pytest.fixture(scope="session")

@@ -1,21 +1,14 @@
 """The prefix-cache benchmark runs on the tiny model and reports the figures it names."""
 
-import pytest
+from bench_keys import STABLE_KEYS
 
 from benchmarks.trie import format_trie_bench, run_trie_bench
 
 
-@pytest.fixture(scope="module")
-def tiny(tiny_model_dir):
-    import mlx_lm
-
-    model, tokenizer = mlx_lm.load(str(tiny_model_dir))[:2]
-    return model, tokenizer
-
-
-def test_trie_bench_runs_on_the_tiny_model(tiny):
-    model, tok = tiny
+def test_trie_bench_runs_on_the_tiny_model(tiny_model):
+    model, tok = tiny_model
     d = run_trie_bench(model, tok, turns=4, history_tokens=240, lookup_tokens=(2000, 8000), reps=1)
+    assert STABLE_KEYS["trie"] <= set(d), sorted(STABLE_KEYS["trie"] - set(d))
     for key in (
         "trie_ttft_over_new_prefill",
         "trie_ttft_over_uncached_last_turn",

@@ -38,12 +38,10 @@ def bench() -> Path:
 
 
 @pytest.fixture(scope="module")
-def lltok(tiny_model_dir):
-    import mlx_lm
-
+def lltok(tiny_model):
     from engine.constraints.tokenizer import ll_tokenizer
 
-    return ll_tokenizer(mlx_lm.load(str(tiny_model_dir))[1], ENDS)
+    return ll_tokenizer(tiny_model[1], ENDS)
 
 
 @pytest.fixture(scope="module")

@@ -21,12 +21,10 @@ ENDS = (0, 2)  # <|endoftext|>, <|im_end|>
 
 
 @pytest.fixture(scope="module")
-def lltok(tiny_model_dir):
-    import mlx_lm
-
+def lltok(tiny_model):
     from engine.constraints.tokenizer import ll_tokenizer
 
-    return ll_tokenizer(mlx_lm.load(str(tiny_model_dir))[1], ENDS)
+    return ll_tokenizer(tiny_model[1], ENDS)
 
 
 def allowed(matcher: LLMatcher) -> np.ndarray:

@@ -12,7 +12,6 @@ from engine.constraints import ConstraintError
 from engine.constraints.sources import json_schema_constraint
 from engine.constraints.validate import (
     compile_constraint,
-    to_grammar,
     validate_constraint,
 )
 from engine.types import ConstraintSpec, Diagnostic
@@ -172,12 +171,10 @@ def test_large_schema_compiles_and_a_huge_one_is_refused_with_a_reason():
     assert "max is" in error.message and "\n" not in error.message
 
 
-def test_checks_with_the_models_tokenizer(tiny_model_dir):
-    import mlx_lm
-
+def test_checks_with_the_models_tokenizer(tiny_model):
     from engine.constraints.tokenizer import ll_tokenizer
 
-    tokenizer = mlx_lm.load(str(tiny_model_dir))[1]
+    tokenizer = tiny_model[1]
     lltok = ll_tokenizer(tokenizer, {0, 2})
     assert ll_tokenizer(tokenizer, [2, 0]) is lltok  # cached per tokenizer and end tokens
     assert sorted(lltok.eos_tokens) == [0, 2]
@@ -192,10 +189,9 @@ def test_compile_constraint_converts_once_and_raises_with_diagnostics():
     compiled = compile_constraint(spec)
     assert compiled == spec and compiled.compiled is not None
     assert compile_constraint(compiled) is compiled  # already compiled: nothing to do
-    bad = ConstraintSpec("lark", 'start: "a"\nb: ???\n', "my.lark")
-    with pytest.raises(ConstraintError) as caught:
-        validate_constraint(bad).raise_for_errors()
-    assert str(caught.value).startswith("my.lark: line 2")
-    assert isinstance(caught.value.diagnostics[0], Diagnostic)
-    with pytest.raises(ConstraintError, match="line 1, column 2: not valid JSON"):
-        to_grammar(ConstraintSpec("json_schema", "{", "s.json"))
+    report = validate_constraint(ConstraintSpec("lark", 'start: "a"\nb: ???\n', "my.lark"))
+    assert report.summary().startswith("my.lark: line 2")
+    assert report.spec.compiled is None and isinstance(report.errors[0], Diagnostic)
+    with pytest.raises(ConstraintError, match="line 1, column 2: not valid JSON") as caught:
+        compile_constraint(ConstraintSpec("json_schema", "{", "s.json"))
+    assert caught.value.diagnostics[0].line == 1

@@ -10,7 +10,7 @@ import pytest
 
 from engine.errors import ModelLoadError
 from engine.gguf_import import import_gguf
-from engine.models import load_model, resolve_model
+from engine.models import resolve_model
 
 PROMPT_IDS = [1, 4093, 198, 3575, 314, 253, 5356, 30, 2, 198, 1, 520, 9531, 198]
 
@@ -80,11 +80,13 @@ def _reference_logits(gguf_path: Path, ids: list[int]) -> np.ndarray:
     return x @ head.T
 
 
-def test_imported_logits_match_reference(default_gguf: Path, default_model_dir: Path) -> None:
+def test_imported_logits_match_reference(default_gguf: Path, default_engine) -> None:
     import mlx.core as mx
 
-    loaded = load_model(str(default_model_dir))
-    ours = np.array(loaded.model(mx.array(PROMPT_IDS)[None])[0].astype(mx.float32))
+    def logits(loaded) -> np.ndarray:  # on the engine thread, which owns the model
+        return np.array(loaded.model(mx.array(PROMPT_IDS)[None])[0].astype(mx.float32))
+
+    ours = default_engine.run(logits).result()
     ref = _reference_logits(default_gguf, PROMPT_IDS)
     # Quantized matmuls vs float32 dequantized ones differ by rounding only.
     assert np.abs(ours - ref).max() < 0.05 * np.abs(ref).max()

@@ -4,7 +4,6 @@ import engine  # noqa: F401  (OpenBLAS before mlx)
 
 # isort: split
 import mlx.core as mx
-import pytest
 
 from engine.memory import GiB, WiredLimit, machine_memory_bytes, model_nbytes, plan_memory
 
@@ -84,13 +83,7 @@ def test_wired_limit_is_left_alone_off_metal():
         assert not WiredLimit().apply(plan_memory(GiB))
 
 
-@pytest.mark.parametrize("layers", [2])
-def test_model_bytes_count_the_parameters(tmp_path, layers):
-    import mlx_lm
-
-    from benchmarks.tiny_model import build_tiny_model
-    from engine.models import ensure_default_model
-
-    model, _ = mlx_lm.load(str(build_tiny_model(tmp_path, ensure_default_model(), layers=layers)))
-    size = (tmp_path / "model.safetensors").stat().st_size
+def test_model_bytes_count_the_parameters(tiny_model, tiny_model_dir):
+    model, _ = tiny_model
+    size = (tiny_model_dir / "model.safetensors").stat().st_size
     assert abs(model_nbytes(model) - size) < 0.01 * size

@@ -22,15 +22,8 @@ MiB = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    import mlx_lm
-
-    from benchmarks.tiny_model import build_tiny_model
-    from engine.models import ensure_default_model
-
-    path = build_tiny_model(tmp_path_factory.mktemp("tiny"), ensure_default_model())
-    model, tokenizer = mlx_lm.load(str(path))
-    return model, tokenizer
+def tiny(tiny_model):
+    return tiny_model
 
 
 def chat(tokenizer, *turns: str, system: str = SYSTEM) -> list[int]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
@@ -85,6 +86,7 @@ class ChatView(QScrollArea):
         self.widgets: dict[str, MessageWidget] = {}
         self.order: list[MessageWidget] = []
         self.reply: MessageWidget | None = None
+        self.card_factory: Any = None  # (call, parent) -> a card for MCP calls, or None
         self._reply_text = ""
         self._handoff: MarkdownBody | None = None  # a finished reply's rendered body
         self._render_timer = QTimer(self, singleShot=True, interval=RENDER_INTERVAL_MS)
@@ -159,6 +161,7 @@ class ChatView(QScrollArea):
             interactive=interactive,
             body=body,
             note=entry.note,
+            card_factory=self.card_factory,
             parent=self.column_widget,
         )
         widget.editSubmitted.connect(self.editSubmitted)

@@ -35,8 +35,24 @@ class Inspector(QWidget):
         self.tabs = QTabWidget(self)
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(scrolling(settings, self), "Chat")
-        self.tabs.addTab(scrolling(tools, self), "Tools")
+        # The Tools tab scrolls a holder, so what it shows can be swapped (set_tools_widget)
+        self._tools_holder = QWidget(self)
+        self._tools_layout = QVBoxLayout(self._tools_holder)
+        self._tools_layout.setContentsMargins(0, 0, 0, 0)
+        self._tools_layout.addWidget(tools)
+        self.tabs.addTab(scrolling(self._tools_holder, self), "Tools")
         close = IconButton("close", "Close the panel", self, size=16)
         close.clicked.connect(self.closeRequested)
         self.tabs.setCornerWidget(close, Qt.Corner.TopRightCorner)
         layout.addWidget(self.tabs)
+
+    def set_tools_widget(self, widget: QWidget) -> None:
+        """Show `widget` in the Tools tab instead (MCP puts the tools panel and its own
+        panel in one splitter there, taking the tools panel out of this tab)."""
+        while self._tools_layout.count():
+            item = self._tools_layout.takeAt(0)
+            old = item.widget() if item is not None else None
+            if old is not None and old.parent() is self._tools_holder:
+                old.hide()
+        self._tools_layout.addWidget(widget)
+        widget.show()

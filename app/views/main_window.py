@@ -32,6 +32,7 @@ from app import __version__
 from app.constraints import describe_constraint
 from app.controller import ChatController
 from app.jobs.engine_bridge import EngineBridge
+from app.jobs.mcp_job import McpBridge
 from app.paths import app_icon_path, resources_dir
 from app.preferences import Preferences
 from app.qt_compat import guard_refcounts
@@ -43,10 +44,12 @@ from app.views.composer import Composer, dropped_paths
 from app.views.constraint_widgets import ConstraintBar
 from app.views.icons import icon
 from app.views.inspector import SETTINGS_TAB, TOOLS_TAB, Inspector
+from app.views.mcp_setup import install_mcp
 from app.views.menus import build_menus
 from app.views.message_parts import Note
 from app.views.model_bar import ModelBar
 from app.views.notice_bar import LoadingStrip, NoticeBar
+from app.views.server_controls import ServerControls
 from app.views.settings_panel import SettingsPanel
 from app.views.shell import Shell
 from app.views.sidebar import Sidebar
@@ -65,7 +68,7 @@ _UNSAFE_FILENAME = re.compile(r'[\\/:*?"<>|\x00-\x1f]+')
 
 
 class MainWindow(WindowModel, WindowActions, QMainWindow):
-    def __init__(self, store: Store, bridge: EngineBridge) -> None:
+    def __init__(self, store: Store, bridge: EngineBridge, mcp: McpBridge | None = None) -> None:
         super().__init__()
         guard_refcounts()  # before the thousands of Qt calls a session makes
         self.store = store
@@ -91,12 +94,14 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
         self.restyle()
         self.actions_by_name = build_menus(self)
         self._connect()
+        self.mcp = install_mcp(self, mcp)  # MCP servers start with self.mcp.start()
         self._builtins = builtin_tools()
         self.tools_panel.set_builtins(self._builtins)
         self.tools_chip.set_builtins(self._builtins)
         self.settings_panel.set_presets(store.presets())
         self._restore_state()
         self._open_initial_conversation()
+        self.server.restore()
         self._status_timer = QTimer(self, interval=STATUS_INTERVAL_MS)
         self._status_timer.timeout.connect(self.update_status)
         self._status_timer.start()
@@ -187,6 +192,7 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
         self.statusBar().addPermanentWidget(self.cache_label)
         self.statusBar().setSizeGripEnabled(False)
         self.setMinimumSize(*MINIMUM_SIZE)
+        self.server = ServerControls(self, self.store, lambda: self.bridge.engine)
         width, height = DEFAULT_SIZE
         screen = QGuiApplication.primaryScreen()
         if screen is not None:  # a small screen gets most of it, not more than all of it
@@ -353,6 +359,10 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
         self.chat.end_reply()
         self.refresh_sidebar()
 
+    def set_tools_area(self, widget: QWidget) -> None:
+        """What the inspector's Tools tab shows (MCP adds its panel under the tools')."""
+        self.inspector.set_tools_widget(widget)
+
     def _show_chips(self) -> None:
         """The composer's chips as the controller describes the open conversation."""
         state = self.controller.chip_state()
@@ -504,6 +514,8 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
         self.settings_panel.flush()
         self.save_state()
         self.controller.stop()
+        self.server.shutdown()
+        self.mcp.close()  # no server outlives the window
         super().closeEvent(event)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:

@@ -82,6 +82,7 @@ def build_menus(window: Any) -> dict[str, QAction]:
     acts["sidebar"] = _action(view, "Chats &Sidebar", window.toggle_sidebar, "Ctrl+Shift+S")
     acts["settings"] = _action(view, "Chat &Settings", window.show_settings, "Ctrl+Shift+I")
     acts["tools"] = _action(view, "&Tools", window.show_tools, "Ctrl+Shift+T")
+    view.addAction(window.server.log_dock.toggleViewAction())
 
     help_menu = bar.addMenu("&Help")
     _action(help_menu, "&About Corral", window.about, role=QAction.MenuRole.AboutRole)

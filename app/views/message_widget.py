@@ -55,10 +55,12 @@ class MessageWidget(QFrame):
         interactive: bool = True,
         body: MarkdownBody | None = None,
         note: Note | None = None,
+        card_factory: Any = None,
         parent: QWidget | None = None,
     ) -> None:
         """`body` may be the already rendered body of the streamed reply, adopted as is;
-        `note` overrides the note computed from a reply (a user message without a reply)."""
+        `note` overrides the note computed from a reply (a user message without a reply);
+        `card_factory(call, parent)` may supply a call's card (MCP calls), else None."""
         super().__init__(parent)
         self.message = message
         self.role = message.role if message is not None else "assistant"
@@ -66,7 +68,7 @@ class MessageWidget(QFrame):
         self.setObjectName("message")
         self.setProperty("role", self.role)
         self.setAccessibleName(ROLE_NAMES.get(self.role, self.role))
-        self.cards: list[ToolCallCard] = []
+        self.cards: list[Any] = []
         self.editor: MessageEdit | None = None
         self.action_buttons: dict[str, IconButton] = {}
         self.switcher: BranchSwitcher | None = None
@@ -98,15 +100,17 @@ class MessageWidget(QFrame):
 
         results = tool_results or {}
         for call in meta.get("tool_calls", []):
-            card = ToolCallCard(
-                call,
-                results.get(call["id"]),
-                builtin=call["name"] in builtins,
-                interactive=interactive,
-                parent=self,
-            )
-            card.resultSubmitted.connect(self.toolResultSubmitted)
-            card.runRequested.connect(self.toolRunRequested)
+            card = card_factory(call, self) if card_factory is not None else None
+            if card is None:
+                card = ToolCallCard(
+                    call,
+                    results.get(call["id"]),
+                    builtin=call["name"] in builtins,
+                    interactive=interactive,
+                    parent=self,
+                )
+                card.resultSubmitted.connect(self.toolResultSubmitted)
+                card.runRequested.connect(self.toolRunRequested)
             self._layout.addWidget(card)
             self.cards.append(card)
 

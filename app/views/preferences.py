@@ -7,6 +7,7 @@ Other parts of the app add their own pages with `add_section` (the local server,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from PySide6.QtCore import Qt, Signal
@@ -44,7 +45,10 @@ class PreferencesDialog(QDialog):
         builtin_tools: list[ToolDefinition],
         current_model: str = "",
         parent: QWidget | None = None,
+        sections: Sequence[tuple[str, QWidget]] = (),
     ) -> None:
+        """`sections`: (title, widget) pages other parts of the app provide (the local
+        server); they apply their own values (the window reads them when this closes)."""
         super().__init__(parent)
         self.setWindowTitle("Preferences")
         self.setObjectName("preferences")
@@ -141,6 +145,11 @@ class PreferencesDialog(QDialog):
             self.tool_boxes[name] = box
         self._sampling_enabled()
 
+        for title, widget in sections:
+            self.page.addSpacing(theme.SPACE.M)
+            if title:
+                self.page.addWidget(section(title, self))
+            self.page.addWidget(widget)
         self.page.addStretch(1)
         self._align_labels()
         self.resize(520, 620)

@@ -359,6 +359,7 @@ QMainWindow, #shell {{ background: {css(c.window)}; }}
 #toolsChip::menu-indicator, #constrainButton::menu-indicator {{ width: 0; image: none; }}
 #chipRemove {{ border: none; padding: 0; }}
 #constraintError {{ color: {css(c.danger)}; font-size: {t.secondary}pt; }}
+#toolError {{ color: {css(c.danger)}; }}
 #toolsStatus[error="true"] {{ color: {css(c.danger)}; }}
 #noticeBar {{ background: {css(c.window)}; border-bottom: 1px solid {css(c.border)}; }}
 #noticeBar[kind="error"] #noticeText {{ color: {css(c.danger)}; }}

@@ -13,6 +13,7 @@ from typing import Any
 from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from app.constraints import KIND_LABELS, Checked, check_file, spec_from_dict
+from app.jobs.mcp_job import looks_like_mcp_config
 from app.jobs.thread import run_task
 from app.store import ToolsConfig
 from app.tools import looks_like_tools, run_builtin
@@ -32,6 +33,7 @@ class WindowActions(QMainWindow):
     tools_chip: Any
     shell: Any
     inspector_tabs: Any
+    mcp_panel: Any
     notice: Any
     show_tools: Any
 
@@ -50,7 +52,10 @@ class WindowActions(QMainWindow):
         """Dropped or opened files: a tools list goes to the tools panel, anything else is
         checked as a constraint (a file that is neither gets a clear error)."""
         for path in paths[:1]:
-            if path.lower().endswith(".json") and looks_like_tools(path):
+            if path.lower().endswith(".json") and looks_like_mcp_config(path):
+                self._bring_tools_forward()
+                self.mcp_panel.import_file(path)
+            elif path.lower().endswith(".json") and looks_like_tools(path):
                 self.load_tools_file(path)
             else:
                 self.open_constraint_file(path)
@@ -131,9 +136,12 @@ class WindowActions(QMainWindow):
         except (OSError, UnicodeDecodeError) as exc:
             self.notice.show_message(f"{Path(path).name}: cannot be read ({exc})", "error")
             return
+        self._bring_tools_forward()
+        self.tools_panel.load_text(text, Path(path).name)
+
+    def _bring_tools_forward(self) -> None:
         if not (self.shell.inspector_open and self.inspector_tabs.currentIndex() == 1):
             self.show_tools()
-        self.tools_panel.load_text(text, Path(path).name)
 
     def _tools_changed(self, config: ToolsConfig) -> None:
         """The Tools panel changed the conversation's tools (saved with it)."""

@@ -46,6 +46,7 @@ class WindowModel(QMainWindow):
     model_label: Any
     cache_label: Any
     restyle: Any
+    server: Any
     preferences_dialog: PreferencesDialog
 
     def load_model(self, spec: str) -> None:
@@ -112,14 +113,19 @@ class WindowModel(QMainWindow):
         self.bridge.set_cache_budget(mb * 1024 * 1024 if mb > 0 else None)
 
     def show_preferences(self) -> None:
+        server = self.server.preferences_section()
         dialog = PreferencesDialog(
             self.prefs,
             presets=self.store.presets(),
             builtin_tools=self._builtins,
             current_model=self._loaded_spec or "",
             parent=self,
+            sections=[("", server)],  # titled by its own group box
         )
         dialog.changed.connect(self.apply_preferences)
+        # The server restarts on a new port or key: once, when the window closes, not for
+        # every keystroke in the port field.
+        dialog.finished.connect(lambda _result: self.server.apply(server))
         self.preferences_dialog = dialog
         dialog.open()
 

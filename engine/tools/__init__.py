@@ -36,6 +36,7 @@ from engine.tools.grammar import (
 )
 from engine.tools.parse import parse_tool_calls
 from engine.tools.prompt import render_chat_with_tools
+from engine.tools.stream import ToolCallStream
 from engine.types import (
     KIND_NAMES,
     ConstraintSpec,
@@ -49,6 +50,7 @@ __all__ = [
     "ToolDefinitionError",
     "ToolPlan",
     "ToolSpec",
+    "ToolCallStream",
     "load_tools",
     "prepare_tool_request",
     "tool_warnings",
@@ -73,6 +75,12 @@ class ToolPlan:
     tools: list[ToolSpec] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     _format: ToolFormat | None = field(default=None, repr=False)
+
+    def stream(self) -> ToolCallStream | None:
+        """A splitter giving content and calls while the reply streams (None under "none")."""
+        if self.choice.mode == "none" or self._format is None:
+            return None
+        return ToolCallStream(self._format)
 
     def parse(self, text: str) -> tuple[str, list[ToolCall]]:
         """(content without the call markup, calls). Under "none" the text is all content."""
@@ -114,39 +122,8 @@ def prepare_tool_request(
     fmt = choose_format(tokenizer)
     offered = None if choice.mode == "none" else specs
     text = render_chat_with_tools(tokenizer, messages, offered, fmt)
-    warnings = tool_warnings(specs)
     user = compile_constraint(user_constraint) if user_constraint is not None else None
-    use: ConstraintUse | None = None if user is None else "paused"
-    constraint: ConstraintSpec | None = user
-    if choice.mode == "none":
-        use = None if user is None else "alone"
-    else:
-        name = f"tools: {choice.describe()} ({fmt.name})"
-        grammar = tool_grammar(fmt, specs, choice, parallel_tool_calls)
-        compiled, grammar_warnings = _compiled_tool_grammar(grammar)
-        warnings += grammar_warnings
-        constraint = ConstraintSpec(kind="lark", source=grammar, name=name, compiled=compiled)
-        if user is not None and choice.mode == "auto":
-            assert user.compiled is not None
-            joined = with_user_grammar(fmt, specs, user.compiled, parallel_tool_calls)
-            if joined is not None:
-                label = user.name or KIND_NAMES.get(user.kind, user.kind)
-                constraint = ConstraintSpec(
-                    kind="lark",
-                    source=joined,
-                    name=f"{label} or tool calls ({fmt.name})",
-                    compiled=_compiled_joined_grammar(joined),
-                )
-                use = "with_tools"
-        if use == "paused":
-            assert user is not None
-            why = (
-                f"the model writes {fmt.name} calls, which {user.name or 'it'} could be "
-                "mistaken for"
-                if choice.mode == "auto"
-                else f'tool_choice "{choice.describe()}" allows only tool calls'
-            )
-            warnings.append(f"{user.name or 'the grammar'} is paused while tools are on: {why}")
+    constraint, use, notes = _reply_constraint(fmt, specs, choice, parallel_tool_calls, user)
     return ToolPlan(
         prompt_tokens=ModelTokenizer.of(tokenizer).encode(text),
         constraint=constraint,
@@ -156,16 +133,53 @@ def prepare_tool_request(
         choice=choice,
         prompt_text=text,
         tools=specs,
-        warnings=warnings,
+        warnings=tool_warnings(specs) + notes,
         _format=fmt,
     )
 
 
+def _reply_constraint(
+    fmt: ToolFormat,
+    specs: list[ToolSpec],
+    choice: ToolChoice,
+    parallel: bool,
+    user: ConstraintSpec | None,
+) -> tuple[ConstraintSpec | None, ConstraintUse | None, list[str]]:
+    """The compiled grammar a reply decodes under, what became of the user's constraint,
+    and notes about both (llguidance's warnings, why a grammar is paused)."""
+    if choice.mode == "none":
+        return user, None if user is None else "alone", []
+    grammar = tool_grammar(fmt, specs, choice, parallel)
+    compiled, warnings = _compiled_tool_grammar(grammar)
+    name = f"tools: {choice.describe()} ({fmt.name})"
+    tools_only = ConstraintSpec(kind="lark", source=grammar, name=name, compiled=compiled)
+    notes = list(warnings)
+    if user is None:
+        return tools_only, None, notes
+    label = user.name or KIND_NAMES.get(user.kind, user.kind)
+    if choice.mode == "auto":
+        assert user.compiled is not None
+        joined = with_user_grammar(fmt, specs, user.compiled, parallel)
+        if joined is not None:
+            both = ConstraintSpec(
+                kind="lark",
+                source=joined,  # llguidance's grammar (JSON), already compiled
+                name=f"{label} or tool calls ({fmt.name})",
+                compiled=_compiled_joined_grammar(joined),
+            )
+            return both, "with_tools", notes
+        why = f"the model writes {fmt.name} calls, which {label} could be mistaken for"
+    else:
+        why = f'tool_choice "{choice.describe()}" allows only tool calls'
+    notes.append(f"{label} is paused while tools are on: {why}")
+    return tools_only, "paused", notes
+
+
 @functools.lru_cache(maxsize=16)
-def _compiled_tool_grammar(grammar: str) -> tuple[CompiledGrammar, list[str]]:
+def _compiled_tool_grammar(grammar: str) -> tuple[CompiledGrammar, tuple[str, ...]]:
     """The compiled tool grammar (shared by every request with the same tools and choice)
     and llguidance's warnings about it."""
-    warnings = validate_grammar(grammar)
+    warnings = tuple(validate_grammar(grammar))
     return CompiledGrammar(LLMatcher.grammar_from_lark(grammar)), warnings
 
 

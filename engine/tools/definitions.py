@@ -20,8 +20,12 @@ from typing import Any
 from engine.errors import CorralError
 from engine.types import FunctionDefinition, ToolDefinition
 
-# OpenAI's rule for function names.
-_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# Tool names as MCP servers and real tool sets write them (MCP spec, SEP-986: 1-128 ASCII
+# letters, digits, '_', '-' and '.'; BFCL's `instrument_price.get`). OpenAI's own rule,
+# `^[a-zA-Z0-9_-]{1,64}$`, is a subset. Dots are safe everywhere a name goes: the grammar
+# and the call formats embed names as JSON strings.
+TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
+TOOL_NAME_RULE = "1-128 letters, digits, '_', '-' or '.'"
 _MAX_FILE_BYTES = 4 * 1024 * 1024
 
 # JSON layout inside tool calls: no free whitespace (it would let a small model ramble) and
@@ -155,8 +159,8 @@ def _validate_one(index: int, tool: Any) -> ToolSpec:
     if not isinstance(name, str) or not name:
         raise ToolDefinitionError(f'{_where(index, None)}: missing "name" (a non-empty string)')
     where = _where(index, name)
-    if not _NAME_RE.match(name):
-        raise ToolDefinitionError(f"{where}: invalid name; use 1-64 letters, digits, '_' or '-'")
+    if not TOOL_NAME_RE.match(name):
+        raise ToolDefinitionError(f"{where}: invalid name; use {TOOL_NAME_RULE}")
     description = function.get("description", "")
     if description is None:
         description = ""

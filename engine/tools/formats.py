@@ -93,6 +93,12 @@ class ToolFormat:
     name: ClassVar[str] = ""
     call_start: ClassVar[str] = ""  # how the text of a reply's calls begins
     args_key: ClassVar[str] = "arguments"
+    # Where calls live, for splitting a reply while it streams (engine/tools/stream.py):
+    # (markup, whether it is consumed) opening a call region anywhere or only at the start
+    # of the reply, and the markup closing a region (None: it runs to the end).
+    stream_openers: ClassVar[tuple[tuple[str, bool], ...]] = ()
+    stream_leading_openers: ClassVar[tuple[tuple[str, bool], ...]] = ()
+    stream_closer: ClassVar[str | None] = None
 
     def __init__(self, tokenizer: ModelTokenizer, native: bool) -> None:
         self.native = native
@@ -146,6 +152,8 @@ class HermesFormat(ToolFormat):
 
     name = "hermes"
     call_start = "<tool_call>"
+    stream_openers = (("<tool_call>", True),)
+    stream_closer = "</tool_call>"
 
     @classmethod
     def detect(cls, template: str) -> bool:
@@ -210,6 +218,7 @@ class Llama3JsonFormat(ToolFormat):
     name = "llama3_json"
     call_start = '{"name": '
     args_key = "parameters"
+    stream_leading_openers = (("<|python_tag|>", True), ("{", False))
 
     @classmethod
     def detect(cls, template: str) -> bool:
@@ -263,6 +272,9 @@ class MistralFormat(ToolFormat):
 
     name = "mistral"
     call_start = "[TOOL_CALLS]"
+    stream_openers = (("[TOOL_CALLS]", True),)
+    stream_leading_openers = (("[{", False),)
+    stream_closer = "]"
 
     @classmethod
     def detect(cls, template: str) -> bool:

@@ -1,0 +1,280 @@
+"""The MCP part of the Tools panel: each server from mcp.json with its state (starting,
+ready, failed with the tail of its stderr), its tools with descriptions, a switch per server
+and per tool, Restart, Edit mcp.json, Import (button, or drop a file on the panel), and the
+tool loop's settings (steps per turn, call timeout).
+
+Nothing here shows env values or headers: servers are described by their command line or
+URL without secrets (engine.mcp.config.ServerConfig.describe).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QSignalBlocker, Qt, QUrl
+from PySide6.QtGui import (
+    QDesktopServices,
+    QDragEnterEvent,
+    QDropEvent,
+    QFontDatabase,
+    QPalette,
+)
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.views.composer import dropped_paths
+from engine.mcp.config import McpConfigError
+
+STATE_TEXT = {"off": "off", "starting": "starting…", "ready": "ready", "failed": "failed"}
+_ROLE = Qt.ItemDataRole.UserRole
+
+
+class McpPanel(QWidget):
+    """Shows and switches the servers of an McpBridge."""
+
+    def __init__(self, bridge: Any, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.bridge = bridge
+        self.setObjectName("mcpPanel")
+        self.setAcceptDrops(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        header = QHBoxLayout()
+        header.addWidget(QLabel("<b>MCP servers</b>", self), 1)
+        self.edit_button = QPushButton("Edit mcp.json", self)
+        self.edit_button.setToolTip(str(bridge.config_path))
+        self.import_button = QPushButton("Import…", self)
+        self.import_button.setToolTip("Add the servers of another mcp.json (or drop it here)")
+        header.addWidget(self.edit_button)
+        header.addWidget(self.import_button)
+        layout.addLayout(header)
+        self.status = QLabel(self)
+        self.status.setObjectName("toolsStatus")
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.status)
+        self.tree = QTreeWidget(self)
+        self.tree.setObjectName("mcpServers")
+        self.tree.setHeaderLabels(["Server / tool", "State"])
+        self.tree.header().setStretchLastSection(False)
+        self.tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.tree.header().setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        self.tree.setMinimumHeight(140)
+        layout.addWidget(self.tree, 1)
+        row = QHBoxLayout()
+        self.detail = QLabel(self)
+        self.detail.setObjectName("hint")
+        self.detail.setWordWrap(True)
+        self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        row.addWidget(self.detail, 1)
+        self.restart_button = QPushButton("Restart", self)
+        self.restart_button.setEnabled(False)
+        row.addWidget(self.restart_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(row)
+        self.stderr_view = QPlainTextEdit(self)
+        self.stderr_view.setObjectName("mcpStderr")
+        self.stderr_view.setReadOnly(True)
+        self.stderr_view.setMaximumHeight(90)
+        self.stderr_view.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.stderr_view.setVisible(False)
+        layout.addWidget(self.stderr_view)
+        form = QFormLayout()
+        self.max_steps = QSpinBox(self, minimum=1, maximum=64)
+        self.max_steps.setToolTip("Rounds of tool calls in one turn before the model must answer")
+        self.timeout = QSpinBox(self, minimum=1, maximum=3600, suffix=" s")
+        self.timeout.setToolTip("How long one MCP call may take")
+        form.addRow("Tool steps per turn", self.max_steps)
+        form.addRow("Call timeout", self.timeout)
+        layout.addLayout(form)
+
+        self.max_steps.setValue(bridge.max_steps)
+        self.timeout.setValue(int(bridge.call_timeout))
+        self.max_steps.valueChanged.connect(self._set_max_steps)
+        self.timeout.valueChanged.connect(self._set_timeout)
+        self.edit_button.clicked.connect(self.edit_config)
+        self.import_button.clicked.connect(self.choose_import)
+        self.restart_button.clicked.connect(self.restart_selected)
+        self.tree.itemChanged.connect(self._item_changed)
+        self.tree.currentItemChanged.connect(lambda *_: self._show_selected())
+        bridge.serversChanged.connect(self.show_servers)
+        bridge.configProblem.connect(self.show_problem)
+        self.show_servers(bridge.snapshots)
+        self.show_problem(bridge.problem)
+
+    # ---- showing ----
+
+    def show_problem(self, text: str) -> None:
+        self.status.setProperty("error", bool(text))
+        self.status.setText(text or self._summary())
+        self.status.style().unpolish(self.status)
+        self.status.style().polish(self.status)
+
+    def _summary(self) -> str:
+        if not self.bridge.config.servers:
+            return "No MCP servers yet: add them with Edit mcp.json, or drop an mcp.json here."
+        ready = sum(1 for s in self.bridge.snapshots.values() if s.state.value == "ready")
+        return f"{ready} of {len(self.bridge.config.servers)} server(s) ready."
+
+    def show_servers(self, snapshots: dict[str, Any]) -> None:
+        selected = self._selected_server()
+        disabled_servers = self.bridge.disabled_servers()
+        disabled_tools = self.bridge.disabled_tools()
+        with QSignalBlocker(self.tree):
+            self.tree.clear()
+            for name, snapshot in snapshots.items():
+                config = self.bridge.config.server(name)
+                item = QTreeWidgetItem(self.tree, [name, self._state_text(snapshot)])
+                item.setData(0, _ROLE, ("server", name))
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+                on = name not in disabled_servers and not (config and config.disabled)
+                item.setCheckState(0, Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
+                item.setToolTip(0, snapshot.description)
+                if snapshot.state.value == "failed":
+                    item.setToolTip(1, snapshot.detail)
+                for tool in snapshot.tools:
+                    self._tool_item(item, name, tool, (name, tool.name) not in disabled_tools)
+                item.setExpanded(snapshot.state.value == "ready")
+                if name == selected:
+                    self.tree.setCurrentItem(item)
+        self._show_selected()
+        if not self.bridge.problem:
+            self.show_problem("")
+
+    def _state_text(self, snapshot: Any) -> str:
+        text: str = STATE_TEXT.get(snapshot.state.value, snapshot.state.value)
+        if snapshot.state.value == "ready":
+            usable = sum(1 for t in snapshot.tools if t.error is None)
+            text += f" · {usable} tool{'s' if usable != 1 else ''}"
+        return text
+
+    def _tool_item(self, parent: QTreeWidgetItem, server: str, tool: Any, on: bool) -> None:
+        item = QTreeWidgetItem(parent, [tool.name, ""])
+        item.setData(0, _ROLE, ("tool", server, tool.name))
+        tip = tool.description or "(no description)"
+        if tool.error is not None:
+            item.setText(1, "left out")
+            item.setToolTip(0, f"{tip}\n\nNot offered: {tool.error}")
+            item.setToolTip(1, tool.error)
+            # Greyed but selectable, so the reason can be read below the list.
+            grey = self.palette().color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text)
+            item.setForeground(0, grey)
+            item.setForeground(1, grey)
+            item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsUserCheckable)
+            return
+        item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+        item.setCheckState(0, Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
+        if tool.warnings:
+            item.setText(1, "⚠ warning")
+            tip += "\n\n" + "\n".join(f"⚠ {w}" for w in tool.warnings)
+            item.setToolTip(1, "\n".join(tool.warnings))
+        item.setToolTip(0, tip)
+
+    def _selected_server(self) -> str | None:
+        item = self.tree.currentItem()
+        while item is not None and item.parent() is not None:
+            item = item.parent()
+        data = item.data(0, _ROLE) if item is not None else None
+        return str(data[1]) if data else None
+
+    def _show_selected(self) -> None:
+        name = self._selected_server()
+        snapshot = self.bridge.snapshots.get(name) if name else None
+        self.restart_button.setEnabled(snapshot is not None)
+        if snapshot is None:
+            self.detail.setText("")
+            self.stderr_view.setVisible(False)
+            return
+        lines = [snapshot.description]
+        if snapshot.server_info:
+            lines.append(snapshot.server_info)
+        if snapshot.detail:
+            prefix = "Failed: " if snapshot.state.value == "failed" else "Note: "
+            lines.append(prefix + snapshot.detail)
+        current = self.tree.currentItem()
+        data = current.data(0, _ROLE) if current is not None else None
+        if data and data[0] == "tool":
+            tool = next((t for t in snapshot.tools if t.name == data[2]), None)
+            if tool is not None:
+                lines.append(f"{tool.name}: {tool.description or '(no description)'}")
+                lines += [f"⚠ {w}" for w in tool.warnings]
+                if tool.error:
+                    lines.append(f"Not offered: {tool.error}")
+        self.detail.setText("\n".join(lines))
+        tail = snapshot.stderr_tail.strip()
+        self.stderr_view.setPlainText(tail)
+        self.stderr_view.setVisible(bool(tail))
+
+    # ---- actions ----
+
+    def _item_changed(self, item: QTreeWidgetItem, column: int) -> None:
+        data = item.data(0, _ROLE)
+        if column != 0 or not data:
+            return
+        on = item.checkState(0) == Qt.CheckState.Checked
+        if data[0] == "server":
+            self.bridge.set_server_enabled(data[1], on)
+        else:
+            self.bridge.set_tool_enabled(data[1], data[2], on)
+
+    def restart_selected(self) -> None:
+        name = self._selected_server()
+        if name is not None:
+            self.bridge.restart(name)
+
+    def _set_max_steps(self, value: int) -> None:
+        self.bridge.max_steps = value
+
+    def _set_timeout(self, value: int) -> None:
+        self.bridge.call_timeout = value
+
+    def edit_config(self) -> None:
+        """Open mcp.json (created if missing) in the user's editor; saving it reloads."""
+        try:
+            path = self.bridge.ensure_config_file()
+        except (OSError, McpConfigError) as exc:
+            self.show_problem(f"Cannot create {self.bridge.config_path}: {exc}")
+            return
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+
+    def choose_import(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Import MCP servers", "", "MCP configuration (*.json);;All files (*)"
+        )
+        if path:
+            self.import_file(path)
+
+    def import_file(self, path: str) -> None:
+        """Add a file's servers; a malformed file names its line and nothing changes."""
+        try:
+            outcome = self.bridge.import_file(path)
+        except (OSError, McpConfigError) as exc:
+            self.show_problem(f"{exc} — nothing was imported.")
+            return
+        names = outcome.added + outcome.replaced
+        message = f"Imported {', '.join(names)} from {Path(path).name}." if names else ""
+        self.show_problem("")
+        if message:
+            self.status.setText(message)
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if any(p.lower().endswith(".json") for p in dropped_paths(event.mimeData())):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        paths = [p for p in dropped_paths(event.mimeData()) if p.lower().endswith(".json")]
+        if paths:
+            event.acceptProposedAction()
+            self.import_file(paths[0])

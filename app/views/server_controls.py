@@ -1,0 +1,143 @@
+"""The local server in the window: its Preferences section, the status-bar text and the
+Server log dock, wired to a ServerJob. MainWindow holds one and calls it from a few hooks
+(build, preferences, close)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDockWidget,
+    QFormLayout,
+    QGroupBox,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QSpinBox,
+    QWidget,
+)
+
+from app.jobs.server_job import DEFAULT_PORT, ServerJob
+from app.views.server_log import ServerLogView
+
+
+class ServerSettingsGroup(QGroupBox):
+    """Preferences → Local server: on/off, port, API key."""
+
+    def __init__(self, enabled: bool, port: int, api_key: str, parent: QWidget | None = None):
+        super().__init__("Local server", parent)
+        self.setObjectName("serverSettings")
+        form = QFormLayout(self)
+        self.enabled = QCheckBox("Serve the model to other apps (OpenAI-compatible API)", self)
+        self.enabled.setChecked(enabled)
+        self.port = QSpinBox(self, minimum=1024, maximum=65535)
+        self.port.setValue(port)
+        self.api_key = QLineEdit(api_key, self)
+        self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.api_key.setPlaceholderText("None")
+        form.addRow(self.enabled)
+        form.addRow("Port", self.port)
+        form.addRow("API key", self.api_key)
+        self.hint = QLabel(self)
+        self.hint.setWordWrap(True)
+        self.hint.setObjectName("hint")
+        form.addRow(self.hint)
+        self.port.valueChanged.connect(self._update_hint)
+        self._update_hint()
+
+    def _update_hint(self) -> None:
+        self.hint.setText(
+            f"Only programs on this Mac can connect (127.0.0.1). Point OpenAI clients at "
+            f"http://127.0.0.1:{self.port.value()}/v1. With a key, clients must send it as "
+            "Authorization: Bearer KEY."
+        )
+
+    def values(self) -> tuple[bool, int, str]:
+        return self.enabled.isChecked(), self.port.value(), self.api_key.text().strip()
+
+
+class ServerControls(QObject):
+    """Starts and stops the server from the stored settings and shows what it does."""
+
+    def __init__(self, window: QMainWindow, store: Any, engine: Callable[[], Any]) -> None:
+        super().__init__(window)
+        self.store = store
+        self.job = ServerJob(engine, self)
+        self.status_label = QLabel(window)
+        self.status_label.setObjectName("serverLabel")
+        self.status_label.hide()
+        window.statusBar().addPermanentWidget(self.status_label)
+        self.log_view = ServerLogView(window)
+        self.log_dock = QDockWidget("Server Log", window)
+        self.log_dock.setObjectName("serverLogDock")
+        self.log_dock.setWidget(self.log_view)
+        window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
+        self.log_dock.hide()
+        self._error: str | None = None
+        self.job.started.connect(lambda _url: self._refresh())
+        self.job.stopped.connect(self._refresh)
+        self.job.failed.connect(self._failed)
+        self.job.activeChanged.connect(lambda _n: self._refresh())
+        self.job.requestLogged.connect(self.log_view.add_record)
+
+    # ---- settings ----
+
+    def settings(self) -> tuple[bool, int, str]:
+        return (
+            bool(self.store.get_setting("server_enabled", False)),
+            int(self.store.get_setting("server_port", DEFAULT_PORT)),
+            str(self.store.get_setting("server_api_key", "") or ""),
+        )
+
+    def preferences_section(self) -> ServerSettingsGroup:
+        return ServerSettingsGroup(*self.settings())
+
+    def apply(self, section: ServerSettingsGroup) -> None:
+        """Store the section's values and start, restart or stop the server to match."""
+        self.set_settings(*section.values())
+
+    def set_settings(self, enabled: bool, port: int, api_key: str) -> None:
+        before = self.settings()
+        self.store.set_setting("server_enabled", enabled)
+        self.store.set_setting("server_port", port)
+        self.store.set_setting("server_api_key", api_key)
+        if not enabled:
+            self.job.stop()
+        elif (enabled, port, api_key) != before or not self.job.running:
+            self._error = None
+            self.job.start(port, api_key)
+        self._refresh()
+
+    def restore(self) -> None:
+        """Start the server at launch if the user left it on."""
+        enabled, port, api_key = self.settings()
+        if enabled:
+            self.job.start(port, api_key)
+
+    def shutdown(self) -> None:
+        self.job.stop()
+
+    # ---- display ----
+
+    def _failed(self, message: str) -> None:
+        self._error = message
+        self._refresh()
+
+    def _refresh(self) -> None:
+        if self.job.running:
+            active = self.job.active
+            text = f"Serving on {self.job.url}"
+            if active:
+                text += f" · {active} active request{'s' if active != 1 else ''}"
+            self.status_label.setText(text)
+            self.status_label.setToolTip(f"OpenAI-compatible API at {self.job.url}/v1")
+            self.status_label.show()
+        elif self._error:
+            self.status_label.setText(f"Server not running: {self._error}")
+            self.status_label.setToolTip(self._error)
+            self.status_label.show()
+        else:
+            self.status_label.hide()

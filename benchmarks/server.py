@@ -1,0 +1,138 @@
+"""Bench section `server`: the same prompt and settings streamed over HTTP (the official
+`openai` client against the server on a loopback port) and straight through the Engine,
+alternating, in one run.
+
+Both sides are timed from the caller's seat: TTFT from sending the request to the first
+text, decode tokens/s as the tokens after the first over the time from the first text to
+the last. Every run after the warm-up finds the prompt in the prefix cache, on both sides
+alike. Each run is also paired with the engine's own figures for that same reply (its
+TTFT and tokens/s as the engine thread saw them), so the keys measure what the caller
+loses on the way, not how fast the model happened to run: on a shared, busy machine the
+model's speed varies far more from run to run than the server costs.
+
+- `server_ttft_overhead_ms`: median over HTTP runs of (caller's TTFT - engine's TTFT)
+  minus the same median over direct runs.
+- `server_tps_ratio`: median over HTTP runs of (caller's tokens/s / engine's tokens/s)
+  over the same median for direct runs.
+The plain medians of each side are printed beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from engine.engine import Engine
+from engine.types import ChatEvent, ChatRequest, SamplingSettings, TextDelta
+
+PROMPT = "Write a long, detailed story about a lighthouse keeper and a storm."
+
+
+@dataclass
+class Run:
+    ttft_s: float  # seen by the caller
+    tps: float  # seen by the caller
+    engine_ttft_s: float  # the engine's own figures for the same reply
+    engine_tps: float
+    tokens: int
+
+
+def _direct_run(engine: Engine, tokens: int) -> Run:
+    request = ChatRequest(
+        [{"role": "user", "content": PROMPT}], SamplingSettings(temperature=0.0, max_tokens=tokens)
+    )
+    stamps: list[float] = []
+
+    def on_event(event: ChatEvent) -> None:
+        if isinstance(event, TextDelta):
+            stamps.append(time.perf_counter())
+
+    sent = time.perf_counter()
+    result = engine.submit(request, on_event).result()
+    if result.error:
+        raise RuntimeError(result.error)
+    s = result.stats
+    return _run(sent, stamps, s.generated_tokens, s.ttft_s, s.decode_tps)
+
+
+def _http_run(client: Any, model: str, tokens: int) -> Run:
+    stamps: list[float] = []
+    generated = 0
+    stats: dict[str, Any] = {}
+    sent = time.perf_counter()
+    stream = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": PROMPT}],
+        max_tokens=tokens,
+        temperature=0.0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            stamps.append(time.perf_counter())
+        if chunk.model_extra and "corral" in chunk.model_extra:
+            stats = chunk.model_extra["corral"]
+        if chunk.usage is not None:
+            generated = chunk.usage.completion_tokens
+    return _run(sent, stamps, generated, stats["ttft_ms"] / 1e3, stats["decode_tps"])
+
+
+def _run(
+    sent: float, stamps: list[float], generated: int, engine_ttft: float, engine_tps: float
+) -> Run:
+    if not stamps:
+        raise RuntimeError("the reply had no text")
+    span = stamps[-1] - stamps[0]
+    tps = (generated - 1) / span if generated > 1 and span > 0 else 0.0
+    return Run(stamps[0] - sent, tps, engine_ttft, engine_tps, generated)
+
+
+def _ratio(runs: list[Run]) -> float:
+    return statistics.median(r.tps / r.engine_tps for r in runs if r.engine_tps > 0)
+
+
+def _lag(runs: list[Run]) -> float:
+    return statistics.median(r.ttft_s - r.engine_ttft_s for r in runs)
+
+
+def run_server_bench(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    """Figures of the server against the engine alone, alternating runs, medians compared."""
+    import openai
+
+    from engine.server import HTTPServer, ServerConfig
+
+    model_info = engine.snapshot.model
+    assert model_info is not None
+    server = HTTPServer(engine, ServerConfig(port=0))
+    server.start()
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="bench", max_retries=0)
+    direct: list[Run] = []
+    http: list[Run] = []
+    try:
+        _direct_run(engine, 4)  # warm-up: kernels, the prompt in the cache, a connection
+        _http_run(client, model_info.name, 4)
+        for i in range(args.repeats):
+            order = ("direct", "http") if i % 2 == 0 else ("http", "direct")
+            for side in order:
+                if side == "direct":
+                    direct.append(_direct_run(engine, args.tokens))
+                else:
+                    http.append(_http_run(client, model_info.name, args.tokens))
+    finally:
+        client.close()
+        server.stop()
+    direct_ratio = _ratio(direct)
+    return {
+        "server_tps_ratio": round(_ratio(http) / direct_ratio, 3) if direct_ratio else None,
+        "server_ttft_overhead_ms": round((_lag(http) - _lag(direct)) * 1e3, 2),
+        "server_http_decode_tps": round(statistics.median(r.tps for r in http), 2),
+        "server_direct_decode_tps": round(statistics.median(r.tps for r in direct), 2),
+        "server_http_ttft_ms": round(statistics.median(r.ttft_s for r in http) * 1e3, 2),
+        "server_direct_ttft_ms": round(statistics.median(r.ttft_s for r in direct) * 1e3, 2),
+        "server_tokens": min(r.tokens for r in direct + http),
+        "server_runs": args.repeats,
+    }

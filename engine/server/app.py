@@ -1,0 +1,377 @@
+"""The ASGI app: OpenAI-compatible endpoints over one shared Engine.
+
+Each request is checked and translated into a ChatRequest (engine/server/translate.py),
+submitted to the engine's queue, and answered from its events: engine callbacks arrive on
+the engine thread and are handed to the event loop. A client that goes away cancels its
+generation: the engine stops within one prefill chunk or one token and keeps what it
+computed in the prompt cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from engine.engine import Engine
+from engine.server.activity import RequestRecord, ServerActivity
+from engine.server.config import ServerConfig
+from engine.server.errors import EXCEPTION_HANDLERS, APIError, from_validation_error
+from engine.server.guard import Guard
+from engine.server.responses import (
+    ChunkWriter,
+    chat_completion,
+    error_message,
+    new_id,
+    status_for,
+    text_completion,
+)
+from engine.server.schemas import ChatCompletionBody, CompletionBody
+from engine.server.streaming import EventChannel, sse_stream
+from engine.server.translate import (
+    Check,
+    ConstraintChecker,
+    Prepared,
+    chat_request,
+    completion_request,
+    needs_worker,
+)
+from engine.types import ChatEvent, ChatResult, Finished, StopReason, TextDelta, ToolCallDelta
+
+Body = TypeVar("Body", bound=BaseModel)
+CLIENT_GONE = 499  # nginx's "client closed request", for the log
+
+
+class GenerationFailed(APIError):
+    """The engine could not produce the reply (already in the log through its result)."""
+
+
+class ClientGone(Exception):
+    """The client disconnected before the reply was sent."""
+
+
+async def _until_disconnect(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+class Service:
+    """The endpoints. One per app; shares `engine` with whoever else uses it."""
+
+    def __init__(self, engine: Engine, config: ServerConfig, activity: ServerActivity) -> None:
+        self.engine = engine
+        self.config = config
+        self.activity = activity
+        self.check = ConstraintChecker(engine)
+
+    # ---- simple endpoints ----
+
+    async def health(self, request: Request) -> Response:
+        info = self.engine.snapshot.model
+        return JSONResponse(
+            {
+                "status": "ok" if info is not None else "loading",
+                "model": info.name if info is not None else None,
+                "active_requests": self.activity.active,
+            }
+        )
+
+    def _model_card(self) -> dict[str, Any]:
+        info = self.engine.snapshot.model
+        if info is None:
+            raise APIError(503, "no model is loaded yet", code="model_not_loaded")
+        return {
+            "id": info.name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "corral",
+            "context_length": info.context_length,
+        }
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [self._model_card()]})
+
+    async def model(self, request: Request) -> Response:
+        card = self._model_card()
+        wanted = request.path_params["model_id"]
+        if wanted != card["id"]:
+            raise self._unknown_model(wanted, card["id"])
+        return JSONResponse(card)
+
+    @staticmethod
+    def _unknown_model(wanted: str, loaded: str) -> APIError:
+        return APIError(
+            404,
+            f"model {wanted!r} is not loaded; this server serves {loaded!r} (see GET /v1/models)",
+            param="model",
+            code="model_not_found",
+        )
+
+    # ---- completions ----
+
+    async def chat(self, request: Request) -> Response:
+        return await self._logged(request, self._chat)
+
+    async def completions(self, request: Request) -> Response:
+        return await self._logged(request, self._completions)
+
+    async def _logged(
+        self, request: Request, endpoint: Callable[[Request, float], Awaitable[Response]]
+    ) -> Response:
+        arrived = time.time()
+        try:
+            return await endpoint(request, arrived)
+        except GenerationFailed:
+            raise
+        except APIError as exc:
+            self.activity.record(
+                RequestRecord(arrived, request.url.path, exc.status, error=exc.message)
+            )
+            raise
+
+    async def _chat(self, request: Request, arrived: float) -> Response:
+        body = await self._read(request, ChatCompletionBody)
+        model = self._check_model(body.model)
+        prepared = await self._prepare(chat_request, body)
+        return await self._serve(request, arrived, prepared, body, model, chat=True)
+
+    async def _completions(self, request: Request, arrived: float) -> Response:
+        body = await self._read(request, CompletionBody)
+        model = self._check_model(body.model)
+        prepared = await self._prepare(completion_request, body)
+        return await self._serve(request, arrived, prepared, body, model, chat=False)
+
+    async def _prepare(
+        self, translate: Callable[[Any, ServerConfig, Check], Prepared], body: Any
+    ) -> Prepared:
+        if needs_worker(body):  # compiling a schema, grammar or tools must not stall the loop
+            return await run_in_threadpool(translate, body, self.config, self.check)
+        return translate(body, self.config, self.check)
+
+    async def _read(self, request: Request, model: type[Body]) -> Body:
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type != "application/json":
+            raise APIError(
+                415,
+                f"Content-Type must be application/json, got {content_type or 'none'}",
+                code="unsupported_media_type",
+            )
+        limit = self.config.max_body_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise self._too_large(limit)
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise self._too_large(limit)
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        try:
+            data = json.loads(raw)
+        except UnicodeDecodeError:
+            raise APIError(400, "the body is not UTF-8 text", code="invalid_json") from None
+        except json.JSONDecodeError as exc:
+            raise APIError(
+                400,
+                f"the body is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
+                code="invalid_json",
+            ) from None
+        except RecursionError:
+            raise APIError(400, "the body is nested too deeply", code="invalid_json") from None
+        if not isinstance(data, dict):
+            raise APIError(400, "the body must be a JSON object", code="invalid_json")
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            raise from_validation_error(exc) from None
+
+    @staticmethod
+    def _too_large(limit: int) -> APIError:
+        return APIError(
+            413, f"the body is larger than the limit of {limit:,} bytes", code="body_too_large"
+        )
+
+    def _check_model(self, wanted: str | None) -> str:
+        info = self.engine.snapshot.model
+        if info is None:
+            raise APIError(
+                503, "no model is loaded yet; try again shortly", code="model_not_loaded"
+            )
+        if wanted is not None and wanted != info.name:
+            raise self._unknown_model(wanted, info.name)
+        return info.name
+
+    async def _serve(
+        self,
+        request: Request,
+        arrived: float,
+        prepared: Prepared,
+        body: Any,
+        model: str,
+        *,
+        chat: bool,
+    ) -> Response:
+        if not self.activity.try_begin(self.config.max_queued_requests):
+            raise APIError(
+                503,
+                f"the server is busy: {self.config.max_queued_requests} requests are already "
+                "waiting or running; retry shortly",
+                code="queue_full",
+                headers={"Retry-After": "1"},
+            )
+        channel = EventChannel(asyncio.get_running_loop())
+        started = time.perf_counter()
+        first_token: list[float] = []
+        endpoint = request.url.path
+
+        def on_event(event: ChatEvent) -> None:  # engine thread
+            if not first_token and isinstance(event, TextDelta | ToolCallDelta):
+                first_token.append(time.perf_counter())
+            if isinstance(event, Finished):
+                ttft = (first_token[0] - started) * 1e3 if first_token else None
+                self.activity.end(
+                    _record(arrived, endpoint, body.stream, prepared, event.result, ttft)
+                )
+            channel.push(event)
+
+        handle = self.engine.submit(prepared.request, on_event)
+        completion_id = new_id("chatcmpl" if chat else "cmpl")
+        gone = asyncio.ensure_future(_until_disconnect(request))
+        try:
+            events = await self._next(channel, gone)
+            if body.stream and not _finished(events):
+                include_usage = bool(body.stream_options and body.stream_options.include_usage)
+                writer = ChunkWriter(
+                    completion_id,
+                    model,
+                    chat=chat,
+                    include_usage=include_usage,
+                    warnings=prepared.warnings,
+                )
+                gone.cancel()  # the streaming response listens for the disconnect itself
+                return StreamingResponse(
+                    sse_stream(writer, events, channel, handle),
+                    media_type="text/event-stream",
+                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+                )
+            while not _finished(events):
+                events += await self._next(channel, gone)
+        except ClientGone:
+            handle.cancel()
+            return Response(status_code=CLIENT_GONE)
+        finally:
+            gone.cancel()
+        result = _result(events)
+        _raise_for_result(result)
+        if body.stream:  # finished before any token: a one-shot stream
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            writer = ChunkWriter(
+                completion_id,
+                model,
+                chat=chat,
+                include_usage=include_usage,
+                warnings=prepared.warnings,
+            )
+            return StreamingResponse(
+                sse_stream(writer, events, None, handle), media_type="text/event-stream"
+            )
+        build = chat_completion if chat else text_completion
+        return JSONResponse(build(completion_id, model, result, prepared.warnings))
+
+    @staticmethod
+    async def _next(channel: EventChannel, gone: asyncio.Future[None]) -> list[ChatEvent]:
+        get = asyncio.ensure_future(channel.next_batch())
+        waiting: set[asyncio.Future[Any]] = {get, gone}
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if get not in done:
+            get.cancel()
+            raise ClientGone
+        return get.result()
+
+
+def _finished(events: list[ChatEvent]) -> bool:
+    return bool(events) and isinstance(events[-1], Finished)
+
+
+def _result(events: list[ChatEvent]) -> ChatResult:
+    last = events[-1]
+    assert isinstance(last, Finished)
+    return last.result
+
+
+def _raise_for_result(result: ChatResult) -> None:
+    """APIError for a reply the engine could not produce."""
+    if result.error is None and result.stop_reason != StopReason.CANCELLED:
+        return
+    raise GenerationFailed(status_for(result), error_message(result), code="generation_failed")
+
+
+def _record(
+    arrived: float,
+    endpoint: str,
+    stream: bool,
+    prepared: Prepared,
+    result: ChatResult,
+    ttft_ms: float | None,
+) -> RequestRecord:
+    s = result.stats
+    if result.stop_reason == StopReason.CANCELLED:
+        status = CLIENT_GONE
+    elif result.error:
+        status = status_for(result)
+    else:
+        status = 200
+    return RequestRecord(
+        time=arrived,
+        endpoint=endpoint,
+        status=status,
+        stream=stream,
+        prompt_tokens=s.prompt_tokens,
+        completion_tokens=s.generated_tokens,
+        cached_tokens=s.cached_tokens,
+        ttft_ms=round(ttft_ms, 1) if ttft_ms is not None else None,
+        decode_tps=round(s.decode_tps, 1),
+        constraint=prepared.constraint,
+        stop_reason=s.stop_reason,
+        error=error_message(result) if result.error else None,
+    )
+
+
+def create_app(engine: Engine, config: ServerConfig, activity: ServerActivity) -> Starlette:
+    """The ASGI app serving `engine` with `config`; requests are counted in `activity`."""
+    service = Service(engine, config, activity)
+    routes = [
+        Route("/health", service.health, methods=["GET"]),
+        Route("/v1/models", service.models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", service.model, methods=["GET"]),
+        Route("/v1/chat/completions", service.chat, methods=["POST"]),
+        Route("/v1/completions", service.completions, methods=["POST"]),
+    ]
+    middleware = []
+    if config.cors_origins:  # outermost: preflight requests carry no key
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=config.cors_origins,
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type"],
+            )
+        )
+    middleware.append(Middleware(Guard, config=config, activity=activity))
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers=EXCEPTION_HANDLERS,
+    )

@@ -1,0 +1,59 @@
+"""How the server is set up: address, key, limits; and the rule that keeps it private.
+
+A server reachable from other machines without an API key would hand the user's model
+(and anything its tools can do) to anyone on the network, so binding to a non-loopback
+address requires a key.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+from engine.errors import CorralError
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+class ServerConfigError(CorralError):
+    """The server cannot start with these settings; the message says why and what to do."""
+
+
+@dataclass
+class ServerConfig:
+    """Settings of one server. `port=0` picks a free port (tests, benchmarks)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    api_key: str | None = None
+    cors_origins: list[str] = field(default_factory=list)
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_queued_requests: int = 32
+    default_max_tokens: int = 2048
+
+    def check(self) -> None:
+        """Raise ServerConfigError for settings the server must refuse to start with."""
+        if not 0 <= self.port <= 65535:
+            raise ServerConfigError(f"port must be between 0 and 65535, got {self.port}")
+        if self.api_key is not None and not self.api_key.strip():
+            raise ServerConfigError("the API key is empty; give a key or none at all")
+        if not is_loopback(self.host) and not self.api_key:
+            raise ServerConfigError(
+                f"refusing to serve on {self.host} without an API key: any machine that can "
+                "reach this address could use the model. Set --api-key (or CORRAL_API_KEY), "
+                "or bind to 127.0.0.1"
+            )
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.host)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address) only accepts connections from this machine."""
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # another host name: it may resolve to any interface

@@ -1,0 +1,134 @@
+"""Request bodies of the OpenAI-compatible endpoints, as typed pydantic models.
+
+Top-level fields are closed (an unknown argument is a 400 naming it), so a client never
+believes a setting took effect when it did not. Fields the API defines that Corral cannot
+honour yet (`n` > 1, `logprobs`, `logit_bias`, ...) are declared so they can be refused
+with a message that says so; `n` and `logprobs` are where batching and the token
+inspector will slot in. Message objects accept extra keys: clients echo back whole
+assistant messages (`refusal`, `annotations`, `audio`: null).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_STOP_STRINGS = 16
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+
+class ContentPart(_Open):
+    """One part of a message's content: `{"type": "text", "text": ...}` (others are refused)."""
+
+    type: str
+    text: str | None = None
+
+
+class FunctionCall(_Open):
+    name: str
+    arguments: str | dict[str, Any] = "{}"
+
+
+class MessageToolCall(_Open):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class MessageBody(_Open):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[MessageToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+class JSONSchemaFormat(_Closed):
+    name: str = "response"
+    description: str | None = None
+    schema_: dict[str, Any] | bool = Field(default=True, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(_Closed):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JSONSchemaFormat | None = None
+
+
+class Grammar(_Closed):
+    """Corral's extension: a grammar given as text (the server never reads paths)."""
+
+    type: Literal["lark", "gbnf", "regex"]
+    value: str
+
+
+class StreamOptions(_Open):
+    include_usage: bool = False
+
+
+class _Generation(_Closed):
+    """Fields shared by chat and text completions."""
+
+    model: str | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    stop: str | list[str] | None = Field(default=None)
+    seed: int | None = Field(default=None, ge=0, lt=2**64)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    n: int | None = Field(default=None, ge=1)
+    logprobs: Any = None
+    logit_bias: dict[str, float] | None = None
+    user: str | None = None
+    response_format: ResponseFormat | None = None
+    # Corral's extensions
+    grammar: Grammar | None = None
+    top_k: int | None = Field(default=None, ge=0)
+    min_p: float | None = Field(default=None, ge=0, lt=1)
+    repetition_penalty: float | None = Field(default=None, gt=0, le=10)
+
+
+class ChatCompletionBody(_Generation):
+    """POST /v1/chat/completions."""
+
+    messages: list[MessageBody] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    modalities: list[str] | None = None
+    # Accepted and ignored: they change nothing about the reply.
+    metadata: dict[str, Any] | None = None
+    store: bool | None = None
+    service_tier: str | None = None
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
+    reasoning_effort: str | None = None
+    verbosity: str | None = None
+    # Refused with a message: features a local text model does not have.
+    audio: Any = None
+    prediction: Any = None
+    web_search_options: Any = None
+    functions: Any = None
+    function_call: Any = None
+
+
+class CompletionBody(_Generation):
+    """POST /v1/completions: a raw prompt continued without the chat template."""
+
+    prompt: str | list[str] | list[int] | list[list[int]]
+    echo: bool | None = None
+    suffix: str | None = None
+    best_of: int | None = Field(default=None, ge=1)

@@ -1,0 +1,356 @@
+"""HTTP bodies into the engine's one request type, checked at the edge.
+
+Everything a client can get wrong is caught here with a 400 naming the field: unsupported
+options, content a text model cannot read, tool definitions, and grammars or schemas that
+do not compile (with llguidance's line and column). Compiling checks run off the event
+loop (`needs_worker`); their outcome is cached, since clients repeat the same schema and
+tools request after request.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from engine.constraints import ConstraintError
+from engine.constraints.sources import (
+    any_json_constraint,
+    constraint_from_text,
+    json_schema_constraint,
+)
+from engine.server.config import ServerConfig
+from engine.server.errors import APIError
+from engine.server.schemas import (
+    MAX_STOP_STRINGS,
+    ChatCompletionBody,
+    CompletionBody,
+    ContentPart,
+    MessageBody,
+    MessageToolCall,
+    _Generation,
+)
+from engine.tools import ToolDefinitionError, validate_tools
+from engine.tools.grammar import resolve_choice
+from engine.types import (
+    ChatMessage,
+    ChatRequest,
+    ConstraintSpec,
+    SamplingSettings,
+    ToolCallMessage,
+    ToolChoiceOption,
+)
+
+if TYPE_CHECKING:
+    from engine.engine import Engine
+
+
+@dataclass
+class Prepared:
+    """A request ready for the engine, with what the server reports beside the reply."""
+
+    request: ChatRequest
+    constraint: str | None = None  # what constrains the reply, for the log
+    warnings: list[str] = field(default_factory=list)
+
+
+Check = Callable[[ConstraintSpec], "CheckedConstraint"]
+
+
+def needs_worker(body: _Generation) -> bool:
+    """Whether translating `body` compiles something (schema, grammar, tools)."""
+    rf = body.response_format
+    tools = getattr(body, "tools", None)
+    return bool(body.grammar or (rf and rf.type != "text") or tools)
+
+
+def chat_request(body: ChatCompletionBody, config: ServerConfig, check: Check) -> Prepared:
+    """The ChatRequest for a chat completion body; APIError(400) for what cannot be served."""
+    _refuse_unsupported(body)
+    _refuse_chat_only(body)
+    warnings: list[str] = []
+    constraint, constraint_param = _constraint(body, check, warnings)
+    tools = None
+    tool_choice: ToolChoiceOption = "auto"
+    label: str | None = constraint.kind if constraint else None
+    if body.tools is not None:
+        try:
+            specs = validate_tools(body.tools)
+        except ToolDefinitionError as exc:
+            raise APIError(400, f"tools: {exc}", param="tools", code="invalid_tools") from None
+        try:
+            choice = resolve_choice(body.tool_choice, specs)
+        except ToolDefinitionError as exc:
+            raise APIError(400, f"tool_choice: {exc}", param="tool_choice") from None
+        if constraint is not None and choice.mode in ("required", "function"):
+            raise APIError(
+                400,
+                f"{constraint_param} cannot apply when tool_choice forces a call: the reply "
+                'is the call. Use tool_choice "auto" (a text reply then follows it) or "none"',
+                param=constraint_param,
+                code="unsupported_combination",
+            )
+        tools = [s.to_openai() for s in specs]
+        if choice.mode == "function" and choice.function is not None:
+            tool_choice = {"type": "function", "function": {"name": choice.function}}
+        else:
+            tool_choice = choice.mode
+        label = label if choice.mode == "none" else f"tools ({choice.describe()})"
+    elif body.tool_choice not in (None, "none", "auto"):
+        raise APIError(400, "tool_choice: no tools were given", param="tool_choice")
+    request = ChatRequest(
+        messages=[_message(m, i) for i, m in enumerate(body.messages)],
+        sampling=_sampling(body, body.max_completion_tokens or body.max_tokens, config),
+        constraint=constraint,
+        tools=tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=body.parallel_tool_calls is not False,
+    )
+    return Prepared(request, label, warnings)
+
+
+def completion_request(body: CompletionBody, config: ServerConfig, check: Check) -> Prepared:
+    """The ChatRequest (a raw prompt) for a text completion body."""
+    _refuse_unsupported(body)
+    if body.echo:
+        raise APIError(400, "echo is not supported", param="echo", code="unsupported_parameter")
+    if body.suffix:
+        raise APIError(400, "suffix is not supported", param="suffix", code="unsupported_parameter")
+    if body.best_of is not None and body.best_of > 1:
+        raise APIError(
+            400, "best_of > 1 is not supported yet", param="best_of", code="unsupported_parameter"
+        )
+    prompt = body.prompt
+    if isinstance(prompt, list):
+        if len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        elif all(isinstance(p, str) for p in prompt):
+            raise APIError(
+                400,
+                "prompt: several prompts in one request are not supported yet; send one each",
+                param="prompt",
+                code="unsupported_parameter",
+            )
+        else:
+            raise APIError(
+                400, "prompt: token-id prompts are not supported; send text", param="prompt"
+            )
+    if not isinstance(prompt, str) or not prompt:
+        raise APIError(400, "prompt: empty", param="prompt")
+    warnings: list[str] = []
+    constraint, _ = _constraint(body, check, warnings)
+    request = ChatRequest(
+        messages=[],
+        sampling=_sampling(body, body.max_tokens, config),
+        constraint=constraint,
+        raw_prompt=prompt,
+    )
+    return Prepared(request, constraint.kind if constraint else None, warnings)
+
+
+# ---- pieces ----
+
+
+def _unsupported(param: str, message: str) -> APIError:
+    return APIError(400, message, param=param, code="unsupported_parameter")
+
+
+def _refuse_unsupported(body: _Generation) -> None:
+    if body.n is not None and body.n > 1:
+        raise _unsupported("n", "n > 1 is not supported yet: send one request per choice")
+    if body.logprobs not in (None, False, 0):
+        raise _unsupported("logprobs", "logprobs are not supported yet")
+    if body.logit_bias:
+        raise _unsupported("logit_bias", "logit_bias is not supported")
+    for name in ("presence_penalty", "frequency_penalty"):
+        if getattr(body, name):
+            raise _unsupported(
+                name,
+                f"{name} is not supported; Corral offers repetition_penalty "
+                "(1.0 is off, 1.1 discourages repeats)",
+            )
+
+
+def _refuse_chat_only(body: ChatCompletionBody) -> None:
+    if body.top_logprobs:
+        raise _unsupported("top_logprobs", "top_logprobs are not supported yet")
+    if body.modalities not in (None, ["text"]):
+        raise _unsupported("modalities", "only text output is supported")
+    for name in ("audio", "prediction", "web_search_options", "functions", "function_call"):
+        if getattr(body, name) is not None:
+            hint = " (use tools and tool_choice)" if name.startswith("function") else ""
+            raise _unsupported(name, f"{name} is not supported{hint}")
+
+
+def _sampling(body: _Generation, max_tokens: int | None, config: ServerConfig) -> SamplingSettings:
+    defaults = SamplingSettings()
+    stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
+    if len(stop) > MAX_STOP_STRINGS:
+        raise APIError(400, f"stop: at most {MAX_STOP_STRINGS} strings", param="stop")
+    settings = SamplingSettings(
+        temperature=defaults.temperature if body.temperature is None else body.temperature,
+        top_p=defaults.top_p if body.top_p is None else body.top_p,
+        top_k=defaults.top_k if body.top_k is None else body.top_k,
+        min_p=defaults.min_p if body.min_p is None else body.min_p,
+        repetition_penalty=(
+            defaults.repetition_penalty
+            if body.repetition_penalty is None
+            else body.repetition_penalty
+        ),
+        seed=body.seed,
+        max_tokens=max_tokens or config.default_max_tokens,
+        stop=[s for s in stop if s],
+    )
+    try:
+        settings.validate()
+    except ValueError as exc:
+        param = str(exc).split(" ", 1)[0]
+        raise APIError(400, str(exc), param=param, code="invalid_value") from None
+    return settings
+
+
+def _constraint(
+    body: _Generation, check: Check, warnings: list[str]
+) -> tuple[ConstraintSpec | None, str | None]:
+    rf = body.response_format
+    if body.grammar is not None and rf is not None and rf.type != "text":
+        raise APIError(
+            400, "give response_format or grammar, not both", param="grammar", code="conflict"
+        )
+    try:
+        if body.grammar is not None:
+            param = "grammar.value"
+            kind = body.grammar.type
+            spec = constraint_from_text(body.grammar.value, kind, name=f"{kind} grammar")
+        elif rf is not None and rf.type == "json_object":
+            param, spec = "response_format", any_json_constraint()
+        elif rf is not None and rf.type == "json_schema":
+            param = "response_format.json_schema.schema"
+            if rf.json_schema is None:
+                raise APIError(
+                    400,
+                    'response_format.json_schema: required when type is "json_schema"',
+                    param="response_format.json_schema",
+                )
+            spec = json_schema_constraint(rf.json_schema.schema_, rf.json_schema.name)
+        else:
+            return None, None
+    except ConstraintError as exc:
+        raise APIError(400, f"{param}: {exc}", param=param, code="invalid_grammar") from None
+    checked = check(spec)
+    if checked.error is not None:
+        raise APIError(400, f"{param}: {checked.error}", param=param, code="invalid_grammar")
+    warnings += list(checked.warnings)
+    return checked.spec, param
+
+
+@dataclass(frozen=True)
+class CheckedConstraint:
+    """A constraint checked for the loaded model: compiled (`spec.compiled` set) or not."""
+
+    spec: ConstraintSpec
+    error: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+class ConstraintChecker:
+    """`Engine.check_constraint` with a small cache per loaded model: clients send the same
+    schema request after request, and the spec it returns carries the compiled grammar,
+    which the engine then reuses instead of compiling again."""
+
+    def __init__(self, engine: Engine, size: int = 128) -> None:
+        self._engine = engine
+        self._size = size
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[tuple[str, ConstraintSpec], CheckedConstraint] = OrderedDict()
+
+    def __call__(self, spec: ConstraintSpec) -> CheckedConstraint:
+        model = self._engine.snapshot.model
+        key = (model.path if model is not None else "", spec)
+        with self._lock:
+            if (found := self._cache.get(key)) is not None:
+                self._cache.move_to_end(key)
+                return found
+        report = self._engine.check_constraint(spec)
+        parts = [str(d) + (f"\n{d.detail}" if d.detail else "") for d in report.errors]
+        checked = CheckedConstraint(
+            report.spec, "; ".join(parts) or None, tuple(str(w) for w in report.warnings)
+        )
+        with self._lock:
+            self._cache[key] = checked
+            while len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        return checked
+
+
+def _text(content: str | list[ContentPart] | None, where: str) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    pieces = []
+    for k, part in enumerate(content):
+        if part.type != "text" or part.text is None:
+            raise APIError(
+                400,
+                f"{where}.content[{k}]: {part.type!r} parts are not supported; "
+                "this model reads text only",
+                param=f"{where}.content[{k}]",
+                code="unsupported_content",
+            )
+        pieces.append(part.text)
+    return "".join(pieces)
+
+
+def _message(message: MessageBody, index: int) -> ChatMessage:
+    where = f"messages[{index}]"
+    role = "system" if message.role == "developer" else message.role
+    item: ChatMessage = {"role": role, "content": _text(message.content, where)}
+    if message.tool_calls:
+        if role != "assistant":
+            raise APIError(
+                400,
+                f"{where}.tool_calls: only assistant messages carry tool calls",
+                param=f"{where}.tool_calls",
+            )
+        item["tool_calls"] = [
+            _tool_call(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(message.tool_calls)
+        ]
+    if role == "tool":
+        if not message.tool_call_id:
+            raise APIError(
+                400,
+                f"{where}.tool_call_id: required in tool messages",
+                param=f"{where}.tool_call_id",
+                code="missing_required_parameter",
+            )
+        item["tool_call_id"] = message.tool_call_id
+        if message.name:
+            item["name"] = message.name
+    return item
+
+
+def _tool_call(call: MessageToolCall, where: str) -> ToolCallMessage:
+    arguments = call.function.arguments
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise APIError(
+                400,
+                f"{where}.function.arguments: not valid JSON ({exc.msg} at line {exc.lineno}, "
+                f"column {exc.colno})",
+                param=f"{where}.function.arguments",
+            ) from None
+        if not isinstance(parsed, dict):
+            raise APIError(
+                400,
+                f"{where}.function.arguments: must be a JSON object",
+                param=f"{where}.function.arguments",
+            )
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.function.name, "arguments": arguments},
+    }

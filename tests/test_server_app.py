@@ -1,0 +1,112 @@
+"""The local server inside the app: Preferences → Local server starts it over the window's
+Engine, the status bar says where it serves and how many requests are active, and the
+Server log lists each request."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Any
+
+import openai
+from app_helpers import close_window, make_window, screenshot
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_preferences_start_the_server_and_the_log_shows_requests(qtbot, tmp_path, tiny_engine):
+    from app.views.preferences import PreferencesDialog
+    from app.views.server_log import COLUMNS
+
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    server = window.server
+    try:
+        assert not server.status_label.isVisible()
+        section = server.preferences_section()
+        dialog = PreferencesDialog(
+            window.prefs, presets={}, builtin_tools=[], parent=window, sections=[("", section)]
+        )
+        assert section.parent() is not None  # shown inside the dialog
+        port = _free_port()
+        section.enabled.setChecked(True)
+        section.port.setValue(port)
+        section.api_key.setText("app-key")
+        server.apply(section)
+        dialog.deleteLater()
+        url = f"http://127.0.0.1:{port}"
+        qtbot.waitUntil(lambda: server.status_label.text() == f"Serving on {url}", timeout=30_000)
+        assert window.store.get_setting("server_enabled") is True
+        assert window.store.get_setting("server_port") == port
+
+        client = openai.OpenAI(base_url=url + "/v1", api_key="app-key", max_retries=0)
+        model = tiny_engine.snapshot.model.name
+        outcome: dict[str, Any] = {}
+        opened = threading.Event()
+        release = threading.Event()
+
+        def long_stream() -> None:
+            stream = client.chat.completions.create(
+                model=model,
+                messages=[{"role": "user", "content": "go"}],
+                max_tokens=400,
+                stream=True,
+                extra_body={"grammar": {"type": "regex", "value": "[a-z ]{300,}"}},
+            )
+            next(iter(stream))
+            opened.set()
+            release.wait(30)
+            stream.close()
+
+        worker = threading.Thread(target=long_stream)
+        worker.start()
+        qtbot.waitUntil(opened.is_set, timeout=30_000)
+        qtbot.waitUntil(lambda: "1 active request" in server.status_label.text(), timeout=10_000)
+        screenshot(window, "server_serving")
+        release.set()
+        worker.join(30)
+
+        def plain() -> None:
+            reply = client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=3
+            )
+            outcome["usage"] = reply.usage
+
+        thread = threading.Thread(target=plain)
+        thread.start()
+        log = server.log_view
+        qtbot.waitUntil(lambda: log.rowCount() >= 2, timeout=30_000)
+        thread.join(30)
+        cells = {COLUMNS[c]: log.item(log.rowCount() - 1, c).text() for c in range(len(COLUMNS))}
+        assert cells["Endpoint"] == "/v1/chat/completions" and cells["Status"] == "200"
+        assert cells["Completion"] == "3" and cells["Result"] == "length"
+        first = {COLUMNS[c]: log.item(0, c).text() for c in range(len(COLUMNS))}
+        assert first["Status"] == "499" and first["Constraint"] == "regex"
+        assert server.status_label.text() == f"Serving on {url}"
+        server.log_dock.show()
+        screenshot(window, "server_log")
+
+        server.set_settings(False, port, "app-key")
+        assert not server.status_label.isVisible()
+    finally:
+        server.shutdown()
+        close_window(window)
+
+
+def test_a_busy_port_is_shown_in_the_status_bar(qtbot, tmp_path, tiny_engine):
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    try:
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            window.server.set_settings(True, port, "")
+            qtbot.waitUntil(
+                lambda: "already in use" in window.server.status_label.text(), timeout=30_000
+            )
+    finally:
+        window.server.shutdown()
+        close_window(window)
