@@ -123,10 +123,6 @@ class ConstraintBar(QWidget):
         self.chip.set_spec(state.constraint, state.constraint_use)
         self._refresh_button()
 
-    def set_spec(self, spec: ConstraintSpec | None) -> None:
-        self.chip.set_spec(spec)
-        self._refresh_button()
-
     def _refresh_button(self) -> None:
         compact = self.chip.spec is not None
         self.button.setText("" if compact else "Format")

@@ -4,8 +4,6 @@ to the ChatController and the engine bridge and never waits on either."""
 
 from __future__ import annotations
 
-import re
-
 from PySide6.QtCore import QByteArray, QEvent, QSize, Qt, QTimer
 from PySide6.QtGui import (
     QAction,
@@ -64,7 +62,6 @@ from engine.types import ConstraintSpec
 DEFAULT_SIZE = (1180, 780)
 MINIMUM_SIZE = (640, 440)
 STATUS_INTERVAL_MS = 1000
-_UNSAFE_FILENAME = re.compile(r'[\\/:*?"<>|\x00-\x1f]+')
 
 
 class MainWindow(WindowModel, WindowActions, QMainWindow):
