@@ -52,7 +52,6 @@ EXCLUDED_PACKAGES = (
     "PyInstaller",
     "setuptools",
     "pip",
-    "pydantic",
     "rich",
     "typer",
     "benchmarks",
