@@ -11,3 +11,7 @@ class ModelLoadError(CorralError):
 
 class EngineClosedError(CorralError):
     """A request was made to an engine that has shut down."""
+
+
+class EngineBusyError(CorralError):
+    """Too many requests are already waiting; the message says how many and what to do."""

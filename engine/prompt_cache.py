@@ -23,11 +23,13 @@ prompt) stays recent. When the last entry below a branching node is evicted, it 
 compact copy of that shared prefix rather than dropped, so the shared prefix is the last to go.
 An entry larger than the whole budget is not kept and evicts nothing.
 
-Protocol, one request at a time on the engine thread that owns the model (not thread-safe):
-`cache, n = trie.fetch(model, prompt)`, prefill `prompt[n:]`, decode, then always (finished,
-cancelled or stopped) `trie.store(prompt + fed_tokens, cache)`. The cache's own length decides
-what is kept: after a cancel mid-prefill only the computed part is stored; a token fed past the
-list is trimmed. If the model raised mid-evaluation, `store` drops a state it cannot evaluate.
+Protocol, on the engine thread that owns the model (not thread-safe): `cache, n =
+trie.fetch(model, prompt)`, prefill `prompt[n:]`, decode, then always (finished, cancelled or
+stopped) `trie.store(prompt + fed_tokens, cache)`. Replies decoded side by side interleave these
+calls, each with its own cache. The cache's own length decides what is kept: after a cancel
+mid-prefill only the computed part is stored; a token fed past the list is trimmed. If the model
+raised mid-evaluation, `store` drops a state it cannot evaluate. `reserve(n)` counts n bytes of
+KV state held outside the trie (the rows decoding) against the budget.
 """
 
 from __future__ import annotations
@@ -116,6 +118,15 @@ def _slice_layer(c: Any, n: int, compact: bool = False) -> Any:
     return out
 
 
+def share(cache: KVState) -> KVState:
+    """A copy of `cache` sharing its buffers until either is written to (MLX then copies): to
+    keep a prompt's state in the trie while the original goes on decoding."""
+    n = cache_length(cache)
+    if n is None:
+        return copy.deepcopy(cache)
+    return [_slice_layer(c, n) for c in cache]
+
+
 def _trim(cache: KVState, n: int) -> None:
     """Drop the last n tokens in place (mlx-lm's trim, which a ConcatenateKVCache ignores when it
     appends: cut its arrays too)."""
@@ -164,6 +175,7 @@ class PromptCacheTrie:
         `make_prompt_cache`). A divergent tail of at most `steal_tail_tokens` is trimmed off the
         stored entry in place rather than kept by copying the shared part."""
         self._budget = max(0, int(budget_bytes))
+        self._reserved = 0
         self._make_cache = make_cache or mlx_cache.make_prompt_cache
         self._steal_tail = steal_tail_tokens
         self._model_ref: Any = None
@@ -178,6 +190,12 @@ class PromptCacheTrie:
     @budget_bytes.setter
     def budget_bytes(self, value: int) -> None:
         self._budget = max(0, int(value))
+        self._evict_to_budget()
+
+    def reserve(self, nbytes: int) -> None:
+        """Count `nbytes` of KV state held elsewhere (the rows decoding) against the budget,
+        evicting entries to make room."""
+        self._reserved = max(0, int(nbytes))
         self._evict_to_budget()
 
     def clear(self) -> None:
@@ -432,7 +450,7 @@ class PromptCacheTrie:
             self._handed_out = None
 
     def _evict_to_budget(self) -> None:
-        while self._bytes > self._budget and self._entries:
+        while self._bytes + self._reserved > self._budget and self._entries:
             victim = min(self._entries, key=lambda e: (e.node.touched, -e.node.depth))
             target = None
             if victim.trimmable:

@@ -1,4 +1,8 @@
-"""Turn SamplingSettings into mlx-lm samplers and logits processors, and find end tokens."""
+"""Turn SamplingSettings into samplers and logits processors, and find end tokens.
+
+A reply samples with its own PRNG key, seeded from its settings, rather than MLX's global
+generator: replies decoded side by side each draw the same tokens as they would alone.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.sample_utils import make_logits_processors, make_sampler
+from mlx_lm.sample_utils import (
+    apply_min_p,
+    apply_top_k,
+    apply_top_p,
+    make_logits_processors,
+    make_sampler,
+)
 
 from engine.tokenizer import ModelTokenizer
 from engine.types import SamplingSettings
@@ -37,6 +47,33 @@ def build_sampler(settings: SamplingSettings) -> Sampler:
     )
 
 
+class RowSampler:
+    """How one reply picks its next token from log-probabilities (1, vocab): the argmax when
+    greedy, else mlx-lm's filters (top-p, min-p, top-k, in mlx-lm's order) and a draw with
+    the reply's own key, split afresh for every token."""
+
+    def __init__(self, settings: SamplingSettings) -> None:
+        self.greedy = settings.temperature == 0
+        self._scale = 0.0 if self.greedy else 1.0 / settings.temperature
+        self._filters: list[Callable[[mx.array], mx.array]] = []
+        if 0 < settings.top_p < 1.0:
+            self._filters.append(lambda x: apply_top_p(x, settings.top_p))
+        if settings.min_p:
+            self._filters.append(lambda x: apply_min_p(x, settings.min_p))
+        if settings.top_k > 0:
+            self._filters.append(lambda x: apply_top_k(x, settings.top_k))
+        self.seed = generation_seed(settings)
+        self._key = mx.random.key(self.seed)
+
+    def __call__(self, logprobs: mx.array) -> mx.array:
+        if self.greedy:
+            return mx.argmax(logprobs, axis=-1)
+        for keep in self._filters:
+            logprobs = keep(logprobs)
+        self._key, key = mx.random.split(self._key)
+        return mx.random.categorical(logprobs * self._scale, key=key)
+
+
 def build_processors(settings: SamplingSettings) -> list[LogitsProcessor]:
     """Logits processors (repetition penalty) applied before sampling."""
     if settings.repetition_penalty == 1.0:
@@ -47,11 +84,11 @@ def build_processors(settings: SamplingSettings) -> list[LogitsProcessor]:
     )
 
 
-def seed_generation(settings: SamplingSettings) -> int:
-    """Seed MLX's generator for this request: the user's seed, or a fresh random one."""
-    seed = settings.seed if settings.seed is not None else int.from_bytes(os.urandom(4), "little")
-    mx.random.seed(seed)
-    return seed
+def generation_seed(settings: SamplingSettings) -> int:
+    """The seed a reply samples with: the user's, or a fresh random one."""
+    if settings.seed is not None:
+        return settings.seed
+    return int.from_bytes(os.urandom(4), "little")
 
 
 def end_token_ids(tokenizer: Any) -> set[int]:

@@ -6,7 +6,7 @@ Nothing here touches MLX, so the GUI can import it freely.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict
 
@@ -214,6 +214,20 @@ class ChatRequest:
     # Text continued as written, without the chat template (`messages` is then ignored):
     # the server's /v1/completions. Special-token text in it counts as those tokens.
     raw_prompt: str | None = None
+
+    def alternatives(self, n: int) -> list[ChatRequest]:
+        """`n` requests for different replies to this one (OpenAI's `n`, Regenerate ×N):
+        with a seed, reply i samples with seed + i, so the set repeats as a whole."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        seed = self.sampling.seed
+        return [
+            replace(
+                self,
+                sampling=replace(self.sampling, seed=None if seed is None else seed + i),
+            )
+            for i in range(n)
+        ]
 
 
 @dataclass
