@@ -340,6 +340,7 @@ class PromptCacheTrie:
             stored_tokens=sum(e.node.depth for e in self._entries),
             **c,
             hit_rate=c["cached_tokens_total"] / max(1, c["prompt_tokens_total"]),
+            reserved_bytes=self._reserved,
         )
 
     # -- tree ------------------------------------------------------------------------------------

@@ -216,9 +216,9 @@ class Scheduler:
                 assert isinstance(row.owner, Reply)
                 self.deliver(row.owner.handle, error_result(exc, row.owner.started))
             return
+        self.prompt_cache.reserve(self.batch.nbytes)  # before the results publish it
         for row in ended:
             self._finish_row(row)
-        self.prompt_cache.reserve(self.batch.nbytes)
 
     def _finish_row(self, row: DecodeRow) -> None:
         reply = row.owner

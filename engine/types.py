@@ -396,6 +396,7 @@ class CacheStats:
     cached_tokens_total: int = 0
     prompt_tokens_total: int = 0
     hit_rate: float = 0.0  # cached prompt tokens over all prompt tokens
+    reserved_bytes: int = 0  # KV state of the replies decoding, counted against the budget
 
     def to_dict(self) -> dict[str, int | float]:
         return asdict(self)
