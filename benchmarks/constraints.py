@@ -228,16 +228,15 @@ def _run(
         overlap=loop != "serial",
     )
     stamps: list[float] = []
-    lead = 0  # forced tokens before the first sampled one arrive before any decoding: skip
     try:
         for token in tokens:
             stamps.append(time.perf_counter())
-            if runtime is not None and runtime.forced_tokens == len(stamps):
-                lead = len(stamps)
             if len(stamps) >= max_tokens or (runtime is not None and token in ends):
                 break
     finally:
         tokens.close()
+    # forced tokens before the first sampled one arrive before any decoding: skip them
+    lead = runtime.forced_at_start if runtime is not None else 0
     stats = None
     if runtime is not None:
         stats = GenerationStats()

@@ -272,6 +272,7 @@ class DecodeBatch:
         for token in step.ff:
             if self._give(row, token):
                 return
+            row.constraint.forced_tokens += 1
         if step.stopped:
             row.finish(StopReason.EOS)
         row.pending += step.ff

@@ -94,7 +94,8 @@ class RowConstraint:
         self._matcher: LLMatcher | None = None
         # figures
         self.compile_ms = 0.0
-        self.forced_tokens = 0
+        self.forced_tokens = 0  # counted by the loop as it hands them to the reply
+        self.forced_at_start = 0  # tokens the grammar forces before the first sampled one
         self.forward_passes = 0
         self._mask_s: list[float] = []  # matcher work per token
         self._inline_s = 0.0  # jobs run on the caller's thread: the loop stood still
@@ -166,8 +167,8 @@ class RowConstraint:
         self._pending = None if self._inline else mask_pool().submit(job)
 
     def collect(self) -> MaskStep:
-        """The latest job's MaskStep, waiting for it (or running it) if need be; its forced
-        tokens are counted. Raises ConstraintError if the matcher failed."""
+        """The latest job's MaskStep, waiting for it (or running it) if need be. Raises
+        ConstraintError if the matcher failed."""
         if self._pending is None and not self._inline:
             assert self._step is not None
             return self._step
@@ -196,7 +197,6 @@ class RowConstraint:
         self._submitted_at = 0.0
         self._step = step
         self._error = self._error or step.error
-        self.forced_tokens += len(step.ff)
         self._raise_if_error()
         return step
 
@@ -232,6 +232,7 @@ class RowConstraint:
             return MaskStep(stopped=True, error=matcher.get_error())
         self._matcher = matcher
         step = self._after_consume(time.perf_counter(), record=False)
+        self.forced_at_start = len(step.ff)
         self.compile_ms = (time.perf_counter() - self._started) * 1e3
         return step
 
