@@ -3,8 +3,10 @@ measured side by side in one run.
 
 Sections: `decode` (engine vs mlx-lm's stream_generate), `constraints` (constrained vs free
 decoding), `trie` and `session` (the prefix cache), `server` (HTTP streaming with the
-`openai` client against the Engine alone). Each returns a flat dict of figures; `--json`
-prints them merged into one object whose keys stay stable (new figures add keys).
+`openai` client against the Engine alone), `batch` (replies decoded side by side against
+one after another and against mlx-lm's BatchGenerator). Each returns a flat dict of
+figures; `--json` prints them merged into one object whose keys stay stable (new figures
+add keys).
 """
 
 from __future__ import annotations
@@ -103,12 +105,19 @@ def _section_server(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
     return run_server_bench(engine, args)
 
 
+def _section_batch(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.batch import run_batch_bench
+
+    return run_batch_bench(engine, args)
+
+
 SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "decode": bench_decode,
     "constraints": _section_constraints,
     "trie": _section_trie,
     "session": _section_session,
     "server": _section_server,
+    "batch": _section_batch,
 }
 
 
