@@ -8,8 +8,8 @@ alternate the configurations and ratios are medians of each round's ratio.
 
 - `batch_speedup_4`: 4 concurrent replies (2 free, 2 under different JSON schemas) over
   the same 4 one after another; `batch_speedup_8` likewise with 8 (4 free, 4 constrained).
-- `batch_constrained_ratio`: 4 replies each under its own JSON schema over 4 free replies
-  to prompts of the same length, all of them as long as the token limit.
+- `batch_constrained_ratio`: 4 replies under JSON schemas over 4 free replies to the same
+  stories, all of them as long as the token limit.
 - `batch_vs_mlx_lm`: the 4 free replies of `batch_speedup_4` against mlx-lm's
   `BatchGenerator` on the same prompt tokens, settings and limit.
 """
@@ -29,10 +29,14 @@ from engine.types import ChatRequest, ChatResult, ConstraintSpec, SamplingSettin
 TOPICS = ("a lighthouse keeper", "a mountain village", "a night train", "an old library")
 STORY = "Write a long, detailed story about {}."
 STORY_JSON = "Write a long, detailed story about {}. Reply in JSON."
-# Two different schemas whose replies are long strings: rows run to the token limit.
+# Two different schemas whose replies end in a long string (at least 600 characters, so
+# every row runs to the token limit, as the free stories do).
 STORY_SCHEMA = {
     "type": "object",
-    "properties": {"title": {"type": "string", "maxLength": 40}, "story": {"type": "string"}},
+    "properties": {
+        "title": {"type": "string", "maxLength": 40},
+        "story": {"type": "string", "minLength": 600},
+    },
     "required": ["title", "story"],
     "additionalProperties": False,
 }
@@ -41,7 +45,7 @@ TALE_SCHEMA = {
     "properties": {
         "hero": {"type": "string", "maxLength": 24},
         "place": {"type": "string", "maxLength": 24},
-        "tale": {"type": "string"},
+        "tale": {"type": "string", "minLength": 600},
     },
     "required": ["hero", "place", "tale"],
     "additionalProperties": False,
@@ -115,7 +119,6 @@ def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
         _request(STORY_JSON.format(t), tokens, story if i % 2 else tale)
         for i, t in enumerate(TOPICS)
     ]
-    free_json = [_request(STORY_JSON.format(t), tokens) for t in TOPICS]
     mixed4 = [free[0], free[1], constrained[2], constrained[3]]
     mixed8 = free + constrained
 
@@ -127,7 +130,7 @@ def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
         together4 = _together_tps(engine, mixed4)
         speed4.append((together4, seq4))
         with_schemas = _together_tps(engine, constrained)
-        without = _together_tps(engine, free_json)
+        without = _together_tps(engine, free)
         ratio.append((with_schemas, without))
         ours = _together_tps(engine, free)
         theirs = engine.run(lambda lm: _mlx_lm_tps(lm, free, tokens)).result()
