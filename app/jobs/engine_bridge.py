@@ -173,6 +173,17 @@ class EngineBridge(QObject):
         job.handle = self.engine.submit(request, on_event=job.on_event)
         return job
 
+    def submit_many(self, requests: list[ChatRequest]) -> list[ReplyJob]:
+        """Queue several replies at once (Regenerate ×N): they decode side by side."""
+        jobs = [ReplyJob(request, self) for request in requests]
+        for job in jobs:
+            self._jobs.add(job)
+            job.finished.connect(lambda _result, job=job: self._retire(job))
+        handles = self.engine.submit_many(requests, lambda i, event: jobs[i].on_event(event))
+        for job, handle in zip(jobs, handles, strict=True):
+            job.handle = handle
+        return jobs
+
     def _retire(self, job: ReplyJob) -> None:
         self._jobs.discard(job)
         job.deleteLater()  # after the slots of this `finished` have run

@@ -427,9 +427,10 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
     def stop(self) -> None:
         self.controller.stop()
 
-    def regenerate(self) -> None:
+    def regenerate(self, count: int = 1) -> None:
+        """Write `count` new versions of the last reply, side by side."""
         self.settings_panel.flush()
-        self.controller.regenerate()
+        self.controller.regenerate(count)
 
     def retry(self, message_id: int) -> None:
         self.settings_panel.flush()
@@ -464,6 +465,7 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
         self.composer.set_busy(busy)
         self.chat.set_interactive(not busy)
         self.actions_by_name["regenerate"].setEnabled(not busy)
+        self.actions_by_name["regenerate_many"].setEnabled(not busy)
         if not busy:
             self.composer.edit.setFocus()
 
