@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from engine.errors import EngineBusyError, EngineClosedError
 from engine.types import (
+    DEFAULT_MAX_ROWS,
     CacheStats,
     ChatEvent,
     ChatRequest,
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 EventFn = Callable[[ChatEvent], None]
 
-DEFAULT_MAX_ROWS = 8  # replies decoded together
 DEFAULT_MAX_QUEUED = 64  # requests waiting for a row
 
 

@@ -14,6 +14,11 @@ if TYPE_CHECKING:
     from engine.constraints.compiled import CompiledGrammar
 
 
+# Replies the engine decodes side by side at most, unless told otherwise (the app's
+# Preferences, `serve --max-rows`).
+DEFAULT_MAX_ROWS = 8
+
+
 class StopReason(StrEnum):
     """Why a reply ended."""
 

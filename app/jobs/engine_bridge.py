@@ -108,6 +108,7 @@ class EngineBridge(QObject):
     def __init__(self, engine: Engine | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._engine = engine
+        self._max_rows: int | None = None  # the user's setting, for an engine made later
         self._jobs: set[ReplyJob] = set()
         self.loading_spec: str | None = None
         self.model_spec: str | None = None  # the spec of the model loaded last
@@ -119,6 +120,8 @@ class EngineBridge(QObject):
             from engine.engine import Engine
 
             self._engine = Engine()
+            if self._max_rows is not None:
+                self._engine.set_max_rows(self._max_rows)
         return self._engine
 
     def snapshot(self) -> EngineSnapshot:
@@ -195,6 +198,12 @@ class EngineBridge(QObject):
 
             return validate_constraint(spec)
         return self._engine.check_constraint(spec)
+
+    def set_max_rows(self, max_rows: int) -> None:
+        """How many replies the engine writes side by side at most."""
+        self._max_rows = max_rows
+        if self._engine is not None:
+            self._engine.set_max_rows(max_rows)
 
     def set_cache_budget(self, nbytes: int | None) -> None:
         """The user's KV-cache budget (None: automatic, sized by the engine's memory plan)."""
