@@ -175,6 +175,7 @@ class DecodeBatch:
                     self._take_mask_step(row)
             masks = [row.mask if _samples(row) else None for row in self.rows]
             self._y = self._sample(logits, masks)
+            mx.async_eval(self._y)  # sampling runs while this thread goes on to the next step
         for row in self.rows:
             row.sampled = _samples(row)
         if self.overlap and len(self.rows) == 1 and self.rows[0].sampled and self.rows[0].narrow:
@@ -306,10 +307,9 @@ class DecodeBatch:
                     part = process(row.context, part)
                 parts.append(part)
             logits = mx.concatenate(parts)
-        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
-        if all(row.sampler.greedy for row in rows):
-            return mx.argmax(logprobs, axis=-1)
-        return mx.concatenate([row.sampler(logprobs[i : i + 1]) for i, row in enumerate(rows)])
+        if all(row.sampler.greedy for row in rows):  # one argmax, nothing to normalize
+            return mx.argmax(logits, axis=-1)
+        return mx.concatenate([row.sampler(logits[i : i + 1]) for i, row in enumerate(rows)])
 
     def _hold(self, row: DecodeRow) -> None:
         """Alone, at a narrow mask: read the token now and wait for its matcher, so that it

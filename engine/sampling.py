@@ -48,9 +48,9 @@ def build_sampler(settings: SamplingSettings) -> Sampler:
 
 
 class RowSampler:
-    """How one reply picks its next token from log-probabilities (1, vocab): the argmax when
-    greedy, else mlx-lm's filters (top-p, min-p, top-k, in mlx-lm's order) and a draw with
-    the reply's own key, split afresh for every token."""
+    """How one reply picks its next token from logits (1, vocab): the argmax when greedy,
+    else mlx-lm's filters (top-p, min-p, top-k, in mlx-lm's order) on the log-probabilities
+    and a draw with the reply's own key, split afresh for every token."""
 
     def __init__(self, settings: SamplingSettings) -> None:
         self.greedy = settings.temperature == 0
@@ -65,9 +65,10 @@ class RowSampler:
         self.seed = generation_seed(settings)
         self._key = mx.random.key(self.seed)
 
-    def __call__(self, logprobs: mx.array) -> mx.array:
+    def __call__(self, logits: mx.array) -> mx.array:
         if self.greedy:
-            return mx.argmax(logprobs, axis=-1)
+            return mx.argmax(logits, axis=-1)
+        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
         for keep in self._filters:
             logprobs = keep(logprobs)
         self._key, key = mx.random.split(self._key)
