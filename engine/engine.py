@@ -321,6 +321,14 @@ class Engine:
                 return None
             return self._queue.popleft()
 
+    def _take_cancelled(self) -> list[RequestHandle]:
+        """Engine thread: the queued requests cancelled while they wait for a row."""
+        with self._lock:
+            cancelled = [h for h in self._queue if h.cancelled]
+            for handle in cancelled:
+                self._queue.remove(handle)
+        return cancelled
+
     def _submit_call(self, fn: Callable[[], T]) -> Future[T]:
         future: Future[T] = Future()
         with self._lock:  # requests queued after this call wait for it
@@ -425,7 +433,7 @@ class Engine:
         )
         self._scheduler = scheduler
         try:
-            scheduler.run(self._take)
+            scheduler.run(self._take, self._take_cancelled)
         except Exception as exc:  # a bug must fail the replies in flight, not hang them
             scheduler.fail_all(exc)
         finally:

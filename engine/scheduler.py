@@ -85,10 +85,17 @@ class Scheduler:
         """Replies admitted and not finished."""
         return len(self.prompts) + self.batch.size
 
-    def run(self, take: Callable[[], RequestHandle | None]) -> None:
-        """Serve until nothing is in flight; `take()` gives the next queued request to
-        admit, or None."""
+    def run(
+        self,
+        take: Callable[[], RequestHandle | None],
+        take_cancelled: Callable[[], list[RequestHandle]],
+    ) -> None:
+        """Serve until nothing is in flight. `take()` gives the next queued request to
+        admit, or None; `take_cancelled()` the queued requests cancelled while they wait,
+        which finish at once."""
         while True:
+            for cancelled in take_cancelled():
+                self._admit(cancelled)  # finished at once
             while self.in_flight < self.max_rows and (handle := take()) is not None:
                 self._admit(handle)
             if not self.in_flight and not self.batch.busy:

@@ -196,6 +196,23 @@ def test_max_rows_bounds_the_replies_decoding_together(tiny_model_dir) -> None:
         engine.close()
 
 
+def test_a_request_cancelled_while_waiting_for_a_row_ends_at_once(tiny_model_dir) -> None:
+    engine = Engine(max_rows=1)
+    try:
+        engine.load_model(str(tiny_model_dir)).result()
+        started = threading.Event()
+        busy = engine.submit(_request("Talk on and on.", 4000), lambda e: started.set())
+        assert started.wait(60)
+        waiting = engine.submit(_request("Me next", 4))
+        waiting.cancel()
+        assert waiting.result(timeout=30).stop_reason == StopReason.CANCELLED
+        assert not busy.done()  # it did not have to wait for the running reply
+        busy.cancel()
+        assert busy.result(timeout=60).stop_reason == StopReason.CANCELLED
+    finally:
+        engine.close()
+
+
 def test_a_full_queue_refuses_more_requests(tiny_model_dir) -> None:
     engine = Engine(max_queued=2)
     try:
