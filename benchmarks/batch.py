@@ -12,6 +12,11 @@ alternate the configurations and ratios are medians of each round's ratio.
   stories, all of them as long as the token limit.
 - `batch_vs_mlx_lm`: the 4 free replies of `batch_speedup_4` against mlx-lm's
   `BatchGenerator` on the same prompt tokens, settings and limit.
+- `batch_forced_token_speedup`: 4 rows under the key-heavy record schema of the
+  `constraints` section decoded together (the decode loop driven directly, prompts
+  already processed) with the tokens the grammar forces fed in one step each, over the
+  same rows taking every token from its own step; `batch_forced_steps` and
+  `batch_unforced_steps` count the steps.
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ import statistics
 import time
 from typing import Any
 
+from benchmarks.constraints import RECORD_PROMPT, RECORD_SCHEMA
 from engine.constraints.sources import json_schema_constraint
 from engine.engine import Engine
 from engine.prompt import encode_chat
-from engine.types import ChatRequest, ChatResult, ConstraintSpec, SamplingSettings
+from engine.types import ChatRequest, ChatResult, ConstraintSpec, SamplingSettings, StopReason
 
 TOPICS = ("a lighthouse keeper", "a mountain village", "a night train", "an old library")
 STORY = "Write a long, detailed story about {}."
@@ -104,6 +110,63 @@ def _mlx_lm_tps(loaded: Any, requests: list[ChatRequest], tokens: int) -> float:
     return count / (time.perf_counter() - started)
 
 
+class _Count:
+    """A row owner for the directly driven loop: counts tokens up to a limit."""
+
+    cancelled = False
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.tokens = 0
+
+    def take(self, token: int) -> StopReason | None:
+        self.tokens += 1
+        return StopReason.LENGTH if self.tokens >= self.limit else None
+
+
+def _forced_tps(loaded: Any, spec: ConstraintSpec, tokens: int, forced: bool) -> tuple[float, int]:
+    """4 record rows decoded together, forced tokens fed in one step or not (engine thread):
+    (tokens per second, steps)."""
+    import threading
+
+    from mlx_lm.models.cache import make_prompt_cache
+
+    from engine.batch import DecodeBatch, DecodeRow
+    from engine.constraints.row import RowConstraint
+    from engine.decode import prefill
+    from engine.sampling import RowSampler, end_token_ids
+
+    ends = end_token_ids(loaded.tokenizer)
+    batch = DecodeBatch(loaded.model)
+    owners, rows = [], []
+    for topic in TOPICS:
+        text = f"{RECORD_PROMPT} The member likes {topic}."
+        prompt = encode_chat(loaded.tokenizer, [{"role": "user", "content": text}])
+        cache, fed = make_prompt_cache(loaded.model), list[int]()
+        prefill(loaded.model, cache, prompt[:-1], fed, cancel=threading.Event())
+        constraint = RowConstraint(loaded.tokenizer, spec, ends, forced_tokens=forced)
+        constraint.collect()  # compiled: every row joins with its first mask
+        owners.append(_Count(tokens))
+        rows.append(
+            DecodeRow(
+                owners[-1],
+                cache,
+                fed,
+                prompt[-1:],
+                sampler=RowSampler(SamplingSettings(temperature=0.0)),
+                constraint=constraint,
+            )
+        )
+    started = time.perf_counter()
+    for row in rows:
+        batch.join(row)
+    steps = 0
+    while batch.busy:
+        batch.step()
+        steps += 1
+    return sum(o.tokens for o in owners) / (time.perf_counter() - started), steps
+
+
 def _median_ratio(pairs: list[tuple[float, float]]) -> float:
     return round(statistics.median(a / b for a, b in pairs if b), 3)
 
@@ -124,7 +187,9 @@ def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
 
     engine.chat(_request("Warm up.", 4))
     _together_tps(engine, mixed4[:2])  # warm the batch shapes up too
-    speed4, speed8, ratio, vs_mlx = [], [], [], []
+    record = json_schema_constraint(RECORD_SCHEMA, "record")
+    speed4, speed8, ratio, vs_mlx, forced = [], [], [], [], []
+    steps: dict[bool, int] = {}
     for _ in range(repeats):
         seq4 = _sequential_tps(engine, mixed4)
         together4 = _together_tps(engine, mixed4)
@@ -135,6 +200,11 @@ def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
         ours = _together_tps(engine, free)
         theirs = engine.run(lambda lm: _mlx_lm_tps(lm, free, tokens)).result()
         vs_mlx.append((ours, theirs))
+        with_ff, steps[True] = engine.run(lambda lm: _forced_tps(lm, record, tokens, True)).result()
+        without_ff, steps[False] = engine.run(
+            lambda lm: _forced_tps(lm, record, tokens, False)
+        ).result()
+        forced.append((with_ff, without_ff))
     for _ in range(max(1, repeats // 2)):  # 8 rows: reported, fewer rounds (the slowest)
         seq8 = _sequential_tps(engine, mixed8)
         speed8.append((_together_tps(engine, mixed8), seq8))
@@ -150,6 +220,9 @@ def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
         "batch_constrained_tps_4": round(statistics.median(a for a, _ in ratio), 2),
         "batch_free_tps_4": round(statistics.median(b for _, b in ratio), 2),
         "batch_mlx_lm_tps_4": round(statistics.median(b for _, b in vs_mlx), 2),
+        "batch_forced_token_speedup": _median_ratio(forced),
+        "batch_forced_steps": steps[True],
+        "batch_unforced_steps": steps[False],
         "batch_tokens_per_reply": tokens,
         "batch_runs": repeats,
     }
