@@ -8,11 +8,14 @@ their prompts are ready, and leave the moment they end.
 2. run one decode step for the rows decoding (`engine.batch.DecodeBatch`), and finish the
    rows that ended: each one's KV state goes back to the prompt cache with exactly its
    tokens, then its result is delivered;
-3. prefill one chunk of the oldest admitted prompt, which starts from its longest cached
-   prefix in the prompt cache. A prompt fully processed joins the batch once its
-   grammar, if any, has its first mask (a reply alone joins at once).
+3. prefill at most one chunk's worth of tokens (`PREFILL_CHUNK`) of the admitted prompts,
+   oldest first, each starting from its longest cached prefix in the prompt cache. A
+   prompt fully processed joins the batch once its grammar, if any, has its first mask
+   (a reply alone joins at once).
 
-So a new prompt never stalls the rows decoding for more than one prefill chunk. When a
+So a new prompt never stalls the rows decoding for more than one prefill chunk, and
+short prompts arriving together are all processed in one turn and start decoding
+together. When a
 prompt is done and another admitted prompt shares a long prefix with it (the `n`
 alternatives of one request share all of it), its state is also left in the prompt cache,
 sharing the buffers, so the next prompt starts from it instead of computing it again.
@@ -24,12 +27,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import mlx.core as mx
+
 from engine.batch import DecodeBatch, DecodeRow, can_batch
-from engine.decode import prefill_chunks
+from engine.decode import PREFILL_CHUNK, feed
 from engine.errors import CorralError
 from engine.generation import Reply
 from engine.types import ChatResult, GenerationStats, StopReason
@@ -53,7 +58,7 @@ class _Prompt:
     reply: Reply
     cache: KVState | None = None  # fetched from the prompt cache when its prefill starts
     fed: list[int] = field(default_factory=list)
-    chunks: Iterator[int] | None = None
+    started: bool = False
     ready: bool = False  # all of the prompt but its last token is in `cache`
 
 
@@ -136,11 +141,14 @@ class Scheduler:
             self._finish(prompt.reply, StopReason.CANCELLED, prompt.cache, prompt.fed)
 
     def _prefill_step(self) -> None:
-        """One chunk of the oldest prompt still prefilling; join the prompts that are ready."""
-        prompt = next((p for p in self.prompts if not p.ready), None)
-        if prompt is not None and (prompt.chunks is not None or self._room_for(prompt)):
+        """Up to one chunk of tokens of the prompts still prefilling, oldest first; join
+        the prompts that are ready."""
+        budget = PREFILL_CHUNK
+        for prompt in [p for p in self.prompts if not p.ready]:
+            if budget <= 0 or not (prompt.started or self._room_for(prompt)):
+                break
             try:
-                self._prefill_chunk(prompt)
+                budget -= self._prefill_chunk(prompt, budget)
             except Exception as exc:
                 self.prompts.remove(prompt)
                 self.deliver(prompt.reply.handle, error_result(exc, prompt.reply.started))
@@ -151,23 +159,28 @@ class Scheduler:
                 self.batch.join(prompt.reply.row(prompt.cache, prompt.fed))
                 prompt.cache = None
 
-    def _prefill_chunk(self, prompt: _Prompt) -> None:
+    def _prefill_chunk(self, prompt: _Prompt, budget: int) -> int:
+        """Feed up to `budget` more tokens of `prompt` (all of it but its last token, which
+        the decode batch feeds); returns how many."""
         reply = prompt.reply
         tokens = reply.prompt_tokens
-        if prompt.chunks is None:  # starts: from the longest cached prefix
+        if not prompt.started:  # from the longest cached prefix
+            prompt.started = True
             prompt.cache, reply.n_cached = self.prompt_cache.fetch(self.loaded.model, tokens)
             prompt.fed = list(tokens[: reply.n_cached])
             self._batchable = self._batchable and can_batch(prompt.cache)
-            prompt.chunks = prefill_chunks(
-                self.loaded.model, prompt.cache, tokens[reply.n_cached : -1], prompt.fed
-            )
-        done = next(prompt.chunks, None)
-        if done is not None:
-            reply.progress(reply.n_cached + done)
+        assert prompt.cache is not None
+        chunk = tokens[len(prompt.fed) : -1][:budget]
+        if chunk:
+            feed(self.loaded.model, prompt.cache, chunk, prompt.fed)
+            reply.progress(len(prompt.fed))
         if len(prompt.fed) == len(tokens) - 1:
             prompt.ready = True
+            if len(tokens) - reply.n_cached > PREFILL_CHUNK:
+                mx.clear_cache()  # a long prompt's activations
             self._learn_token_bytes(prompt)
             self._share(prompt)
+        return len(chunk)
 
     def _may_join(self, prompt: _Prompt) -> bool:
         if not self.batch.size:
@@ -183,7 +196,7 @@ class Scheduler:
 
         tokens = done.reply.prompt_tokens
         for other in self.prompts:
-            if other is done or other.chunks is not None:
+            if other is done or other.started:
                 continue
             if _common_prefix(tokens, other.reply.prompt_tokens) >= SHARED_PREFIX_TOKENS:
                 assert done.cache is not None
