@@ -63,7 +63,7 @@ class RowSampler:
         if settings.top_k > 0:
             self._filters.append(lambda x: apply_top_k(x, settings.top_k))
         self.seed = generation_seed(settings)
-        self._key = mx.random.key(self.seed)
+        self._key = mx.random.key(self.seed % 2**64)  # MLX keys take 64-bit seeds
 
     def __call__(self, logits: mx.array) -> mx.array:
         if self.greedy:
