@@ -72,18 +72,34 @@ ConstraintUse = Literal["alone", "with_tools", "paused"]
 
 
 @dataclass(frozen=True)
+class SchemaOptions:
+    """How a JSON schema (a response format or a tool's parameters) becomes a grammar.
+
+    `tight`: generate the tightest valid output (declared keys only where a schema leaves
+    `additionalProperties` unspecified, numbers within the interoperable range, free-form
+    values of bounded depth); every output still validates against the schema as written.
+    `lenient`: keywords and formats llguidance cannot enforce are ignored with a warning
+    instead of refusing the schema.
+    """
+
+    tight: bool = True
+    lenient: bool = True
+
+
+@dataclass(frozen=True)
 class ConstraintSpec:
     """A user's constraint: its kind, its source text and a display name.
 
     `compiled` is set by the engine's validation (`engine.constraints.validate`): the
     grammar converted and checked once, reused by every request that carries this spec.
-    It takes no part in equality and is never stored.
+    It takes no part in equality and is never stored. `options` apply to JSON schemas.
     """
 
     kind: ConstraintKind
     source: str = ""
     name: str = ""
     compiled: CompiledGrammar | None = field(default=None, compare=False, repr=False)
+    options: SchemaOptions = field(default_factory=SchemaOptions)
 
 
 @dataclass(frozen=True)
@@ -116,6 +132,8 @@ class ValidationReport:
     errors: list[Diagnostic] = field(default_factory=list)
     warnings: list[Diagnostic] = field(default_factory=list)
     check_ms: float = 0.0
+    # what the tight defaults did to a JSON schema, in words ("declared keys only", ...)
+    tight: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
