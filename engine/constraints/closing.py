@@ -137,11 +137,11 @@ class ClosingPolicy:
                     nest.feed(self.texts[token])
                 continue
             walk.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
-            token = self._choose(walk, words, nest)
-            if token is None or not walk.consume_token(token):
+            chosen = self._choose(walk, words, nest)
+            if chosen is None or not walk.consume_token(chosen):
                 return None
-            out.append(token)
-            nest.feed(self.texts[token])
+            out.append(chosen)
+            nest.feed(self.texts[chosen])
 
     def _choose(self, walk: LLMatcher, words: np.ndarray, nest: Nesting) -> int | None:
         """The allowed token that leaves the text least deep; among equals, the one after
@@ -238,16 +238,21 @@ class ClosingTracker:
         self.state = Closing()
         self._next_check = max(0, max_tokens - max(FIRST_CHECK, max_tokens // 2))
         self._repeats = RepetitionDetector(policy.quote) if repetition else None
+        self._nesting = Nesting()
 
     def after(self, matcher: LLMatcher, tokens: list[int], generated: int) -> list[int] | None:
         """`matcher` has consumed the reply's newest `tokens`; the reply now holds
         `generated` tokens. The tokens to end it with now ([] to stop here), or None."""
+        texts = self.policy.texts
+        for token in tokens:
+            if token < len(texts):
+                self._nesting.feed(texts[token])
         looping = self._repeats is not None and self._repeats.feed(tokens)
         if (generated < self._next_check and not looping) or matcher.is_stopped():
             return None
         left = self.max_tokens - generated
         self.state.checks += 1
-        ending = self.policy.ending(matcher, left + LOOKAHEAD)
+        ending = self.policy.ending(matcher, left + LOOKAHEAD, self._nesting)
         if ending is None:
             self.state.needed = -1
             self._next_check = generated + max(1, left // 4)
