@@ -226,12 +226,17 @@ class ClosingTracker:
 
     def __init__(
         self,
-        policy: ClosingPolicy,
+        tokenizer: llguidance.LLTokenizer | ClosingPolicy,
         max_tokens: int,
         *,
         repetition: bool = True,
         margin: int = MARGIN,
     ) -> None:
+        policy = (
+            tokenizer
+            if isinstance(tokenizer, ClosingPolicy)
+            else ClosingPolicy.for_tokenizer(tokenizer)
+        )
         self.policy = policy
         self.max_tokens = max_tokens
         self.margin = margin
