@@ -237,6 +237,6 @@ def _unclosed(needed: int | None, max_tokens: int) -> str:
             "within the tokens that were left"
         )
     return (
-        f"the reply ran to max_tokens ({max_tokens}): a valid ending needed {needed} tokens, "
-        "more than were left"
+        f"the reply ran to max_tokens ({max_tokens}): the shortest valid ending found needed "
+        f"{needed} tokens, more than were left"
     )

@@ -100,7 +100,6 @@ class ClosingPolicy:
         by_text = {b: t for t, b in enumerate(texts) if b in _VALUES}
         structural += [by_text[v] for v in _VALUES if v in by_text]
         self.structural = np.array(sorted(set(structural)), np.int64)
-        self.quote = np.array([b'"' in b for b in texts])  # tokens that leave a JSON value
 
     @classmethod
     def for_tokenizer(cls, tokenizer: llguidance.LLTokenizer) -> ClosingPolicy:
@@ -177,27 +176,28 @@ def _structural(text: bytes) -> bool:
 
 
 class RepetitionDetector:
-    """Whether the newest tokens repeat a unit of 1-`max_period` tokens, without a quote
-    (so inside one JSON value), often enough to be a loop: at least `min_span` tokens and
-    `min_repeats` repeats."""
+    """Whether the newest tokens repeat a unit of 1-`max_period` tokens often enough to be
+    a loop (at least `min_span` tokens and `min_repeats` repeats) inside one value: read
+    lexically, the unit neither opens nor closes a string or a bracket."""
 
     def __init__(
         self,
-        quote: np.ndarray,
+        texts: list[bytes],
         *,
         max_period: int = 16,
         min_span: int = 24,
         min_repeats: int = 4,
     ) -> None:
-        self._quote = quote
+        self._texts = texts
         self._recent: deque[int] = deque(maxlen=max_period)
         self._runs = [0] * (max_period + 1)  # run[p]: tokens in a row equal to the one p back
         self._needed = [0] + [
             max(min_span - p, (min_repeats - 1) * p) for p in range(1, max_period + 1)
         ]
 
-    def feed(self, tokens: Iterable[int]) -> bool:
-        """Add the reply's newest tokens; True if it now ends in a loop."""
+    def feed(self, tokens: Iterable[int], nesting: Nesting) -> bool:
+        """Add the reply's newest tokens (`nesting`: the reply's text so far, them
+        included); True if the reply now ends in a loop inside one value."""
         recent, runs = self._recent, self._runs
         for token in tokens:
             for p in range(1, len(runs)):
@@ -205,10 +205,22 @@ class RepetitionDetector:
             recent.append(token)
         for p in range(1, len(runs)):
             if runs[p] >= self._needed[p]:
-                unit = list(recent)[-p:]
-                if not any(self._quote[t] for t in unit if t < self._quote.size):
+                unit = b"".join(self._texts[t] for t in list(recent)[-p:] if t < len(self._texts))
+                if _stays_inside(nesting, unit):
                     return True
         return False
+
+
+def _stays_inside(nesting: Nesting, text: bytes) -> bool:
+    """Whether `text`, read from `nesting`'s state, stays inside the same string (or out of
+    every string) and opens or closes no bracket."""
+    twin = nesting.copy()
+    depth, in_string = len(twin.stack), twin.in_string
+    for c in text:
+        twin.feed(bytes((c,)))
+        if twin.in_string != in_string or len(twin.stack) != depth:
+            return False
+    return True
 
 
 @dataclass
@@ -242,7 +254,7 @@ class ClosingTracker:
         self.margin = margin
         self.state = Closing()
         self._next_check = max(0, max_tokens - max(FIRST_CHECK, max_tokens // 2))
-        self._repeats = RepetitionDetector(policy.quote) if repetition else None
+        self._repeats = RepetitionDetector(policy.texts) if repetition else None
         self._nesting = Nesting()
 
     def after(self, matcher: LLMatcher, tokens: list[int], generated: int) -> list[int] | None:
@@ -252,7 +264,7 @@ class ClosingTracker:
         for token in tokens:
             if token < len(texts):
                 self._nesting.feed(texts[token])
-        looping = self._repeats is not None and self._repeats.feed(tokens)
+        looping = self._repeats is not None and self._repeats.feed(tokens, self._nesting)
         if (generated < self._next_check and not looping) or matcher.is_stopped():
             return None
         left = self.max_tokens - generated
