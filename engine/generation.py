@@ -18,7 +18,6 @@ from engine.sampling import build_processors, build_sampler, end_token_ids, seed
 from engine.tokenizer import ModelTokenizer
 from engine.types import (
     ChatResult,
-    ConstraintSpec,
     ConstraintUse,
     GenerationStats,
     PrefillProgress,
@@ -192,6 +191,8 @@ def generate_reply(
         if stop_reason == StopReason.CANCELLED:
             incomplete = True
         if tool_plan is None:
+            from engine.constraints.validate import constraint_notes
+
             notes, tight = constraint_notes(runtime.constraint)
         if incomplete and stop_reason == StopReason.LENGTH and request.close_to_fit:
             notes.append(_unclosed(runtime.closing_needed, settings.max_tokens))
@@ -214,17 +215,6 @@ def generate_reply(
         token_ids=list(fed),
         prompt_length=len(prompt_tokens),
     )
-
-
-def constraint_notes(constraint: ConstraintSpec) -> tuple[list[str], list[str]]:
-    """(what llguidance relaxed in `constraint`, as warnings; what the tight defaults did)."""
-    compiled = constraint.compiled
-    if compiled is None:
-        return [], []
-    from engine.constraints.validate import parse_message
-
-    warnings = [str(parse_message(m, constraint.kind, "warning")) for m in compiled.warnings]
-    return warnings, list(compiled.notes)
 
 
 def _unclosed(needed: int | None, max_tokens: int) -> str:

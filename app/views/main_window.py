@@ -76,6 +76,7 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
         self.controller = ChatController(store, bridge, self)
         self.controller.new_chat_settings = self.prefs.new_chat
         self.controller.new_chat_tools = self.prefs.new_chat_tools
+        self.controller.set_schema_preferences(self.prefs.schema_options, self.prefs.close_loops)
         self.model_defaults = ModelDefaults()
         self._model_name: str | None = None  # what is loaded now
         self._loaded_spec: str | None = None

@@ -192,6 +192,8 @@ def _compile_checks(
     """
     if tokenizer is None:
         is_error, messages = LLMatcher.validate_grammar_with_warnings(compiled.grammar, None)
+        if not is_error:
+            compiled.warnings = tuple(messages)
         return is_error, messages, None
     matcher = LLMatcher(tokenizer, compiled.grammar, log_level=0)
     if matcher.is_error():
@@ -274,3 +276,13 @@ def _language_problems(
 def _line_column(text: str, offset: int) -> tuple[int, int]:
     line = text.count("\n", 0, offset) + 1
     return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def constraint_notes(constraint: ConstraintSpec) -> tuple[list[str], list[str]]:
+    """(what llguidance relaxed in `constraint`'s compiled grammar, as warnings; what the
+    tight defaults did to it), both in words; empty before it is compiled."""
+    compiled = constraint.compiled
+    if compiled is None:
+        return [], []
+    warnings = [str(parse_message(m, constraint.kind, "warning")) for m in compiled.warnings]
+    return warnings, list(compiled.notes)
