@@ -3,7 +3,8 @@ measured side by side in one run.
 
 Sections: `decode` (engine vs mlx-lm's stream_generate), `constraints` (constrained vs free
 decoding), `trie` and `session` (the prefix cache), `server` (HTTP streaming with the
-`openai` client against the Engine alone). Each returns a flat dict of figures; `--json`
+`openai` client against the Engine alone), `coverage` (real-world JSON schemas: compile
+rates, time to first mask, complete and valid replies within the budget). Each returns a flat dict of figures; `--json`
 prints them merged into one object whose keys stay stable (new figures add keys).
 """
 
@@ -97,6 +98,12 @@ def _section_session(engine: Engine, args: argparse.Namespace) -> dict[str, Any]
     return figures
 
 
+def _section_coverage(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.coverage import run_coverage_bench
+
+    return run_coverage_bench(engine, args)
+
+
 def _section_server(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.server import run_server_bench
 
@@ -109,6 +116,7 @@ SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "trie": _section_trie,
     "session": _section_session,
     "server": _section_server,
+    "coverage": _section_coverage,
 }
 
 

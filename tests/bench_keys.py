@@ -87,4 +87,15 @@ STABLE_KEYS: dict[str, set[str]] = {
         "server_tps_ratio",
         "server_ttft_overhead_ms",
     },
+    "coverage": {
+        "coverage_schemas",
+        "schema_compile_rate",
+        "schema_compile_rate_strict",
+        "first_mask_p50_ms",
+        "first_mask_p99_ms",
+        "coverage_sample",
+        "coverage_max_tokens",
+        "constrained_complete_rate",
+        "closed_to_fit_rate",
+    },
 }
