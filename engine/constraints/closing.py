@@ -31,7 +31,7 @@ from llguidance import LLMatcher
 FIRST_CHECK = 64  # tokens left when the ending is first computed (or half the budget)
 MARGIN = 3  # tokens kept in hand: an ending can grow by a few tokens between checks
 LOOKAHEAD = 32  # the walk goes this far past the budget, to say how much was missing
-CANDIDATES = 12  # allowed tokens tried one step ahead when nothing closes
+CANDIDATES = 48  # allowed tokens tried one step ahead when nothing closes
 
 # Short values, tried wherever a value may start.
 _VALUES = (b"0", b"1", b'""', b"{}", b"[]", b"null", b"true", b"false", b",")
@@ -151,7 +151,7 @@ class ClosingPolicy:
             return None
         shortest = allowed[np.argsort(self.lengths[allowed], kind="stable")[:CANDIDATES]]
         known = self.structural[bits[self.structural] != 0]
-        candidates = list(dict.fromkeys(int(t) for t in (*known, *shortest)))
+        candidates = list(dict.fromkeys(int(t) for t in (*shortest, *known)))
         depths = [nest.depth_after(self.texts[t]) for t in candidates]
         least = min(depths)
         tied = [t for t, d in zip(candidates, depths, strict=True) if d == least]
