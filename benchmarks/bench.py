@@ -4,8 +4,9 @@ measured side by side in one run.
 Sections: `decode` (engine vs mlx-lm's stream_generate), `constraints` (constrained vs free
 decoding), `trie` and `session` (the prefix cache), `server` (HTTP streaming with the
 `openai` client against the Engine alone), `coverage` (real-world JSON schemas: compile
-rates, time to first mask, complete and valid replies within the budget). Each returns a flat dict of figures; `--json`
-prints them merged into one object whose keys stay stable (new figures add keys).
+rates, time to first mask, complete and valid replies within the budget). Each returns a
+flat dict of figures; `--json` prints them merged into one object whose keys stay stable
+(new figures add keys).
 """
 
 from __future__ import annotations
