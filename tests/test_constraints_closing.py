@@ -109,3 +109,36 @@ def test_the_repetition_detector_wants_many_repeats_inside_one_value():
     structure = RepetitionDetector(texts)
     outside = Nesting()
     assert not structure.feed([4, 5] * 20, outside)  # {"type":{"type":... opens brackets
+
+
+def test_a_required_call_with_one_of_arguments_is_made_and_validates(tiny_engine):
+    """tool_choice required: the rambling tiny model still yields a call, closed to fit,
+    whose arguments validate against a oneOf schema."""
+    parameters = {
+        "type": "object",
+        "properties": {
+            "place": {
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "properties": {"city": {"type": "string"}},
+                        "required": ["city"],
+                        "additionalProperties": False,
+                    },
+                    {
+                        "type": "object",
+                        "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}},
+                        "required": ["lat", "lon"],
+                        "additionalProperties": False,
+                    },
+                ]
+            }
+        },
+        "required": ["place"],
+    }
+    tool = {"type": "function", "function": {"name": "weather", "parameters": parameters}}
+    settings = SamplingSettings(temperature=0.0, max_tokens=60)
+    result = tiny_engine.chat(ChatRequest(USER, settings, tools=[tool], tool_choice="required"))
+    assert result.error is None and not result.incomplete, result.warnings
+    (call,) = result.tool_calls
+    jsonschema.validate(call.arguments, parameters)

@@ -29,7 +29,7 @@ import numpy as np
 from llguidance import LLMatcher
 
 FIRST_CHECK = 64  # tokens left when the ending is first computed (or half the budget)
-MARGIN = 3  # tokens kept in hand: an ending can grow by a few tokens between checks
+MARGIN = 6  # tokens kept in hand: an ending can grow by a few tokens between checks
 LOOKAHEAD = 32  # the walk goes this far past the budget, to say how much was missing
 CANDIDATES = 48  # allowed tokens tried one step ahead when nothing closes
 
