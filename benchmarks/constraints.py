@@ -220,7 +220,10 @@ def _run(
             model, cache, prompt[-1:], fed, sampler=sampler, processors=processors, history=prompt
         )
     else:
-        runtime = ConstrainedDecoder(tokenizer, constraint, ends, serial=loop == "serial")
+        # with the closing machinery, as requests run it (it must cost nothing here)
+        runtime = ConstrainedDecoder(
+            tokenizer, constraint, ends, serial=loop == "serial", max_tokens=max_tokens
+        )
         tokens = runtime.decode(
             model, cache, prompt[-1:], fed, sampler=sampler, processors=processors, history=prompt
         )
