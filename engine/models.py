@@ -14,6 +14,7 @@ import platformdirs
 
 from engine.errors import ModelLoadError
 from engine.gguf_import import import_gguf
+from engine.library.convert import IMPORT_FORMAT
 from engine.types import ModelInfo
 
 ProgressFn = Callable[[str, float], None]
@@ -62,6 +63,8 @@ def _is_current_import(folder: Path, gguf: Path) -> bool:
     try:
         source = json.loads(marker.read_text())
     except (OSError, ValueError):
+        return False
+    if source.get("format") != IMPORT_FORMAT:  # imported by an older Corral: redo it
         return False
     return bool(source.get("size") == gguf.stat().st_size)
 
