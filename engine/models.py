@@ -184,8 +184,9 @@ def load_model(spec: str, on_progress: ProgressFn | None = None) -> LoadedModel:
         from mlx_lm.utils import dequantize_model
 
         report("Dequantizing for the CPU backend", 0.95)
-        model = dequantize_model(model)
+        # float32 scales first, so the values are not rounded to float16 on the way
         model.set_dtype(mx.float32)
+        model = dequantize_model(model)
     weights_bytes = model_nbytes(model)
     mx.eval(model.parameters())
     name = DEFAULT_MODEL_NAME if spec == DEFAULT_MODEL else Path(str(target)).name

@@ -106,7 +106,11 @@ def _summary(types: Counter[str], choices: dict[str, QuantChoice]) -> dict[str, 
         "format": IMPORT_FORMAT,
         "gguf_tensor_types": dict(types.most_common()),
         "stored_as": {
-            t: {"bits": c.bits, "group_size": c.group_size, "exact": c.exact}
+            t: {
+                "bits": c.bits,
+                "group_size": c.group_size,
+                "method": "repacked" if c.repacked else "re-quantized",
+            }
             for t, c in sorted(choices.items())
         },
     }
