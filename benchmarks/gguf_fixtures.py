@@ -13,7 +13,7 @@ import functools
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gguf
 import numpy as np
@@ -221,7 +221,8 @@ def random_weights(family: Family, vocab: int, seed: int = 0) -> dict[str, np.nd
     model = module.Model(module.ModelArgs.from_dict(config))
     rng = np.random.default_rng(seed)
     out = {}
-    for name, value in tree_flatten(model.parameters()):
+    leaves = cast(list[tuple[str, Any]], tree_flatten(model.parameters()))
+    for name, value in leaves:
         arr = np.array(value, dtype=np.float32)
         if arr.ndim == 1:  # norms start at 1 (or 0 for Gemma's 1 + w) and biases at 0
             arr = arr + rng.normal(0, 0.1, arr.shape).astype(np.float32)
