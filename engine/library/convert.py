@@ -12,9 +12,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import mlx.core as mx
 import numpy as np
 
 from engine.errors import ModelLoadError
@@ -27,6 +26,9 @@ from engine.library.architectures import (
 )
 from engine.library.gguf_file import GGUFHeader, TensorInfo, open_gguf, tensor_bytes
 from engine.library.quants import QuantChoice, check_supported, convert_tensor
+
+if TYPE_CHECKING:  # imported when weights are written, so this module loads without MLX
+    import mlx.core as mx
 
 ProgressFn = Callable[[str, float], None]
 
@@ -55,6 +57,8 @@ class ShardWriter:
     def flush(self) -> None:
         if not self.pending:
             return
+        import mlx.core as mx
+
         path = self.folder / f"model-{len(self.files) + 1:05d}.safetensors"
         mx.save_safetensors(str(path), self.pending, metadata={"format": "mlx"})
         self.files.append((path, list(self.pending)))

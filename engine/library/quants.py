@@ -20,14 +20,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import mlx.core as mx
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from gguf.quants import Q4_K, dequantize
 
 from engine.errors import ModelLoadError
 from engine.library.gguf_file import TensorInfo, type_name
+
+if TYPE_CHECKING:  # MLX is imported where arrays are made: the library scan runs without it
+    import mlx.core as mx
 
 T = GGMLQuantizationType
 GROUP_SIZE = 32
@@ -172,6 +175,8 @@ def _convert_rows(rows: np.ndarray, ggml_type: int, cols: int) -> tuple[np.ndarr
 
 
 def _float_array(raw: np.ndarray, info: TensorInfo) -> mx.array:
+    import mlx.core as mx
+
     if info.ggml_type == T.F32:
         return mx.array(raw.view(np.float32).reshape(info.shape))
     if info.ggml_type == T.F16:
@@ -195,6 +200,8 @@ def convert_tensor(
 
     Returns `{"weight": ...}` plus `scales` and `biases` for a quantized weight.
     """
+    import mlx.core as mx
+
     choice = CHOICES.get(info.ggml_type)
     if choice is None or not quantize or len(info.shape) != 2:
         return {"weight": _float_array(raw, info)}, None
