@@ -160,16 +160,21 @@ def describe_gguf(path: Path, budget: MemoryBudget, **fields: Any) -> LibraryMod
     return replace(entry, can_run=reason is None, reason=reason)
 
 
-def _safetensors_parameters(folder: Path, config: dict[str, Any]) -> int | None:
-    """Parameters from the safetensors headers; packed quantized weights count as values."""
+_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F8_E4M3": "float8"}
+
+
+def _safetensors_summary(folder: Path, config: dict[str, Any]) -> tuple[int | None, str | None]:
+    """Parameters from the safetensors headers (packed quantized weights count as values)
+    and the float type most of them are stored in."""
     quant = config.get("quantization") or config.get("quantization_config") or {}
     default_bits = int(quant.get("bits", 4)) if isinstance(quant, dict) else 4
     total = 0
+    dtypes: Counter[str] = Counter()
     for file in sorted(folder.glob("*.safetensors")):
         with open(file, "rb") as f:
             (n,) = struct.unpack("<Q", f.read(8))
             if n > _MAX_SAFETENSORS_HEADER:
-                return None
+                return None, None
             header = json.loads(f.read(n))
         for name, info in header.items():
             if name == "__metadata__" or not isinstance(info, dict):
@@ -189,8 +194,10 @@ def _safetensors_parameters(folder: Path, config: dict[str, Any]) -> int | None:
                     else default_bits
                 )
                 count = count * 32 // int(bits)
+            else:
+                dtypes[_DTYPES.get(str(info.get("dtype")), str(info.get("dtype")))] += count
             total += count
-    return total or None
+    return total or None, dtypes.most_common(1)[0][0] if dtypes else None
 
 
 def mlx_lm_supports(model_type: str | None) -> bool:
@@ -226,7 +233,7 @@ def describe_mlx_folder(folder: Path, budget: MemoryBudget, **fields: Any) -> Li
         config = _read_json(folder / "config.json")
         if not isinstance(config, dict):
             raise ValueError("config.json is not an object")
-        parameters = _safetensors_parameters(folder, config)
+        parameters, stored_dtype = _safetensors_summary(folder, config)
     except (OSError, ValueError, struct.error) as exc:
         return replace(entry, reason=f"unreadable model folder: {exc}")
     text = config.get("text_config")
@@ -239,7 +246,7 @@ def describe_mlx_folder(folder: Path, budget: MemoryBudget, **fields: Any) -> Li
         }
         label: str | None = "/".join(str(b) for b in sorted(bits)) + "-bit"
     else:
-        dtype = config.get("torch_dtype") or config.get("dtype")
+        dtype = config.get("torch_dtype") or config.get("dtype") or stored_dtype
         label = str(dtype) if dtype else None
     model_type = config.get("model_type")
     entry = replace(
