@@ -3,6 +3,8 @@ the same headroom as the engine's memory plan (`engine.memory.plan_memory`)."""
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 
 from engine.types import MemoryPlan
@@ -34,6 +36,18 @@ class MemoryBudget:
     def from_plan(cls, plan: MemoryPlan) -> MemoryBudget:
         """The budget behind a loaded model's plan (what the GUI has from the engine)."""
         return cls(plan.metal, plan.device_budget_bytes)
+
+    @classmethod
+    def estimate(cls) -> MemoryBudget:
+        """Before the engine has measured the device: the machine's memory, and on a Mac
+        three quarters of it as the GPU working set (what Metal typically recommends)."""
+        try:
+            memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            memory = 8 * GiB
+        if sys.platform == "darwin":
+            return cls(True, memory * 3 // 4)
+        return cls(False, memory)
 
     @property
     def available_bytes(self) -> int:
