@@ -24,7 +24,7 @@ from engine.library.architectures import (
     model_config,
     unpermute_rows,
 )
-from engine.library.gguf_file import GGUFHeader, TensorInfo, open_gguf, tensor_bytes
+from engine.library.gguf_file import GGUFHeader, TensorInfo, open_gguf, release, tensor_bytes
 from engine.library.quants import QuantChoice, check_supported, convert_tensor
 
 if TYPE_CHECKING:  # imported when weights are written, so this module loads without MLX
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # imported when weights are written, so this module loads wit
 
 ProgressFn = Callable[[str, float], None]
 
-SHARD_BYTES = 1 << 30
+SHARD_BYTES = 512 << 20  # output held in memory before it is written
 IMPORT_FORMAT = 2  # bump when the output of an import changes, so old imports are redone
 
 
@@ -63,6 +63,7 @@ class ShardWriter:
         mx.save_safetensors(str(path), self.pending, metadata={"format": "mlx"})
         self.files.append((path, list(self.pending)))
         self.pending, self.pending_bytes = {}, 0
+        mx.clear_cache()  # give the shard's memory back rather than keep it cached
 
     def close(self) -> list[str]:
         """Write what is left; name the files as Hugging Face does; return their names."""
@@ -169,6 +170,7 @@ def _convert(
             )
         arrays, choice = convert_tensor(raw, info, quantize=_quantize_this(name, info))
         del raw
+        release(buf, info)
         arrays = _fix_up(arch, name, arrays, meta)
         module = name.rsplit(".", 1)[0]
         if choice is not None:

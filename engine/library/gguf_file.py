@@ -269,6 +269,20 @@ def tensor_bytes(buf: mmap.mmap, info: TensorInfo) -> np.ndarray:
     return np.frombuffer(buf, dtype=np.uint8, count=info.nbytes, offset=info.offset)
 
 
+def release(buf: mmap.mmap, info: TensorInfo) -> None:
+    """Drop a converted tensor's pages from this process's memory (the file keeps them):
+    mapped pages that were read count as resident until the map is closed."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    if advice is None or info.nbytes == 0:
+        return
+    start = info.offset - info.offset % mmap.PAGESIZE
+    length = min(info.offset + info.nbytes, len(buf)) - start
+    try:
+        buf.madvise(advice, start, length)
+    except (OSError, ValueError):
+        pass  # only an optimisation
+
+
 def is_gguf_file(path: str | Path) -> bool:
     """True if `path` is a regular file that starts with the GGUF magic."""
     try:

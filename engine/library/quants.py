@@ -78,6 +78,14 @@ def pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
     """Pack (rows, cols) codes of `bits` bits the way MLX does: a little-endian bit stream
     per row (value j in bits j*bits...), as uint32 words."""
     rows = codes.shape[0]
+    if bits in (2, 4, 8):  # whole codes per byte: combine neighbours, no 64-bit detour
+        per = 8 // bits
+        c = codes.reshape(rows, -1, per).astype(np.uint8)
+        byte = c[..., 0].copy()
+        for j in range(1, per):
+            byte |= c[..., j] << np.uint8(j * bits)
+        fast: np.ndarray = np.ascontiguousarray(byte).reshape(rows, -1).view(np.uint32)
+        return fast
     eights = codes.reshape(-1, 8).astype(np.uint64)
     shifts = (np.arange(8, dtype=np.uint64) * np.uint64(bits)).reshape(1, 8)
     words = np.bitwise_or.reduce(eights << shifts, axis=1)  # 8 codes in 8*bits bits
@@ -146,9 +154,12 @@ def requantize(values: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray, n
     scale = ((hi - bias32) / levels).astype(np.float16)
     short = scale.astype(np.float32) * levels + bias32 < hi
     scale[short] = np.nextafter(scale[short], np.float16(np.inf))
-    step = scale.astype(np.float32)[..., None]
-    safe = np.where(step > 0, step, 1.0)
-    codes = np.clip(np.rint((groups - bias32[..., None]) / safe), 0, levels)
+    step = scale.astype(np.float32)
+    inverse = np.divide(1.0, step, out=np.zeros_like(step), where=step > 0)[..., None]
+    codes = np.subtract(groups, bias32[..., None])  # in place from here: one temporary
+    np.multiply(codes, inverse, out=codes)
+    np.rint(codes, out=codes)
+    np.clip(codes, 0, levels, out=codes)
     return codes.astype(np.uint8).reshape(rows, cols), scale, bias
 
 
