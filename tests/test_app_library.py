@@ -53,7 +53,15 @@ def test_library_window_lists_loads_and_deletes_only_corrals_copies(
 
     lm = _row(window, "TinyLlama-Q4_K")
     size = format_bytes(stores["q4k"].stat().st_size)
-    assert [lm.text(c) for c in range(1, 7)] == ["llama", "693K", "Q4_K", size, "2K", "LM Studio"]
+    assert [lm.text(c) for c in range(1, 8)] == [
+        "llama",
+        "693K",
+        "Q4_K",
+        size,
+        "2K",
+        "LM Studio",
+        "Yes",
+    ]
     lm.setSelected(True)
     assert window.load_button.isEnabled() and not window.delete_button.isEnabled()
     assert "Imported into Corral's cache on first use" in window.detail.text()
@@ -65,6 +73,7 @@ def test_library_window_lists_loads_and_deletes_only_corrals_copies(
     ghost = _row(window, "ghost:latest")
     ghost.setSelected(True)
     assert not window.load_button.isEnabled() and "missing" in window.detail.text()
+    assert ghost.text(7).startswith("No: blob sha256-")
 
     window.tree.clearSelection()
     imported = _row(window, "TinyLlama-Q6_K (imported)")

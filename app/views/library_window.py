@@ -27,7 +27,16 @@ from PySide6.QtWidgets import (
 from app.jobs.library_job import LibraryJob
 from app.views.format import format_bytes
 
-COLUMNS = ("Name", "Architecture", "Parameters", "Quantization", "Size", "Context", "Source")
+COLUMNS = (
+    "Name",
+    "Architecture",
+    "Parameters",
+    "Quantization",
+    "Size",
+    "Context",
+    "Source",
+    "Runs Here",
+)
 SOURCE_NAMES = {
     "corral": "Corral",
     "huggingface": "Hugging Face",
@@ -82,7 +91,7 @@ class LibraryWindow(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Model Library")
         self.setObjectName("libraryWindow")
-        self.resize(960, 520)
+        self.resize(1080, 540)
         self.job = job
         self._loaded_path = loaded_path  # () -> path of the loaded model, or None
         self.filter = QLineEdit(self)
@@ -98,8 +107,9 @@ class LibraryWindow(QDialog):
         self.tree.sortByColumn(6, Qt.SortOrder.AscendingOrder)
         header = self.tree.header()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in range(1, len(COLUMNS)):
+        for column in range(1, len(COLUMNS) - 1):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        header.resizeSection(len(COLUMNS) - 1, 160)  # reasons are long: the tooltip has all
         self.detail = QLabel(self)
         self.detail.setObjectName("hint")
         self.detail.setWordWrap(True)
@@ -153,13 +163,15 @@ class LibraryWindow(QDialog):
                     format_bytes(m.size_bytes),
                     count_text(m.context_length),
                     SOURCE_NAMES.get(m.source, m.source),
+                    "Yes" if m.can_run else f"No: {m.reason}",
                 ]
             )
             item.setData(0, Qt.ItemDataRole.UserRole, m)
             if not m.can_run:
                 for column in range(len(COLUMNS)):
                     item.setForeground(column, self.palette().placeholderText())
-                item.setToolTip(0, f"Cannot run: {m.reason}")
+                for column in (0, len(COLUMNS) - 1):
+                    item.setToolTip(column, f"Cannot run: {m.reason}")
             self.tree.addTopLevelItem(item)
             if selected is not None and (m.path, m.name) == (selected.path, selected.name):
                 item.setSelected(True)
