@@ -193,8 +193,12 @@ def _convert(
     writer.close()
 
     tied = "lm_head.weight" not in names
-    config = model_config(arch, meta, int(meta.get(arch.key("vocab_size")) or embed_rows), tied)
-    arch.extra_config(meta, config, aux)
+    try:
+        vocab = int(meta.get(arch.key("vocab_size")) or embed_rows)
+        config = model_config(arch, meta, vocab, tied)
+        arch.extra_config(meta, config, aux)
+    except ModelLoadError as exc:
+        raise ModelLoadError(f"{source}: {exc}") from exc
     if quantization:
         # mlx-lm reads a per-module map; the top-level values are the most common choice.
         common = Counter((q["bits"], q["group_size"]) for q in quantization.values())
