@@ -79,12 +79,13 @@ def cmd_download(args: argparse.Namespace) -> int:
     if not plan.fits_memory and not args.anyway:
         print("Add --anyway to download it all the same.", file=sys.stderr)
         return 2
-    last = [0.0]
+    last = [0.0, -1.0]  # time and bytes of the last line
 
     def show(p: DownloadProgress) -> None:
         now = time.monotonic()
-        if now - last[0] >= 1 or p.done_bytes == p.total_bytes:
-            last[0] = now
+        finished = p.done_bytes == p.total_bytes
+        if (now - last[0] >= 1 or finished) and p.done_bytes != last[1]:
+            last[:] = [now, p.done_bytes]
             print(f"[{p.fraction:4.0%}] {p.describe()}", file=sys.stderr, flush=True)
 
     cancel = threading.Event()
