@@ -4,7 +4,8 @@ measured side by side in one run.
 Sections: `decode` (engine vs mlx-lm's stream_generate), `constraints` (constrained vs free
 decoding), `trie` and `session` (the prefix cache), `server` (HTTP streaming with the
 `openai` client against the Engine alone), `coverage` (real-world JSON schemas: compile
-rates, time to first mask, complete and valid replies within the budget). Each returns a
+rates, time to first mask, complete and valid replies within the budget), `library` (GGUF
+import time and peak memory, the error each GGUF type's conversion adds). Each returns a
 flat dict of figures; `--json` prints them merged into one object whose keys stay stable
 (new figures add keys).
 """
@@ -111,6 +112,12 @@ def _section_server(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
     return run_server_bench(engine, args)
 
 
+def _section_library(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.library import run_library_bench
+
+    return run_library_bench(engine, args)
+
+
 SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "decode": bench_decode,
     "constraints": _section_constraints,
@@ -118,6 +125,7 @@ SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "session": _section_session,
     "server": _section_server,
     "coverage": _section_coverage,
+    "library": _section_library,
 }
 
 

@@ -1,4 +1,4 @@
-"""Command line: `python -m engine chat | serve | import-gguf | bench`.
+"""Command line: `python -m engine chat | serve | import-gguf | models | download | bench`.
 
 `bench` hands its arguments to the top-level `benchmarks` package, which a checkout has and
 the packaged app does not.
@@ -269,10 +269,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(func=cmd_serve)
 
-    imp = sub.add_parser("import-gguf", help="convert a llama GGUF file into an MLX model folder")
+    imp = sub.add_parser("import-gguf", help="convert a GGUF file into an MLX model folder")
     imp.add_argument("file", type=Path, help="a .gguf file, or 'default' for the embedded model")
     imp.add_argument("out", type=Path, nargs="?", help="output folder (default: the model cache)")
     imp.set_defaults(func=cmd_import_gguf)
+
+    from engine.library.cli import add_commands as add_library_commands
+
+    add_library_commands(sub)
 
     # Its options belong to benchmarks/bench.py (`python -m engine bench --help` lists them).
     bench = sub.add_parser(

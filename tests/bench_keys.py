@@ -98,4 +98,30 @@ STABLE_KEYS: dict[str, set[str]] = {
         "constrained_complete_rate",
         "closed_to_fit_rate",
     },
+    "library": {
+        "import_baseline_peak_mb",
+        "import_default_file_mb",
+        "import_default_s",
+        "import_default_peak_mb",
+        "import_large_file_mb",
+        "import_large_s",
+        "import_large_peak_mb",
+        "import_large_output_mb",
+        *(
+            f"requant_{t}_{k}"
+            for t in (
+                "q2_k",
+                "q3_k",
+                "q4_k",
+                "q5_k",
+                "q6_k",
+                "q4_0",
+                "q4_1",
+                "q5_0",
+                "q5_1",
+                "q8_0",
+            )
+            for k in ("bits", "method", "max_err_steps", "rel_rms")
+        ),
+    },
 }
