@@ -39,6 +39,8 @@ def test_preferences_start_the_server_and_the_log_shows_requests(qtbot, tmp_path
         dialog.deleteLater()
         url = f"http://127.0.0.1:{port}"
         qtbot.waitUntil(lambda: server.status_label.text() == f"Serving on {url}", timeout=30_000)
+        # One Engine for the window and the server: one model, one prompt cache.
+        assert server.job._server.engine is window.bridge.engine is tiny_engine
         assert window.store.get_setting("server_enabled") is True
         assert window.store.get_setting("server_port") == port
 
