@@ -269,13 +269,26 @@ def test_results_show_images_and_are_stored_with_the_conversation(qtbot, mcp_win
 
     assert shows_image()
     assert "Link: pixel.png — file:///tmp/pixel.png" in card_text(cards(window)[0])
+    assert '"width": 1' in card_text(cards(window)[0])  # structured content, shown as JSON
     screenshot(window, "mcp_card_result")
-    report_figures(window)
     # Reopened later (another conversation in between), the stored result shows the same.
     conversation = window.controller.conversation_id
     window.new_chat()
     window.controller.open_conversation(conversation)
     assert shows_image()
+
+    # A tool's own error (isError) is an error card, and the model reads it as one.
+    use_tool(window, "fail", max_tokens=40)
+    window.send("Try the failing tool")
+    card = last_card(qtbot, window, "ask")
+    card.buttons["once"].click()
+    qtbot.waitUntil(lambda: len(tool_messages(window)) == 2, timeout=30_000)
+    qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
+    assert tool_messages(window)[1].content == "Error: the disk is full"
+    text = card_text(cards(window)[-1])
+    assert "The tool reported an error:" in text and "the disk is full" in text
+    assert cards(window)[-1].property("error") is True
+    report_figures(window)
 
 
 @pytest.mark.parametrize(

@@ -63,6 +63,7 @@ def test_time_server_over_stdio(hubs) -> None:
     assert not result.is_error and result.failure is None
     assert result.structured["timezone"] == "Asia/Tokyo"
     assert '"timezone": "Asia/Tokyo"' in result.text
+    assert result.text.count('"timezone"') == 1  # its text block repeats it: sent once
     bad = hub.call("time", "get_current_time", {"timezone": "Nowhere/Land"}).result(30)
     assert bad.is_error and bad.failure is None and "Nowhere/Land" in bad.text
 
@@ -120,6 +121,9 @@ def test_results_keep_text_images_links_structured_content_and_errors(hubs) -> N
     assert picture.blocks[1]["mime_type"] == "image/png"
     assert picture.structured == {"width": 1, "height": 1}
     assert "[image: image/png" in picture.text and "<file:///tmp/pixel.png>" in picture.text
+    # The structured content is not in its text block ("a red pixel"): the model gets it too.
+    assert picture.text.startswith("a red pixel\n") and '{"width": 1, "height": 1}' in picture.text
+    assert not picture.structured_in_text()
     failed = hub.call("odd", "fail", {}).result(30)
     assert failed.is_error and failed.text == "Error: the disk is full"
 
