@@ -5,6 +5,7 @@ hub stays usable, and closing it leaves no child process."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -184,7 +185,13 @@ def test_a_missing_program_fails_at_once(hubs) -> None:
 
 
 def test_switches_and_new_configs_start_and_stop_servers(hubs) -> None:
-    hub = hubs({"a": misbehaving_entry(), "b": misbehaving_entry(disabled=True)})
+    threads: set[str] = set()
+    hub = hubs(
+        {"a": misbehaving_entry(), "b": misbehaving_entry(disabled=True)},
+        on_change=lambda _snapshots: threads.add(threading.current_thread().name),
+    )
+    # The servers live on the hub's own asyncio thread: not the GUI's, not the engine's.
+    assert threads == {"corral-mcp"}
     assert [s.state for s in hub.snapshots().values()] == [ServerState.READY, ServerState.OFF]
     hub.set_enabled("a", False).result(20)
     assert hub.snapshots()["a"].state == ServerState.OFF

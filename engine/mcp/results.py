@@ -129,15 +129,23 @@ def _block(item: Any) -> tuple[dict[str, Any], str]:
 
 
 def repeats_structured(structured: Any, blocks: list[dict[str, Any]]) -> bool:
-    """Whether one of the text `blocks` is `structured` serialised as JSON."""
+    """Whether one of the text `blocks` is `structured` serialised as JSON, or the value
+    SDK servers wrap as `{"result": value}` when a tool returns a plain value."""
+    wrapped = structured.get("result") if isinstance(structured, dict) else None
+    if not (isinstance(structured, dict) and len(structured) == 1 and "result" in structured):
+        wrapped = None
     for block in blocks:
         if block.get("type") != "text":
             continue
+        text = block.get("text", "")
+        if wrapped is not None and text == wrapped:
+            return True
         try:
-            if json.loads(block.get("text", "")) == structured:
-                return True
+            value = json.loads(text)
         except ValueError:
             continue
+        if value == structured or (wrapped is not None and value == wrapped):
+            return True
     return False
 
 
