@@ -708,6 +708,30 @@ def test_unknown_model_and_route(client: openai.OpenAI, served: HTTPServer, mode
     assert r.status_code == 404 and r.json()["error"]["param"] == "model"
 
 
+def test_an_unexpected_error_is_a_500_without_a_traceback(tiny_engine: Engine) -> None:
+    """A bug behind an endpoint answers with OpenAI's error body; the traceback goes to the
+    server's log only."""
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    from engine.server import ServerActivity
+    from engine.server.app import create_app
+
+    app = create_app(tiny_engine, ServerConfig(), ServerActivity())
+
+    async def broken(request: Any) -> Any:
+        raise RuntimeError("secret internals at 0xdeadbeef")
+
+    app.router.routes.append(Route("/v1/broken", broken))
+    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as http:
+        r = http.get("/v1/broken")
+    assert r.status_code == 500
+    error = r.json()["error"]
+    assert error["type"] == "server_error" and error["code"] == "internal_error"
+    assert error["message"] == "internal error (RuntimeError); the server log has the details"
+    assert "Traceback" not in r.text and "0xdeadbeef" not in r.text
+
+
 def test_host_header_must_be_loopback(served: HTTPServer) -> None:
     r = httpx.get(served.url + "/v1/models", headers={"Host": "attacker.example"})
     assert r.status_code == 400 and "attacker.example" in r.json()["error"]["message"]
