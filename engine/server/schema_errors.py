@@ -22,23 +22,22 @@ def schema_error_path(schema: Any, message: str) -> Path | None:
     None when it cannot be told (the error is about the schema as a whole)."""
     if not isinstance(schema, dict):
         return None
-    if (path := _meta_schema_path(schema)) is not None:
-        return path  # a keyword with a malformed value: a misspelt type, a string minLength
+    found: Path | None = None
+    # What the message names first: unsupported keywords, a format, a $ref, a pattern.
     if "not supported" in message:
         keys = set(_QUOTED.findall(message))
-        return _find(schema, lambda node: next((k for k in node if k in keys), None))
-    if found := _UNKNOWN_FORMAT.search(message):
-        wanted = found.group(1)
-        return _find(schema, lambda node: "format" if node.get("format") == wanted else None)
-    if found := _POINTER.search(message):
-        pointer = found.group(1)
-        return _find(
-            schema,
-            lambda node: "$ref" if str(node.get("$ref", "")).endswith("#" + pointer) else None,
-        )
-    if "regex" in message:
-        return _find(schema, lambda node: "pattern" if _bad_pattern(node.get("pattern")) else None)
-    return None
+        found = _find(schema, lambda node: next((k for k in node if k in keys), None))
+    elif match := _UNKNOWN_FORMAT.search(message):
+        wanted = match.group(1)
+        found = _find(schema, lambda node: "format" if node.get("format") == wanted else None)
+    elif match := _POINTER.search(message):
+        ref = "#" + match.group(1)
+        found = _find(schema, lambda node: "$ref" if node.get("$ref") == ref else None)
+    elif "regex" in message:
+        found = _find(schema, lambda node: "pattern" if _bad_pattern(node.get("pattern")) else None)
+    # Else a keyword with a malformed value (a misspelt type, a string minLength), which
+    # the JSON-schema meta-schema finds.
+    return found or _meta_schema_path(schema)
 
 
 def _meta_schema_path(schema: dict[str, Any]) -> Path | None:
