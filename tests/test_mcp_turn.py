@@ -139,6 +139,7 @@ def test_a_qualified_name_is_mapped_back_to_its_server(tiny_engine, hub_for) -> 
         assert record.call.name == exposed and record.arguments_valid
         assert (record.server, record.tool) == (server, "paint.pick")
         assert record.result.server == server and "coat(s) of" in record.result.text
+        _figure(f"{server}/paint.pick (as {exposed})", outcome.calls)
 
 
 def test_deny_tells_the_model_and_always_allow_stops_asking(tiny_engine, hub_for) -> None:
