@@ -581,7 +581,7 @@ def test_schema_and_grammar_errors_carry_diagnostics(client: openai.OpenAI, mode
         "type": "object",
         "properties": {
             "when": {"type": "string", "format": "date"},
-            "tags": {"type": "array", "items": {"type": "string", "not": {"const": "x"}}},
+            "tags": {"type": "array", "items": {"type": "strnig"}},
         },
     }
     with pytest.raises(openai.BadRequestError) as excinfo:
@@ -594,8 +594,18 @@ def test_schema_and_grammar_errors_carry_diagnostics(client: openai.OpenAI, mode
             },
         )
     body = _status_error(excinfo)
-    assert body["param"] == "response_format.json_schema.schema.properties.tags.items.not"
-    assert 'keywords not supported: "not"' in body["message"]
+    assert body["param"] == "response_format.json_schema.schema.properties.tags.items.type"
+    assert "Invalid type: strnig" in body["message"]
+    # A keyword Corral cannot enforce is ignored (lenient by default) and named as a warning.
+    lenient = {"type": "array", "items": {"type": "string", "not": {"const": "x"}}}
+    reply = client.chat.completions.create(
+        model=model,
+        messages=_user("x"),
+        max_tokens=8,
+        response_format={"type": "json_schema", "json_schema": {"name": "l", "schema": lenient}},
+    )
+    warnings = reply.model_extra["corral"]["warnings"]  # type: ignore[index]
+    assert any("not" in w for w in warnings), warnings
     bad_tool = {
         "type": "function",
         "function": {
