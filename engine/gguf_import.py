@@ -4,7 +4,8 @@ Quantized tensors stay quantized: `mx.load` already returns Q4_0/Q4_1/Q8_0 block
 MLX's affine layout (group size 32), so we only rename them, undo llama.cpp's rotary
 permutation of the q/k rows, and write `config.json` with a per-layer quantization map.
 The folder is written to a temporary sibling and renamed, so a failure never leaves a
-half-written model behind.
+half-written model behind, and an existing folder is replaced only when it is Corral's
+own import of the same file: nothing else is ever deleted.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -21,7 +20,20 @@ from typing import Any, cast
 import mlx.core as mx
 
 from engine.errors import ModelLoadError
+from engine.files import remove_tree
+from engine.gguf_header import check_gguf
 from engine.gguf_tokenizer import build_tokenizer_files
+from engine.import_cache import (
+    OWNER,
+    clean_stale_temp_folders,
+    file_sha256,
+    holds_only_import_files,
+    is_import_of,
+    make_temp_folder,
+    marker_data,
+    read_marker,
+    write_marker,
+)
 
 ProgressFn = Callable[[str, float], None]
 
@@ -78,17 +90,25 @@ def _meta_float(meta: dict[str, Any], key: str, default: float) -> float:
 GGUFContents = tuple[dict[str, mx.array], dict[str, Any]]
 
 
+# Tensor types MLX's GGUF loader reads correctly (gguflib's table is wrong for Q2_K's block
+# size, and it converts only these): anything else is refused before it is handed over.
+MLX_READABLE_TYPES = frozenset({"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q6_K"})
+
+
 def read_gguf(path: Path) -> GGUFContents:
-    """Read a GGUF file's tensors and metadata, with errors that name the file."""
+    """Read a GGUF file's tensors and metadata, with errors that name the file.
+
+    The header is checked in Python first (`engine.gguf_header`): MLX's native loader
+    trusts it, and a damaged or crafted file would otherwise crash the process.
+    """
     path = Path(path)
-    if not path.exists():
-        raise ModelLoadError(f"{path}: no such file")
-    if not path.is_file():
-        raise ModelLoadError(f"{path}: not a file")
-    with open(path, "rb") as f:
-        magic = f.read(4)
-    if magic != b"GGUF":
-        raise ModelLoadError(f"{path}: not a GGUF file (bad magic {magic!r})")
+    header = check_gguf(path)
+    for tensor in header.tensors:
+        if tensor.type_name not in MLX_READABLE_TYPES:
+            raise ModelLoadError(
+                f"{path}: tensor {tensor.name!r} is {tensor.type_name}, which Corral cannot "
+                f"read yet (it reads {', '.join(sorted(MLX_READABLE_TYPES))})"
+            )
     try:
         tensors, meta = cast(GGUFContents, mx.load(str(path), return_metadata=True))
     except Exception as exc:  # MLX raises ValueError/RuntimeError for damaged files
@@ -173,35 +193,85 @@ def import_gguf(
     gguf_path: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
     on_progress: ProgressFn | None = None,
+    *,
+    sha256: str | None = None,
 ) -> Path:
     """Convert `gguf_path` into an MLX model folder at `out_dir` and return its path.
 
-    `out_dir` is written atomically: a temporary folder beside it is renamed into place.
+    `out_dir` must be new, an empty folder, or an earlier Corral import of the same file
+    (which is replaced; a complete one is returned as it is): a folder holding anything
+    else is refused, never deleted. It is written atomically: a temporary folder beside it
+    is renamed into place. `sha256` is the file's digest if the caller has it.
     """
-    source = Path(gguf_path).expanduser()
-    out = Path(out_dir).expanduser()
+    source = Path(gguf_path).expanduser().resolve()
+    out = Path(out_dir).expanduser().absolute()
     report = on_progress or (lambda stage, fraction: None)
+    check_gguf(source)  # a bad file is refused before anything is written
+    parent = out.parent.resolve()
+    out = parent / out.name
+    if out.name in ("", ".", "..") or out == parent:
+        raise ModelLoadError(f"{out_dir}: not a folder name an import can be written to")
+    if sha256 is None:
+        sha256 = file_sha256(source, report)
+    previous = _existing_output(out, source, sha256)
+    if previous == "current":
+        report("Imported", 1.0)
+        return out
 
     report("Reading GGUF", 0.0)
     tensors, meta = read_gguf(source)
     report("Converting weights", 0.3)
     weights, config = convert_gguf_weights(tensors, meta, source)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_temp_folders(parent)
+    tmp = make_temp_folder(parent)
+    aside: Path | None = None
     try:
         build_tokenizer_files(meta, tmp, source)
         report("Writing weights", 0.5)
         mx.save_safetensors(str(tmp / "model.safetensors"), weights, metadata={"format": "mlx"})
         (tmp / "config.json").write_text(json.dumps(config, indent=2))
-        (tmp / "corral_source.json").write_text(
-            json.dumps({"gguf": str(source), "size": source.stat().st_size})
-        )
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+        write_marker(tmp, marker_data(source, sha256))
+        (tmp / OWNER).unlink()
+        if previous == "replace":  # an earlier import of this file: moved aside, then removed
+            aside = make_temp_folder(parent)
+            os.replace(out, aside / "old")
+        os.replace(tmp, out)  # onto a missing or empty folder only: never over files
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_tree(tmp, parent)
+        if aside is not None and (aside / "old").exists() and not out.exists():
+            os.replace(aside / "old", out)
         raise
+    finally:
+        if aside is not None:
+            remove_tree(aside, parent)
     report("Imported", 1.0)
     return out
+
+
+def _existing_output(out: Path, source: Path, sha256: str) -> str:
+    """What is at `out` now: "new" (nothing, or an empty folder), "current" (a complete
+    import of this file), "replace" (an unfinished import of it); else ModelLoadError."""
+    if out.is_symlink():
+        raise ModelLoadError(f"{out}: is a link; choose a new or empty folder")
+    if out.exists() and not out.is_dir():
+        raise ModelLoadError(f"{out}: exists and is not a folder; choose a new or empty folder")
+    if not out.exists():
+        return "new"
+    try:
+        empty = not any(out.iterdir())
+    except OSError as exc:
+        raise ModelLoadError(f"{out}: cannot be read ({exc.strerror or exc})") from None
+    if empty:
+        return "new"
+    if is_import_of(out, sha256):
+        return "current"
+    marker = read_marker(out)
+    if marker is not None and marker.get("sha256") == sha256 and holds_only_import_files(out):
+        return "replace"
+    raise ModelLoadError(
+        f"{out}: the folder exists and is not empty, and it is not Corral's import of "
+        f"{source.name}; Corral never replaces a folder it did not write. Choose a new or "
+        "empty folder."
+    )

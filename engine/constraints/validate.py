@@ -25,6 +25,8 @@ from llguidance import LLMatcher
 
 from engine.constraints import ConstraintError, Diagnostic
 from engine.constraints.compiled import CompiledGrammar
+from engine.constraints.gbnf import gbnf_to_grammar
+from engine.constraints.limits import check_lark, check_schema_text
 from engine.constraints.sources import ANY_JSON_SCHEMA, parse_json_schema
 from engine.types import ConstraintSpec, ValidationReport
 
@@ -58,6 +60,7 @@ def to_grammar(spec: ConstraintSpec) -> str:
         if literal == "false":
             diag = Diagnostic("Unsatisfiable schema: the schema is false, so nothing matches it")
             raise ConstraintError(f"{label}: {diag}", [diag])
+        check_schema_text(spec.source, label)  # before native code: too deep would crash it
         try:  # llguidance parses the text itself; Python parses it only to explain a failure
             return LLMatcher.grammar_from_json_schema(
                 "{}" if literal == "true" else spec.source, defaults=JSON_COMPILE_DEFAULTS
@@ -67,19 +70,10 @@ def to_grammar(spec: ConstraintSpec) -> str:
             diag = Diagnostic(str(exc))
             raise ConstraintError(f"{label}: {diag}", [diag]) from exc
     if kind == "lark":
+        check_lark(spec.source, spec.name or "Lark grammar")
         return LLMatcher.grammar_from_lark(spec.source)
     if kind == "gbnf":
-        from llguidance.gbnf_to_lark import GbnfToLarkError, any_to_lark
-
-        try:
-            return LLMatcher.grammar_from_lark(any_to_lark(spec.source))
-        except GbnfToLarkError as exc:
-            line, column = _line_column(spec.source, exc.pos.pos)
-            diag = Diagnostic(str(exc).split(" at line ")[0], line, column)
-            raise ConstraintError(f"{spec.name or 'GBNF grammar'}: {diag}", [diag]) from exc
-        except (Exception, RecursionError) as exc:  # the converter raises bare Exceptions
-            diag = Diagnostic(f"invalid GBNF: {exc}")
-            raise ConstraintError(f"{spec.name or 'GBNF grammar'}: {diag}", [diag]) from exc
+        return gbnf_to_grammar(spec.source, spec.name or "GBNF grammar")
     if kind == "regex":
         return LLMatcher.grammar_from_regex(spec.source)
     raise ConstraintError(f"unknown constraint kind {kind!r}")
@@ -211,8 +205,3 @@ def _language_problems(
             )
         return []
     return [parse_message("NoExtension", report.spec.kind)]
-
-
-def _line_column(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
