@@ -131,10 +131,13 @@ class WindowActions(QMainWindow):
             self.load_tools_file(path)
 
     def load_tools_file(self, path: str) -> None:
+        from engine.files import FileRefused, read_text_limited
+        from engine.tools.definitions import MAX_FILE_BYTES
+
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            self.notice.show_message(f"{Path(path).name}: cannot be read ({exc})", "error")
+            text = read_text_limited(path, MAX_FILE_BYTES, "tools file")
+        except FileRefused as exc:
+            self.notice.show_message(str(exc), "error")
             return
         self._bring_tools_forward()
         self.tools_panel.load_text(text, Path(path).name)
