@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from engine.context import reply_budget, tool_definition_tokens
 from engine.decode import Cancelled, decode_free, prefill
 from engine.prompt import encode_chat, render_continuation
 from engine.reply_text import ReplyText
@@ -67,6 +68,13 @@ def generate_reply(
         prompt_tokens = encode_chat(tokenizer, request.messages)
     if not prompt_tokens:
         raise ValueError("the prompt is empty")
+    # Before any prefill: a prompt the model cannot read is refused with the numbers.
+    budget = reply_budget(
+        len(prompt_tokens),
+        loaded.info.context_length,
+        settings.max_tokens,
+        lambda: tool_definition_tokens(tokenizer, request, len(prompt_tokens)),
+    )
     splitter = tool_plan.stream() if tool_plan is not None else None
 
     def emit_text(delta: str) -> None:
@@ -145,7 +153,7 @@ def generate_reply(
                 if reply.stopped:
                     stop_reason = StopReason.STOP_STRING
                     break
-                if len(generated) >= settings.max_tokens:
+                if len(generated) >= budget:
                     stop_reason = StopReason.LENGTH
                     break
                 if runtime is not None and runtime.finished:

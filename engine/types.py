@@ -270,6 +270,9 @@ class ChatResult:
     # "input" when the request was at fault (settings, grammar, a conversation the template
     # cannot render), "unavailable" when no model is loaded, "internal" for anything else.
     error_kind: str | None = None
+    # A machine-readable reason where a front end can offer a way out, e.g.
+    # "context_length_exceeded" (stats.prompt_tokens then holds the prompt's length).
+    error_code: str | None = None
     constraint_name: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     # with tools: what became of the request's own constraint, and what the tools' checks
@@ -287,6 +290,7 @@ class ChatResult:
             "stop_reason": self.stop_reason.value,
             "incomplete": self.incomplete,
             "error": self.error,
+            "error_code": self.error_code,
             "constraint": self.constraint_name,
             "constraint_use": self.constraint_use,
             "warnings": list(self.warnings),
