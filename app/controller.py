@@ -19,10 +19,12 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from app.constraints import Checked, check_spec, spec_from_dict, spec_to_dict
+from app.history_window import start_after_dropping
 from app.jobs.engine_bridge import EngineBridge, ReplyJob
 from app.jobs.thread import run_task
 from app.store import DEFAULT_TITLE, ChatSettings, Conversation, Message, Store, ToolsConfig
 from app.tools import enabled_tool_definitions, enabled_tool_warnings
+from engine.context import CONTEXT_LENGTH_EXCEEDED, error_text
 from engine.mcp.turn import DEFAULT_MAX_STEPS, tool_choice_for_step
 from engine.types import (
     ChatMessage,
@@ -80,6 +82,9 @@ class ChatController(QObject):
     toolCallsReady = Signal(int, object)  # conversation id, the saved reply's tool calls
     stopRequested = Signal()  # Stop: tool calls in flight are cancelled too
     chipsChanged = Signal()  # chip_state() changed for the open conversation
+    # A prompt longer than the model reads: the message, and whether tools were offered
+    # (the window offers to leave out the oldest turns, or to turn tools off).
+    contextExceeded = Signal(str, bool)
 
     def __init__(self, store: Store, bridge: EngineBridge, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -108,6 +113,11 @@ class ChatController(QObject):
         self._constraints: dict[int, ConstraintSpec] = {}
         self._constraint_use: dict[int, ConstraintUse] = {}
         self._tool_warnings: dict[int, tuple[str, ...]] = {}
+        # per conversation id: the message the model reads from (older ones are left out
+        # after the user chose to, for a model whose context they overflow)
+        self._history_from: dict[int, int] = {}
+        self._overflow: tuple[int, int] | None = None  # conversation id, prompt tokens
+        self._reply_had_tools = False
 
     # ---- conversations ----
 
@@ -445,7 +455,7 @@ class ChatController(QObject):
         messages: list[ChatMessage] = []
         if conv.settings.system_prompt.strip():
             messages.append({"role": "system", "content": conv.settings.system_prompt})
-        messages += [m.to_chat_message() for m in upto]
+        messages += [m.to_chat_message() for m in self._read_from(upto, conv.id)]
         tools = enabled_tool_definitions(conv.tools)
         if self.tool_source is not None:
             reserved = [t.get("function", t).get("name") for t in tools]
@@ -464,6 +474,55 @@ class ChatController(QObject):
             tool_choice=choice,
         )
 
+    def _read_from(self, path: list[Message], conversation_id: int) -> list[Message]:
+        """`path` from the message the model reads from (all of it unless the user chose
+        to leave out older turns, and only while that message is on the path)."""
+        first = self._history_from.get(conversation_id)
+        ids = [m.id for m in path]
+        return path[ids.index(first) :] if first in ids else path
+
+    def drop_oldest_turns(self) -> bool:
+        """After a prompt too long for the model: leave out the oldest turns of the open
+        conversation (they stay in the chat) and answer again."""
+        conv, info = self.conversation, self.bridge.model_info
+        if conv is None or self._overflow is None or self._overflow[0] != conv.id or self.busy:
+            return False
+        context = getattr(info, "context_length", None)
+        path = self.path()
+        kept = self._read_from(path, conv.id)
+        start = len(path) - len(kept)
+        new_start = (
+            start_after_dropping(path, start, self._overflow[1], context, conv.settings.max_tokens)
+            if context
+            else None
+        )
+        if new_start is None:
+            self.notice.emit(
+                "The last message alone is longer than this model reads: shorten it, or load "
+                "a model with a longer context."
+            )
+            return False
+        self._history_from[conv.id] = path[new_start].id
+        self._overflow = None
+        return self.regenerate()
+
+    def turn_tools_off(self) -> bool:
+        """After a prompt too long for the model: stop offering tools in the open
+        conversation (tool_choice "none"; they stay configured) and answer again."""
+        conv = self.conversation
+        if conv is None or self.busy:
+            return False
+        self.set_tools(replace(conv.tools, tool_choice="none"))
+        self._overflow = None
+        return self.regenerate()
+
+    def left_out_count(self) -> int:
+        """How many messages of the open conversation's path the model does not read."""
+        if self.conversation_id is None:
+            return 0
+        path = self.path()
+        return len(path) - len(self._read_from(path, self.conversation_id))
+
     def _start_reply(self, parent: Message) -> None:
         conv = self.store.conversation(parent.conversation_id)
         assert conv is not None
@@ -476,6 +535,7 @@ class ChatController(QObject):
         self._reply_parent = parent
         self._reply_conversation = conversation_id
         self._reply_constraint_kind = request.constraint.kind if request.constraint else None
+        self._reply_had_tools = bool(request.tools) and request.tool_choice != "none"
         self.job = self.bridge.submit(request)
         self.job.prefill.connect(self.replyPrefill)
         self.job.delta.connect(self._on_delta)
@@ -531,7 +591,11 @@ class ChatController(QObject):
                 self.toolCallsReady.emit(parent.conversation_id, meta["tool_calls"])
         elif parent is not None and continued is None:
             if result.error:
-                self.unanswered[parent.id] = f"No reply: {result.error}"
+                self.unanswered[parent.id] = f"No reply: {error_text(result.error)}"
+                if result.error_code == CONTEXT_LENGTH_EXCEEDED:
+                    self._overflow = (parent.conversation_id, result.stats.prompt_tokens)
+                    text = error_text(result.error)
+                    self.contextExceeded.emit(text[:1].upper() + text[1:], self._reply_had_tools)
             elif result.stop_reason == StopReason.CANCELLED:
                 self.unanswered[parent.id] = "Stopped before any reply"
         elif continued is not None and result.error:

@@ -130,6 +130,18 @@ class WindowActions(QMainWindow):
         if path:
             self.load_tools_file(path)
 
+    def offer_shorter_prompt(self, message: str, tools_on: bool) -> None:
+        """A prompt longer than the model reads: offer to leave out the oldest messages,
+        or (when tools were offered) to turn tools off."""
+        self.notice.show_message(
+            f"{message}.",
+            "error",
+            action="Leave out oldest messages",
+            callback=self.controller.drop_oldest_turns,
+            second_action="Turn tools off" if tools_on else "",
+            second_callback=self.controller.turn_tools_off if tools_on else None,
+        )
+
     def load_tools_file(self, path: str) -> None:
         from engine.files import FileRefused, read_text_limited
         from engine.tools.definitions import MAX_FILE_BYTES
