@@ -52,8 +52,8 @@ _LAYER_NAMES = {
     "ffn_norm": "post_attention_layernorm",
 }
 _TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
-_BLOCK_RE = re.compile(r"^blk\.(\d+)\.(\w+)\.(weight|scales|biases|bias)$")
-_TOP_RE = re.compile(r"^(\w+)\.(weight|scales|biases|bias)$")
+_BLOCK_RE = re.compile(r"^blk\.(\d+)\.(\w+)\.(weight|scales|biases|bias)\Z")
+_TOP_RE = re.compile(r"^(\w+)\.(weight|scales|biases|bias)\Z")
 
 
 def _mlx_name(gguf_name: str) -> tuple[str, str] | None:

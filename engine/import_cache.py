@@ -48,7 +48,7 @@ IMPORT_FILES = frozenset(
 TEMP_PREFIX = ".corral-import-"
 OWNER = ".corral-owner"
 # Temporary folders of Corral versions before these checks: `.NAME.XXXXXXXX` (mkdtemp).
-_LEGACY_TEMP = re.compile(r"^\..+\.[a-z0-9_]{8}$")
+_LEGACY_TEMP = re.compile(r"\..+\.[a-z0-9_]{8}\Z")
 _STALE_AFTER_S = 24 * 3600  # an owner process alive this long is not importing any more
 _LEGACY_STALE_AFTER_S = 3600
 _KEEP_FINGERPRINTS = 8

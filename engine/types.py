@@ -5,7 +5,6 @@ Nothing here touches MLX, so the GUI can import it freely.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict
@@ -39,19 +38,10 @@ class SamplingSettings:
     stop: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
-        """Raise ValueError naming the first setting that is out of range."""
-        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
-        if not 0 <= self.min_p < 1:
-            raise ValueError(f"min_p must be in [0, 1), got {self.min_p}")
-        if self.repetition_penalty <= 0:
-            raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        """Raise ValueError naming the first setting that is out of range (and the range)."""
+        from engine.sampling_checks import check_sampling
+
+        check_sampling(self)
 
 
 ConstraintKind = Literal["json_schema", "lark", "regex", "gbnf", "any_json"]
