@@ -186,7 +186,11 @@ class ChatController(QObject):
         self.conversationsChanged.emit()
 
     def path(self) -> list[Message]:
-        return self.store.active_path(self.conversation_id) if self.conversation_id else []
+        path = self.store.active_path(self.conversation_id) if self.conversation_id else []
+        if self.store.warnings:  # a damaged record was repaired on the way: say so once
+            warnings, self.store.warnings = self.store.warnings, []
+            self.notice.emit("; ".join(warnings) + ".")
+        return path
 
     def branch_position(self, message: Message) -> tuple[int, int]:
         """(1-based index, count) of `message` among its siblings, for the "< i/n >" switcher."""

@@ -130,6 +130,16 @@ class WindowActions(QMainWindow):
         if path:
             self.load_tools_file(path)
 
+    def bring_forward(self, files: list[str]) -> None:
+        """Another launch of Corral on this data folder: show this window, open its files."""
+        if self.isMinimized():
+            self.showNormal()
+        self.show()
+        self.raise_()
+        self.activateWindow()
+        if files:
+            self.open_files(files)
+
     def offer_shorter_prompt(self, message: str, tools_on: bool) -> None:
         """A prompt longer than the model reads: offer to leave out the oldest messages,
         or (when tools were offered) to turn tools off."""
