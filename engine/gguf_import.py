@@ -238,10 +238,13 @@ def import_gguf(
             aside = make_temp_folder(parent)
             os.replace(out, aside / "old")
         os.replace(tmp, out)  # onto a missing or empty folder only: never over files
-    except BaseException:
+    except BaseException as exc:
         remove_tree(tmp, parent)
         if aside is not None and (aside / "old").exists() and not out.exists():
             os.replace(aside / "old", out)
+        elif isinstance(exc, OSError) and is_import_of(out, sha256):
+            report("Imported", 1.0)  # another process imported the same file meanwhile
+            return out
         raise
     finally:
         if aside is not None:

@@ -206,7 +206,13 @@ def _is_stale(folder: Path, legacy: bool) -> bool:
         owner = json.loads((folder / OWNER).read_text())
         pid, started = int(owner["pid"]), float(owner["started"])
     except (OSError, ValueError, KeyError, TypeError):
-        return False  # not (yet) marked as ours: leave it
+        # No owner file (yet, or no more: an import removes it just before its rename):
+        # ours only by name, so it must be old and hold nothing but an import's files.
+        try:
+            age = now - folder.stat().st_mtime
+        except OSError:
+            return False
+        return age > _STALE_AFTER_S and holds_only_import_files(folder)
     return not _alive(pid) or now - started > _STALE_AFTER_S
 
 

@@ -94,6 +94,26 @@ def test_output_may_be_new_empty_or_corrals_import_of_the_same_file(tmp_path: Pa
     assert leftovers == []
 
 
+def test_an_import_finished_meanwhile_by_another_process_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine import gguf_import
+
+    gguf = write_tiny_gguf(tmp_path / "tiny.gguf")
+    out = tmp_path / "model"
+    convert = gguf_import.convert_gguf_weights
+
+    def racing(*args, **kwargs):  # the other process writes `out` while this one converts
+        monkeypatch.setattr(gguf_import, "convert_gguf_weights", convert)
+        import_gguf(gguf, out)
+        return convert(*args, **kwargs)
+
+    monkeypatch.setattr(gguf_import, "convert_gguf_weights", racing)
+    assert import_gguf(gguf, out) == out
+    assert (out / "model.safetensors").is_file()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
 @pytest.mark.parametrize("kind", ["file", "link"])
 def test_output_that_is_a_file_or_a_link_is_refused(tmp_path: Path, kind: str) -> None:
     gguf = write_tiny_gguf(tmp_path / "tiny.gguf")
