@@ -19,11 +19,13 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from app.constraints import Checked, check_spec, spec_from_dict, spec_to_dict
+from app.history_window import start_after_dropping
 from app.jobs.engine_bridge import EngineBridge, ReplyJob
 from app.jobs.thread import run_task
 from app.store import DEFAULT_TITLE, ChatSettings, Conversation, Message, Store, ToolsConfig
 from app.tools import enabled_tool_definitions, enabled_tool_warnings
 from engine.constraints.validate import constraint_notes
+from engine.context import CONTEXT_LENGTH_EXCEEDED, error_text
 from engine.mcp.turn import DEFAULT_MAX_STEPS, tool_choice_for_step
 from engine.types import (
     ChatMessage,
@@ -86,6 +88,9 @@ class ChatController(QObject):
     toolCallsReady = Signal(int, object)  # conversation id, the saved reply's tool calls
     stopRequested = Signal()  # Stop: tool calls in flight are cancelled too
     chipsChanged = Signal()  # chip_state() changed for the open conversation
+    # A prompt longer than the model reads: the message, and whether tools were offered
+    # (the window offers to leave out the oldest turns, or to turn tools off).
+    contextExceeded = Signal(str, bool)
 
     def __init__(self, store: Store, bridge: EngineBridge, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -117,6 +122,11 @@ class ChatController(QObject):
         # how JSON schemas are followed (Preferences)
         self.schema_options = SchemaOptions()
         self.close_loops = True
+        # per conversation id: the message the model reads from (older ones are left out
+        # after the user chose to, for a model whose context they overflow)
+        self._history_from: dict[int, int] = {}
+        self._overflow: tuple[int, int] | None = None  # conversation id, prompt tokens
+        self._reply_had_tools = False
 
     # ---- conversations ----
 
@@ -185,7 +195,11 @@ class ChatController(QObject):
         self.conversationsChanged.emit()
 
     def path(self) -> list[Message]:
-        return self.store.active_path(self.conversation_id) if self.conversation_id else []
+        path = self.store.active_path(self.conversation_id) if self.conversation_id else []
+        if self.store.warnings:  # a damaged record was repaired on the way: say so once
+            warnings, self.store.warnings = self.store.warnings, []
+            self.notice.emit("; ".join(warnings) + ".")
+        return path
 
     def branch_position(self, message: Message) -> tuple[int, int]:
         """(1-based index, count) of `message` among its siblings, for the "< i/n >" switcher."""
@@ -471,7 +485,7 @@ class ChatController(QObject):
         messages: list[ChatMessage] = []
         if conv.settings.system_prompt.strip():
             messages.append({"role": "system", "content": conv.settings.system_prompt})
-        messages += [m.to_chat_message() for m in upto]
+        messages += [m.to_chat_message() for m in self._read_from(upto, conv.id)]
         tools = enabled_tool_definitions(conv.tools)
         if self.tool_source is not None:
             reserved = [t.get("function", t).get("name") for t in tools]
@@ -492,6 +506,55 @@ class ChatController(QObject):
             close_loops=self.close_loops,
         )
 
+    def _read_from(self, path: list[Message], conversation_id: int) -> list[Message]:
+        """`path` from the message the model reads from (all of it unless the user chose
+        to leave out older turns, and only while that message is on the path)."""
+        first = self._history_from.get(conversation_id)
+        ids = [m.id for m in path]
+        return path[ids.index(first) :] if first in ids else path
+
+    def drop_oldest_turns(self) -> bool:
+        """After a prompt too long for the model: leave out the oldest turns of the open
+        conversation (they stay in the chat) and answer again."""
+        conv, info = self.conversation, self.bridge.model_info
+        if conv is None or self._overflow is None or self._overflow[0] != conv.id or self.busy:
+            return False
+        context = getattr(info, "context_length", None)
+        path = self.path()
+        kept = self._read_from(path, conv.id)
+        start = len(path) - len(kept)
+        new_start = (
+            start_after_dropping(path, start, self._overflow[1], context, conv.settings.max_tokens)
+            if context
+            else None
+        )
+        if new_start is None:
+            self.notice.emit(
+                "The last message alone is longer than this model reads: shorten it, or load "
+                "a model with a longer context."
+            )
+            return False
+        self._history_from[conv.id] = path[new_start].id
+        self._overflow = None
+        return self.regenerate()
+
+    def turn_tools_off(self) -> bool:
+        """After a prompt too long for the model: stop offering tools in the open
+        conversation (tool_choice "none"; they stay configured) and answer again."""
+        conv = self.conversation
+        if conv is None or self.busy:
+            return False
+        self.set_tools(replace(conv.tools, tool_choice="none"))
+        self._overflow = None
+        return self.regenerate()
+
+    def left_out_count(self) -> int:
+        """How many messages of the open conversation's path the model does not read."""
+        if self.conversation_id is None:
+            return 0
+        path = self.path()
+        return len(path) - len(self._read_from(path, self.conversation_id))
+
     def _start_reply(self, parent: Message) -> None:
         conv = self.store.conversation(parent.conversation_id)
         assert conv is not None
@@ -504,6 +567,7 @@ class ChatController(QObject):
         self._reply_parent = parent
         self._reply_conversation = conversation_id
         self._reply_constraint_kind = request.constraint.kind if request.constraint else None
+        self._reply_had_tools = bool(request.tools) and request.tool_choice != "none"
         self.job = self.bridge.submit(request)
         self.job.prefill.connect(self.replyPrefill)
         self.job.delta.connect(self._on_delta)
@@ -559,7 +623,11 @@ class ChatController(QObject):
                 self.toolCallsReady.emit(parent.conversation_id, meta["tool_calls"])
         elif parent is not None and continued is None:
             if result.error:
-                self.unanswered[parent.id] = f"No reply: {result.error}"
+                self.unanswered[parent.id] = f"No reply: {error_text(result.error)}"
+                if result.error_code == CONTEXT_LENGTH_EXCEEDED:
+                    self._overflow = (parent.conversation_id, result.stats.prompt_tokens)
+                    text = error_text(result.error)
+                    self.contextExceeded.emit(text[:1].upper() + text[1:], self._reply_had_tools)
             elif result.stop_reason == StopReason.CANCELLED:
                 self.unanswered[parent.id] = "Stopped before any reply"
         elif continued is not None and result.error:

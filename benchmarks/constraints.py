@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks.limits import measure_depth_check
 from engine.constraints.loop import ConstrainedDecoder
 from engine.constraints.sources import constraint_from_file, json_schema_constraint
 from engine.constraints.tokenizer import ll_tokenizer
@@ -119,6 +120,7 @@ def measure_constraints(
     out["forced_tokens"] = f"{fstats.forced_tokens} of {forced['overlapped'][0].tokens}"
     out["forced_forward_passes"] = fstats.forward_passes
     out.update(measure_drop_to_first_mask(tokenizer, repeats=max(3, repeats)))
+    out.update(measure_depth_check(tokenizer, repeats=max(3, repeats)))
 
     if stress:
         import mlx_lm

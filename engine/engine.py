@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from engine.context import annotate_error
 from engine.errors import CorralError, EngineClosedError
 from engine.types import (
     CacheStats,
@@ -344,6 +345,7 @@ class Engine:
                 result.error_kind = (
                     "input" if isinstance(exc, CorralError | ValueError) else "internal"
                 )
+                annotate_error(result, exc)
         self._requests_done += 1
         self._publish()  # before Finished: whoever waits for the reply sees its effect
         handle.emit(Finished(result))

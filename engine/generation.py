@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from engine.context import reply_budget, tool_definition_tokens
 from engine.decode import Cancelled, decode_free, prefill
 from engine.prompt import encode_chat, render_continuation
 from engine.reply_text import ReplyText
@@ -68,6 +69,13 @@ def generate_reply(
         prompt_tokens = encode_chat(tokenizer, request.messages)
     if not prompt_tokens:
         raise ValueError("the prompt is empty")
+    # Before any prefill: a prompt the model cannot read is refused with the numbers.
+    budget = reply_budget(
+        len(prompt_tokens),
+        loaded.info.context_length,
+        settings.max_tokens,
+        lambda: tool_definition_tokens(tokenizer, request, len(prompt_tokens)),
+    )
     splitter = tool_plan.stream() if tool_plan is not None else None
 
     def emit_text(delta: str) -> None:
@@ -105,7 +113,7 @@ def generate_reply(
                 tokenizer,
                 constraint,
                 ends,
-                max_tokens=settings.max_tokens if request.close_to_fit else None,
+                max_tokens=budget if request.close_to_fit else None,
                 close_loops=request.close_loops,
             )
         prefill(
@@ -155,7 +163,7 @@ def generate_reply(
                 if runtime is not None and runtime.finished:  # also on the budget's last token
                     stop_reason = StopReason.EOS
                     break
-                if len(generated) >= settings.max_tokens:
+                if len(generated) >= budget:
                     stop_reason = StopReason.LENGTH
                     break
             else:  # the decoder ended the reply without a token (closed where it stood)
@@ -195,7 +203,7 @@ def generate_reply(
 
             notes, tight = constraint_notes(runtime.constraint)
         if incomplete and stop_reason == StopReason.LENGTH and request.close_to_fit:
-            notes.append(_unclosed(runtime.closing_needed, settings.max_tokens))
+            notes.append(_unclosed(runtime.closing_needed, budget))
 
     text, calls = reply.text, list[ToolCall]()
     if tool_plan is not None:

@@ -13,9 +13,18 @@ from typing import Any
 import platformdirs
 
 from engine.errors import ModelLoadError
+from engine.files import check_inside
+from engine.gguf_header import check_gguf
 from engine.gguf_import import import_gguf
+from engine.import_cache import (
+    clean_stale_temp_folders,
+    file_sha256,
+    find_by_fingerprint,
+    is_import_of,
+    remember_fingerprint,
+    safe_folder_name,
+)
 from engine.library.budget import CPU_DEQUANTIZE_LIMIT
-from engine.library.convert import IMPORT_FORMAT
 from engine.library.discovery import (
     OLLAMA_PREFIX,
     LibraryRoots,
@@ -65,33 +74,49 @@ def default_gguf_path() -> Path:
     return path
 
 
-def _is_current_import(folder: Path, gguf: Path) -> bool:
-    marker = folder / "corral_source.json"
-    if not (folder / "config.json").exists() or not marker.exists():
-        return False
-    try:
-        source = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        return False
-    if source.get("format") != IMPORT_FORMAT:  # imported by an older Corral: redo it
-        return False
-    return bool(source.get("size") == gguf.stat().st_size)
+def models_dir() -> Path:
+    """The cache folder imports are written to. On its first use in a process, temporary
+    folders left by imports that were killed are removed."""
+    folder = cache_dir() / "models"
+    key = str(folder)
+    if key not in _cleaned:
+        _cleaned.add(key)
+        clean_stale_temp_folders(folder, legacy=True)
+    return folder
 
 
-def imported_gguf_dir(gguf: Path) -> Path:
-    """Where the MLX import of `gguf` lives in the cache."""
-    return cache_dir() / "models" / gguf.stem
+_cleaned: set[str] = set()
+
+
+def imported_gguf_dir(gguf: Path, sha256: str) -> Path:
+    """Where the MLX import of `gguf` (whose SHA-256 is `sha256`) lives in the cache: a
+    sanitised file name plus the digest, always a direct child of `models_dir()`."""
+    root = models_dir()
+    folder = root / f"{safe_folder_name(gguf.stem)}-{sha256[:16]}"
+    check_inside(folder, root)
+    return folder
 
 
 def ensure_gguf_imported(
     gguf: str | os.PathLike[str], on_progress: ProgressFn | None = None
 ) -> Path:
-    """Import `gguf` into the cache once; later calls return the cached folder at once."""
+    """Import `gguf` into the cache once; later calls return the cached folder at once.
+
+    The cache is keyed by the file's SHA-256 (engine/import_cache.py says why); a file
+    whose status has not changed since it was hashed is found without hashing it again.
+    """
     gguf = Path(gguf).expanduser().resolve()
-    out = imported_gguf_dir(gguf)
-    if _is_current_import(out, gguf):
+    root = models_dir()
+    found = find_by_fingerprint(root, gguf) if root.is_dir() else None
+    if found is not None:
+        return found
+    check_gguf(gguf)
+    sha256 = file_sha256(gguf, on_progress)
+    out = imported_gguf_dir(gguf, sha256)
+    if is_import_of(out, sha256):
+        remember_fingerprint(out, gguf)
         return out
-    return import_gguf(gguf, out, on_progress)
+    return import_gguf(gguf, out, on_progress, sha256=sha256)
 
 
 def ensure_default_model(on_progress: ProgressFn | None = None) -> Path:

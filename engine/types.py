@@ -5,7 +5,6 @@ Nothing here touches MLX, so the GUI can import it freely.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict
@@ -39,19 +38,10 @@ class SamplingSettings:
     stop: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
-        """Raise ValueError naming the first setting that is out of range."""
-        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
-        if not 0 <= self.min_p < 1:
-            raise ValueError(f"min_p must be in [0, 1), got {self.min_p}")
-        if self.repetition_penalty <= 0:
-            raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        """Raise ValueError naming the first setting that is out of range (and the range)."""
+        from engine.sampling_checks import check_sampling
+
+        check_sampling(self)
 
 
 ConstraintKind = Literal["json_schema", "lark", "regex", "gbnf", "any_json"]
@@ -302,6 +292,9 @@ class ChatResult:
     # "input" when the request was at fault (settings, grammar, a conversation the template
     # cannot render), "unavailable" when no model is loaded, "internal" for anything else.
     error_kind: str | None = None
+    # A machine-readable reason where a front end can offer a way out, e.g.
+    # "context_length_exceeded" (stats.prompt_tokens then holds the prompt's length).
+    error_code: str | None = None
     constraint_name: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     # with tools: what became of the request's own constraint, and what the tools' checks
@@ -328,6 +321,7 @@ class ChatResult:
             "closed_to_fit": self.closed_to_fit,
             "tight": list(self.tight),
             "error": self.error,
+            "error_code": self.error_code,
             "constraint": self.constraint_name,
             "constraint_use": self.constraint_use,
             "warnings": list(self.warnings),

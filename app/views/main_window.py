@@ -225,6 +225,7 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         c.replyFinished.connect(self._reply_finished)
         c.busyChanged.connect(self._busy_changed)
         c.notice.connect(lambda text: self.notice.show_message(text, "error"))
+        c.contextExceeded.connect(self.offer_shorter_prompt)
         c.chipsChanged.connect(self._show_chips)
 
         self.sidebar.newRequested.connect(self.new_chat)

@@ -26,6 +26,8 @@ from llguidance import LLMatcher
 
 from engine.constraints import ConstraintError, Diagnostic
 from engine.constraints.compiled import CompiledGrammar
+from engine.constraints.gbnf import gbnf_to_grammar
+from engine.constraints.limits import check_lark, check_schema
 from engine.constraints.sources import ANY_JSON_SCHEMA, parse_json_schema
 from engine.constraints.tight import tighten
 from engine.types import ConstraintSpec, SchemaOptions, ValidationReport
@@ -98,6 +100,7 @@ def build_grammar(spec: ConstraintSpec) -> tuple[str, list[str]]:
             raise
         if not isinstance(parsed, dict | bool):
             parse_json_schema(spec.source, label)  # raises: not an object
+        check_schema(parsed, label)  # before native code: too deep would crash it
         schema, notes = schema_for_grammar({} if parsed is True else parsed, spec.options)
         try:
             return LLMatcher.grammar_from_json_schema(schema, defaults=defaults), notes
@@ -113,19 +116,10 @@ def to_grammar(spec: ConstraintSpec) -> str:
     if kind in ("any_json", "json_schema"):
         return build_grammar(spec)[0]
     if kind == "lark":
+        check_lark(spec.source, spec.name or "Lark grammar")
         return LLMatcher.grammar_from_lark(spec.source)
     if kind == "gbnf":
-        from llguidance.gbnf_to_lark import GbnfToLarkError, any_to_lark
-
-        try:
-            return LLMatcher.grammar_from_lark(any_to_lark(spec.source))
-        except GbnfToLarkError as exc:
-            line, column = _line_column(spec.source, exc.pos.pos)
-            diag = Diagnostic(str(exc).split(" at line ")[0], line, column)
-            raise ConstraintError(f"{spec.name or 'GBNF grammar'}: {diag}", [diag]) from exc
-        except (Exception, RecursionError) as exc:  # the converter raises bare Exceptions
-            diag = Diagnostic(f"invalid GBNF: {exc}")
-            raise ConstraintError(f"{spec.name or 'GBNF grammar'}: {diag}", [diag]) from exc
+        return gbnf_to_grammar(spec.source, spec.name or "GBNF grammar")
     if kind == "regex":
         return LLMatcher.grammar_from_regex(spec.source)
     raise ConstraintError(f"unknown constraint kind {kind!r}")
@@ -271,11 +265,6 @@ def _language_problems(
             )
         return []
     return [parse_message("NoExtension", report.spec.kind)]
-
-
-def _line_column(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 def constraint_notes(constraint: ConstraintSpec) -> tuple[list[str], list[str]]:

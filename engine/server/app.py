@@ -357,7 +357,9 @@ def _raise_for_result(result: ChatResult) -> None:
     """APIError for a reply the engine could not produce."""
     if result.error is None and result.stop_reason != StopReason.CANCELLED:
         return
-    raise GenerationFailed(status_for(result), error_message(result), code="generation_failed")
+    raise GenerationFailed(
+        status_for(result), error_message(result), code=result.error_code or "generation_failed"
+    )
 
 
 def _record(

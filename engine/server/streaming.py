@@ -53,7 +53,11 @@ async def sse_stream(
             events = await channel.next_batch()
         result = writer.result
         if result is not None and (result.error or result.stop_reason == StopReason.CANCELLED):
-            error = APIError(status_for(result), error_message(result), code="generation_failed")
+            error = APIError(
+                status_for(result),
+                error_message(result),
+                code=result.error_code or "generation_failed",
+            )
             yield encode_sse(error.body())
         yield SSE_DONE
     finally:

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llguidance import LLMatcher
 
 from engine.constraints.compiled import CompiledGrammar
 from engine.constraints.validate import compile_constraint
-from engine.tokenizer import ModelTokenizer
+from engine.plain_text import TextShield
 from engine.tools.definitions import (
     DEFAULT_OPTIONS,
     ToolDefinitionError,
@@ -123,23 +123,33 @@ def prepare_tool_request(
         specs = validate_tools(given, options=schema_options)
     choice = resolve_choice(tool_choice, specs)
     fmt = choose_format(tokenizer)
-    offered = None if choice.mode == "none" else specs
-    text = render_chat_with_tools(tokenizer, messages, offered, fmt)
+    # Messages and tool definitions are untrusted: their text is tokenized as plain text.
+    shield = TextShield(tokenizer)
+    offered = None if choice.mode == "none" else [shield_spec(shield, s) for s in specs]
+    text = render_chat_with_tools(tokenizer, shield.value(list(messages)), offered, fmt)
     user = compile_constraint(user_constraint) if user_constraint is not None else None
     constraint, use, notes = _reply_constraint(
         fmt, specs, choice, parallel_tool_calls, user, schema_options
     )
     return ToolPlan(
-        prompt_tokens=ModelTokenizer.of(tokenizer).encode(text),
+        prompt_tokens=shield.encode(text),
         constraint=constraint,
         user_constraint=use,
         format=fmt.name,
         native=fmt.native,
         choice=choice,
-        prompt_text=text,
+        prompt_text=shield.restore(text),
         tools=specs,
         warnings=tool_warnings(specs) + notes,
         _format=fmt,
+    )
+
+
+def shield_spec(shield: TextShield, spec: ToolSpec) -> ToolSpec:
+    """`spec` as the prompt shows it: its description and schema shielded (its name is
+    already plain: the name rule allows no markup)."""
+    return replace(
+        spec, description=shield.text(spec.description), parameters=shield.value(spec.parameters)
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from engine.constraints.tight import tighten
 from engine.errors import CorralError
+from engine.files import FileRefused, read_text_limited
 from engine.types import FunctionDefinition, SchemaOptions, ToolDefinition
 
 DEFAULT_OPTIONS = SchemaOptions()
@@ -29,7 +30,13 @@ DEFAULT_OPTIONS = SchemaOptions()
 # and the call formats embed names as JSON strings.
 TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
 TOOL_NAME_RULE = "1-128 letters, digits, '_', '-' or '.'"
-_MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_FILE_BYTES = 4 * 1024 * 1024  # a tools file
+# What one request may offer: more than this is not a tool set a model can use, and each
+# limit keeps a hostile definition (from an API client or an MCP server) from costing
+# minutes of prompt processing or compile time before anyone is told.
+MAX_TOOLS = 256
+MAX_DESCRIPTION_CHARS = 16_384
+MAX_PARAMETERS_BYTES = 256 * 1024
 
 # JSON layout inside tool calls: no free whitespace (it would let a small model ramble) and
 # the separators chat templates write with `tojson`, so calls look like the prompt's examples.
@@ -83,10 +90,23 @@ def compile_parameters(
     parameters: dict[str, Any], options: SchemaOptions = DEFAULT_OPTIONS
 ) -> tuple[str | None, list[str]]:
     """Compile a parameter schema with llguidance: (error or None, warnings)."""
+    from engine.constraints import ConstraintError
+    from engine.constraints.limits import MAX_JSON_NESTING, check_schema, nesting
+
     try:
         key = json.dumps(parameters, sort_keys=True)
     except (TypeError, ValueError) as exc:
         return f"not JSON: {exc}", []
+    except RecursionError:
+        return "nested too deeply", []
+    if len(key) > MAX_PARAMETERS_BYTES:
+        return f"too large ({len(key):,} bytes; the limit is {MAX_PARAMETERS_BYTES:,})", []
+    if nesting(parameters) > MAX_JSON_NESTING:
+        return f"nested more than {MAX_JSON_NESTING} levels deep", []
+    try:
+        check_schema(parameters)  # before llguidance: too deep a schema would crash it
+    except ConstraintError as exc:
+        return str(exc.diagnostics[0]) if exc.diagnostics else str(exc), []
     error, warnings = _compile_cached(key, options)
     return error, list(warnings)
 
@@ -153,6 +173,11 @@ def _validate_one(index: int, tool: Any, options: SchemaOptions) -> ToolSpec:
         description = ""
     if not isinstance(description, str):
         raise ToolDefinitionError(f'{where}: "description" must be a string')
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        raise ToolDefinitionError(
+            f'{where}: "description" is too long ({len(description):,} characters; the '
+            f"limit is {MAX_DESCRIPTION_CHARS:,})"
+        )
     parameters = function.get("parameters")
     if parameters is None:
         parameters = copy.deepcopy(_EMPTY_PARAMETERS)
@@ -189,6 +214,10 @@ def validate_tools(
         raise ToolDefinitionError(f"{prefix}tools must be a list of tool definitions")
     if not tools:
         raise ToolDefinitionError(f"{prefix}the tool list is empty")
+    if len(tools) > MAX_TOOLS:
+        raise ToolDefinitionError(
+            f"{prefix}too many tools ({len(tools):,}; a request may offer at most {MAX_TOOLS})"
+        )
     specs: list[ToolSpec] = []
     seen: dict[str, int] = {}
     for index, tool in enumerate(tools):
@@ -214,14 +243,10 @@ def load_tools(
     if not isinstance(source, (str, Path)):
         return [spec.to_openai() for spec in validate_tools(source)]
     path = Path(source).expanduser()
-    if not path.is_file():
-        raise ToolDefinitionError(f"{path}: no such tools file")
-    if path.stat().st_size > _MAX_FILE_BYTES:
-        raise ToolDefinitionError(f"{path}: too large for a tools file (over 4 MB)")
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ToolDefinitionError(f"{path}: not a UTF-8 text file") from None
+        text = read_text_limited(path, MAX_FILE_BYTES, "tools file")
+    except FileRefused as exc:
+        raise ToolDefinitionError(str(exc)) from None
     return tools_from_text(text, str(path))
 
 
@@ -234,4 +259,6 @@ def tools_from_text(text: str, source: str = "") -> list[ToolDefinition]:
         raise ToolDefinitionError(
             f"{prefix}invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
+    except RecursionError:
+        raise ToolDefinitionError(f"{prefix}the JSON is nested too deeply") from None
     return [spec.to_openai() for spec in validate_tools(data, source)]
