@@ -286,8 +286,8 @@ def _parse(buf: mmap.mmap | bytes, size: int) -> GGUFHeader:
         start = data_offset + offset
         if start > size or nbytes > size - start:
             raise _Invalid(
-                f"tensor {name!r}: {nbytes:,} bytes at offset {start:,} run past the end of "
-                f"the {size:,}-byte file"
+                f"tensor {name!r} ({TENSOR_TYPES[type_id][0]}): {nbytes:,} bytes at offset "
+                f"{start:,} run past the end of the {size:,}-byte file (truncated?)"
             )
         tensors.append(TensorInfo(name, shape, type_id, start, nbytes))
     return GGUFHeader(
