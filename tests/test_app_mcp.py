@@ -148,18 +148,22 @@ def test_the_panel_lists_servers_tools_and_states(qtbot, mcp_window) -> None:
     top = {
         tree.topLevelItem(i).text(0): tree.topLevelItem(i) for i in range(tree.topLevelItemCount())
     }
-    assert top["paint"].text(1) == "ready · 6 tools"
+    assert top["paint"].text(1) == "ready · 7 tools"
     assert top["broken"].text(1) == "failed"
     assert "the program was not found" in top["broken"].toolTip(1)
-    tools = {top["paint"].child(i).text(0): top["paint"].child(i) for i in range(7)}
+    tools = {top["paint"].child(i).text(0): top["paint"].child(i) for i in range(8)}
     assert tools["paint.pick"].toolTip(0).startswith("Pick a colour for a room")
     # A schema llguidance cannot compile: listed, left out, the reason shown.
     legacy = tools["legacy.lookup"]
     assert legacy.text(1) == "left out"
     assert not legacy.flags() & Qt.ItemFlag.ItemIsUserCheckable  # no switch: never offered
-    assert "Unimplemented keys" in legacy.toolTip(1) and "not offered" in legacy.toolTip(1)
+    assert "unclosed group" in legacy.toolTip(1) and "not offered" in legacy.toolTip(1)
     panel.tree.setCurrentItem(legacy)
     assert "Not offered: its inputSchema is not a usable JSON schema" in panel.detail.text()
+    # A keyword Corral cannot enforce: offered, with a warning that names it.
+    loose = tools["loose.lookup"]
+    assert loose.text(1) == "⚠ warning" and '"not"' in loose.toolTip(1)
+    assert loose.flags() & Qt.ItemFlag.ItemIsUserCheckable
     assert "1 of 2 server(s) ready." in panel.status.text()
     # The tool loop's settings and their defaults: 8 steps a turn, 60 s a call.
     assert (panel.max_steps.value(), panel.timeout.value()) == (8, 60)

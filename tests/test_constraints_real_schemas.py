@@ -6,11 +6,15 @@ on their own are the same token for token without the closing machinery."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from shared_datasets import dataset
 
 from benchmarks.coverage import first_mask_ms, load_schema, reply_for
 from engine.constraints.sources import json_schema_constraint
+from engine.constraints.validate import validate_constraint
+from engine.types import SchemaOptions
 
 PER_SUBSET = {"Github_easy": 16, "Glaiveai2K": 16, "Handwritten": 8}
 MAX_TOKENS = 120
@@ -35,7 +39,10 @@ def sample(default_engine):
             if kept == count:
                 break
             spec = json_schema_constraint(load_schema(path)[0], path.name)
-            if first_mask_ms(spec, lltok) is not None:
+            # Only schemas Corral enforces whole: a lenient one (a keyword ignored with a
+            # warning) may yield replies the ignored keyword would refuse.
+            strict = replace(spec, options=SchemaOptions(lenient=False))
+            if validate_constraint(strict).ok and first_mask_ms(spec, lltok) is not None:
                 picked.append(path)
                 kept += 1
     assert len(picked) == sum(PER_SUBSET.values())
