@@ -80,3 +80,42 @@ def test_the_line_under_a_reply_stays_on_one_line(qtbot):
     assert widget.stats.text() == f"0.3{NBSP}s to first word"
     assert not widget.stats.wordWrap()  # a narrow window never wraps the figures
     assert "1\u00a0token" in widget.stats.toolTip()
+
+
+def test_the_loading_strip_says_what_is_happening(qtbot):
+    """Above the composer while a model loads: what is happening (importing only on first
+    use), how far along, and that typing is fine meanwhile; never "…." when there is no
+    percentage yet."""
+    from app.views.notice_bar import LoadingStrip
+
+    strip = LoadingStrip()
+    qtbot.addWidget(strip)
+    later = " You can type already: your message is sent when it is ready."
+    strip.start("SmolLM2-135M-Instruct")
+    assert strip.label.text() == "Loading SmolLM2-135M-Instruct…" + later
+    strip.progress("Reading GGUF", 0.4)  # the stages engine/gguf_import.py reports
+    text = "Importing SmolLM2-135M-Instruct — only on its first use… 40%."
+    assert strip.label.text() == text + later
+    strip.progress("Dequantizing for the CPU backend", 0.95)
+    assert strip.label.text().startswith("Preparing SmolLM2-135M-Instruct for this computer… 95%.")
+    assert "…." not in strip.label.text()
+
+
+def test_the_strip_knows_every_stage_the_import_reports():
+    """The strip tells an import from a load by the stage names engine/gguf_import.py
+    reports: a renamed stage would quietly turn "Importing…" back into "Loading…"."""
+    import ast
+    from pathlib import Path
+
+    from app.views.notice_bar import _IMPORT_STAGES
+
+    source = Path(__file__).resolve().parents[1] / "engine" / "gguf_import.py"
+    stages = {
+        node.args[0].value
+        for node in ast.walk(ast.parse(source.read_text()))
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", "") == "report"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+    }
+    assert stages and stages <= set(_IMPORT_STAGES), stages - set(_IMPORT_STAGES)

@@ -183,3 +183,41 @@ def test_an_overlay_panel_closes_with_a_click_beside_it(qtbot, tmp_path, tiny_en
     assert shell.placements["sidebar"] == "overlay"
     assert window.chat_area.geometry().left() == 0
     close_window(window)
+
+
+def test_toolbar_and_status_bar_fit_800_wide_through_a_model_load(qtbot, tmp_path, tiny_model_dir):
+    """At the narrowest size, loading a model with a long name (progress in the toolbar,
+    then the name and its size in the status bar) never pushes the model picker or the
+    panel buttons into the toolbar's overflow menu, and clips nothing."""
+    import shutil
+
+    from app.jobs.engine_bridge import EngineBridge
+    from app.store import Store
+    from app.views.main_window import MainWindow
+
+    model = tmp_path / "SmolLM2-135M-Instruct-a-long-name"
+    shutil.copytree(tiny_model_dir, model)
+    bridge = EngineBridge()
+    window = MainWindow(Store.open(tmp_path / "data"), bridge)
+    qtbot.addWidget(window)
+    window.resize(800, 500)
+    window.show()
+    qtbot.waitExposed(window)
+
+    def fits(when: str) -> None:
+        settle()
+        assert window.width() == 800, when
+        panel_button = window.toolbar.widgetForAction(window.settings_action)
+        assert window.model_bar.isVisible() and panel_button.isVisible(), when
+        problems = clipped_widgets(window)
+        assert not problems, f"{when}:\n" + "\n".join(problems)
+
+    window.load_model(str(model))
+    fits("loading")
+    qtbot.waitUntil(lambda: bridge.model_info is not None, timeout=60_000)
+    window.update_status()
+    fits("loaded")
+    assert window.model_label.text().startswith(model.name)
+    screenshot(window, "layout_800x500_after_load")
+    close_window(window)
+    bridge.close()
