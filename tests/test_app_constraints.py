@@ -64,6 +64,11 @@ def test_dropped_schema_on_the_window_gives_valid_json(qtbot, tmp_path, tiny_eng
     assert stats["constrained"] and stats["forced_tokens"] > 0
     forced = stats["forced_tokens"]
     assert f"Forced by the grammar: {forced}\u00a0token" in reply.stats.toolTip()
+    # Checked once when dropped (for the loaded model's tokenizer), compiled once: every
+    # reply under it copies that matcher instead of parsing or compiling the file again.
+    _ask(qtbot, window, "Again")
+    spec = window.controller.chip_state().constraint
+    assert spec is not None and spec.compiled is not None and spec.compiled.compiles == 1
     close_window(window)
 
 
