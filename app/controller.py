@@ -102,7 +102,7 @@ class ChatController(QObject):
         self._reply_conversation: int | None = None
         self._reply_prefix = ""  # the text of a reply being continued
         self._continued: Message | None = None
-        self._reply_constraint_kind: str | None = None
+        self._reply_constraint: ConstraintSpec | None = None  # the user's, as sent
         # What a new chat starts from (the user's Preferences) and the loaded model's
         # recommended sampling (values a conversation leaves unset follow it).
         self.new_chat_settings = ChatSettings()
@@ -568,6 +568,7 @@ class ChatController(QObject):
         self._reply_conversation = conversation_id
         self._reply_constraint_kind = request.constraint.kind if request.constraint else None
         self._reply_had_tools = bool(request.tools) and request.tool_choice != "none"
+        self._reply_constraint = request.constraint
         self.job = self.bridge.submit(request)
         self.job.prefill.connect(self.replyPrefill)
         self.job.delta.connect(self._on_delta)
@@ -602,11 +603,15 @@ class ChatController(QObject):
         if continued is not None and not result.text:
             keep = False  # nothing new: the cut reply stays as it was
         if parent is not None and keep and self.store.message(parent.id) is not None:
+            own = self._reply_constraint
+            joined = result.constraint_use == "with_tools" and own is not None
             meta = {
                 "stats": result.stats.to_dict(),
                 "stop_reason": result.stop_reason.value,
-                "constraint": result.constraint_name,
-                "constraint_kind": self._reply_constraint_kind,
+                # the user's format by its own name where a reply fits it or is a tool call
+                "constraint": own.name or own.kind if joined and own else result.constraint_name,
+                "constraint_kind": own.kind if own is not None else None,
+                "constraint_use": result.constraint_use,
                 "incomplete": result.incomplete,
                 "tool_calls": [c.to_dict() for c in result.tool_calls],
                 "model": getattr(self.bridge.model_info, "name", None),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -163,7 +164,7 @@ def test_a_failed_load_shows_what_is_loaded_and_offers_the_previous_model(
     qtbot.waitUntil(window.notice.isVisible, timeout=30_000)
     text = window.notice.text()
     assert "could not be loaded" in text and "no-such-model" in text and "Traceback" not in text
-    assert "No model is loaded now" in text
+    assert re.search(r"\w[.!?] No model is loaded now\.$", text), text  # whole sentences
     assert window.model_bar.picker.text() == "Model: none"  # the box shows what is loaded
     assert window.model_label.text() == "No model"
     assert window.notice.action.isVisible()

@@ -126,7 +126,7 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.composer.add_accessory(self.tools_chip)
         self.composer.finish_accessories()
         column = QVBoxLayout(self.chat_area)
-        column.setContentsMargins(0, 0, 0, 0)
+        column.setContentsMargins(1, 0, 0, 0)  # the style sheet's border-left, all the way down
         column.setSpacing(0)
         column.addWidget(self.notice)
         column.addWidget(self.chat, 1)
@@ -450,10 +450,15 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
     def _reply_started(self) -> None:
         conv = self.controller.conversation
         tag = ""
-        if conv is not None and conv.constraint and not self.controller.reply_prefix:
-            tag = describe_constraint(conv.constraint["kind"], conv.constraint.get("name", ""))
-        if conv is not None and describe_tools(conv.tools) and not self.controller.reply_prefix:
-            tag = describe_tools(conv.tools)
+        if conv is not None and not self.controller.reply_prefix:
+            # what the chips say the reply is held to: the format (or a tool call), or tools
+            state = self.controller.chip_state()
+            if state.constraint is not None and state.constraint_use != "paused":
+                spec = state.constraint
+                tag = describe_constraint(spec.kind, spec.name)
+                tag += ", or a tool call" if state.constraint_use == "with_tools" else ""
+            elif describe_tools(conv.tools):
+                tag = describe_tools(conv.tools)
         reply = self.chat.begin_reply(tag, prefix=self.controller.reply_prefix)
         if self.bridge.loading:
             reply.set_status("Waiting for the model to finish loading…")

@@ -126,9 +126,9 @@ class LoadingStrip(QWidget):
             what = f"Preparing {self.name} for this computer"
         else:
             what = f"Loading {self.name}"
-        done = f" {percent}%" if percent > 0 else ""
+        done = f" {percent}%." if percent > 0 else ""  # "Loading X… 40%." / "Loading X…"
         self.label.setText(
-            f"{what}…{done}. You can type already: your message is sent when it is ready."
+            f"{what}…{done} You can type already: your message is sent when it is ready."
         )
 
     def finish(self) -> None:

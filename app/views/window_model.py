@@ -96,7 +96,8 @@ class WindowModel(QMainWindow):
         self.loading_strip.finish()
         self.composer.set_waiting_for_model(False)
         previous = self._loaded_spec if self._loaded_spec and self._loaded_spec != failed else None
-        text = f"The model could not be loaded: {message}"
+        text = f"The model could not be loaded: {message.rstrip()}"
+        text += "" if text.endswith((".", "!", "?")) else "."  # a sentence may follow
         if self._model_name is None:
             text += " No model is loaded now."
         if previous:
