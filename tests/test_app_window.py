@@ -137,7 +137,7 @@ def test_files_opened_through_the_os_become_constraints(qtbot, tmp_path, tiny_en
     grammar = tmp_path / "verdict.gbnf"
     grammar.write_text('root ::= "guilty" | "not guilty"\n')
     QApplication.sendEvent(app, QFileOpenEvent(str(grammar)))
-    qtbot.waitUntil(window.constraint_bar.chip.isVisible, timeout=10_000)
+    qtbot.waitUntil(window.constraint_bar.chip.isVisible, timeout=30_000)
     assert window.constraint_bar.chip.label.text() == "Reply as: verdict.gbnf (GBNF grammar)"
     app.removeEventFilter(opener)
     close_window(window)
