@@ -8,13 +8,16 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
 from engine.errors import ModelLoadError
 from engine.gguf_import import import_gguf
-from engine.types import ModelInfo
+from engine.types import MemoryPlan, ModelInfo
+
+if TYPE_CHECKING:
+    from engine.prompt_cache import PromptCacheTrie
 
 ProgressFn = Callable[[str, float], None]
 
@@ -158,10 +161,22 @@ class LoadedModel:
     model: Any
     tokenizer: Any  # mlx_lm TokenizerWrapper
     info: ModelInfo
+    # Set by a loader that shards the model across machines (engine.distributed): the memory
+    # plan of the group, and the prompt cache that keeps the other machines' caches in step.
+    plan_memory: Callable[[int | None], MemoryPlan] | None = None
+    make_prompt_cache: Callable[[int], PromptCacheTrie] | None = None
 
 
-def load_model(spec: str, on_progress: ProgressFn | None = None) -> LoadedModel:
-    """Resolve and load `spec`; errors name the path and the problem."""
+def load_model(
+    spec: str,
+    on_progress: ProgressFn | None = None,
+    *,
+    shard: Callable[[Any], None] | None = None,
+) -> LoadedModel:
+    """Resolve and load `spec`; errors name the path and the problem.
+
+    `shard(model)`, if given, splits the model before its weights are read, so that only
+    this machine's share is ever loaded (engine.distributed)."""
     import mlx.core as mx
     import mlx_lm
     from mlx.utils import tree_flatten
@@ -172,7 +187,7 @@ def load_model(spec: str, on_progress: ProgressFn | None = None) -> LoadedModel:
     target = resolve_model(spec, report)
     report("Loading weights", 0.9)
     try:
-        model, tokenizer = mlx_lm.load(str(target))[:2]
+        model, tokenizer = mlx_lm.load(str(target), lazy=shard is not None)[:2]
     except FileNotFoundError as exc:
         raise ModelLoadError(f"{target}: {exc}") from exc
     except Exception as exc:
@@ -183,6 +198,8 @@ def load_model(spec: str, on_progress: ProgressFn | None = None) -> LoadedModel:
         report("Dequantizing for the CPU backend", 0.95)
         model = dequantize_model(model)
         model.set_dtype(mx.float32)
+    if shard is not None:
+        shard(model)
     weights_bytes = model_nbytes(model)
     mx.eval(model.parameters())
     name = DEFAULT_MODEL_NAME if spec == DEFAULT_MODEL else Path(str(target)).name
