@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from engine.distributed.hostfile import Hostfile
+from engine.distributed.hostfile import LOCAL, Hostfile
 from engine.distributed.protocol import HEARTBEAT, KEY_ENV
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -111,6 +111,11 @@ class GroupProcess:
         """Start `mlx.launch` in its own process group, with readers for its output."""
         env = dict(os.environ)
         env[KEY_ENV] = self._key.hex()  # inherited by local ranks only, never on a command line
+        local = sum(1 for r, h in enumerate(self.hostfile.hosts) if r == 0 or h.ssh == LOCAL)
+        if local > 1 and "OPENBLAS_NUM_THREADS" not in env:
+            # Ranks sharing this machine (tests, benchmarks) split its cores: OpenBLAS threads
+            # that spin after each matmul would otherwise starve the rank whose turn it is.
+            env["OPENBLAS_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // local))
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
             self.command(),
