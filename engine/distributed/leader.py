@@ -27,7 +27,6 @@ from engine.distributed.loading import load_on_rank
 from engine.distributed.mirror import CacheMirror, LeaderModel, MirroredPromptCacheTrie
 from engine.distributed.plan import group_plan
 from engine.distributed.protocol import (
-    ALIVE_S,
     error_kind,
     strip_report,
     with_grammar,
@@ -78,7 +77,6 @@ class Leader:
         self.kv_setting = settings.get("kv_budget_bytes")
         self.engine = Engine(kv_budget_bytes=self.kv_setting, loader=self._load)
         self.send(("ready", pids))
-        threading.Thread(target=self._alive, name="corral-alive", daemon=True).start()
         while True:
             try:
                 message = self.conn.recv()
@@ -90,11 +88,6 @@ class Leader:
                 self.send(("done", message[1], None))
                 return 0
             self._dispatch(message)
-
-    def _alive(self) -> None:
-        while not self._shut_down:
-            self.send(("alive",))
-            threading.Event().wait(ALIVE_S)
 
     def _dispatch(self, message: tuple[Any, ...]) -> None:
         engine = self.engine

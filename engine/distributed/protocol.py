@@ -11,7 +11,7 @@ Corral -> rank 0: ("hosts", names, settings) once, then ("load", call, spec),
 
 rank 0 -> Corral: ("ready", pids), ("progress", call, LoadProgress), ("done", call, value),
 ("failed", call, kind, message), ("event", id, ChatEvent), ("snapshot", EngineSnapshot),
-("group", GroupInfo), ("alive",) every second.
+("group", GroupInfo).
 
 A compiled grammar does not travel: its llguidance grammar text does, and rank 0 keeps the
 compiled form per text, so a conversation's constraint still compiles once.
@@ -27,7 +27,6 @@ from engine.types import ChatRequest, ConstraintSpec, ValidationReport
 
 KEY_ENV = "CORRAL_DIST_KEY"
 FAMILY = "AF_UNIX"
-ALIVE_S = 1.0
 HEARTBEAT = "\x1ecorral-heartbeat"  # a follower's stdout line: HEARTBEAT RANK LAST_SEQ
 HEARTBEAT_S = 1.0
 

@@ -1,0 +1,164 @@
+"""When a rank dies or freezes mid-reply, the reply ends with an error naming the rank and
+its host within a bounded time, the group is stopped, and nothing in Corral's process hangs.
+Also tensor parallelism (the tiny model's heads split in two) and load errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from engine.distributed import (
+    DistributedConfig,
+    DistributedEngine,
+    DistributedError,
+    loopback_hostfile,
+)
+from engine.engine import Engine
+from engine.errors import ModelLoadError
+from engine.types import (
+    ChatEvent,
+    ChatRequest,
+    PrefillProgress,
+    SamplingSettings,
+    StopReason,
+    TextDelta,
+)
+
+pytestmark = pytest.mark.slow
+
+BOUND_S = 30.0  # from the failure to the reply's error
+
+
+def story(max_tokens: int = 400) -> ChatRequest:
+    return ChatRequest(
+        [{"role": "user", "content": "Write a long story about a ship."}],
+        SamplingSettings(temperature=0.0, max_tokens=max_tokens),
+    )
+
+
+def gone(pid: int, within: float = 20.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def reply_then(engine: DistributedEngine, act: threading.Event) -> tuple[object, float]:
+    """Submit a long reply; once it is under way (its prompt processed), set `act` and time
+    the rest."""
+    first = threading.Event()
+
+    def on_event(event: ChatEvent) -> None:
+        if isinstance(event, TextDelta | PrefillProgress):
+            first.set()
+
+    handle = engine.submit(story(), on_event)
+    assert first.wait(300), "the reply did not start"
+    act.set()
+    started = time.monotonic()
+    result = handle.result(timeout=BOUND_S * 4)
+    return result, time.monotonic() - started
+
+
+def test_a_killed_rank_ends_the_reply_naming_rank_and_host() -> None:
+    engine = DistributedEngine(DistributedConfig(loopback_hostfile(2), timeout_s=300))
+    try:
+        engine.load_model("default").result(timeout=600)
+        pids = list(engine.rank_pids)
+        act = threading.Event()
+        threading.Thread(
+            target=lambda: act.wait() and os.kill(pids[1], signal.SIGKILL), daemon=True
+        ).start()
+        result, took = reply_then(engine, act)
+        assert result.stop_reason == StopReason.ERROR  # type: ignore[attr-defined]
+        error = result.error or ""  # type: ignore[attr-defined]
+        assert "rank 1 (127.0.0.1)" in error and "SIGKILL" in error, error
+        assert result.error_kind == "unavailable"  # type: ignore[attr-defined]
+        assert took < BOUND_S, took
+        assert engine.failure == error
+        # later requests fail at once, with the same reason; the other rank is stopped too
+        again = engine.chat(story(4))
+        assert again.error == error
+        with pytest.raises(DistributedError):
+            engine.load_model("default").result(timeout=5)
+        assert gone(pids[0])
+    finally:
+        started = time.monotonic()
+        engine.close()
+        assert time.monotonic() - started < 15
+
+
+def test_a_frozen_rank_is_named_by_the_watchdog(tiny_model_dir: Path) -> None:
+    config = DistributedConfig(loopback_hostfile(2), timeout_s=300, stall_s=6.0)
+    engine = DistributedEngine(config)
+    pids: list[int] = []
+    try:
+        engine.load_model(str(tiny_model_dir)).result(timeout=600)
+        pids = list(engine.rank_pids)
+        act = threading.Event()
+        threading.Thread(
+            target=lambda: act.wait() and os.kill(pids[1], signal.SIGSTOP), daemon=True
+        ).start()
+        result, took = reply_then(engine, act)
+        error = result.error or ""  # type: ignore[attr-defined]
+        assert "rank 1 (127.0.0.1) stopped answering" in error, error
+        assert took < BOUND_S, took
+    finally:
+        if pids:
+            try:
+                os.kill(pids[1], signal.SIGCONT)  # let a stopped rank take its SIGTERM
+            except ProcessLookupError:
+                pass
+        engine.close()
+    assert all(gone(pid) for pid in pids)
+
+
+@pytest.fixture(scope="module")
+def tiny_group(tiny_model_dir: Path) -> Iterator[DistributedEngine]:
+    engine = DistributedEngine(DistributedConfig(loopback_hostfile(2), timeout_s=300))
+    try:
+        engine.load_model(str(tiny_model_dir)).result(timeout=600)
+        yield engine
+    finally:
+        engine.close()
+
+
+def test_tensor_parallel_where_the_heads_divide(
+    tiny_group: DistributedEngine, tiny_engine: Engine
+) -> None:
+    info = tiny_group.group_info
+    assert info is not None and info.mode == "tensor"
+    request = ChatRequest(
+        [{"role": "user", "content": "Hello there"}],
+        SamplingSettings(temperature=0.0, max_tokens=12),
+    )
+    one, many = tiny_engine.chat(request), tiny_group.chat(request)
+    assert many.error is None
+    assert many.token_ids == one.token_ids
+
+
+def test_a_model_that_cannot_load_leaves_the_group_serving(
+    tiny_group: DistributedEngine, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(ModelLoadError, match="no such model folder"):
+        tiny_group.load_model(str(tmp_path / "missing")).result(timeout=120)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text('{"model_type": "llama"}')
+    (tmp_path / "broken" / "model.safetensors").write_bytes(b"not weights")
+    with pytest.raises(ModelLoadError, match=r"rank 0 \(this machine\).*rank 1 \(127.0.0.1\)"):
+        tiny_group.load_model(str(tmp_path / "broken")).result(timeout=120)
+    tiny_group.load_model(str(tiny_model_dir)).result(timeout=600)
+    result = tiny_group.chat(story(3))
+    assert result.error is None and result.stats.generated_tokens > 0
