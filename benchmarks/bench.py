@@ -3,7 +3,8 @@ measured side by side in one run.
 
 Sections: `decode` (engine vs mlx-lm's stream_generate), `constraints` (constrained vs free
 decoding), `trie` and `session` (the prefix cache), `server` (HTTP streaming with the
-`openai` client against the Engine alone). Each returns a flat dict of figures; `--json`
+`openai` client against the Engine alone), `distributed` (the model sharded over two
+loopback ranks against one process). Each returns a flat dict of figures; `--json`
 prints them merged into one object whose keys stay stable (new figures add keys).
 """
 
@@ -103,12 +104,19 @@ def _section_server(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
     return run_server_bench(engine, args)
 
 
+def _section_distributed(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.distributed import run_distributed_bench
+
+    return run_distributed_bench(engine, args)
+
+
 SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "decode": bench_decode,
     "constraints": _section_constraints,
     "trie": _section_trie,
     "session": _section_session,
     "server": _section_server,
+    "distributed": _section_distributed,
 }
 
 

@@ -87,4 +87,8 @@ STABLE_KEYS: dict[str, set[str]] = {
         "server_tps_ratio",
         "server_ttft_overhead_ms",
     },
+    "distributed": {
+        "dist_tps_ratio",
+        "dist_comm_ms_per_token",
+    },
 }
