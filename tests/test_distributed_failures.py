@@ -65,7 +65,10 @@ def reply_then(engine: DistributedEngine, act: threading.Event) -> tuple[object,
             first.set()
 
     handle = engine.submit(story(), on_event)
-    assert first.wait(300), "the reply did not start"
+    deadline = time.monotonic() + 300
+    while not first.wait(0.1):
+        assert not handle.done(), f"the reply ended before it started: {handle.result().error}"
+        assert time.monotonic() < deadline, "the reply did not start"
     act.set()
     started = time.monotonic()
     result = handle.result(timeout=BOUND_S * 4)
@@ -162,3 +165,61 @@ def test_a_model_that_cannot_load_leaves_the_group_serving(
     tiny_group.load_model(str(tiny_model_dir)).result(timeout=600)
     result = tiny_group.chat(story(3))
     assert result.error is None and result.stats.generated_tokens > 0
+
+
+def test_a_stuck_rank_0_ends_the_reply_after_the_timeout(tiny_model_dir: Path) -> None:
+    config = DistributedConfig(loopback_hostfile(2), timeout_s=15.0, stall_s=300)
+    engine = DistributedEngine(config)
+    pids: list[int] = []
+    try:
+        engine.load_model(str(tiny_model_dir)).result(timeout=600)
+        pids = list(engine.rank_pids)
+        assert engine.chat(story(2)).error is None  # warm: a first step can be slow here
+        act = threading.Event()
+        threading.Thread(
+            target=lambda: act.wait() and os.kill(pids[0], signal.SIGSTOP), daemon=True
+        ).start()
+        result, took = reply_then(engine, act)
+        error = result.error or ""  # type: ignore[attr-defined]
+        assert "made no progress for 15 s" in error and "rank 1 (127.0.0.1)" in error, error
+        assert took < BOUND_S, took
+    finally:
+        if pids:
+            try:
+                os.kill(pids[0], signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        engine.close()
+    assert all(gone(pid) for pid in pids)
+
+
+ORPHAN_SCRIPT = """
+import sys, time
+from engine.distributed import DistributedConfig, DistributedEngine, loopback_hostfile
+engine = DistributedEngine(DistributedConfig(loopback_hostfile(2)))
+engine.load_model(sys.argv[1]).result(timeout=600)
+print(*engine.rank_pids, flush=True)
+time.sleep(600)
+"""
+
+
+def test_no_rank_outlives_a_killed_corral(tiny_model_dir: Path) -> None:
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN_SCRIPT, str(tiny_model_dir)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=repo,
+    )
+    try:
+        assert proc.stdout is not None
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2, "the group did not start"
+    finally:
+        proc.kill()  # as a crash would: no close, no goodbye
+        proc.wait()
+    # rank 0 sees its connection close, stops the other ranks and itself
+    assert all(gone(pid, within=60) for pid in pids)

@@ -65,7 +65,8 @@ class DistributedConfig:
         hostfile: the hostfile's path (or a checked Hostfile).
         shard: "auto" (tensor parallel where the model allows, else pipeline), "tensor" or
             "pipeline".
-        timeout_s: a reply (or a check) that hears nothing from rank 0 this long fails.
+        timeout_s: while replies wait, rank 0 saying nothing this long ends them (a hang in
+            a collective: a frozen link, or rank 0 itself); a check waits this long too.
         stall_s: a rank whose heartbeat is this late has stopped (frozen or cut off). Rank 0
             runs here: its end is seen at once, and a hang of it by `timeout_s`.
         start_timeout_s: how long the ranks may take to start and connect.
@@ -100,7 +101,6 @@ class RemoteRequestHandle(RequestHandle):
     ) -> None:
         super().__init__(request_id, request, on_event)
         self._send_cancel = send_cancel
-        self.last_progress = time.monotonic()
         self._emit_lock = threading.Lock()
         self._finished = False
 
@@ -146,6 +146,7 @@ class DistributedEngine(Engine):
         self._remote = EngineSnapshot()
         self._conn: Connection | None = None
         self._connected = threading.Event()
+        self._progress_at = time.monotonic()  # the last word from rank 0 (or idle's end)
         self._closing = False
         self.group_info: GroupInfo | None = None
         self.rank_pids: list[int] = []
@@ -184,6 +185,8 @@ class DistributedEngine(Engine):
         with self._lock:
             failure = self._failure
             if failure is None:
+                if not self._handles:  # the group was idle: the wait starts now
+                    self._progress_at = time.monotonic()
                 self._handles[handle.id] = handle
         if failure is not None:
             handle.emit(Finished(failed_result(failure)))
@@ -298,6 +301,7 @@ class DistributedEngine(Engine):
                 if not self._closing:
                     self._fail(self._diagnose("rank 0 closed its connection"))
                 return
+            self._progress_at = time.monotonic()
             self._receive(message)
 
     def _receive(self, message: tuple[Any, ...]) -> None:
@@ -334,7 +338,6 @@ class DistributedEngine(Engine):
             handle = self._handles.get(request_id)
         if handle is None:
             return
-        handle.last_progress = time.monotonic()
         if isinstance(event, Finished):
             error = event.result.error or ""
             if _collective_failed(error):
@@ -421,14 +424,19 @@ class DistributedEngine(Engine):
 
     def _check_deadlines(self, now: float) -> None:
         with self._lock:
-            limit = self.config.timeout_s
-            stuck = [h for h in self._handles.values() if now - h.last_progress > limit]
+            # Replies wait in rank 0's queue behind each other: the group is stuck only when
+            # none of them has moved for timeout_s (a model load has its own deadline).
+            replies = bool(self._handles) and not any(
+                c.kind == "load" for c in self._calls.values()
+            )
+            stuck = replies and now - self._progress_at > self.config.timeout_s
             late = [c for c in self._calls.values() if now > c.deadline]
         if stuck:
+            ranks = ", ".join(f"rank {r} ({h})" for r, h in enumerate(self.hosts))
             self._fail(
                 self._diagnose(
-                    f"a reply made no progress for {self.config.timeout_s:.0f} s "
-                    "(a rank or the network between them is stuck)"
+                    f"replies made no progress for {self.config.timeout_s:.0f} s: one of "
+                    f"{ranks} or the network between them is stuck"
                 )
             )
         elif late:
