@@ -1,19 +1,27 @@
 """One chat over the default model split across two ranks on loopback (`mlx.launch -n 2
 --backend ring`), against the single-process engine: the same greedy text, JSON and tool
-calls, prefix reuse, stop strings, cancellation, the server. One group serves the module;
-token counts stay small (every step crosses between two processes on a shared 2-core CPU).
+calls, prefix reuse, stop strings, cancellation, the server; and, last, a rank killed
+mid-reply. One group serves the module; token counts stay small (every step crosses between
+two processes on a shared 2-core CPU).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from engine.distributed import DistributedConfig, DistributedEngine, loopback_hostfile
+from engine.distributed import (
+    DistributedConfig,
+    DistributedEngine,
+    DistributedError,
+    loopback_hostfile,
+)
 from engine.engine import Engine
 from engine.types import (
     ChatEvent,
@@ -195,3 +203,39 @@ def test_the_server_serves_from_the_group(group: DistributedEngine) -> None:
 def test_running_code_on_the_model_is_refused(group: DistributedEngine) -> None:
     with pytest.raises(Exception, match="rank 0"):
         group.run(lambda loaded: None).result()
+
+
+def test_last_a_killed_rank_ends_the_reply_naming_rank_and_host(group: DistributedEngine) -> None:
+    """Last in this module: it takes the shared group down (the fixture then has nothing to
+    close)."""
+    import psutil
+
+    pids = list(group.rank_pids)
+    first_text = threading.Event()
+
+    def on_event(event: ChatEvent) -> None:
+        if isinstance(event, TextDelta):
+            first_text.set()
+
+    handle = group.submit(greedy("Write a long story about a ship.", 400), on_event)
+    assert first_text.wait(300)
+    os.kill(pids[1], signal.SIGKILL)
+    killed_at = time.monotonic()
+    result = handle.result(timeout=120)
+    assert time.monotonic() - killed_at < 30
+    assert result.stop_reason == StopReason.ERROR and result.error_kind == "unavailable"
+    error = result.error or ""
+    assert "rank 1 (127.0.0.1) was killed (SIGKILL)" in error, error
+    assert group.failure == error
+    # later requests fail at once, with the same reason
+    assert group.chat(greedy("What is 2 + 2?", 3)).error == error
+    with pytest.raises(DistributedError):
+        group.load_model("default").result(timeout=5)
+    # rank 0 is stopped too, and closing takes no time
+    deadline = time.monotonic() + 30
+    while psutil.pid_exists(pids[0]) and psutil.Process(pids[0]).status() != "zombie":
+        assert time.monotonic() < deadline, "rank 0 outlived the group"
+        time.sleep(0.2)
+    started = time.monotonic()
+    group.close()
+    assert time.monotonic() - started < 15
