@@ -276,3 +276,12 @@ def test_chat_distributed_over_two_loopback_ranks(tmp_path: Path, tiny_model_dir
     assert run.returncode == 0, run.stderr[-3000:]
     reply = json.loads(run.stdout)
     assert reply["error"] is None and reply["stats"]["generated_tokens"] == 5
+
+
+def test_a_bad_split_or_timeout_is_refused_before_anything_starts() -> None:
+    from engine.distributed import DistributedConfig, DistributedEngine, loopback_hostfile
+
+    with pytest.raises(ValueError, match="shard must be auto, tensor or pipeline"):
+        DistributedEngine(DistributedConfig(loopback_hostfile(), shard="diagonal"))
+    with pytest.raises(ValueError, match="timeouts must be positive"):
+        DistributedEngine(DistributedConfig(loopback_hostfile(), timeout_s=0))

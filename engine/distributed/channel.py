@@ -11,8 +11,9 @@ the order it issued them, the order in which the followers, running one message 
 run theirs. Each message is also handed to MLX's stream as soon as it is posted
 (`async_eval`): a collective that depends on nothing (a pipeline stage's `recv`) is queued
 when its forward pass is evaluated, and so after the message that announced that pass.
-Messages use the default stream, as the model's own collectives do, so that one in-order
-queue holds them all.
+Messages, like the model's own collectives, leave the stream to MLX, which runs every
+collective of a group on that group's communication stream (the CPU's, for ring and JACCL, on
+a Mac too): one in-order queue holds them all.
 """
 
 from __future__ import annotations

@@ -131,10 +131,14 @@ class DistributedEngine(Engine):
     """An Engine whose model is sharded across the machines of a hostfile."""
 
     def __init__(self, config: DistributedConfig, *, kv_budget_bytes: int | None = None) -> None:
+        if config.shard not in ("auto", "tensor", "pipeline"):
+            raise ValueError(f"shard must be auto, tensor or pipeline, not {config.shard!r}")
+        if min(config.timeout_s, config.stall_s, config.start_timeout_s) <= 0:
+            raise ValueError("the distributed timeouts must be positive")
+        hf = config.hostfile
+        self.hostfile = hf if isinstance(hf, Hostfile) else read_hostfile(hf)  # bad: raise now
         super().__init__(kv_budget_bytes=kv_budget_bytes)
         self.config = config
-        hf = config.hostfile
-        self.hostfile = hf if isinstance(hf, Hostfile) else read_hostfile(hf)
         self.hosts = [self.hostfile.host_name(r) for r in range(self.hostfile.size)]
         self._kv_setting = kv_budget_bytes
         self._lock = threading.Lock()
@@ -233,6 +237,14 @@ class DistributedEngine(Engine):
             except Exception:  # stopped below either way
                 pass
             self._group.wait(CLOSE_WAIT_S / 3)
+        with self._lock:  # whatever rank 0 did not finish ends now, not never
+            handles, self._handles = list(self._handles.values()), {}
+            calls, self._calls = list(self._calls.values()), {}
+        for handle in handles:
+            handle.emit(Finished(failed_result("the engine was closed")))
+        for call in calls:
+            if not call.future.done():
+                call.future.set_exception(EngineClosedError("the engine was closed"))
         self._outbox.put(None)
         self._shut()
         super().close()
