@@ -159,6 +159,20 @@ def test_second_turn_reuses_the_first_turns_cache(
     assert group.snapshot.cache.hits >= 1
 
 
+def test_a_branch_copies_the_shared_prefix_on_every_rank(
+    group: DistributedEngine, default_engine: Engine
+) -> None:
+    system = {"role": "system", "content": "You are a terse assistant. Answer in one word."}
+    fruit = ChatRequest([system, {"role": "user", "content": "Name a fruit."}], greedy("").sampling)
+    color = ChatRequest([system, {"role": "user", "content": "Name a colour."}], fruit.sampling)
+    copies = group.snapshot.cache.copies
+    for request in (fruit, color, fruit):  # the second branches off the first, which stays
+        one, many = both(default_engine, group, request)
+        assert many.text == one.text
+    assert many.stats.cached_tokens > 0
+    assert group.snapshot.cache.copies > copies  # the shared prefix was copied, not recomputed
+
+
 def test_cancel_mid_reply(group: DistributedEngine) -> None:
     first_text = threading.Event()
 

@@ -17,8 +17,13 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models.cache import make_prompt_cache
 
-from engine.distributed.plan import RankFigures, decode_report, encode_report, kv_bytes_per_token
-from engine.distributed.plan import local_figures as _local_figures
+from engine.distributed.plan import (
+    RankFigures,
+    decode_report,
+    encode_report,
+    kv_bytes_per_token,
+    local_figures,
+)
 from engine.distributed.shard import ShardMode, shard_model
 from engine.errors import ModelLoadError
 from engine.models import LoadedModel, load_model
@@ -76,7 +81,7 @@ def load_on_rank(
     # One token through the split model: all ranks at once (its collectives pair up).
     cache = make_prompt_cache(loaded.model)
     mx.eval(loaded.model(mx.array([[0]], mx.int32), cache=cache))
-    own = _local_figures(rank, loaded.info.weights_bytes, kv_bytes_per_token(cache))
+    own = local_figures(rank, loaded.info.weights_bytes, kv_bytes_per_token(cache))
     reports = _gather_reports(group, own, None)
     figures = [f for f, _ in reports if f is not None]
     if len(figures) != group.size():  # cannot happen after the first gather succeeded

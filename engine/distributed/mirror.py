@@ -41,13 +41,10 @@ class CacheMirror:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._dropped: list[int] = []  # ids let go of on rank 0, not yet dropped elsewhere
-        self.live = 0
 
     def _adopt(self, layers: KVState) -> ShardedKV:
         kv = ShardedKV(layers)
         kv.kv_id = next(self._ids)
-        with self._lock:
-            self.live += 1
         weakref.finalize(kv, self._let_go, kv.kv_id)
         return kv
 
@@ -55,7 +52,6 @@ class CacheMirror:
         # Any thread, at any point of the engine's work: only note it, send it later.
         with self._lock:
             self._dropped.append(kv_id)
-            self.live -= 1
 
     def flush(self) -> None:
         """Post the drops noted since the last message (engine thread)."""
