@@ -285,3 +285,16 @@ def test_a_bad_split_or_timeout_is_refused_before_anything_starts() -> None:
         DistributedEngine(DistributedConfig(loopback_hostfile(), shard="diagonal"))
     with pytest.raises(ValueError, match="timeouts must be positive"):
         DistributedEngine(DistributedConfig(loopback_hostfile(), timeout_s=0))
+
+
+def test_the_packaged_app_needs_the_hostfile_to_name_a_python(monkeypatch) -> None:
+    from dataclasses import replace
+
+    from engine.distributed import DistributedConfig, DistributedEngine, loopback_hostfile
+    from engine.distributed.launch import rank_python
+
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    with pytest.raises(HostfileError, match='add "python"'):
+        DistributedEngine(DistributedConfig(loopback_hostfile()))
+    named = replace(loopback_hostfile(), python="/opt/corral/bin/python")
+    assert rank_python(named) == "/opt/corral/bin/python"

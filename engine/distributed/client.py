@@ -28,7 +28,7 @@ from typing import Any
 
 from engine.distributed.hostfile import Hostfile, read_hostfile
 from engine.distributed.info import GroupInfo
-from engine.distributed.launch import GroupProcess
+from engine.distributed.launch import GroupProcess, rank_python
 from engine.distributed.protocol import (
     FAMILY,
     DistributedError,
@@ -137,6 +137,7 @@ class DistributedEngine(Engine):
             raise ValueError("the distributed timeouts must be positive")
         hf = config.hostfile
         self.hostfile = hf if isinstance(hf, Hostfile) else read_hostfile(hf)  # bad: raise now
+        rank_python(self.hostfile)  # a packaged app needs the hostfile to name a Python
         super().__init__(kv_budget_bytes=kv_budget_bytes)
         self.config = config
         self.hosts = [self.hostfile.host_name(r) for r in range(self.hostfile.size)]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from engine.distributed.hostfile import LOCAL, Hostfile
+from engine.distributed.hostfile import LOCAL, Hostfile, HostfileError
 from engine.distributed.protocol import HEARTBEAT, KEY_ENV
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -55,15 +55,25 @@ class RankExit:
         return f"exited with status {self.code}"
 
 
-def _launcher() -> list[str]:
-    """How to run `mlx.launch` with this interpreter's MLX."""
-    script = Path(sys.executable).with_name("mlx.launch")
+def rank_python(hostfile: Hostfile) -> str:
+    """The interpreter every rank runs: the hostfile's, else this one. A packaged app is no
+    Python interpreter, so there the hostfile must name one (with Corral installed)."""
+    if hostfile.python:
+        return hostfile.python
+    if getattr(sys, "frozen", False):
+        raise HostfileError(
+            f"{hostfile.path}: the packaged app cannot run the ranks itself: add "
+            '"python": "/path/to/python" (a Python with Corral installed, on every Mac)'
+        )
+    return sys.executable
+
+
+def _launcher(python: str) -> list[str]:
+    """How to run `mlx.launch` with `python`'s MLX."""
+    script = Path(python).with_name("mlx.launch")
     if script.exists():
-        return [sys.executable, str(script)]
-    found = shutil.which("mlx.launch")
-    if found:
-        return [found]
-    return [sys.executable, "-c", "from mlx._distributed_utils.launch import main; main()"]
+        return [python, str(script)]
+    return [python, "-c", "import sys; from mlx._distributed_utils.launch import main; main()"]
 
 
 class GroupProcess:
@@ -88,14 +98,15 @@ class GroupProcess:
         launch_file.write_text(json.dumps(self.hostfile.launch_json()))
         backend = self.hostfile.backend
         package_root = str(Path(__file__).resolve().parents[2])
+        python = rank_python(self.hostfile)
         return [
-            *_launcher(),
+            *_launcher(python),
             "--hostfile",
             str(launch_file),
             "--backend",
             backend,
             "--python",
-            self.hostfile.python or sys.executable,
+            python,
             "--env",
             f"PYTHONPATH={package_root}",
             "--",
