@@ -23,6 +23,7 @@ from app.jobs.engine_bridge import EngineBridge, ReplyJob
 from app.jobs.thread import run_task
 from app.store import DEFAULT_TITLE, ChatSettings, Conversation, Message, Store, ToolsConfig
 from app.tools import enabled_tool_definitions, enabled_tool_warnings
+from engine.constraints.validate import constraint_notes
 from engine.mcp.turn import DEFAULT_MAX_STEPS, tool_choice_for_step
 from engine.types import (
     ChatMessage,
@@ -30,6 +31,7 @@ from engine.types import (
     ChatResult,
     ConstraintSpec,
     ConstraintUse,
+    SchemaOptions,
     StopReason,
     ToolChoiceOption,
 )
@@ -58,6 +60,10 @@ class ChipState:
     tools: tuple[str, ...] = ()
     tool_choice: str = "auto"
     tool_warnings: tuple[str, ...] = ()
+    # what the tight defaults do to the constraint ("declared keys only", ...) and what
+    # Corral cannot enforce of it (keywords and formats compiled leniently)
+    constraint_tight: tuple[str, ...] = ()
+    constraint_warnings: tuple[str, ...] = ()
 
 
 def _title_from(text: str) -> str:
@@ -108,6 +114,9 @@ class ChatController(QObject):
         self._constraints: dict[int, ConstraintSpec] = {}
         self._constraint_use: dict[int, ConstraintUse] = {}
         self._tool_warnings: dict[int, tuple[str, ...]] = {}
+        # how JSON schemas are followed (Preferences)
+        self.schema_options = SchemaOptions()
+        self.close_loops = True
 
     # ---- conversations ----
 
@@ -338,6 +347,16 @@ class ChatController(QObject):
 
     # ---- constraint and tools ----
 
+    def set_schema_preferences(self, options: SchemaOptions, close_loops: bool) -> None:
+        """How JSON schemas are followed from now on (constraints are checked again)."""
+        changed = options != self.schema_options
+        self.schema_options, self.close_loops = options, close_loops
+        if changed:
+            self._constraints.clear()
+            if self.conversation_id is not None:
+                self._prepare_constraint(self.conversation_id)
+            self.chipsChanged.emit()
+
     def set_constraint(self, spec: ConstraintSpec | None, path: str | None = None) -> None:
         """Constrain the open conversation's next replies to `spec` (checked and compiled:
         see app.constraints), or lift the constraint."""
@@ -345,6 +364,8 @@ class ChatController(QObject):
             self.new_conversation()
         cid = self.conversation_id
         assert cid is not None
+        if spec is not None and spec.options != self.schema_options:
+            spec = replace(spec, options=self.schema_options, compiled=None)
         self.store.set_constraint(cid, spec_to_dict(spec, path) if spec is not None else None)
         self._constraint_use.pop(cid, None)
         if spec is not None and spec.compiled is not None:
@@ -380,19 +401,22 @@ class ChatController(QObject):
                 use = "paused"  # "required" or a named tool: only calls may be written
             else:  # joined, unless the last reply found the model's calls could pass for it
                 use = self._constraint_use.get(conv.id, "with_tools")
+        compiled = constraint.compiled if constraint is not None else None
         return ChipState(
             constraint=constraint,
             constraint_use=use,
             tools=names,
             tool_choice=choice,
             tool_warnings=self._tool_warnings.get(conv.id, ()) if tools else (),
+            constraint_tight=compiled.notes if compiled is not None else (),
+            constraint_warnings=tuple(constraint_notes(constraint)[0]) if constraint else (),
         )
 
     def _constraint_for(self, conv: Conversation) -> ConstraintSpec | None:
         """The conversation's constraint: the compiled one if it is still the stored one."""
         if not conv.constraint:
             return None
-        stored = spec_from_dict(conv.constraint)
+        stored = replace(spec_from_dict(conv.constraint), options=self.schema_options)
         compiled = self._constraints.get(conv.id)
         return compiled if compiled == stored else stored  # equality ignores `compiled`
 
@@ -401,7 +425,7 @@ class ChatController(QObject):
         conv = self.store.conversation(conversation_id)
         if conv is None or not conv.constraint:
             return
-        stored = spec_from_dict(conv.constraint)
+        stored = replace(spec_from_dict(conv.constraint), options=self.schema_options)
         if self._constraints.get(conversation_id) == stored:
             return
         check = self.bridge.check_constraint
@@ -410,10 +434,12 @@ class ChatController(QObject):
             current = self.store.conversation(conversation_id)
             if checked is None or current is None or not current.constraint:
                 return
-            if spec_from_dict(current.constraint) != stored:
+            if replace(spec_from_dict(current.constraint), options=self.schema_options) != stored:
                 return  # replaced meanwhile
             if checked.ok and checked.spec is not None:
                 self._constraints[conversation_id] = checked.spec
+                if conversation_id == self.conversation_id:
+                    self.chipsChanged.emit()  # the chip names the tight defaults, warnings
             elif conversation_id == self.conversation_id:
                 problems = "; ".join(str(d) for d in checked.errors)
                 self.notice.emit(f"{stored.name or 'The constraint'} no longer checks: {problems}")
@@ -462,6 +488,8 @@ class ChatController(QObject):
             constraint=self._constraint_for(conv),
             tools=tools or None,
             tool_choice=choice,
+            schema_options=self.schema_options,
+            close_loops=self.close_loops,
         )
 
     def _start_reply(self, parent: Message) -> None:

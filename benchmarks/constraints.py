@@ -220,7 +220,17 @@ def _run(
             model, cache, prompt[-1:], fed, sampler=sampler, processors=processors, history=prompt
         )
     else:
-        runtime = ConstrainedDecoder(tokenizer, constraint, ends, serial=loop == "serial")
+        # With the closing machinery tracking the reply as requests do, but a budget too far
+        # to trigger it (closing tokens come without forward passes and would flatter the
+        # figures): what it costs on the steps where it is not close to triggering.
+        runtime = ConstrainedDecoder(
+            tokenizer,
+            constraint,
+            ends,
+            serial=loop == "serial",
+            max_tokens=max_tokens + 1000,
+            close_loops=False,
+        )
         tokens = runtime.decode(
             model, cache, prompt[-1:], fed, sampler=sampler, processors=processors, history=prompt
         )

@@ -294,10 +294,12 @@ class Engine:
     def _warm_constraint_tokenizer(self, tokenizer: Any, ends: set[int]) -> None:
         """Build llguidance's tokenizer (~1 s) so that neither the first constrained reply
         nor a constraint check waits for it. It touches no MLX state: any thread will do."""
+        from engine.constraints.closing import ClosingPolicy
         from engine.constraints.tokenizer import ll_tokenizer
 
         try:
             built = ll_tokenizer(tokenizer, ends)
+            ClosingPolicy.for_tokenizer(built)  # its token texts (~0.1 s), read once
         except Exception:  # a tokenizer llguidance cannot use fails later, with its message
             return
         loaded = self._loaded

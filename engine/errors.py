@@ -11,3 +11,7 @@ class ModelLoadError(CorralError):
 
 class EngineClosedError(CorralError):
     """A request was made to an engine that has shut down."""
+
+
+class LibraryError(CorralError):
+    """A model could not be downloaded or deleted (the message says why and where)."""

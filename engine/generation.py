@@ -57,6 +57,7 @@ def generate_reply(
             request.tool_choice,
             parallel_tool_calls=request.parallel_tool_calls,
             user_constraint=constraint,
+            schema_options=request.schema_options,
         )
         prompt_tokens = tool_plan.prompt_tokens
         constraint, constraint_use = tool_plan.constraint, tool_plan.user_constraint
@@ -100,7 +101,13 @@ def generate_reply(
 
             # Built before prefill: syntax errors fail at once, and the grammar compiles
             # on the mask thread while the prompt is processed.
-            runtime = ConstrainedDecoder(tokenizer, constraint, ends)
+            runtime = ConstrainedDecoder(
+                tokenizer,
+                constraint,
+                ends,
+                max_tokens=settings.max_tokens if request.close_to_fit else None,
+                close_loops=request.close_loops,
+            )
         prefill(
             model,
             cache,
@@ -145,12 +152,15 @@ def generate_reply(
                 if reply.stopped:
                     stop_reason = StopReason.STOP_STRING
                     break
+                if runtime is not None and runtime.finished:  # also on the budget's last token
+                    stop_reason = StopReason.EOS
+                    break
                 if len(generated) >= settings.max_tokens:
                     stop_reason = StopReason.LENGTH
                     break
+            else:  # the decoder ended the reply without a token (closed where it stood)
                 if runtime is not None and runtime.finished:
                     stop_reason = StopReason.EOS
-                    break
         finally:
             tokens.close()
     except Cancelled:
@@ -173,11 +183,19 @@ def generate_reply(
         stats.prefill_tps = new_tokens / stats.ttft_s if stats.ttft_s > 0 else 0.0
         if len(generated) > 1 and last_token_at > first_token_at:
             stats.decode_tps = (len(generated) - 1) / (last_token_at - first_token_at)
+    notes: list[str] = []
+    tight: list[str] = []
     if runtime is not None:
         runtime.fill_stats(stats)
         incomplete = stop_reason == StopReason.LENGTH or not runtime.accepting
         if stop_reason == StopReason.CANCELLED:
             incomplete = True
+        if tool_plan is None:
+            from engine.constraints.validate import constraint_notes
+
+            notes, tight = constraint_notes(runtime.constraint)
+        if incomplete and stop_reason == StopReason.LENGTH and request.close_to_fit:
+            notes.append(_unclosed(runtime.closing_needed, settings.max_tokens))
 
     text, calls = reply.text, list[ToolCall]()
     if tool_plan is not None:
@@ -192,7 +210,23 @@ def generate_reply(
         constraint_name=constraint.name or constraint.kind if constraint is not None else None,
         tool_calls=calls,
         constraint_use=constraint_use,
-        warnings=tool_plan.warnings if tool_plan is not None else [],
+        warnings=tool_plan.warnings if tool_plan is not None else notes,
+        tight=tight,
         token_ids=list(fed),
         prompt_length=len(prompt_tokens),
+    )
+
+
+def _unclosed(needed: int | None, max_tokens: int) -> str:
+    """Why a constrained reply could not be closed within `max_tokens`."""
+    if needed is None:
+        return f"the reply ran to max_tokens ({max_tokens}) before it could be closed"
+    if needed < 0:
+        return (
+            f"the reply ran to max_tokens ({max_tokens}): the constraint has no valid ending "
+            "within the tokens that were left"
+        )
+    return (
+        f"the reply ran to max_tokens ({max_tokens}): the shortest valid ending found needed "
+        f"{needed} tokens, more than were left"
     )

@@ -14,6 +14,16 @@ import platformdirs
 
 from engine.errors import ModelLoadError
 from engine.gguf_import import import_gguf
+from engine.library.budget import CPU_DEQUANTIZE_LIMIT
+from engine.library.convert import IMPORT_FORMAT
+from engine.library.discovery import (
+    OLLAMA_PREFIX,
+    LibraryRoots,
+    hf_snapshot,
+    model_display_name,
+    ollama_blob,
+)
+from engine.library.gguf_file import is_gguf_file
 from engine.types import MemoryPlan, ModelInfo
 
 if TYPE_CHECKING:
@@ -66,6 +76,8 @@ def _is_current_import(folder: Path, gguf: Path) -> bool:
         source = json.loads(marker.read_text())
     except (OSError, ValueError):
         return False
+    if source.get("format") != IMPORT_FORMAT:  # imported by an older Corral: redo it
+        return False
     return bool(source.get("size") == gguf.stat().st_size)
 
 
@@ -103,11 +115,15 @@ def _check_mlx_folder(folder: Path) -> None:
 def resolve_model(spec: str, on_progress: ProgressFn | None = None) -> Path | str:
     """Turn a model spec into something `mlx_lm.load` takes.
 
-    `spec` is "default", an MLX model folder, a `.gguf` file (imported once into the
-    cache), or a Hugging Face repo id ("org/name", fetched by mlx-lm).
+    `spec` is "default", an MLX model folder, a GGUF file (imported once into the
+    cache), "ollama:NAME" (a model in Ollama's store), or a Hugging Face repo id
+    ("org/name": Corral's download, the Hugging Face cache's copy, or downloaded now).
     """
     if spec == DEFAULT_MODEL:
         return ensure_default_model(on_progress)
+    if spec.startswith(OLLAMA_PREFIX):  # a model in Ollama's store, by its name
+        blob = ollama_blob(spec[len(OLLAMA_PREFIX) :], LibraryRoots.default(cache_dir()).ollama)
+        return ensure_gguf_imported(blob, on_progress)
     path = Path(spec).expanduser()
     if spec.lower().endswith(".gguf"):
         if not path.exists():
@@ -117,15 +133,36 @@ def resolve_model(spec: str, on_progress: ProgressFn | None = None) -> Path | st
         if path.is_dir():
             _check_mlx_folder(path)
             return path
+        if is_gguf_file(path):  # GGUF files without the suffix (Ollama's blobs)
+            return ensure_gguf_imported(path, on_progress)
         raise ModelLoadError(f"{path}: not a model folder or .gguf file")
     looks_like_repo = spec.count("/") == 1 and not spec.startswith((".", "/", "~"))
     if looks_like_repo:
-        return spec
+        return _resolve_repo(spec, on_progress or (lambda stage, fraction: None))
     raise ModelLoadError(f"{path}: no such model folder")
 
 
+def _resolve_repo(repo_id: str, report: ProgressFn) -> Path:
+    """A Hugging Face repo: Corral's finished download, the Hugging Face cache's copy, or
+    a download now (with progress) into Corral's cache."""
+    from engine.library.downloads import completed_download, download, plan_download
+    from engine.memory import memory_budget
+
+    root = cache_dir()
+    found = completed_download(root, repo_id) or hf_snapshot(
+        repo_id, LibraryRoots.default(root).huggingface
+    )
+    if found is not None:
+        return found
+    plan = plan_download(repo_id, root, memory_budget())
+    if not plan.fits_disk:
+        raise ModelLoadError(plan.describe())
+    stage = f"Downloading {repo_id}"
+    return download(plan, lambda p: report(stage, 0.85 * p.fraction))
+
+
 # Dequantize small models on the CPU backend up to this many float32 bytes.
-_CPU_DEQUANTIZE_LIMIT = 2 << 30
+_CPU_DEQUANTIZE_LIMIT = CPU_DEQUANTIZE_LIMIT
 
 
 def _should_dequantize(model: Any, tree_flatten: Any) -> bool:
@@ -196,13 +233,14 @@ def load_model(
         from mlx_lm.utils import dequantize_model
 
         report("Dequantizing for the CPU backend", 0.95)
-        model = dequantize_model(model)
+        # float32 scales first, so the values are not rounded to float16 on the way
         model.set_dtype(mx.float32)
+        model = dequantize_model(model)
     if shard is not None:
         shard(model)
     weights_bytes = model_nbytes(model)
     mx.eval(model.parameters())
-    name = DEFAULT_MODEL_NAME if spec == DEFAULT_MODEL else Path(str(target)).name
+    name = DEFAULT_MODEL_NAME if spec == DEFAULT_MODEL else model_display_name(spec, target)
     config_path = Path(str(target)) / "config.json"
     context = None
     if config_path.exists():

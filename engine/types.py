@@ -72,18 +72,34 @@ ConstraintUse = Literal["alone", "with_tools", "paused"]
 
 
 @dataclass(frozen=True)
+class SchemaOptions:
+    """How a JSON schema (a response format or a tool's parameters) becomes a grammar.
+
+    `tight`: generate the tightest valid output (declared keys only where a schema leaves
+    `additionalProperties` unspecified, numbers within the interoperable range, free-form
+    values of bounded depth); every output still validates against the schema as written.
+    `lenient`: keywords and formats llguidance cannot enforce are ignored with a warning
+    instead of refusing the schema.
+    """
+
+    tight: bool = True
+    lenient: bool = True
+
+
+@dataclass(frozen=True)
 class ConstraintSpec:
     """A user's constraint: its kind, its source text and a display name.
 
     `compiled` is set by the engine's validation (`engine.constraints.validate`): the
     grammar converted and checked once, reused by every request that carries this spec.
-    It takes no part in equality and is never stored.
+    It takes no part in equality and is never stored. `options` apply to JSON schemas.
     """
 
     kind: ConstraintKind
     source: str = ""
     name: str = ""
     compiled: CompiledGrammar | None = field(default=None, compare=False, repr=False)
+    options: SchemaOptions = field(default_factory=SchemaOptions)
 
 
 @dataclass(frozen=True)
@@ -116,6 +132,8 @@ class ValidationReport:
     errors: list[Diagnostic] = field(default_factory=list)
     warnings: list[Diagnostic] = field(default_factory=list)
     check_ms: float = 0.0
+    # what the tight defaults did to a JSON schema, in words ("declared keys only", ...)
+    tight: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -208,6 +226,12 @@ class ChatRequest:
     tools: list[ToolDefinition] | None = None
     tool_choice: ToolChoiceOption = "auto"
     parallel_tool_calls: bool = True
+    # How JSON schemas in `tools` become grammars (the constraint carries its own).
+    schema_options: SchemaOptions = field(default_factory=SchemaOptions)
+    # Under a constraint: end the reply validly when max_tokens runs short (the closing
+    # policy), and also when it repeats itself inside one value.
+    close_to_fit: bool = True
+    close_loops: bool = True
     # The last message is an assistant reply cut short: write on from its end (the reply
     # text streamed and returned is only the new part). Not with tools or a constraint.
     continue_final_message: bool = False
@@ -236,6 +260,14 @@ class GenerationStats:
     mask_overhead_ms: float = 0.0
     forced_tokens: int = 0
     forward_passes: int = 0
+    # closing within the budget (engine.constraints.closing): whether the reply ended on
+    # the closing policy's tokens, why ("budget" or "repetition"), how many it added, how
+    # often the ending was computed, and whether loops inside a value were closed
+    closed_to_fit: bool = False
+    close_reason: str = ""
+    closing_tokens: int = 0
+    closing_checks: int = 0
+    close_loops: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -276,16 +308,25 @@ class ChatResult:
     # found (tool schemas llguidance cannot fully enforce, a paused grammar)
     constraint_use: ConstraintUse | None = None
     warnings: list[str] = field(default_factory=list)
+    # what the tight defaults did to the reply's JSON schema ("declared keys only", ...)
+    tight: list[str] = field(default_factory=list)
     # The exact token ids sent and fed (prompt + every token given to the model), for
     # measuring cache reuse on the tokens actually sent; not part of the JSON form.
     token_ids: list[int] = field(default_factory=list, repr=False)
     prompt_length: int = 0
+
+    @property
+    def closed_to_fit(self) -> bool:
+        """The reply was ended early, validly, by the closing policy."""
+        return self.stats.closed_to_fit
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "text": self.text,
             "stop_reason": self.stop_reason.value,
             "incomplete": self.incomplete,
+            "closed_to_fit": self.closed_to_fit,
+            "tight": list(self.tight),
             "error": self.error,
             "constraint": self.constraint_name,
             "constraint_use": self.constraint_use,

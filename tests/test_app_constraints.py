@@ -117,3 +117,31 @@ def test_editor_checks_pasted_text_before_applying(qtbot, tmp_path, tiny_engine)
     assert window.constraint_bar.chip.isVisible()
     assert window.controller.conversation.constraint["source"] == json.dumps(SCHEMA)
     close_window(window)
+
+
+def test_a_tight_lenient_schema_shows_on_the_chip_and_a_closed_reply_says_so(
+    qtbot, tmp_path, tiny_engine
+):
+    """An open schema with an unknown format: the chip says the keys are limited to the
+    declared ones and marks what is not enforced; the tiny model's rambling reply is closed
+    to fit the limit, valid, with a note under it."""
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=0.0, max_tokens=30)
+    schema = {
+        "type": "object",
+        "properties": {"topic": {"type": "string", "format": "topic"}, "n": {"type": "integer"}},
+        "required": ["topic", "n"],
+    }
+    path = tmp_path / "open.json"
+    path.write_text(json.dumps(schema))
+    assert drop_files(window, [path])
+    chip = window.constraint_bar.chip
+    qtbot.waitUntil(lambda: chip.isVisible() and "tight" in chip.label.text(), timeout=10_000)
+    assert chip.label.text().startswith("⚠ Reply as: open.json")
+    assert "tight: declared keys only" in chip.label.text()
+    assert "Unknown format: topic" in chip.toolTip()
+    reply = _ask(qtbot, window, "Answer in JSON")
+    jsonschema.validate(json.loads(reply.message.content), schema)
+    assert reply.message.meta["stats"]["closed_to_fit"]
+    assert reply.status.text().startswith("Closed early")
+    close_window(window)

@@ -53,13 +53,28 @@ class ConstraintChip(QFrame):
         self.close_button.clicked.connect(self.removeRequested)
         self.spec: ConstraintSpec | None = None
         self.use: ConstraintUse | None = None
+        self.tight: tuple[str, ...] = ()
+        self.warnings: tuple[str, ...] = ()
 
-    def set_spec(self, spec: ConstraintSpec | None, use: ConstraintUse | None = None) -> None:
-        """Show `spec`; `use` says how it goes with the tools, when they are on."""
+    def set_spec(
+        self,
+        spec: ConstraintSpec | None,
+        use: ConstraintUse | None = None,
+        tight: tuple[str, ...] = (),
+        warnings: tuple[str, ...] = (),
+    ) -> None:
+        """Show `spec`; `use` says how it goes with the tools, when they are on; `tight` what
+        the tight defaults do to a JSON schema; `warnings` what Corral cannot enforce of it
+        (a warning mark, listed in the tooltip)."""
         self.spec = spec
         self.use = use
+        self.tight, self.warnings = tight, warnings
         if spec is not None:
             text = describe_constraint(spec.kind, spec.name)
+            if tight:
+                text += f" · tight: {tight[0]}"
+            if warnings:
+                text = f"⚠ {text}"
             self.label.setText(text)
             kind = KIND_LABELS.get(spec.kind, spec.kind)
             if use == "paused":
@@ -75,6 +90,17 @@ class ConstraintChip(QFrame):
                 self.setToolTip(f"Every reply must fit this {kind} or be a tool call.")
             else:
                 self.setToolTip(f"Every reply must fit this {kind}, token by token.")
+            extra = []
+            if tight:
+                extra.append(
+                    "Tight defaults (replies still fit the schema as written): "
+                    + "; ".join(tight)
+                    + ". Preferences › Reply formats allows everything the schema allows."
+                )
+            if warnings:
+                extra.append("Not enforced:\n" + "\n".join(f"• {w}" for w in warnings))
+            if extra:
+                self.setToolTip("\n\n".join([self.toolTip(), *extra]))
         self.setProperty("paused", use == "paused")
         self.setVisible(spec is not None)
 
@@ -120,7 +146,12 @@ class ConstraintBar(QWidget):
 
     def set_state(self, state: ChipState) -> None:
         """Show the conversation's constraint as the controller describes it."""
-        self.chip.set_spec(state.constraint, state.constraint_use)
+        self.chip.set_spec(
+            state.constraint,
+            state.constraint_use,
+            state.constraint_tight,
+            state.constraint_warnings,
+        )
         self._refresh_button()
 
     def _refresh_button(self) -> None:

@@ -56,6 +56,7 @@ from app.views.tools_chip import ToolsChip, describe_tools
 from app.views.tools_panel import ToolsPanel
 from app.views.welcome import Example
 from app.views.window_actions import WindowActions
+from app.views.window_library import WindowLibrary
 from app.views.window_model import WindowModel
 from engine.model_defaults import ModelDefaults
 from engine.types import ConstraintSpec
@@ -65,7 +66,7 @@ MINIMUM_SIZE = (640, 440)
 STATUS_INTERVAL_MS = 1000
 
 
-class MainWindow(WindowModel, WindowActions, QMainWindow):
+class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
     def __init__(self, store: Store, bridge: EngineBridge, mcp: McpBridge | None = None) -> None:
         super().__init__()
         guard_refcounts()  # before the thousands of Qt calls a session makes
@@ -77,6 +78,7 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
         self.controller = ChatController(store, bridge, self)
         self.controller.new_chat_settings = self.prefs.new_chat
         self.controller.new_chat_tools = self.prefs.new_chat_tools
+        self.controller.set_schema_preferences(self.prefs.schema_options, self.prefs.close_loops)
         self.model_defaults = ModelDefaults()
         self._model_name: str | None = None  # what is loaded now
         self._loaded_spec: str | None = None
@@ -92,6 +94,7 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
         self.restyle()
         self.actions_by_name = build_menus(self)
         self._connect()
+        self.setup_library()
         self.mcp = install_mcp(self, mcp)  # MCP servers start with self.mcp.start()
         self._builtins = builtin_tools()
         self.tools_panel.set_builtins(self._builtins)

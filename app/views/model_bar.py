@@ -1,10 +1,12 @@
-"""The toolbar row that picks the model (default, MLX folder, GGUF, Hugging Face repo id)
-and shows loading progress without ever blocking the window."""
+"""The toolbar row that picks the model (default, the library, MLX folder, GGUF, Hugging
+Face repo id with completion from the library) and shows loading and download progress
+without ever blocking the window."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QStringListModel, Qt, Signal
 from PySide6.QtWidgets import (
+    QCompleter,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -19,9 +21,13 @@ DEFAULT_LABEL = "Default model (SmolLM2-135M-Instruct)"
 
 
 class ModelBar(QWidget):
-    """Emits `loadRequested(spec)`; the window starts the load and reports progress back."""
+    """Emits `loadRequested(spec)`, `repoRequested(repo_id)` (load or download it),
+    `libraryRequested` and `cancelDownload`; the window reports progress back."""
 
     loadRequested = Signal(str)
+    repoRequested = Signal(str)
+    libraryRequested = Signal()
+    cancelDownload = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -34,6 +40,7 @@ class ModelBar(QWidget):
         self.picker.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.menu = QMenu(self.picker)
         self.menu.addAction(DEFAULT_LABEL, lambda: self.loadRequested.emit("default"))
+        self.menu.addAction("Model Library…", self.libraryRequested.emit)
         self.menu.addSeparator()
         self.menu.addAction("Open MLX model folder…", self.choose_folder)
         self.menu.addAction("Import GGUF…", self.choose_gguf)
@@ -45,24 +52,51 @@ class ModelBar(QWidget):
         )
         self.repo.setClearButtonEnabled(True)
         self.repo.setMinimumWidth(260)
+        self.completions = QStringListModel(self)
+        completer = QCompleter(self.completions, self)
+        completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        completer.setFilterMode(Qt.MatchFlag.MatchContains)
+        self.repo.setCompleter(completer)
         self.progress = QProgressBar(self)
         self.progress.setRange(0, 100)
         self.progress.setMaximumWidth(160)
         self.progress.setVisible(False)
         self.stage = QLabel(self)
         self.stage.setObjectName("hint")
+        self.cancel = QToolButton(self)
+        self.cancel.setText("Cancel")
+        self.cancel.setToolTip("Stop the download; downloading it again resumes where it stopped")
+        self.cancel.setVisible(False)
+        self.cancel.clicked.connect(self.cancelDownload.emit)
         layout.addWidget(self.picker)
         layout.addWidget(self.repo, 1)
         layout.addWidget(self.progress)
         layout.addWidget(self.stage)
+        layout.addWidget(self.cancel)
         self.repo.returnPressed.connect(self._load_repo)
 
     def _load_repo(self) -> None:
         repo = self.repo.text().strip()
         if repo.count("/") == 1 and " " not in repo:
-            self.loadRequested.emit(repo)
+            self.repoRequested.emit(repo)
         else:
             self.stage.setText("A repo id looks like org/name")
+
+    def set_completions(self, repo_ids: list[str]) -> None:
+        """Repo ids the library knows (downloaded, in the Hugging Face cache, LM Studio)."""
+        self.completions.setStringList(repo_ids)
+
+    def downloading(self, text: str, fraction: float) -> None:
+        """A download in progress: its bar, what and how fast, and a Cancel button."""
+        self.progress.setValue(int(round(fraction * 100)))
+        self.progress.setVisible(True)
+        self.stage.setText(text)
+        self.cancel.setVisible(True)
+
+    def download_ended(self) -> None:
+        self.progress.setVisible(False)
+        self.stage.setText("")
+        self.cancel.setVisible(False)
 
     def choose_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Open MLX model folder")

@@ -113,6 +113,25 @@ class PreferencesDialog(QDialog):
             self.page.addSpacing(theme.SPACE.S)
             self.page.addWidget(widget)
 
+        # Reply formats
+        form = self._section("Reply formats")
+        self.allow_extra = QCheckBox("Allow keys and values a schema does not declare", self)
+        self.allow_extra.setChecked(prefs.allow_extra_properties)
+        form.addRow("JSON schemas", self.allow_extra)
+        form.addRow(
+            hint(
+                "Off (the default), replies use only the keys a schema declares, numbers "
+                "of a sensible size and shallow free-form values: still valid, and they end.",
+                self,
+            )
+        )
+        self.strict_schema = QCheckBox("Refuse schemas Corral cannot fully enforce", self)
+        self.strict_schema.setChecked(prefs.strict_schema)
+        form.addRow("", self.strict_schema)
+        self.close_loops = QCheckBox("End a reply that repeats itself inside a value", self)
+        self.close_loops.setChecked(prefs.close_loops)
+        form.addRow("", self.close_loops)
+
         # New chats
         form = self._section("New chats start with")
         self.new_prompt = QComboBox(self)
@@ -163,6 +182,8 @@ class PreferencesDialog(QDialog):
         self.chat_size.valueChanged.connect(self._edited)
         self.default_model.currentIndexChanged.connect(self._edited)
         self.kv_budget.valueChanged.connect(self._edited)
+        for box in (self.allow_extra, self.strict_schema, self.close_loops):
+            box.toggled.connect(self._edited)
         self.new_prompt.currentIndexChanged.connect(self._edited)
         self.follow_model.toggled.connect(self._edited)
         for w in (self.temperature, self.top_p):
@@ -227,6 +248,9 @@ class PreferencesDialog(QDialog):
             kv_budget_mb=self.kv_budget.value(),
             new_chat=new_chat,
             new_chat_tools=tools,
+            allow_extra_properties=self.allow_extra.isChecked(),
+            strict_schema=self.strict_schema.isChecked(),
+            close_loops=self.close_loops.isChecked(),
         )
         self.changed.emit(self.prefs)
 

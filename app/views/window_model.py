@@ -145,6 +145,7 @@ class WindowModel(QMainWindow):
         prefs.save(self.store)
         self.controller.new_chat_settings = prefs.new_chat
         self.controller.new_chat_tools = prefs.new_chat_tools
+        self.controller.set_schema_preferences(prefs.schema_options, prefs.close_loops)
         if prefs.default_model:
             self.store.set_setting("model_spec", prefs.default_model)
         elif self._loaded_spec:

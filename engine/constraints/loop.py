@@ -32,6 +32,7 @@ import numpy as np
 from llguidance import LLMatcher
 
 from engine.constraints import ConstraintError, Diagnostic
+from engine.constraints.closing import ClosingTracker
 from engine.constraints.masking import TokenMasker
 from engine.constraints.tokenizer import ll_tokenizer
 from engine.constraints.validate import compile_constraint, parse_message
@@ -64,12 +65,17 @@ class _Step:
     mask: np.ndarray | None = None  # prepared for TokenMasker.apply; None when stopped
     error: str | None = None
     narrow: bool = False  # few tokens allowed: forced tokens often follow the next one
+    closing: list[int] | None = None  # end the reply with these tokens now (closing policy)
     ready_at: float = 0.0  # perf_counter() when the job finished
 
 
 class ConstrainedDecoder:
     """One constrained reply: takes `constraint`'s compiled grammar (converting it first if
-    nothing has) and decodes under its masks."""
+    nothing has) and decodes under its masks.
+
+    With `max_tokens`, the closing policy (`engine.constraints.closing`) ends the reply
+    validly within that many tokens when the budget runs short, or when it loops inside a
+    value (`close_loops`); the tokens it adds count like the model's."""
 
     def __init__(
         self,
@@ -79,6 +85,8 @@ class ConstrainedDecoder:
         *,
         serial: bool = False,
         forced_tokens: bool = True,
+        max_tokens: int | None = None,
+        close_loops: bool = True,
     ) -> None:
         self._started = time.perf_counter()
         # Converted here if no validation did: syntax errors it can see raise right away.
@@ -112,6 +120,11 @@ class ConstrainedDecoder:
         self._ff_left = 0
         self._error: str | None = None
         self._advanced = False  # a sampled token has been consumed
+        self._max_tokens, self._close_loops = max_tokens, close_loops
+        self._tracker: ClosingTracker | None = None  # set by _compile, with the matcher
+        self._generated = 0  # reply tokens the matcher has consumed (sampled and forced)
+        self.closed_to_fit = False  # the reply ended on the closing policy's tokens
+        self._closing_left = 0
         self._job: Callable[[], _Step] = self._compile
         self._pending = self._job if serial else _mask_pool().submit(self._job)
 
@@ -123,6 +136,8 @@ class ConstrainedDecoder:
         if self._pending is not None:
             self._collect()
         step = self._step
+        if self.closed_to_fit:
+            return not self._closing_left and not self._ff_left
         return step is not None and step.stopped and not self._ff_left and not self._error
 
     @property
@@ -152,6 +167,18 @@ class ConstrainedDecoder:
         stats.mask_overhead_ms = self._overhead_s() * 1e3
         stats.forced_tokens = self.forced_tokens
         stats.forward_passes = self.forward_passes
+        if self._tracker is not None:
+            state = self._tracker.state
+            stats.closed_to_fit = self.closed_to_fit
+            stats.close_reason = state.reason if self.closed_to_fit else ""
+            stats.closing_tokens = state.tokens if self.closed_to_fit else 0
+            stats.closing_checks = state.checks
+            stats.close_loops = self._close_loops
+
+    @property
+    def closing_needed(self) -> int | None:
+        """The last ending the closing policy computed, in tokens (-1: none in reach)."""
+        return self._tracker.state.needed if self._tracker is not None else None
 
     # ---- the loop ----
 
@@ -211,13 +238,16 @@ class ConstrainedDecoder:
         while True:
             self._raise_if_error()
             if held or step.ff:
-                if not step.stopped:
+                if not step.stopped and step.closing is None:
                     inputs = held + step.ff
                     logits = forward(inputs)
                     mx.async_eval(logits)
                     fed.extend(inputs)
                 held = []
                 yield from self._forced(step.ff)
+            if step.closing is not None:
+                yield from self._close(step.closing)
+                return
             if step.stopped:
                 return
             y = sample(logits, step.mask)
@@ -265,6 +295,9 @@ class ConstrainedDecoder:
             if step.ff:
                 inputs = inputs + step.ff  # fed with the next forward pass, if any
                 yield from self._forced(step.ff)
+            if step.closing is not None:
+                yield from self._close(step.closing)
+                return
             if step.stopped:
                 return
             logits = forward(inputs)
@@ -277,6 +310,19 @@ class ConstrainedDecoder:
             n += 1
             if n % 256 == 0:
                 mx.clear_cache()
+
+    def _close(self, tokens: list[int]) -> Iterator[int]:
+        """End the reply on the closing policy's tokens (the matcher is idle between jobs)."""
+        matcher = self._matcher
+        assert matcher is not None
+        if tokens and not matcher.consume_tokens(tokens):
+            self._error = matcher.get_error() or "the closing tokens were rejected"
+            self._raise_if_error()
+        self.closed_to_fit = True
+        self._closing_left = len(tokens)
+        for token in tokens:
+            self._closing_left -= 1
+            yield token
 
     def _forced(self, ff: list[int]) -> Iterator[int]:
         """Hand the caller the grammar's forced tokens, counting them."""
@@ -358,7 +404,9 @@ class ConstrainedDecoder:
         if matcher.is_error():
             return _Step(stopped=True, error=matcher.get_error())
         self._matcher = matcher
-        step = self._after_consume(time.perf_counter(), record=False)
+        if self._max_tokens is not None:
+            self._tracker = ClosingTracker(lltok, self._max_tokens, repetition=self._close_loops)
+        step = self._after_consume(time.perf_counter(), [], record=False)
         self.compile_ms = (time.perf_counter() - self._started) * 1e3
         return step
 
@@ -369,16 +417,19 @@ class ConstrainedDecoder:
         self._advanced = True
         if not matcher.consume_token(token):
             return _Step(stopped=True, error=matcher.get_error() or f"token {token} was rejected")
-        return self._after_consume(started)
+        return self._after_consume(started, [token])
 
-    def _after_consume(self, started: float, *, record: bool = True) -> _Step:
+    def _after_consume(self, started: float, tokens: list[int], *, record: bool = True) -> _Step:
         matcher = self._matcher
         assert matcher is not None
         ff = matcher.compute_ff_tokens() if self._use_ff else []
         if ff and not matcher.consume_tokens(ff):
             return _Step(stopped=True, error=matcher.get_error())
         step = _Step(ff=ff, stopped=matcher.is_stopped())
-        if not step.stopped:
+        self._generated += len(tokens) + len(ff)
+        if not step.stopped and self._tracker is not None:
+            step.closing = self._tracker.after(matcher, tokens + ff, self._generated)
+        if not step.stopped and step.closing is None:
             step.mask = self._fill_mask(matcher)
             step.narrow = not self.serial and _allowed(self._words_u32) <= NARROW_MASK
         if matcher.is_error():

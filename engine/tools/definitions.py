@@ -13,12 +13,15 @@ import copy
 import functools
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from engine.constraints.tight import tighten
 from engine.errors import CorralError
-from engine.types import FunctionDefinition, ToolDefinition
+from engine.types import FunctionDefinition, SchemaOptions, ToolDefinition
+
+DEFAULT_OPTIONS = SchemaOptions()
 
 # Tool names as MCP servers and real tool sets write them (MCP spec, SEP-986: 1-128 ASCII
 # letters, digits, '_', '-' and '.'; BFCL's `instrument_price.get`). OpenAI's own rule,
@@ -61,80 +64,64 @@ class ToolSpec:
         return {"type": "function", "function": function}
 
 
-def strict_schema(schema: Any) -> Any:
-    """A copy of `schema` where object schemas that list `properties` and say nothing about
-    extra keys get `additionalProperties: false`.
-
-    Every value this accepts is accepted by the original, and the model cannot invent
-    argument names. Subschemas of `allOf` are left alone: closing them would make the
-    combination unsatisfiable.
-    """
-    if isinstance(schema, list):
-        return [strict_schema(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "allOf" or key in ("const", "enum", "default", "examples"):
-            out[key] = copy.deepcopy(value)
-        elif key in ("properties", "patternProperties", "$defs", "definitions"):
-            out[key] = (
-                {k: strict_schema(v) for k, v in value.items()}
-                if isinstance(value, dict)
-                else value
-            )
-        else:
-            out[key] = strict_schema(value)
-    closable = (
-        isinstance(out.get("properties"), dict)
-        and "additionalProperties" not in out
-        and "patternProperties" not in out
-        and "unevaluatedProperties" not in out
-        and "allOf" not in out
-    )
-    if closable:
-        out["additionalProperties"] = False
-    return out
-
-
-def arguments_grammar_schema(parameters: dict[str, Any]) -> dict[str, Any]:
-    """The schema embedded in the tool grammar for `parameters` (strict, compact layout)."""
-    schema: dict[str, Any] = strict_schema(parameters)
-    schema["x-guidance"] = dict(JSON_OPTIONS)
+def arguments_grammar_schema(
+    parameters: dict[str, Any], options: SchemaOptions = DEFAULT_OPTIONS
+) -> dict[str, Any]:
+    """The schema embedded in the tool grammar for `parameters`: tightened (declared
+    argument names only, I-JSON numbers, bounded free-form values; see
+    engine.constraints.tight) unless `options.tight` is off, in the compact layout, and
+    lenient about keywords llguidance cannot enforce unless `options.lenient` is off."""
+    schema: dict[str, Any] = tighten(parameters).schema if options.tight else dict(parameters)
+    guidance = dict(JSON_OPTIONS)
+    if options.lenient:
+        guidance["lenient"] = True
+    schema["x-guidance"] = guidance
     return schema
 
 
-def compile_parameters(parameters: dict[str, Any]) -> tuple[str | None, list[str]]:
+def compile_parameters(
+    parameters: dict[str, Any], options: SchemaOptions = DEFAULT_OPTIONS
+) -> tuple[str | None, list[str]]:
     """Compile a parameter schema with llguidance: (error or None, warnings)."""
     try:
         key = json.dumps(parameters, sort_keys=True)
     except (TypeError, ValueError) as exc:
         return f"not JSON: {exc}", []
-    error, warnings = _compile_cached(key)
+    error, warnings = _compile_cached(key, options)
     return error, list(warnings)
 
 
 @functools.lru_cache(maxsize=512)
-def _compile_cached(parameters_json: str) -> tuple[str | None, tuple[str, ...]]:
+def _compile_cached(
+    parameters_json: str, options: SchemaOptions
+) -> tuple[str | None, tuple[str, ...]]:
     # Requests repeat the same tools turn after turn; compile each schema once.
     from llguidance import LLMatcher
 
+    from engine.constraints.validate import parse_message
+
     parameters = json.loads(parameters_json)
-    try:
-        grammar = LLMatcher.grammar_from_json_schema(arguments_grammar_schema(parameters))
-    except (ValueError, TypeError) as exc:
-        return str(exc), ()
-    is_error, messages = LLMatcher.validate_grammar_with_warnings(grammar)
-    if is_error:
-        return (messages[0] if messages else "llguidance rejected the schema"), ()
-    return None, tuple(messages)
+    for attempt in (options, replace(options, tight=False)):
+        try:
+            grammar = LLMatcher.grammar_from_json_schema(
+                arguments_grammar_schema(parameters, attempt)
+            )
+        except (ValueError, TypeError) as exc:
+            return str(exc), ()
+        is_error, messages = LLMatcher.validate_grammar_with_warnings(grammar)
+        if not is_error:
+            notes = tuple(str(parse_message(m, "json_schema", "warning")) for m in messages)
+            return None, notes
+        if not attempt.tight:
+            break  # the tightened schema hit an llguidance limit: the schema as written
+    return (messages[0] if messages else "llguidance rejected the schema"), ()
 
 
 def _where(index: int, name: str | None) -> str:
     return f'tool {index + 1} ("{name}")' if name else f"tool {index + 1}"
 
 
-def _validate_one(index: int, tool: Any) -> ToolSpec:
+def _validate_one(index: int, tool: Any, options: SchemaOptions) -> ToolSpec:
     if not isinstance(tool, dict):
         raise ToolDefinitionError(
             f"{_where(index, None)}: expected an object, got {type(tool).__name__}"
@@ -178,16 +165,20 @@ def _validate_one(index: int, tool: Any) -> ToolSpec:
             f'{where}: "parameters" must describe an object (type "object"), '
             f"got type {parameters.get('type')!r}"
         )
-    error, warnings = compile_parameters(parameters)
+    error, warnings = compile_parameters(parameters, options)
     if error is not None:
         raise ToolDefinitionError(f'{where}: "parameters" is not a usable JSON schema: {error}')
     return ToolSpec(name, description, copy.deepcopy(parameters), tuple(warnings))
 
 
-def validate_tools(tools: Any, source: str = "") -> list[ToolSpec]:
+def validate_tools(
+    tools: Any, source: str = "", options: SchemaOptions = DEFAULT_OPTIONS
+) -> list[ToolSpec]:
     """Validate OpenAI-format tool definitions; raise ToolDefinitionError naming the problem.
 
-    `source` (a file name) prefixes error messages.
+    `source` (a file name) prefixes error messages; `options` say how parameter schemas
+    compile (oneOf, unknown formats and keywords llguidance cannot enforce are accepted
+    with a warning unless `options.lenient` is off).
     """
     prefix = f"{source}: " if source else ""
     if isinstance(tools, dict) and isinstance(tools.get("tools"), list):
@@ -202,7 +193,7 @@ def validate_tools(tools: Any, source: str = "") -> list[ToolSpec]:
     seen: dict[str, int] = {}
     for index, tool in enumerate(tools):
         try:
-            spec = _validate_one(index, tool)
+            spec = _validate_one(index, tool, options)
         except ToolDefinitionError as exc:
             raise ToolDefinitionError(f"{prefix}{exc}") from None
         if spec.name in seen:
