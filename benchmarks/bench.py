@@ -5,7 +5,8 @@ Sections: `decode` (engine vs mlx-lm's stream_generate), `constraints` (constrai
 decoding), `trie` and `session` (the prefix cache), `server` (HTTP streaming with the
 `openai` client against the Engine alone), `coverage` (real-world JSON schemas: compile
 rates, time to first mask, complete and valid replies within the budget), `library` (GGUF
-import time and peak memory, the error each GGUF type's conversion adds). Each returns a
+import time and peak memory, the error each GGUF type's conversion adds), `distributed` (the
+model sharded over two loopback ranks against one process). Each returns a
 flat dict of figures; `--json` prints them merged into one object whose keys stay stable
 (new figures add keys).
 """
@@ -118,6 +119,12 @@ def _section_library(engine: Engine, args: argparse.Namespace) -> dict[str, Any]
     return run_library_bench(engine, args)
 
 
+def _section_distributed(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.distributed import run_distributed_bench
+
+    return run_distributed_bench(engine, args)
+
+
 SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "decode": bench_decode,
     "constraints": _section_constraints,
@@ -126,6 +133,7 @@ SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "server": _section_server,
     "coverage": _section_coverage,
     "library": _section_library,
+    "distributed": _section_distributed,
 }
 
 

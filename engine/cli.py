@@ -64,7 +64,7 @@ def _tools_from_args(args: argparse.Namespace) -> list[ToolDefinition] | None:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from engine.engine import Engine
+    from engine.distributed.cli import make_engine
 
     messages: list[ChatMessage] = []
     if args.system:
@@ -89,7 +89,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         schema_options=_schema_options(args),
         close_loops=not args.no_close_loops,
     )
-    engine = Engine()
+    engine = make_engine(args)
     if args.mcp:
         from engine.mcp.cli import run_chat
 
@@ -161,7 +161,7 @@ def cmd_import_gguf(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import os
 
-    from engine.engine import Engine
+    from engine.distributed.cli import make_engine
     from engine.server import HTTPServer, ServerConfig
 
     config = ServerConfig(
@@ -171,7 +171,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cors_origins=args.cors or [],
     )
     config.check()  # refuse a public bind without a key before loading anything
-    engine = Engine()
+    engine = make_engine(args)
     try:
         info = engine.load_model(args.model, _progress_printer(True)).result()
         server = HTTPServer(engine, config)
@@ -248,9 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--tools", metavar="FILE", help="tool definitions (OpenAI format, .json)")
     chat.add_argument("--tool-choice", default="auto", help="auto, required, none or a tool name")
+    from engine.distributed.cli import add_arguments as add_distributed_arguments
     from engine.mcp.cli import add_arguments as add_mcp_arguments
 
     add_mcp_arguments(chat)
+    add_distributed_arguments(chat)
     chat.set_defaults(func=cmd_chat)
 
     serve = sub.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API")
@@ -267,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--cors", action="append", metavar="ORIGIN", help="allow browser requests from ORIGIN"
     )
+    add_distributed_arguments(serve)
     serve.set_defaults(func=cmd_serve)
 
     imp = sub.add_parser("import-gguf", help="convert a GGUF file into an MLX model folder")

@@ -42,10 +42,11 @@ if TYPE_CHECKING:
 
     from engine.memory import WiredLimit
     from engine.models import LoadedModel
-    from engine.prompt_cache import KVState
+    from engine.prompt_cache import KVState, PromptCacheTrie
 
 T = TypeVar("T")
 EventFn = Callable[[ChatEvent], None]
+Loader = Callable[[str, "Callable[[str, float], None] | None"], "LoadedModel"]
 
 
 class PromptCacheStore(Protocol):
@@ -144,10 +145,12 @@ class Engine:
         *,
         kv_budget_bytes: int | None = None,
         reuse_prefixes: bool = True,
+        loader: Loader | None = None,
     ) -> None:
         """`prompt_cache` replaces the KV-cache store (default: an LRU token trie sized by
         the memory plan at each load); `kv_budget_bytes` is the user's budget setting
-        (None: automatic); `reuse_prefixes=False` recomputes every prompt (for benchmarks)."""
+        (None: automatic); `reuse_prefixes=False` recomputes every prompt (for benchmarks);
+        `loader(spec, progress)` replaces `engine.models.load_model` (engine.distributed)."""
         self._ids = itertools.count(1)
         self._closed = False
         # Engine thread only: the model, the prompt cache, the wired limit.
@@ -158,11 +161,13 @@ class Engine:
         self._kv_budget_setting = kv_budget_bytes
         self._reuse_prefixes = reuse_prefixes
         self._wired: WiredLimit | None = None
+        self._trie_maker: Callable[[int], PromptCacheTrie] | None = None
         self._requests_done = 0
         # Published for other threads: replaced whole, never changed in place.
         self._snapshot = EngineSnapshot()
         self._constraint_tokenizer: llguidance.LLTokenizer | None = None
         self._constraint_source: tuple[Any, set[int]] | None = None  # tokenizer, end ids
+        self._loader = loader
         self._worker = acquire_worker()
         self._drained = threading.Event()
 
@@ -178,7 +183,7 @@ class Engine:
 
             report = (lambda s, f: on_progress(LoadProgress(s, f))) if on_progress else None
             self._unload()
-            loaded = load_model(spec, report)
+            loaded = (self._loader or load_model)(spec, report)
             self._loaded = loaded
             self._after_load(loaded)
             return loaded.info
@@ -306,17 +311,22 @@ class Engine:
         from engine.memory import plan_memory
         from engine.prompt_cache import PromptCacheTrie
 
-        plan = plan_memory(loaded.info.weights_bytes, self._kv_budget_setting)
+        if loaded.plan_memory is not None:  # a sharded model: the group's plan
+            plan = loaded.plan_memory(self._kv_budget_setting)
+        else:
+            plan = plan_memory(loaded.info.weights_bytes, self._kv_budget_setting)
         self._memory_plan = plan
         # Runs on the engine thread between requests: no async eval is in flight.
         if self._wired is not None:
             self._wired.apply(plan)
         if self._prompt_cache_override is not None or not self._reuse_prefixes:
             return
-        if isinstance(self.prompt_cache, PromptCacheTrie):
+        make_trie = loaded.make_prompt_cache or PromptCacheTrie
+        if isinstance(self.prompt_cache, PromptCacheTrie) and self._trie_maker is make_trie:
             self.prompt_cache.budget_bytes = plan.kv_budget_bytes
         else:
-            self.prompt_cache = PromptCacheTrie(plan.kv_budget_bytes)
+            self.prompt_cache = make_trie(plan.kv_budget_bytes)
+            self._trie_maker = make_trie
 
     def _unload(self) -> None:
         self.prompt_cache.clear()

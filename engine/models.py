@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
@@ -33,7 +33,10 @@ from engine.library.discovery import (
     ollama_blob,
 )
 from engine.library.gguf_file import is_gguf_file
-from engine.types import ModelInfo
+from engine.types import MemoryPlan, ModelInfo
+
+if TYPE_CHECKING:
+    from engine.prompt_cache import PromptCacheTrie
 
 ProgressFn = Callable[[str, float], None]
 
@@ -220,10 +223,22 @@ class LoadedModel:
     model: Any
     tokenizer: Any  # mlx_lm TokenizerWrapper
     info: ModelInfo
+    # Set by a loader that shards the model across machines (engine.distributed): the memory
+    # plan of the group, and the prompt cache that keeps the other machines' caches in step.
+    plan_memory: Callable[[int | None], MemoryPlan] | None = None
+    make_prompt_cache: Callable[[int], PromptCacheTrie] | None = None
 
 
-def load_model(spec: str, on_progress: ProgressFn | None = None) -> LoadedModel:
-    """Resolve and load `spec`; errors name the path and the problem."""
+def load_model(
+    spec: str,
+    on_progress: ProgressFn | None = None,
+    *,
+    shard: Callable[[Any], None] | None = None,
+) -> LoadedModel:
+    """Resolve and load `spec`; errors name the path and the problem.
+
+    `shard(model)`, if given, splits the model before its weights are read, so that only
+    this machine's share is ever loaded (engine.distributed)."""
     import mlx.core as mx
     import mlx_lm
     from mlx.utils import tree_flatten
@@ -234,7 +249,7 @@ def load_model(spec: str, on_progress: ProgressFn | None = None) -> LoadedModel:
     target = resolve_model(spec, report)
     report("Loading weights", 0.9)
     try:
-        model, tokenizer = mlx_lm.load(str(target))[:2]
+        model, tokenizer = mlx_lm.load(str(target), lazy=shard is not None)[:2]
     except FileNotFoundError as exc:
         raise ModelLoadError(f"{target}: {exc}") from exc
     except Exception as exc:
@@ -246,6 +261,8 @@ def load_model(spec: str, on_progress: ProgressFn | None = None) -> LoadedModel:
         # float32 scales first, so the values are not rounded to float16 on the way
         model.set_dtype(mx.float32)
         model = dequantize_model(model)
+    if shard is not None:
+        shard(model)
     weights_bytes = model_nbytes(model)
     mx.eval(model.parameters())
     name = DEFAULT_MODEL_NAME if spec == DEFAULT_MODEL else model_display_name(spec, target)

@@ -116,7 +116,7 @@ def _slice_layer(c: Any, n: int, compact: bool = False) -> Any:
     return out
 
 
-def _trim(cache: KVState, n: int) -> None:
+def trim_cache(cache: KVState, n: int) -> None:
     """Drop the last n tokens in place (mlx-lm's trim, which a ConcatenateKVCache ignores when it
     appends: cut its arrays too)."""
     mlx_cache.trim_prompt_cache(cache, n)
@@ -124,6 +124,11 @@ def _trim(cache: KVState, n: int) -> None:
         if not isinstance(c, mlx_cache.ConcatenateKVCache) or c.keys is None or c.values is None:
             continue
         c.keys, c.values = c.keys[..., : c.offset, :], c.values[..., : c.offset, :]
+
+
+def slice_cache(cache: KVState, n: int, compact: bool = False) -> KVState:
+    """A new cache holding the first n tokens of `cache` (see `_slice_layer`)."""
+    return [_slice_layer(c, n, compact) for c in cache]
 
 
 class _Node:
@@ -238,11 +243,11 @@ class PromptCacheTrie:
             if tail <= self._steal_tail and not src.node.children:
                 self._remove(src)
                 self._handed_out = src.node
-                _trim(src.cache, tail)
+                self._trim_cache(src.cache, tail)
                 cache = src.cache
                 self._counts["reused_in_place"] += 1
             else:
-                cache = [_slice_layer(c, n_copy) for c in src.cache]
+                cache = self._slice_cache(src.cache, n_copy)
                 self._loan = (cache, src, n_copy)
                 self._counts["copies"] += 1
             n = n_copy
@@ -251,7 +256,7 @@ class PromptCacheTrie:
             self._handed_out = ref.node
             cache, n = ref.cache, ref.node.depth
             if n > limit:
-                _trim(cache, n - limit)
+                self._trim_cache(cache, n - limit)
                 n = limit
             self._counts["reused_in_place"] += 1
         else:
@@ -271,7 +276,7 @@ class PromptCacheTrie:
         elif n > len(tokens):  # e.g. one token fed past the last one reported
             if not mlx_cache.can_trim_prompt_cache(cache):
                 return  # state of tokens[:len(tokens)] is unrecoverable; never store it wrong
-            _trim(cache, n - len(tokens))
+            self._trim_cache(cache, n - len(tokens))
             n = len(tokens)
         tokens = tokens[:n]
         if n == 0:
@@ -323,6 +328,16 @@ class PromptCacheTrie:
             **c,
             hit_rate=c["cached_tokens_total"] / max(1, c["prompt_tokens_total"]),
         )
+
+    # -- the two operations on a cache (a subclass may mirror them elsewhere) ------------------
+
+    def _trim_cache(self, cache: KVState, n: int) -> None:
+        """Drop the last n tokens of `cache` in place."""
+        trim_cache(cache, n)
+
+    def _slice_cache(self, cache: KVState, n: int, compact: bool = False) -> KVState:
+        """A new cache holding the first n tokens of `cache` (see `_slice_layer`)."""
+        return slice_cache(cache, n, compact)
 
     # -- tree ------------------------------------------------------------------------------------
 
@@ -442,7 +457,7 @@ class PromptCacheTrie:
                 if n is not None and n.depth > 0 and n.n_entries == 1:
                     target = n  # the victim is the last entry holding this shared prefix
             if target is not None:
-                compact = [_slice_layer(c, target.depth, compact=True) for c in victim.cache]
+                compact = self._slice_cache(victim.cache, target.depth, compact=True)
                 arrays = cache_arrays(compact)
                 mx.eval(arrays)
                 nbytes = sum(a.nbytes for a in arrays)

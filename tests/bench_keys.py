@@ -124,4 +124,8 @@ STABLE_KEYS: dict[str, set[str]] = {
             for k in ("bits", "method", "max_err_steps", "rel_rms")
         ),
     },
+    "distributed": {
+        "dist_tps_ratio",
+        "dist_comm_ms_per_token",
+    },
 }

@@ -40,6 +40,7 @@ from app.views import theme
 from app.views.chat_view import ChatView, Entry
 from app.views.composer import Composer, dropped_paths
 from app.views.constraint_widgets import ConstraintBar
+from app.views.distributed_controls import DistributedControls
 from app.views.icons import icon
 from app.views.inspector import SETTINGS_TAB, TOOLS_TAB, Inspector
 from app.views.mcp_setup import install_mcp
@@ -101,6 +102,7 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.settings_panel.set_presets(store.presets())
         self._restore_state()
         self._open_initial_conversation()
+        self.distributed.restore()  # before the first model loads
         self.server.restore()
         self._status_timer = QTimer(self, interval=STATUS_INTERVAL_MS)
         self._status_timer.timeout.connect(self.update_status)
@@ -193,6 +195,7 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.statusBar().setSizeGripEnabled(False)
         self.setMinimumSize(*MINIMUM_SIZE)
         self.server = ServerControls(self, self.store, lambda: self.bridge.engine)
+        self.distributed = DistributedControls(self, self.store, self.bridge, self.reload_model)
         width, height = DEFAULT_SIZE
         screen = QGuiApplication.primaryScreen()
         if screen is not None:  # a small screen gets most of it, not more than all of it

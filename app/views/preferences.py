@@ -46,9 +46,11 @@ class PreferencesDialog(QDialog):
         current_model: str = "",
         parent: QWidget | None = None,
         sections: Sequence[tuple[str, QWidget]] = (),
+        model_sections: Sequence[QWidget] = (),
     ) -> None:
         """`sections`: (title, widget) pages other parts of the app provide (the local
-        server); they apply their own values (the window reads them when this closes)."""
+        server), `model_sections` widgets that belong under Model (where the model runs);
+        they apply their own values (the window reads them when this closes)."""
         super().__init__(parent)
         self.setWindowTitle("Preferences")
         self.setObjectName("preferences")
@@ -107,6 +109,9 @@ class PreferencesDialog(QDialog):
                 self,
             )
         )
+        for widget in model_sections:
+            self.page.addSpacing(theme.SPACE.S)
+            self.page.addWidget(widget)
 
         # Reply formats
         form = self._section("Reply formats")
