@@ -85,24 +85,43 @@ def main(argv: list[str] | None = None) -> int:
         return run_self_test(args.model or "default")
 
     from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QMessageBox
 
     from app.application import create_application
     from app.jobs.engine_bridge import EngineBridge
     from app.paths import default_data_dir
+    from app.single_instance import SingleInstance, forward_to_running
     from app.store import Store
+    from app.store.db import DatabaseBusy
     from app.views.main_window import MainWindow
 
     app, file_opener = create_application(sys.argv[:1])
-    store = Store.open(args.data_dir or default_data_dir())
+    data_dir = args.data_dir or default_data_dir()
+    files = [str(Path(f).resolve()) for f in args.files]
+    instance = SingleInstance(data_dir)
+    if not instance.claimed:  # this data folder is open in a running Corral: hand over
+        if forward_to_running(data_dir, files):
+            print("Corral is already running; its window was brought forward.", file=sys.stderr)
+            return 0
+        QMessageBox.warning(None, "Corral", f"Corral is already running with {data_dir}.")
+        return 1
+    try:
+        store = Store.open(data_dir)
+    except DatabaseBusy as exc:
+        QMessageBox.critical(None, "Corral", f"Corral cannot open its conversations: {exc}.")
+        return 1
     bridge = EngineBridge()
     window = MainWindow(store, bridge)
     file_opener.attach(window.open_files)
+    instance.activated.connect(window.bring_forward)
     window.show()
+    if store.notice:  # the old database was set aside: say where it is
+        notice = store.notice
+        QTimer.singleShot(0, lambda: QMessageBox.warning(window, "Corral", notice))
     spec = args.model or store.get_setting("model_spec") or "default"
     QTimer.singleShot(0, lambda: window.load_model(spec))
     QTimer.singleShot(0, window.mcp.start)  # servers start once the window is up
-    if args.files:
-        files = [str(Path(f).resolve()) for f in args.files]
+    if files:
         QTimer.singleShot(0, lambda: window.open_files(files))
     if args.report_startup:
         _report_startup(window, bridge)
@@ -111,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     window.mcp.close()
     bridge.close()
     store.close()
+    instance.close()
     return code
 
 

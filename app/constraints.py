@@ -37,15 +37,19 @@ def describe_constraint(kind: str, name: str = "") -> str:
     return f"Reply as: {name} ({label})"
 
 
-def describe_reply_constraint(name: str | None, kind: str | None = None) -> str:
+def describe_reply_constraint(
+    name: str | None, kind: str | None = None, use: str | None = None
+) -> str:
     """What a saved reply was held to, from the name the engine reported: a user's
-    constraint, or the tool-call grammar ("tools: auto (hermes)" -> "Tools (auto)")."""
+    constraint (with `use` "with_tools": it, or a tool call), or the tool-call grammar
+    ("tools: auto (hermes)" -> "Tools (auto)")."""
     if not name:
         return ""
     if name.startswith("tools: "):
         choice = name[len("tools: ") :].split(" (")[0]
         return f"Tools ({_CHOICE_WORDS.get(choice, f'must call {choice}')})"
-    return describe_constraint(kind or "", name)
+    text = describe_constraint(kind or "", name)
+    return f"{text}, or a tool call" if use == "with_tools" else text
 
 
 _CHOICE_WORDS = {"auto": "auto", "required": "must call one", "none": "off"}

@@ -22,10 +22,13 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from app.constraints import Checked, check_spec, spec_from_dict, spec_to_dict
+from app.history_window import start_after_dropping
 from app.jobs.engine_bridge import EngineBridge, ReplyJob
 from app.jobs.thread import run_task
 from app.store import DEFAULT_TITLE, ChatSettings, Conversation, Message, Store, ToolsConfig
 from app.tools import enabled_tool_definitions, enabled_tool_warnings
+from engine.constraints.validate import constraint_notes
+from engine.context import CONTEXT_LENGTH_EXCEEDED, error_text
 from engine.mcp.turn import DEFAULT_MAX_STEPS, tool_choice_for_step
 from engine.types import (
     ChatMessage,
@@ -33,6 +36,7 @@ from engine.types import (
     ChatResult,
     ConstraintSpec,
     ConstraintUse,
+    SchemaOptions,
     StopReason,
     ToolChoiceOption,
 )
@@ -61,6 +65,10 @@ class ChipState:
     tools: tuple[str, ...] = ()
     tool_choice: str = "auto"
     tool_warnings: tuple[str, ...] = ()
+    # what the tight defaults do to the constraint ("declared keys only", ...) and what
+    # Corral cannot enforce of it (keywords and formats compiled leniently)
+    constraint_tight: tuple[str, ...] = ()
+    constraint_warnings: tuple[str, ...] = ()
 
 
 def _title_from(text: str) -> str:
@@ -83,6 +91,9 @@ class ChatController(QObject):
     toolCallsReady = Signal(int, object)  # conversation id, the saved reply's tool calls
     stopRequested = Signal()  # Stop: tool calls in flight are cancelled too
     chipsChanged = Signal()  # chip_state() changed for the open conversation
+    # A prompt longer than the model reads: the message, and whether tools were offered
+    # (the window offers to leave out the oldest turns, or to turn tools off).
+    contextExceeded = Signal(str, bool)
 
     def __init__(self, store: Store, bridge: EngineBridge, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -96,7 +107,7 @@ class ChatController(QObject):
         self._reply_conversation: int | None = None
         self._reply_prefix = ""  # the text of a reply being continued
         self._continued: Message | None = None
-        self._reply_constraint_kind: str | None = None
+        self._reply_constraint: ConstraintSpec | None = None  # the user's, as sent
         # What a new chat starts from (the user's Preferences) and the loaded model's
         # recommended sampling (values a conversation leaves unset follow it).
         self.new_chat_settings = ChatSettings()
@@ -113,6 +124,14 @@ class ChatController(QObject):
         self._constraints: dict[int, ConstraintSpec] = {}
         self._constraint_use: dict[int, ConstraintUse] = {}
         self._tool_warnings: dict[int, tuple[str, ...]] = {}
+        # how JSON schemas are followed (Preferences)
+        self.schema_options = SchemaOptions()
+        self.close_loops = True
+        # per conversation id: the message the model reads from (older ones are left out
+        # after the user chose to, for a model whose context they overflow)
+        self._history_from: dict[int, int] = {}
+        self._overflow: tuple[int, int] | None = None  # conversation id, prompt tokens
+        self._reply_had_tools = False
 
     # ---- conversations ----
 
@@ -181,7 +200,11 @@ class ChatController(QObject):
         self.conversationsChanged.emit()
 
     def path(self) -> list[Message]:
-        return self.store.active_path(self.conversation_id) if self.conversation_id else []
+        path = self.store.active_path(self.conversation_id) if self.conversation_id else []
+        if self.store.warnings:  # a damaged record was repaired on the way: say so once
+            warnings, self.store.warnings = self.store.warnings, []
+            self.notice.emit("; ".join(warnings) + ".")
+        return path
 
     def branch_position(self, message: Message) -> tuple[int, int]:
         """(1-based index, count) of `message` among its siblings, for the "< i/n >" switcher."""
@@ -345,6 +368,16 @@ class ChatController(QObject):
 
     # ---- constraint and tools ----
 
+    def set_schema_preferences(self, options: SchemaOptions, close_loops: bool) -> None:
+        """How JSON schemas are followed from now on (constraints are checked again)."""
+        changed = options != self.schema_options
+        self.schema_options, self.close_loops = options, close_loops
+        if changed:
+            self._constraints.clear()
+            if self.conversation_id is not None:
+                self._prepare_constraint(self.conversation_id)
+            self.chipsChanged.emit()
+
     def set_constraint(self, spec: ConstraintSpec | None, path: str | None = None) -> None:
         """Constrain the open conversation's next replies to `spec` (checked and compiled:
         see app.constraints), or lift the constraint."""
@@ -352,6 +385,8 @@ class ChatController(QObject):
             self.new_conversation()
         cid = self.conversation_id
         assert cid is not None
+        if spec is not None and spec.options != self.schema_options:
+            spec = replace(spec, options=self.schema_options, compiled=None)
         self.store.set_constraint(cid, spec_to_dict(spec, path) if spec is not None else None)
         self._constraint_use.pop(cid, None)
         if spec is not None and spec.compiled is not None:
@@ -387,19 +422,22 @@ class ChatController(QObject):
                 use = "paused"  # "required" or a named tool: only calls may be written
             else:  # joined, unless the last reply found the model's calls could pass for it
                 use = self._constraint_use.get(conv.id, "with_tools")
+        compiled = constraint.compiled if constraint is not None else None
         return ChipState(
             constraint=constraint,
             constraint_use=use,
             tools=names,
             tool_choice=choice,
             tool_warnings=self._tool_warnings.get(conv.id, ()) if tools else (),
+            constraint_tight=compiled.notes if compiled is not None else (),
+            constraint_warnings=tuple(constraint_notes(constraint)[0]) if constraint else (),
         )
 
     def _constraint_for(self, conv: Conversation) -> ConstraintSpec | None:
         """The conversation's constraint: the compiled one if it is still the stored one."""
         if not conv.constraint:
             return None
-        stored = spec_from_dict(conv.constraint)
+        stored = replace(spec_from_dict(conv.constraint), options=self.schema_options)
         compiled = self._constraints.get(conv.id)
         return compiled if compiled == stored else stored  # equality ignores `compiled`
 
@@ -408,7 +446,7 @@ class ChatController(QObject):
         conv = self.store.conversation(conversation_id)
         if conv is None or not conv.constraint:
             return
-        stored = spec_from_dict(conv.constraint)
+        stored = replace(spec_from_dict(conv.constraint), options=self.schema_options)
         if self._constraints.get(conversation_id) == stored:
             return
         check = self.bridge.check_constraint
@@ -417,10 +455,12 @@ class ChatController(QObject):
             current = self.store.conversation(conversation_id)
             if checked is None or current is None or not current.constraint:
                 return
-            if spec_from_dict(current.constraint) != stored:
+            if replace(spec_from_dict(current.constraint), options=self.schema_options) != stored:
                 return  # replaced meanwhile
             if checked.ok and checked.spec is not None:
                 self._constraints[conversation_id] = checked.spec
+                if conversation_id == self.conversation_id:
+                    self.chipsChanged.emit()  # the chip names the tight defaults, warnings
             elif conversation_id == self.conversation_id:
                 problems = "; ".join(str(d) for d in checked.errors)
                 self.notice.emit(f"{stored.name or 'The constraint'} no longer checks: {problems}")
@@ -452,7 +492,7 @@ class ChatController(QObject):
         messages: list[ChatMessage] = []
         if conv.settings.system_prompt.strip():
             messages.append({"role": "system", "content": conv.settings.system_prompt})
-        messages += [m.to_chat_message() for m in upto]
+        messages += [m.to_chat_message() for m in self._read_from(upto, conv.id)]
         tools = enabled_tool_definitions(conv.tools)
         if self.tool_source is not None:
             reserved = [t.get("function", t).get("name") for t in tools]
@@ -469,7 +509,58 @@ class ChatController(QObject):
             constraint=self._constraint_for(conv),
             tools=tools or None,
             tool_choice=choice,
+            schema_options=self.schema_options,
+            close_loops=self.close_loops,
         )
+
+    def _read_from(self, path: list[Message], conversation_id: int) -> list[Message]:
+        """`path` from the message the model reads from (all of it unless the user chose
+        to leave out older turns, and only while that message is on the path)."""
+        first = self._history_from.get(conversation_id)
+        ids = [m.id for m in path]
+        return path[ids.index(first) :] if first in ids else path
+
+    def drop_oldest_turns(self) -> bool:
+        """After a prompt too long for the model: leave out the oldest turns of the open
+        conversation (they stay in the chat) and answer again."""
+        conv, info = self.conversation, self.bridge.model_info
+        if conv is None or self._overflow is None or self._overflow[0] != conv.id or self.busy:
+            return False
+        context = getattr(info, "context_length", None)
+        path = self.path()
+        kept = self._read_from(path, conv.id)
+        start = len(path) - len(kept)
+        new_start = (
+            start_after_dropping(path, start, self._overflow[1], context, conv.settings.max_tokens)
+            if context
+            else None
+        )
+        if new_start is None:
+            self.notice.emit(
+                "The last message alone is longer than this model reads: shorten it, or load "
+                "a model with a longer context."
+            )
+            return False
+        self._history_from[conv.id] = path[new_start].id
+        self._overflow = None
+        return self.regenerate()
+
+    def turn_tools_off(self) -> bool:
+        """After a prompt too long for the model: stop offering tools in the open
+        conversation (tool_choice "none"; they stay configured) and answer again."""
+        conv = self.conversation
+        if conv is None or self.busy:
+            return False
+        self.set_tools(replace(conv.tools, tool_choice="none"))
+        self._overflow = None
+        return self.regenerate()
+
+    def left_out_count(self) -> int:
+        """How many messages of the open conversation's path the model does not read."""
+        if self.conversation_id is None:
+            return 0
+        path = self.path()
+        return len(path) - len(self._read_from(path, self.conversation_id))
 
     def _start_reply(self, parent: Message, count: int = 1) -> None:
         conv = self.store.conversation(parent.conversation_id)
@@ -485,6 +576,8 @@ class ChatController(QObject):
         self._reply_parent = parent
         self._reply_conversation = conversation_id
         self._reply_constraint_kind = request.constraint.kind if request.constraint else None
+        self._reply_had_tools = bool(request.tools) and request.tool_choice != "none"
+        self._reply_constraint = request.constraint
         self._results = {}
         jobs = self.bridge.submit_many(request.alternatives(count))
         self.job, self._alternatives = jobs[0], jobs[1:]
@@ -528,7 +621,11 @@ class ChatController(QObject):
         result = results[0]
         if not kept and parent is not None and continued is None:
             if result.error:
-                self.unanswered[parent.id] = f"No reply: {result.error}"
+                self.unanswered[parent.id] = f"No reply: {error_text(result.error)}"
+                if result.error_code == CONTEXT_LENGTH_EXCEEDED:
+                    self._overflow = (parent.conversation_id, result.stats.prompt_tokens)
+                    text = error_text(result.error)
+                    self.contextExceeded.emit(text[:1].upper() + text[1:], self._reply_had_tools)
             elif result.stop_reason == StopReason.CANCELLED:
                 self.unanswered[parent.id] = "Stopped before any reply"
         elif not kept and continued is not None and result.error:
@@ -558,11 +655,15 @@ class ChatController(QObject):
             keep = False  # nothing new: the cut reply stays as it was
         if parent is None or not keep or self.store.message(parent.id) is None:
             return None
+        own = self._reply_constraint
+        joined = result.constraint_use == "with_tools" and own is not None
         meta = {
             "stats": result.stats.to_dict(),
             "stop_reason": result.stop_reason.value,
-            "constraint": result.constraint_name,
-            "constraint_kind": self._reply_constraint_kind,
+            # the user's format by its own name where a reply fits it or is a tool call
+            "constraint": own.name or own.kind if joined and own else result.constraint_name,
+            "constraint_kind": own.kind if own is not None else None,
+            "constraint_use": result.constraint_use,
             "incomplete": result.incomplete,
             "tool_calls": [c.to_dict() for c in result.tool_calls],
             "model": getattr(self.bridge.model_info, "name", None),

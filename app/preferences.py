@@ -1,7 +1,8 @@
 """The user's app-wide preferences, kept in the store's settings table: appearance, chat
 text size, the model to start with, the KV-cache budget, how many replies are written at
-once, and what a new chat starts from (system prompt, sampling, built-in tools; a new chat
-never inherits a constraint)."""
+once, what a new chat starts from (system prompt, sampling, built-in tools; a new chat never
+inherits a constraint), and how JSON schemas are followed (tight defaults, strict schemas,
+closing loops)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.store import ChatSettings, Store, ToolsConfig
-from engine.types import DEFAULT_MAX_ROWS
+from engine.types import DEFAULT_MAX_ROWS, SchemaOptions
 
 MAX_ROWS_LIMIT = 32  # the most replies at once the preference offers
 
@@ -21,6 +22,9 @@ KEYS = {
     "max_rows": "max_batch_rows",
     "new_chat": "new_chat_settings",
     "new_chat_tools": "new_chat_tools",
+    "allow_extra_properties": "allow_extra_properties",
+    "strict_schema": "strict_schema",
+    "close_loops": "close_loops",
 }
 
 
@@ -33,6 +37,16 @@ class Preferences:
     max_rows: int = DEFAULT_MAX_ROWS  # replies written side by side at most
     new_chat: ChatSettings = field(default_factory=ChatSettings)
     new_chat_tools: ToolsConfig = field(default_factory=ToolsConfig)
+    # JSON schemas: use all the freedom they leave (no tight defaults); refuse keywords
+    # Corral cannot enforce instead of ignoring them with a warning; close a constrained
+    # reply that repeats itself inside a value
+    allow_extra_properties: bool = False
+    strict_schema: bool = False
+    close_loops: bool = True
+
+    @property
+    def schema_options(self) -> SchemaOptions:
+        return SchemaOptions(tight=not self.allow_extra_properties, lenient=not self.strict_schema)
 
     @classmethod
     def load(cls, store: Store) -> Preferences:
@@ -52,6 +66,10 @@ class Preferences:
             prefs.max_rows = rows
         prefs.new_chat = ChatSettings.from_dict(_dict(get(KEYS["new_chat"])))
         prefs.new_chat_tools = ToolsConfig.from_dict(_dict(get(KEYS["new_chat_tools"])))
+        for name in ("allow_extra_properties", "strict_schema", "close_loops"):
+            value = get(KEYS[name], getattr(prefs, name))
+            if isinstance(value, bool):
+                setattr(prefs, name, value)
         return prefs
 
     def save(self, store: Store) -> None:
@@ -62,6 +80,8 @@ class Preferences:
         store.set_setting(KEYS["max_rows"], self.max_rows)
         store.set_setting(KEYS["new_chat"], self.new_chat.to_dict())
         store.set_setting(KEYS["new_chat_tools"], self.new_chat_tools.to_dict())
+        for name in ("allow_extra_properties", "strict_schema", "close_loops"):
+            store.set_setting(KEYS[name], getattr(self, name))
 
 
 def _dict(value: Any) -> dict[str, Any] | None:

@@ -31,10 +31,12 @@ def parse_tools_text(text: str, source: str = "") -> list[ToolDefinition]:
 
 def looks_like_tools(path: str) -> bool:
     """Whether a .json file holds tool definitions (rather than a JSON schema)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.loads(f.read(4 * 1024 * 1024))
-    except (OSError, ValueError):
+    from engine.files import FileRefused, read_text_limited
+    from engine.tools.definitions import MAX_FILE_BYTES
+
+    try:  # a regular file only: a pipe would block the window, a device never end
+        data = json.loads(read_text_limited(path, MAX_FILE_BYTES, "tools file"))
+    except (FileRefused, ValueError, RecursionError):
         return False
     if isinstance(data, dict) and isinstance(data.get("tools"), list):
         return True

@@ -3,10 +3,13 @@ measured side by side in one run.
 
 Sections: `decode` (engine vs mlx-lm's stream_generate), `constraints` (constrained vs free
 decoding), `trie` and `session` (the prefix cache), `server` (HTTP streaming with the
-`openai` client against the Engine alone), `batch` (replies decoded side by side against
-one after another and against mlx-lm's BatchGenerator). Each returns a flat dict of
-figures; `--json` prints them merged into one object whose keys stay stable (new figures
-add keys).
+`openai` client against the Engine alone), `coverage` (real-world JSON schemas: compile
+rates, time to first mask, complete and valid replies within the budget), `library` (GGUF
+import time and peak memory, the error each GGUF type's conversion adds), `distributed` (the
+model sharded over two loopback ranks against one process), `batch` (replies decoded side by
+side against one after another and against mlx-lm's BatchGenerator). Each returns a flat
+dict of figures; `--json` prints them merged into one object whose keys stay stable (new
+figures add keys).
 """
 
 from __future__ import annotations
@@ -99,10 +102,28 @@ def _section_session(engine: Engine, args: argparse.Namespace) -> dict[str, Any]
     return figures
 
 
+def _section_coverage(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.coverage import run_coverage_bench
+
+    return run_coverage_bench(engine, args)
+
+
 def _section_server(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.server import run_server_bench
 
     return run_server_bench(engine, args)
+
+
+def _section_library(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.library import run_library_bench
+
+    return run_library_bench(engine, args)
+
+
+def _section_distributed(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.distributed import run_distributed_bench
+
+    return run_distributed_bench(engine, args)
 
 
 def _section_batch(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
@@ -117,6 +138,9 @@ SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "trie": _section_trie,
     "session": _section_session,
     "server": _section_server,
+    "coverage": _section_coverage,
+    "library": _section_library,
+    "distributed": _section_distributed,
     "batch": _section_batch,
 }
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks.limits import measure_depth_check
 from engine.batch import decode_alone
 from engine.constraints.row import RowConstraint
 from engine.constraints.sources import constraint_from_file, json_schema_constraint
@@ -120,6 +121,7 @@ def measure_constraints(
     out["forced_tokens"] = f"{fstats.forced_tokens} of {forced['overlapped'][0].tokens}"
     out["forced_forward_passes"] = fstats.forward_passes
     out.update(measure_drop_to_first_mask(tokenizer, repeats=max(3, repeats)))
+    out.update(measure_depth_check(tokenizer, repeats=max(3, repeats)))
 
     if stress:
         import mlx_lm
@@ -216,7 +218,17 @@ def _run(
     ends = end_token_ids(tokenizer)
     runtime = None
     if loop != "free":
-        runtime = RowConstraint(tokenizer, constraint, ends, on_pool=loop != "serial")
+        # With the closing machinery tracking the reply as requests do, but a budget too far
+        # to trigger it (closing tokens come without forward passes and would flatter the
+        # figures): what it costs on the steps where it is not close to triggering.
+        runtime = RowConstraint(
+            tokenizer,
+            constraint,
+            ends,
+            on_pool=loop != "serial",
+            max_tokens=max_tokens + 1000,
+            close_loops=False,
+        )
     tokens = decode_alone(
         model,
         cache,

@@ -2,7 +2,9 @@
 bundled default model (its recommended sampling), at 800x500, 1024x700 and 1440x900, in
 light and dark. Offscreen, no display needed; takes a minute or two on a laptop CPU.
 
-    python benchmarks/gui_screenshots.py [--out docs/screenshots]
+    python benchmarks/gui_screenshots.py [--out docs/screenshots] [--seed N]
+
+The replies are sampled with a fixed seed, so the pictures repeat from run to run.
 
 The PNGs are written with a 256-colour palette to keep them small.
 """
@@ -24,6 +26,7 @@ sys.path.insert(0, str(REPO))
 import engine  # noqa: E402,F401  (OpenBLAS before MLX)
 
 SIZES = ((800, 500), (1024, 700), (1440, 900))
+SEED = 3  # a seed whose replies show prose and a code block
 PROMPTS = (
     ("What is 17*23? Answer in one short sentence.", 40),
     ("Write a Python function that adds two numbers, in a code block.", 90),
@@ -58,6 +61,7 @@ def _palettized(image: Any) -> Any:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "screenshots")
+    parser.add_argument("--seed", type=int, default=SEED, help="sampling seed of the replies")
     args = parser.parse_args()
 
     from PySide6.QtWidgets import QApplication
@@ -81,17 +85,20 @@ def main() -> int:
     # An earlier chat for the sidebar: a reply that must fit a JSON schema.
     window.open_constraint_file(str(resources_dir() / "grammars" / "recipe.json"))
     _wait(app, window.constraint_bar.chip.isVisible)
-    store.set_chat_settings(window.controller.conversation_id, ChatSettings(max_tokens=160))
+    settings = ChatSettings(max_tokens=160, seed=args.seed)
+    store.set_chat_settings(window.controller.conversation_id, settings)
     window.send("A simple pancake recipe")
     _wait(app, lambda: not window.controller.busy)
 
     window.new_chat()
-    store.set_chat_settings(window.controller.conversation_id, ChatSettings(max_tokens=40))
     for prompt, tokens in PROMPTS:
-        settings = ChatSettings(max_tokens=tokens)
+        settings = ChatSettings(max_tokens=tokens, seed=args.seed)
         store.set_chat_settings(window.controller.conversation_id, settings)
         window.send(prompt)
         _wait(app, lambda: not window.controller.busy)
+    settings = ChatSettings()  # the panel as a user finds it: seed "Random"
+    store.set_chat_settings(window.controller.conversation_id, settings)
+    window.settings_panel.set_settings(settings)
 
     args.out.mkdir(parents=True, exist_ok=True)
     for appearance in ("light", "dark"):

@@ -26,8 +26,10 @@ def build_tiny_model(
     heads: int = 4,
     kv_heads: int = 2,
     seed: int = 0,
+    context: int = 8192,
 ) -> Path:
-    """Write a random llama MLX folder at `out_dir` that uses the tokenizer in `tokenizer_dir`."""
+    """Write a random llama MLX folder at `out_dir` that uses the tokenizer in `tokenizer_dir`
+    (`context`: the context length its config declares)."""
     from mlx_lm.models import llama
 
     out = Path(out_dir)
@@ -45,7 +47,7 @@ def build_tiny_model(
         "rms_norm_eps": 1e-5,
         "vocab_size": vocab,
         "rope_theta": 10000.0,
-        "max_position_embeddings": 8192,
+        "max_position_embeddings": context,
         "tie_word_embeddings": True,
     }
     mx.random.seed(seed)

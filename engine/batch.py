@@ -88,6 +88,7 @@ class DecodeRow:
         self.awaiting = constraint is not None  # a matcher job whose answer is not taken
         self.mask: np.ndarray | None = None  # what its next token is sampled under
         self.narrow = False
+        self.at_limit = False  # its last allowed token is out; its matcher says how it ended
         self.stop_reason: StopReason | None = None
         self.error: Exception | None = None
 
@@ -262,31 +263,55 @@ class DecodeBatch:
 
     def _take_mask_step(self, row: DecodeRow) -> None:
         """Take the answer of `row`'s matcher: forced tokens (handed to the reply and fed
-        next), the end of the grammar, and the mask its next token is sampled under."""
-        assert row.constraint is not None
+        next), the end of the grammar (its own, or the closing policy's ending), and the
+        mask its next token is sampled under."""
+        constraint = row.constraint
+        assert constraint is not None
         row.awaiting = False
         try:
-            step = row.constraint.collect()
+            step = constraint.collect()
         except Exception as exc:  # this reply's grammar failed; the others go on
             row.finish(StopReason.ERROR, exc)
             return
-        for token in step.ff:
-            if self._give(row, token):
+        if row.at_limit:  # its last token: a complete reply if the grammar ended with it
+            ended = step.stopped or step.closing == []
+            row.finish(StopReason.EOS if ended else StopReason.LENGTH)
+            return
+        for i, token in enumerate(step.ff):
+            if self._give(row, token, ends_grammar=step.stopped and i == len(step.ff) - 1):
                 return
-            row.constraint.forced_tokens += 1
+            constraint.forced_tokens += 1
+        if step.closing is not None:
+            try:
+                constraint.close(step.closing)
+            except Exception as exc:
+                row.finish(StopReason.ERROR, exc)
+                return
+            for i, token in enumerate(step.closing):
+                if self._give(row, token, ends_grammar=i == len(step.closing) - 1):
+                    return
+            row.finish(StopReason.EOS)
+            return
         if step.stopped:
             row.finish(StopReason.EOS)
         row.pending += step.ff
         row.mask, row.narrow = step.mask, step.narrow
 
-    def _give(self, row: DecodeRow, token: int) -> bool:
-        """Hand `token` to `row`'s reply; True if that ended it."""
-        if row.done:
+    def _give(self, row: DecodeRow, token: int, *, ends_grammar: bool = False) -> bool:
+        """Hand `token` to `row`'s reply; True if the row is done with it. A constrained
+        reply reaching its length limit on a sampled token waits for its matcher: if the
+        grammar ended with that token, the reply is complete (`at_limit`)."""
+        if row.done or row.at_limit:
             return True
         try:
             reason = row.owner.take(token)
         except Exception as exc:  # the reply's own failure ends it alone
             row.finish(StopReason.ERROR, exc)
+            return True
+        if reason is StopReason.LENGTH and ends_grammar:
+            reason = StopReason.EOS  # the grammar's own end, on the budget's last token
+        elif reason is StopReason.LENGTH and row.constraint is not None and row.awaiting:
+            row.at_limit = True  # the matcher's answer for this token decides
             return True
         if reason is not None:
             row.finish(reason)
@@ -423,4 +448,4 @@ def decode_alone(
 
 def _samples(row: DecodeRow) -> bool:
     """Whether `row` takes its next token from this step's logits."""
-    return not row.pending and not row.done
+    return not row.pending and not row.done and not row.at_limit

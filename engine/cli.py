@@ -1,4 +1,4 @@
-"""Command line: `python -m engine chat | serve | import-gguf | bench`.
+"""Command line: `python -m engine chat | serve | import-gguf | models | download | bench`.
 
 `bench` hands its arguments to the top-level `benchmarks` package, which a checkout has and
 the packaged app does not.
@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from engine.errors import CorralError
@@ -20,6 +21,7 @@ from engine.types import (
     ConstraintSpec,
     LoadProgress,
     SamplingSettings,
+    SchemaOptions,
     TextDelta,
     ToolDefinition,
 )
@@ -36,16 +38,22 @@ def _progress_printer(enabled: bool) -> Callable[[LoadProgress], None]:
     return show
 
 
+def _schema_options(args: argparse.Namespace) -> SchemaOptions:
+    return SchemaOptions(tight=not args.allow_extra_properties, lenient=not args.strict_schema)
+
+
 def _constraint_from_args(args: argparse.Namespace) -> ConstraintSpec | None:
     from engine.constraints.sources import constraint_from_file, constraint_from_text
 
     if args.json_schema:
-        return constraint_from_file(args.json_schema, kind="json_schema")
-    if args.grammar:
-        return constraint_from_file(args.grammar)
-    if args.regex:
-        return constraint_from_text(args.regex, kind="regex", name="regex")
-    return None
+        spec = constraint_from_file(args.json_schema, kind="json_schema")
+    elif args.grammar:
+        spec = constraint_from_file(args.grammar)
+    elif args.regex:
+        spec = constraint_from_text(args.regex, kind="regex", name="regex")
+    else:
+        return None
+    return replace(spec, options=_schema_options(args))
 
 
 def _tools_from_args(args: argparse.Namespace) -> list[ToolDefinition] | None:
@@ -57,7 +65,7 @@ def _tools_from_args(args: argparse.Namespace) -> list[ToolDefinition] | None:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from engine.engine import Engine
+    from engine.distributed.cli import make_engine
 
     messages: list[ChatMessage] = []
     if args.system:
@@ -79,8 +87,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
         constraint=_constraint_from_args(args),
         tools=_tools_from_args(args),
         tool_choice=args.tool_choice,
+        schema_options=_schema_options(args),
+        close_loops=not args.no_close_loops,
     )
-    engine = Engine()
+    engine = make_engine(args)
     if args.mcp:
         from engine.mcp.cli import run_chat
 
@@ -101,6 +111,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
         result = handle.result()
     finally:
         engine.close()
+    for warning in result.warnings:  # what was not enforced, why a reply is incomplete
+        print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     else:
@@ -108,6 +120,14 @@ def cmd_chat(args: argparse.Namespace) -> int:
         for call in result.tool_calls:
             print(f"[tool call] {call.name}({json.dumps(call.arguments, ensure_ascii=False)})")
         s = result.stats
+        if result.tight:
+            print(f"[tight: {'; '.join(result.tight)}]", file=sys.stderr)
+        if result.closed_to_fit:
+            print(
+                f"[closed to fit: the last {s.closing_tokens} tokens end the reply validly "
+                f"({s.close_reason})]",
+                file=sys.stderr,
+            )
         print(
             f"[{result.stop_reason.value}] {s.prompt_tokens} prompt tokens "
             f"({s.cached_tokens} cached), {s.generated_tokens} generated, "
@@ -142,7 +162,7 @@ def cmd_import_gguf(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import os
 
-    from engine.engine import Engine
+    from engine.distributed.cli import make_engine
     from engine.server import HTTPServer, ServerConfig
 
     config = ServerConfig(
@@ -152,7 +172,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cors_origins=args.cors or [],
     )
     config.check()  # refuse a public bind without a key before loading anything
-    engine = Engine(max_rows=args.max_rows)
+    engine = make_engine(args)
+    engine.set_max_rows(args.max_rows)
     try:
         info = engine.load_model(args.model, _progress_printer(True)).result()
         server = HTTPServer(engine, config)
@@ -217,11 +238,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--grammar", metavar="FILE", help="constrain to a .lark/.gbnf/.regex/.json file"
     )
     group.add_argument("--regex", metavar="R", help="constrain to a regular expression")
+    chat.add_argument(
+        "--allow-extra-properties",
+        action="store_true",
+        help="use all the freedom a JSON schema leaves (no tight defaults: undeclared keys, "
+        "numbers of any size, free-form values of any depth)",
+    )
+    chat.add_argument(
+        "--strict-schema",
+        action="store_true",
+        help="refuse JSON schemas with keywords or formats Corral cannot enforce, instead "
+        "of ignoring them with a warning",
+    )
+    chat.add_argument(
+        "--no-close-loops",
+        action="store_true",
+        help="under a constraint, let a reply that repeats itself inside a value run on",
+    )
     chat.add_argument("--tools", metavar="FILE", help="tool definitions (OpenAI format, .json)")
     chat.add_argument("--tool-choice", default="auto", help="auto, required, none or a tool name")
+    from engine.distributed.cli import add_arguments as add_distributed_arguments
     from engine.mcp.cli import add_arguments as add_mcp_arguments
 
     add_mcp_arguments(chat)
+    add_distributed_arguments(chat)
     chat.set_defaults(func=cmd_chat)
 
     serve = sub.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API")
@@ -244,12 +284,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_ROWS,
         help=f"replies decoded side by side at most (default {DEFAULT_MAX_ROWS}; 1: one at a time)",
     )
+    add_distributed_arguments(serve)
     serve.set_defaults(func=cmd_serve)
 
-    imp = sub.add_parser("import-gguf", help="convert a llama GGUF file into an MLX model folder")
+    imp = sub.add_parser("import-gguf", help="convert a GGUF file into an MLX model folder")
     imp.add_argument("file", type=Path, help="a .gguf file, or 'default' for the embedded model")
     imp.add_argument("out", type=Path, nargs="?", help="output folder (default: the model cache)")
     imp.set_defaults(func=cmd_import_gguf)
+
+    from engine.library.cli import add_commands as add_library_commands
+
+    add_library_commands(sub)
 
     # Its options belong to benchmarks/bench.py (`python -m engine bench --help` lists them).
     bench = sub.add_parser(

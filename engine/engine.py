@@ -48,10 +48,11 @@ if TYPE_CHECKING:
 
     from engine.memory import WiredLimit
     from engine.models import LoadedModel
-    from engine.prompt_cache import KVState
+    from engine.prompt_cache import KVState, PromptCacheTrie
 
 T = TypeVar("T")
 EventFn = Callable[[ChatEvent], None]
+Loader = Callable[[str, "Callable[[str, float], None] | None"], "LoadedModel"]
 
 DEFAULT_MAX_QUEUED = 64  # requests waiting for a row
 
@@ -61,6 +62,7 @@ class PromptCacheStore(Protocol):
 
     def fetch(self, model: Any, tokens: list[int]) -> tuple[KVState, int]: ...
     def store(self, tokens: list[int], cache: KVState) -> None: ...
+    def store_copy(self, tokens: list[int], cache: KVState) -> None: ...
     def reserve(self, nbytes: int) -> None: ...
     def stats(self) -> CacheStats: ...
     def clear(self) -> None: ...
@@ -75,6 +77,9 @@ class NoPromptCache:
         return make_prompt_cache(model), 0
 
     def store(self, tokens: list[int], cache: KVState) -> None:
+        pass
+
+    def store_copy(self, tokens: list[int], cache: KVState) -> None:
         pass
 
     def reserve(self, nbytes: int) -> None:
@@ -159,19 +164,21 @@ class Engine:
         reuse_prefixes: bool = True,
         max_rows: int = DEFAULT_MAX_ROWS,
         max_queued: int = DEFAULT_MAX_QUEUED,
+        loader: Loader | None = None,
     ) -> None:
         """`prompt_cache` replaces the KV-cache store (default: an LRU token trie sized by
         the memory plan at each load); `kv_budget_bytes` is the user's budget setting
         (None: automatic); `reuse_prefixes=False` recomputes every prompt (for benchmarks).
         `max_rows` replies decode together at most (1: one after another); `submit`
-        refuses a request when `max_queued` are already waiting for a row."""
+        refuses a request when `max_queued` are already waiting for a row.
+        `loader(spec, progress)` replaces `engine.models.load_model` (engine.distributed)."""
         self._ids = itertools.count(1)
         self._closed = False
         self.max_rows = max(1, max_rows)
         self.max_queued = max(1, max_queued)
         # Chat requests waiting for a row, and the places (`seq`) of other queued work
         # that the requests behind it must wait for. Guarded by _lock.
-        self._lock = threading.Lock()
+        self._queue_lock = threading.Lock()
         self._queue: deque[RequestHandle] = deque()
         self._seq = itertools.count(1)
         self._fences: set[int] = set()
@@ -184,11 +191,13 @@ class Engine:
         self._kv_budget_setting = kv_budget_bytes
         self._reuse_prefixes = reuse_prefixes
         self._wired: WiredLimit | None = None
+        self._trie_maker: Callable[[int], PromptCacheTrie] | None = None
         self._requests_done = 0
         # Published for other threads: replaced whole, never changed in place.
         self._snapshot = EngineSnapshot()
         self._constraint_tokenizer: llguidance.LLTokenizer | None = None
         self._constraint_source: tuple[Any, set[int]] | None = None  # tokenizer, end ids
+        self._loader = loader
         self._worker = acquire_worker()
         self._drained = threading.Event()
 
@@ -204,7 +213,7 @@ class Engine:
 
             report = (lambda s, f: on_progress(LoadProgress(s, f))) if on_progress else None
             self._unload()
-            loaded = load_model(spec, report)
+            loaded = (self._loader or load_model)(spec, report)
             self._loaded = loaded
             self._after_load(loaded)
             return loaded.info
@@ -300,7 +309,7 @@ class Engine:
         self._worker.put(job)
 
     def _enqueue(self, handles: list[RequestHandle]) -> None:
-        with self._lock:
+        with self._queue_lock:
             if self._closed:
                 raise EngineClosedError("the engine has been closed")
             if len(self._queue) + len(handles) > self.max_queued:
@@ -316,14 +325,14 @@ class Engine:
     def _take(self) -> RequestHandle | None:
         """Engine thread: the next queued request, unless other work queued before it
         must run first."""
-        with self._lock:
+        with self._queue_lock:
             if not self._queue or (self._fences and self._queue[0].seq > min(self._fences)):
                 return None
             return self._queue.popleft()
 
     def _take_cancelled(self) -> list[RequestHandle]:
         """Engine thread: the queued requests cancelled while they wait for a row."""
-        with self._lock:
+        with self._queue_lock:
             cancelled = [h for h in self._queue if h.cancelled]
             for handle in cancelled:
                 self._queue.remove(handle)
@@ -331,12 +340,12 @@ class Engine:
 
     def _submit_call(self, fn: Callable[[], T]) -> Future[T]:
         future: Future[T] = Future()
-        with self._lock:  # requests queued after this call wait for it
+        with self._queue_lock:  # requests queued after this call wait for it
             fence = next(self._seq)
             self._fences.add(fence)
 
         def job() -> None:
-            with self._lock:
+            with self._queue_lock:
                 self._fences.discard(fence)
             if not future.set_running_or_notify_cancel():
                 return
@@ -377,10 +386,12 @@ class Engine:
     def _warm_constraint_tokenizer(self, tokenizer: Any, ends: set[int]) -> None:
         """Build llguidance's tokenizer (~1 s) so that neither the first constrained reply
         nor a constraint check waits for it. It touches no MLX state: any thread will do."""
+        from engine.constraints.closing import ClosingPolicy
         from engine.constraints.tokenizer import ll_tokenizer
 
         try:
             built = ll_tokenizer(tokenizer, ends)
+            ClosingPolicy.for_tokenizer(built)  # its token texts (~0.1 s), read once
         except Exception:  # a tokenizer llguidance cannot use fails later, with its message
             return
         loaded = self._loaded
@@ -391,17 +402,22 @@ class Engine:
         from engine.memory import plan_memory
         from engine.prompt_cache import PromptCacheTrie
 
-        plan = plan_memory(loaded.info.weights_bytes, self._kv_budget_setting)
+        if loaded.plan_memory is not None:  # a sharded model: the group's plan
+            plan = loaded.plan_memory(self._kv_budget_setting)
+        else:
+            plan = plan_memory(loaded.info.weights_bytes, self._kv_budget_setting)
         self._memory_plan = plan
         # Runs on the engine thread between requests: no async eval is in flight.
         if self._wired is not None:
             self._wired.apply(plan)
         if self._prompt_cache_override is not None or not self._reuse_prefixes:
             return
-        if isinstance(self.prompt_cache, PromptCacheTrie):
+        make_trie = loaded.make_prompt_cache or PromptCacheTrie
+        if isinstance(self.prompt_cache, PromptCacheTrie) and self._trie_maker is make_trie:
             self.prompt_cache.budget_bytes = plan.kv_budget_bytes
         else:
-            self.prompt_cache = PromptCacheTrie(plan.kv_budget_bytes)
+            self.prompt_cache = make_trie(plan.kv_budget_bytes)
+            self._trie_maker = make_trie
 
     def _unload(self) -> None:
         self.prompt_cache.clear()

@@ -13,5 +13,9 @@ class EngineClosedError(CorralError):
     """A request was made to an engine that has shut down."""
 
 
+class LibraryError(CorralError):
+    """A model could not be downloaded or deleted (the message says why and where)."""
+
+
 class EngineBusyError(CorralError):
     """Too many requests are already waiting; the message says how many and what to do."""

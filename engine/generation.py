@@ -2,8 +2,9 @@
 
 `Reply` is everything about one reply that does not depend on which other replies decode
 beside it: it builds the prompt (chat template, tools, a continuation or a raw prompt),
-starts its constraint's matcher (which compiles while the prompt is prefilled), takes the
-tokens the decode loop hands it (streaming text deltas and tool-call deltas, applying
+checks it fits the model's context (`engine.context`), starts its constraint's matcher
+(which compiles while the prompt is prefilled, with the closing policy's budget), takes
+the tokens the decode loop hands it (streaming text deltas and tool-call deltas, applying
 stop strings, end tokens and the length limit), and turns the ending into the ChatResult
 with the reply's statistics. `engine.scheduler` prefills its prompt from the prompt
 cache's longest prefix and runs it as a row of the decode batch (`engine.batch`).
@@ -15,6 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from engine.batch import DecodeRow
+from engine.context import reply_budget, tool_definition_tokens
 from engine.prompt import encode_chat, render_continuation
 from engine.reply_text import ReplyText
 from engine.sampling import RowSampler, build_processors, end_token_ids
@@ -70,6 +72,7 @@ class Reply:
                 request.tool_choice,
                 parallel_tool_calls=request.parallel_tool_calls,
                 user_constraint=constraint,
+                schema_options=request.schema_options,
             )
             prompt_tokens = self.tool_plan.prompt_tokens
             constraint = self.tool_plan.constraint
@@ -81,6 +84,13 @@ class Reply:
             prompt_tokens = encode_chat(tokenizer, request.messages)
         if not prompt_tokens:
             raise ValueError("the prompt is empty")
+        # Before any prefill: a prompt the model cannot read is refused with the numbers.
+        self.budget = reply_budget(
+            len(prompt_tokens),
+            loaded.info.context_length,
+            settings.max_tokens,
+            lambda: tool_definition_tokens(tokenizer, request, len(prompt_tokens)),
+        )
         self.prompt_tokens: list[int] = prompt_tokens
         self.constraint: ConstraintSpec | None = constraint
         self._splitter = self.tool_plan.stream() if self.tool_plan is not None else None
@@ -98,7 +108,14 @@ class Reply:
 
             # Built before prefill: syntax errors fail at once, and the grammar compiles
             # on the mask pool while the prompt is processed.
-            self.row_constraint = RowConstraint(tokenizer, constraint, self.ends)
+            self.row_constraint = RowConstraint(
+                tokenizer,
+                constraint,
+                self.ends,
+                max_tokens=self.budget if request.close_to_fit else None,
+                close_loops=request.close_loops,
+            )
+        self._close_to_fit = request.close_to_fit
 
     @property
     def cancelled(self) -> bool:
@@ -133,7 +150,7 @@ class Reply:
             self._emit_text(delta)
         if self._text.stopped:
             return StopReason.STOP_STRING
-        if len(self.generated) >= self.settings.max_tokens:
+        if len(self.generated) >= self.budget:
             return StopReason.LENGTH
         return None
 
@@ -165,11 +182,20 @@ class Reply:
             if len(self.generated) > 1 and last > first:
                 stats.decode_tps = (len(self.generated) - 1) / (last - first)
         incomplete = False
-        if self.row_constraint is not None:
-            self.row_constraint.fill_stats(stats)
-            incomplete = stop_reason == StopReason.LENGTH or not self.row_constraint.accepting
+        notes: list[str] = []
+        tight: list[str] = []
+        runtime = self.row_constraint
+        if runtime is not None:
+            runtime.fill_stats(stats)
+            incomplete = stop_reason == StopReason.LENGTH or not runtime.accepting
             if stop_reason == StopReason.CANCELLED:
                 incomplete = True
+            if self.tool_plan is None:
+                from engine.constraints.validate import constraint_notes
+
+                notes, tight = constraint_notes(runtime.constraint)
+            if incomplete and stop_reason == StopReason.LENGTH and self._close_to_fit:
+                notes.append(_unclosed(runtime.closing_needed, self.budget))
 
         text, calls = self._text.text, list[ToolCall]()
         if self.tool_plan is not None:
@@ -185,7 +211,23 @@ class Reply:
             constraint_name=constraint.name or constraint.kind if constraint is not None else None,
             tool_calls=calls,
             constraint_use=self.constraint_use,
-            warnings=self.tool_plan.warnings if self.tool_plan is not None else [],
+            warnings=self.tool_plan.warnings if self.tool_plan is not None else notes,
+            tight=tight,
             token_ids=list(fed),
             prompt_length=len(self.prompt_tokens),
         )
+
+
+def _unclosed(needed: int | None, max_tokens: int) -> str:
+    """Why a constrained reply could not be closed within `max_tokens`."""
+    if needed is None:
+        return f"the reply ran to max_tokens ({max_tokens}) before it could be closed"
+    if needed < 0:
+        return (
+            f"the reply ran to max_tokens ({max_tokens}): the constraint has no valid ending "
+            "within the tokens that were left"
+        )
+    return (
+        f"the reply ran to max_tokens ({max_tokens}): the shortest valid ending found needed "
+        f"{needed} tokens, more than were left"
+    )

@@ -29,11 +29,32 @@ _CONTROL = 3
 _USER_DEFINED = 4
 _BYTE = 6
 
-# The pre-tokenizer split of llama.cpp's "llama-bpe" (Llama 3) vocabularies.
+# Pre-tokenizer splits by `tokenizer.ggml.pre`, as in the families' own tokenizer.json files
+# (llama.cpp's llama-vocab.cpp and transformers' GGUF loader list the same).
 _LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+_QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_WORD_CASED = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+{c}"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*{c}"
+)
+_GPT4O_SPLIT = _WORD_CASED.replace("{c}", r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?") + (
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_TEKKEN_SPLIT = _WORD_CASED.replace("{c}", "") + (
+    r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_SPLITS = {
+    **dict.fromkeys(("llama-bpe", "llama3", "dbrx", "smaug-bpe", "falcon3"), _LLAMA3_SPLIT),
+    **dict.fromkeys(("qwen2", "deepseek-r1-qwen", "stablelm2", "megrez"), _QWEN2_SPLIT),
+    **dict.fromkeys(("gpt-4o", "llama4"), _GPT4O_SPLIT),
+    "tekken": _TEKKEN_SPLIT,
+}
 
 
 def _pre_tokenizer(pre: str) -> pre_tokenizers.PreTokenizer:
@@ -41,8 +62,8 @@ def _pre_tokenizer(pre: str) -> pre_tokenizers.PreTokenizer:
     if pre == "smollm":
         # SmolLM splits every digit on its own before the GPT-2 split.
         return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-    if pre in ("llama-bpe", "llama3", "dbrx", "smaug-bpe"):
-        split = pre_tokenizers.Split(Regex(_LLAMA3_SPLIT), behavior="isolated", invert=False)
+    if pre in _SPLITS:
+        split = pre_tokenizers.Split(Regex(_SPLITS[pre]), behavior="isolated", invert=False)
         return pre_tokenizers.Sequence(
             [split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
         )
@@ -60,13 +81,20 @@ def _byte_level_bpe(meta: dict[str, Any], tokens: list[str]) -> Tokenizer:
 
 
 def _sentencepiece_bpe(meta: dict[str, Any], tokens: list[str], types: list[int]) -> Tokenizer:
-    """SentencePiece BPE with byte fallback (Llama 2, Mistral, TinyLlama...).
+    """SentencePiece BPE with byte fallback (Llama 2, Mistral, Phi-3, Gemma...).
 
     GGUF stores pieces with scores but no merges; as Hugging Face's converter does, every
     split of a piece into two known pieces is a merge, ranked by the merged piece's score.
+    Gemma's files need two fixes (as transformers' GGUF loader makes them): pieces of only
+    spaces are stored as real spaces rather than "▁", and its scores do not follow its
+    merge order, while the order of the pieces in the file does. Gemma adds no prefix space
+    (`tokenizer.ggml.add_space_prefix` false).
     """
+    gemma = str(meta.get("general.architecture", "")).startswith("gemma")
+    if gemma:
+        tokens = ["▁" * len(t) if t and not t.strip(" ") else t for t in tokens]
     scores_arr = meta.get("tokenizer.ggml.scores")
-    if scores_arr is None:
+    if scores_arr is None or gemma:
         scores = [-float(i) for i in range(len(tokens))]
     else:
         scores = scores_arr.tolist()
@@ -97,17 +125,16 @@ def _sentencepiece_bpe(meta: dict[str, Any], tokens: list[str], types: list[int]
             byte_fallback=True,
         )
     )
-    tokenizer.normalizer = normalizers.Sequence(
-        [normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")]
-    )
-    tokenizer.decoder = decoders.Sequence(
-        [
-            decoders.Replace("\u2581", " "),
-            decoders.ByteFallback(),
-            decoders.Fuse(),
-            decoders.Strip(" ", 1, 0),
-        ]
-    )
+    prefix = _scalar(meta, "tokenizer.ggml.add_space_prefix")
+    add_prefix = (not gemma) if prefix is None else bool(prefix)
+    replace = normalizers.Replace(" ", "▁")
+    steps: list[Any] = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
+    if add_prefix:
+        tokenizer.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), replace])
+        steps.append(decoders.Strip(" ", 1, 0))
+    else:
+        tokenizer.normalizer = replace
+    tokenizer.decoder = decoders.Sequence(steps)
     return tokenizer
 
 
@@ -150,9 +177,10 @@ def build_tokenizer_files(meta: dict[str, Any], out_dir: Path, source: Path) -> 
         idx = _scalar(meta, key)
         return tokens[int(idx)] if idx is not None and 0 <= int(idx) < len(tokens) else None
 
+    arch = _scalar(meta, "general.architecture") or "llama"
     config: dict[str, Any] = {
         "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": int(_scalar(meta, "llama.context_length") or 4096),
+        "model_max_length": int(_scalar(meta, f"{arch}.context_length") or 4096),
         "clean_up_tokenization_spaces": False,
         "add_bos_token": bool(_scalar(meta, "tokenizer.ggml.add_bos_token") or False),
         "add_eos_token": bool(_scalar(meta, "tokenizer.ggml.add_eos_token") or False),

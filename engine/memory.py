@@ -18,6 +18,7 @@ from typing import Any, cast
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
+from engine.library.budget import MemoryBudget, headroom_bytes
 from engine.types import MemoryPlan
 
 GiB = 1 << 30
@@ -64,6 +65,16 @@ def model_nbytes(model: Any) -> int:
     return sum(v.nbytes for _, v in leaves if isinstance(v, mx.array))
 
 
+def memory_budget(device_info: dict[str, Any] | None = None) -> MemoryBudget:
+    """This machine's budget for a model, as `plan_memory` sees it (for the library and the
+    download check, before a model is loaded)."""
+    info = mx.device_info() if device_info is None else device_info
+    working_set = int(info.get("max_recommended_working_set_size") or 0)
+    if working_set > 0:
+        return MemoryBudget(True, working_set)
+    return MemoryBudget(False, machine_memory_bytes() or 8 * GiB)
+
+
 def plan_memory(
     model_bytes: int,
     kv_budget_bytes: int | None = None,
@@ -82,13 +93,13 @@ def plan_memory(
     metal = working_set > 0
     if metal:
         device = working_set
-        headroom = max(GiB // 2, device // 10)  # activations of a prefill chunk, other apps
+        headroom = headroom_bytes(device, metal)  # activations of a prefill chunk, other apps
         where = "the GPU working set this Mac recommends"
     else:
         device = machine_memory_bytes() if machine_bytes is None else machine_bytes
         if device <= 0:  # unknown: assume a modest machine rather than refuse to run
             device = 8 * GiB
-        headroom = max(2 * GiB, device // 4)  # the OS and other programs
+        headroom = headroom_bytes(device, metal)  # the OS and other programs
         where = "this machine's memory"
 
     available = device - headroom - model_bytes

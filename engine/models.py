@@ -8,13 +8,35 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
 from engine.errors import ModelLoadError
+from engine.files import check_inside
+from engine.gguf_header import check_gguf
 from engine.gguf_import import import_gguf
-from engine.types import ModelInfo
+from engine.import_cache import (
+    clean_stale_temp_folders,
+    file_sha256,
+    find_by_fingerprint,
+    is_import_of,
+    remember_fingerprint,
+    safe_folder_name,
+)
+from engine.library.budget import CPU_DEQUANTIZE_LIMIT
+from engine.library.discovery import (
+    OLLAMA_PREFIX,
+    LibraryRoots,
+    hf_snapshot,
+    model_display_name,
+    ollama_blob,
+)
+from engine.library.gguf_file import is_gguf_file
+from engine.types import MemoryPlan, ModelInfo
+
+if TYPE_CHECKING:
+    from engine.prompt_cache import PromptCacheTrie
 
 ProgressFn = Callable[[str, float], None]
 
@@ -55,31 +77,49 @@ def default_gguf_path() -> Path:
     return path
 
 
-def _is_current_import(folder: Path, gguf: Path) -> bool:
-    marker = folder / "corral_source.json"
-    if not (folder / "config.json").exists() or not marker.exists():
-        return False
-    try:
-        source = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        return False
-    return bool(source.get("size") == gguf.stat().st_size)
+def models_dir() -> Path:
+    """The cache folder imports are written to. On its first use in a process, temporary
+    folders left by imports that were killed are removed."""
+    folder = cache_dir() / "models"
+    key = str(folder)
+    if key not in _cleaned:
+        _cleaned.add(key)
+        clean_stale_temp_folders(folder, legacy=True)
+    return folder
 
 
-def imported_gguf_dir(gguf: Path) -> Path:
-    """Where the MLX import of `gguf` lives in the cache."""
-    return cache_dir() / "models" / gguf.stem
+_cleaned: set[str] = set()
+
+
+def imported_gguf_dir(gguf: Path, sha256: str) -> Path:
+    """Where the MLX import of `gguf` (whose SHA-256 is `sha256`) lives in the cache: a
+    sanitised file name plus the digest, always a direct child of `models_dir()`."""
+    root = models_dir()
+    folder = root / f"{safe_folder_name(gguf.stem)}-{sha256[:16]}"
+    check_inside(folder, root)
+    return folder
 
 
 def ensure_gguf_imported(
     gguf: str | os.PathLike[str], on_progress: ProgressFn | None = None
 ) -> Path:
-    """Import `gguf` into the cache once; later calls return the cached folder at once."""
+    """Import `gguf` into the cache once; later calls return the cached folder at once.
+
+    The cache is keyed by the file's SHA-256 (engine/import_cache.py says why); a file
+    whose status has not changed since it was hashed is found without hashing it again.
+    """
     gguf = Path(gguf).expanduser().resolve()
-    out = imported_gguf_dir(gguf)
-    if _is_current_import(out, gguf):
+    root = models_dir()
+    found = find_by_fingerprint(root, gguf) if root.is_dir() else None
+    if found is not None:
+        return found
+    check_gguf(gguf)
+    sha256 = file_sha256(gguf, on_progress)
+    out = imported_gguf_dir(gguf, sha256)
+    if is_import_of(out, sha256):
+        remember_fingerprint(out, gguf)
         return out
-    return import_gguf(gguf, out, on_progress)
+    return import_gguf(gguf, out, on_progress, sha256=sha256)
 
 
 def ensure_default_model(on_progress: ProgressFn | None = None) -> Path:
@@ -100,11 +140,15 @@ def _check_mlx_folder(folder: Path) -> None:
 def resolve_model(spec: str, on_progress: ProgressFn | None = None) -> Path | str:
     """Turn a model spec into something `mlx_lm.load` takes.
 
-    `spec` is "default", an MLX model folder, a `.gguf` file (imported once into the
-    cache), or a Hugging Face repo id ("org/name", fetched by mlx-lm).
+    `spec` is "default", an MLX model folder, a GGUF file (imported once into the
+    cache), "ollama:NAME" (a model in Ollama's store), or a Hugging Face repo id
+    ("org/name": Corral's download, the Hugging Face cache's copy, or downloaded now).
     """
     if spec == DEFAULT_MODEL:
         return ensure_default_model(on_progress)
+    if spec.startswith(OLLAMA_PREFIX):  # a model in Ollama's store, by its name
+        blob = ollama_blob(spec[len(OLLAMA_PREFIX) :], LibraryRoots.default(cache_dir()).ollama)
+        return ensure_gguf_imported(blob, on_progress)
     path = Path(spec).expanduser()
     if spec.lower().endswith(".gguf"):
         if not path.exists():
@@ -114,15 +158,36 @@ def resolve_model(spec: str, on_progress: ProgressFn | None = None) -> Path | st
         if path.is_dir():
             _check_mlx_folder(path)
             return path
+        if is_gguf_file(path):  # GGUF files without the suffix (Ollama's blobs)
+            return ensure_gguf_imported(path, on_progress)
         raise ModelLoadError(f"{path}: not a model folder or .gguf file")
     looks_like_repo = spec.count("/") == 1 and not spec.startswith((".", "/", "~"))
     if looks_like_repo:
-        return spec
+        return _resolve_repo(spec, on_progress or (lambda stage, fraction: None))
     raise ModelLoadError(f"{path}: no such model folder")
 
 
+def _resolve_repo(repo_id: str, report: ProgressFn) -> Path:
+    """A Hugging Face repo: Corral's finished download, the Hugging Face cache's copy, or
+    a download now (with progress) into Corral's cache."""
+    from engine.library.downloads import completed_download, download, plan_download
+    from engine.memory import memory_budget
+
+    root = cache_dir()
+    found = completed_download(root, repo_id) or hf_snapshot(
+        repo_id, LibraryRoots.default(root).huggingface
+    )
+    if found is not None:
+        return found
+    plan = plan_download(repo_id, root, memory_budget())
+    if not plan.fits_disk:
+        raise ModelLoadError(plan.describe())
+    stage = f"Downloading {repo_id}"
+    return download(plan, lambda p: report(stage, 0.85 * p.fraction))
+
+
 # Dequantize small models on the CPU backend up to this many float32 bytes.
-_CPU_DEQUANTIZE_LIMIT = 2 << 30
+_CPU_DEQUANTIZE_LIMIT = CPU_DEQUANTIZE_LIMIT
 
 
 def _should_dequantize(model: Any, tree_flatten: Any) -> bool:
@@ -158,10 +223,22 @@ class LoadedModel:
     model: Any
     tokenizer: Any  # mlx_lm TokenizerWrapper
     info: ModelInfo
+    # Set by a loader that shards the model across machines (engine.distributed): the memory
+    # plan of the group, and the prompt cache that keeps the other machines' caches in step.
+    plan_memory: Callable[[int | None], MemoryPlan] | None = None
+    make_prompt_cache: Callable[[int], PromptCacheTrie] | None = None
 
 
-def load_model(spec: str, on_progress: ProgressFn | None = None) -> LoadedModel:
-    """Resolve and load `spec`; errors name the path and the problem."""
+def load_model(
+    spec: str,
+    on_progress: ProgressFn | None = None,
+    *,
+    shard: Callable[[Any], None] | None = None,
+) -> LoadedModel:
+    """Resolve and load `spec`; errors name the path and the problem.
+
+    `shard(model)`, if given, splits the model before its weights are read, so that only
+    this machine's share is ever loaded (engine.distributed)."""
     import mlx.core as mx
     import mlx_lm
     from mlx.utils import tree_flatten
@@ -172,7 +249,7 @@ def load_model(spec: str, on_progress: ProgressFn | None = None) -> LoadedModel:
     target = resolve_model(spec, report)
     report("Loading weights", 0.9)
     try:
-        model, tokenizer = mlx_lm.load(str(target))[:2]
+        model, tokenizer = mlx_lm.load(str(target), lazy=shard is not None)[:2]
     except FileNotFoundError as exc:
         raise ModelLoadError(f"{target}: {exc}") from exc
     except Exception as exc:
@@ -181,11 +258,14 @@ def load_model(spec: str, on_progress: ProgressFn | None = None) -> LoadedModel:
         from mlx_lm.utils import dequantize_model
 
         report("Dequantizing for the CPU backend", 0.95)
-        model = dequantize_model(model)
+        # float32 scales first, so the values are not rounded to float16 on the way
         model.set_dtype(mx.float32)
+        model = dequantize_model(model)
+    if shard is not None:
+        shard(model)
     weights_bytes = model_nbytes(model)
     mx.eval(model.parameters())
-    name = DEFAULT_MODEL_NAME if spec == DEFAULT_MODEL else Path(str(target)).name
+    name = DEFAULT_MODEL_NAME if spec == DEFAULT_MODEL else model_display_name(spec, target)
     config_path = Path(str(target)) / "config.json"
     context = None
     if config_path.exists():

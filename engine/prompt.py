@@ -2,7 +2,9 @@
 
 `render_chat` is the one place a conversation becomes prompt text (tool requests add their
 tools and messages in `engine.tools.prompt` and render here too), so the same history gives
-the same text, and shares the prompt cache, with tools on or off.
+the same text, and shares the prompt cache, with tools on or off. Messages are untrusted:
+their roles must be known ones, and `encode_chat` tokenizes their text as plain text, so
+only the template's own markers become control tokens (`engine.plain_text`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.plain_text import TextShield
 from engine.tokenizer import ModelTokenizer
+
+KNOWN_ROLES = ("system", "user", "assistant", "tool")
+
+
+def check_roles(messages: Sequence[Mapping[str, Any]]) -> None:
+    """Raise ValueError naming the first message whose role is not one a chat has."""
+    for index, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, Mapping) else None
+        if role not in KNOWN_ROLES:
+            raise ValueError(
+                f"message {index + 1}: unknown role {role!r} (a message's role is "
+                f"{', '.join(KNOWN_ROLES[:-1])} or {KNOWN_ROLES[-1]})"
+            )
 
 
 def _plain_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -34,8 +50,10 @@ def render_chat(
     """`messages` as prompt text, by the tokenizer's chat template (or ChatML).
 
     `tokenizer` is a ModelTokenizer, mlx-lm's TokenizerWrapper or a Hugging Face tokenizer;
-    `template_kwargs` go to the template (`tools=...`).
+    `template_kwargs` go to the template (`tools=...`). Raises ValueError for a message
+    whose role is unknown (templates would render it silently).
     """
+    check_roles(messages)
     return ModelTokenizer.of(tokenizer).apply_chat_template(
         _plain_messages(messages), add_generation_prompt=add_generation_prompt, **template_kwargs
     )
@@ -48,13 +66,18 @@ def encode_chat(
     add_generation_prompt: bool = True,
     **template_kwargs: Any,
 ) -> list[int]:
-    """Token ids of `messages` rendered by `render_chat`."""
-    tok = ModelTokenizer.of(tokenizer)
+    """Token ids of `messages` rendered by `render_chat`: the template's markers as control
+    tokens, the messages' (and tools') text as plain text, whatever it contains."""
+    check_roles(messages)
+    shield = TextShield(tokenizer)
     text = render_chat(
-        tok, messages, add_generation_prompt=add_generation_prompt, **template_kwargs
+        shield.tok,
+        shield.value(list(messages)),
+        add_generation_prompt=add_generation_prompt,
+        **shield.value(template_kwargs),
     )
-    # The template already wrote any BOS it wants; do not let the tokenizer add another.
-    return tok.encode(text)
+    # The template already wrote any BOS it wants; the shield adds none.
+    return shield.encode(text)
 
 
 def render_continuation(tokenizer: Any, messages: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -66,6 +89,6 @@ def render_continuation(tokenizer: Any, messages: Sequence[Mapping[str, Any]]) -
     """
     if not messages or messages[-1].get("role") != "assistant":
         raise ValueError("continuing needs an assistant message last")
-    tok = ModelTokenizer.of(tokenizer)
     head = encode_chat(tokenizer, messages[:-1])
-    return head + tok.encode(str(messages[-1].get("content") or ""))
+    shield = TextShield(tokenizer)
+    return head + shield.encode(shield.text(str(messages[-1].get("content") or "")))

@@ -118,16 +118,7 @@ def _slice_layer(c: Any, n: int, compact: bool = False) -> Any:
     return out
 
 
-def share(cache: KVState) -> KVState:
-    """A copy of `cache` sharing its buffers until either is written to (MLX then copies): to
-    keep a prompt's state in the trie while the original goes on decoding."""
-    n = cache_length(cache)
-    if n is None:
-        return copy.deepcopy(cache)
-    return [_slice_layer(c, n) for c in cache]
-
-
-def _trim(cache: KVState, n: int) -> None:
+def trim_cache(cache: KVState, n: int) -> None:
     """Drop the last n tokens in place (mlx-lm's trim, which a ConcatenateKVCache ignores when it
     appends: cut its arrays too)."""
     mlx_cache.trim_prompt_cache(cache, n)
@@ -135,6 +126,11 @@ def _trim(cache: KVState, n: int) -> None:
         if not isinstance(c, mlx_cache.ConcatenateKVCache) or c.keys is None or c.values is None:
             continue
         c.keys, c.values = c.keys[..., : c.offset, :], c.values[..., : c.offset, :]
+
+
+def slice_cache(cache: KVState, n: int, compact: bool = False) -> KVState:
+    """A new cache holding the first n tokens of `cache` (see `_slice_layer`)."""
+    return [_slice_layer(c, n, compact) for c in cache]
 
 
 class _Node:
@@ -191,6 +187,15 @@ class PromptCacheTrie:
     def budget_bytes(self, value: int) -> None:
         self._budget = max(0, int(value))
         self._evict_to_budget()
+
+    def store_copy(self, tokens: Sequence[int], cache: KVState) -> None:
+        """Keep a copy of `cache` (holding `tokens`) that shares its buffers until either is
+        written to (MLX copies then), leaving `cache` to the caller: a prompt's state kept
+        for the prompts that share it while it goes on decoding."""
+        n = cache_length(cache)
+        if n is None:  # no layer tracks its length: nothing can be sliced
+            return
+        self.store(tokens, self._slice_cache(cache, n))
 
     def reserve(self, nbytes: int) -> None:
         """Count `nbytes` of KV state held elsewhere (the rows decoding) against the budget,
@@ -256,11 +261,11 @@ class PromptCacheTrie:
             if tail <= self._steal_tail and not src.node.children:
                 self._remove(src)
                 self._handed_out = src.node
-                _trim(src.cache, tail)
+                self._trim_cache(src.cache, tail)
                 cache = src.cache
                 self._counts["reused_in_place"] += 1
             else:
-                cache = [_slice_layer(c, n_copy) for c in src.cache]
+                cache = self._slice_cache(src.cache, n_copy)
                 self._loan = (cache, src, n_copy)
                 self._counts["copies"] += 1
             n = n_copy
@@ -269,7 +274,7 @@ class PromptCacheTrie:
             self._handed_out = ref.node
             cache, n = ref.cache, ref.node.depth
             if n > limit:
-                _trim(cache, n - limit)
+                self._trim_cache(cache, n - limit)
                 n = limit
             self._counts["reused_in_place"] += 1
         else:
@@ -289,7 +294,7 @@ class PromptCacheTrie:
         elif n > len(tokens):  # e.g. one token fed past the last one reported
             if not mlx_cache.can_trim_prompt_cache(cache):
                 return  # state of tokens[:len(tokens)] is unrecoverable; never store it wrong
-            _trim(cache, n - len(tokens))
+            self._trim_cache(cache, n - len(tokens))
             n = len(tokens)
         tokens = tokens[:n]
         if n == 0:
@@ -342,6 +347,16 @@ class PromptCacheTrie:
             hit_rate=c["cached_tokens_total"] / max(1, c["prompt_tokens_total"]),
             reserved_bytes=self._reserved,
         )
+
+    # -- the two operations on a cache (a subclass may mirror them elsewhere) ------------------
+
+    def _trim_cache(self, cache: KVState, n: int) -> None:
+        """Drop the last n tokens of `cache` in place."""
+        trim_cache(cache, n)
+
+    def _slice_cache(self, cache: KVState, n: int, compact: bool = False) -> KVState:
+        """A new cache holding the first n tokens of `cache` (see `_slice_layer`)."""
+        return slice_cache(cache, n, compact)
 
     # -- tree ------------------------------------------------------------------------------------
 
@@ -461,7 +476,7 @@ class PromptCacheTrie:
                 if n is not None and n.depth > 0 and n.n_entries == 1:
                     target = n  # the victim is the last entry holding this shared prefix
             if target is not None:
-                compact = [_slice_layer(c, target.depth, compact=True) for c in victim.cache]
+                compact = self._slice_cache(victim.cache, target.depth, compact=True)
                 arrays = cache_arrays(compact)
                 mx.eval(arrays)
                 nbytes = sum(a.nbytes for a in arrays)

@@ -16,13 +16,11 @@ from mlx_lm.sample_utils import (
     apply_top_k,
     apply_top_p,
     make_logits_processors,
-    make_sampler,
 )
 
 from engine.tokenizer import ModelTokenizer
 from engine.types import SamplingSettings
 
-Sampler = Callable[[mx.array], mx.array]
 LogitsProcessor = Callable[[mx.array, mx.array], mx.array]
 
 # End-of-turn markers of common chat templates; a model ends its reply with any of them.
@@ -35,16 +33,6 @@ _END_MARKERS = (
     "<end_of_turn>",
     "</s>",
 )
-
-
-def build_sampler(settings: SamplingSettings) -> Sampler:
-    """A sampler over log-probabilities; temperature 0 is greedy."""
-    return make_sampler(
-        temp=settings.temperature,
-        top_p=settings.top_p if settings.top_p < 1.0 else 0.0,
-        min_p=settings.min_p,
-        top_k=settings.top_k,
-    )
 
 
 class RowSampler:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import mlx.core as mx
 
 from engine.batch import DecodeBatch, DecodeRow, can_batch
+from engine.context import annotate_error
 from engine.decode import PREFILL_CHUNK, feed
 from engine.errors import CorralError
 from engine.generation import Reply
@@ -192,15 +193,13 @@ class Scheduler:
 
     def _share(self, done: _Prompt) -> None:
         """Leave `done`'s state in the prompt cache for admitted prompts that share most of it."""
-        from engine.prompt_cache import share
-
         tokens = done.reply.prompt_tokens
         for other in self.prompts:
             if other is done or other.started:
                 continue
             if _common_prefix(tokens, other.reply.prompt_tokens) >= SHARED_PREFIX_TOKENS:
                 assert done.cache is not None
-                self.prompt_cache.store(list(done.fed), share(done.cache))
+                self.prompt_cache.store_copy(list(done.fed), done.cache)
                 return
 
     # ---- memory ----
@@ -271,6 +270,7 @@ def error_result(exc: BaseException, started: float) -> ChatResult:
     stats.total_s = time.perf_counter() - started
     result = ChatResult("", StopReason.ERROR, stats, error=f"{type(exc).__name__}: {exc}")
     result.error_kind = "input" if isinstance(exc, CorralError | ValueError) else "internal"
+    annotate_error(result, exc)  # a code (and the prompt's length) a front end can act on
     return result
 
 

@@ -5,7 +5,6 @@ Nothing here touches MLX, so the GUI can import it freely.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict
@@ -44,19 +43,10 @@ class SamplingSettings:
     stop: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
-        """Raise ValueError naming the first setting that is out of range."""
-        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
-        if not 0 <= self.min_p < 1:
-            raise ValueError(f"min_p must be in [0, 1), got {self.min_p}")
-        if self.repetition_penalty <= 0:
-            raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        """Raise ValueError naming the first setting that is out of range (and the range)."""
+        from engine.sampling_checks import check_sampling
+
+        check_sampling(self)
 
 
 ConstraintKind = Literal["json_schema", "lark", "regex", "gbnf", "any_json"]
@@ -77,18 +67,34 @@ ConstraintUse = Literal["alone", "with_tools", "paused"]
 
 
 @dataclass(frozen=True)
+class SchemaOptions:
+    """How a JSON schema (a response format or a tool's parameters) becomes a grammar.
+
+    `tight`: generate the tightest valid output (declared keys only where a schema leaves
+    `additionalProperties` unspecified, numbers within the interoperable range, free-form
+    values of bounded depth); every output still validates against the schema as written.
+    `lenient`: keywords and formats llguidance cannot enforce are ignored with a warning
+    instead of refusing the schema.
+    """
+
+    tight: bool = True
+    lenient: bool = True
+
+
+@dataclass(frozen=True)
 class ConstraintSpec:
     """A user's constraint: its kind, its source text and a display name.
 
     `compiled` is set by the engine's validation (`engine.constraints.validate`): the
     grammar converted and checked once, reused by every request that carries this spec.
-    It takes no part in equality and is never stored.
+    It takes no part in equality and is never stored. `options` apply to JSON schemas.
     """
 
     kind: ConstraintKind
     source: str = ""
     name: str = ""
     compiled: CompiledGrammar | None = field(default=None, compare=False, repr=False)
+    options: SchemaOptions = field(default_factory=SchemaOptions)
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,8 @@ class ValidationReport:
     errors: list[Diagnostic] = field(default_factory=list)
     warnings: list[Diagnostic] = field(default_factory=list)
     check_ms: float = 0.0
+    # what the tight defaults did to a JSON schema, in words ("declared keys only", ...)
+    tight: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -213,6 +221,12 @@ class ChatRequest:
     tools: list[ToolDefinition] | None = None
     tool_choice: ToolChoiceOption = "auto"
     parallel_tool_calls: bool = True
+    # How JSON schemas in `tools` become grammars (the constraint carries its own).
+    schema_options: SchemaOptions = field(default_factory=SchemaOptions)
+    # Under a constraint: end the reply validly when max_tokens runs short (the closing
+    # policy), and also when it repeats itself inside one value.
+    close_to_fit: bool = True
+    close_loops: bool = True
     # The last message is an assistant reply cut short: write on from its end (the reply
     # text streamed and returned is only the new part). Not with tools or a constraint.
     continue_final_message: bool = False
@@ -255,6 +269,14 @@ class GenerationStats:
     mask_overhead_ms: float = 0.0
     forced_tokens: int = 0
     forward_passes: int = 0
+    # closing within the budget (engine.constraints.closing): whether the reply ended on
+    # the closing policy's tokens, why ("budget" or "repetition"), how many it added, how
+    # often the ending was computed, and whether loops inside a value were closed
+    closed_to_fit: bool = False
+    close_reason: str = ""
+    closing_tokens: int = 0
+    closing_checks: int = 0
+    close_loops: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -289,23 +311,36 @@ class ChatResult:
     # "input" when the request was at fault (settings, grammar, a conversation the template
     # cannot render), "unavailable" when no model is loaded, "internal" for anything else.
     error_kind: str | None = None
+    # A machine-readable reason where a front end can offer a way out, e.g.
+    # "context_length_exceeded" (stats.prompt_tokens then holds the prompt's length).
+    error_code: str | None = None
     constraint_name: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     # with tools: what became of the request's own constraint, and what the tools' checks
     # found (tool schemas llguidance cannot fully enforce, a paused grammar)
     constraint_use: ConstraintUse | None = None
     warnings: list[str] = field(default_factory=list)
+    # what the tight defaults did to the reply's JSON schema ("declared keys only", ...)
+    tight: list[str] = field(default_factory=list)
     # The exact token ids sent and fed (prompt + every token given to the model), for
     # measuring cache reuse on the tokens actually sent; not part of the JSON form.
     token_ids: list[int] = field(default_factory=list, repr=False)
     prompt_length: int = 0
+
+    @property
+    def closed_to_fit(self) -> bool:
+        """The reply was ended early, validly, by the closing policy."""
+        return self.stats.closed_to_fit
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "text": self.text,
             "stop_reason": self.stop_reason.value,
             "incomplete": self.incomplete,
+            "closed_to_fit": self.closed_to_fit,
+            "tight": list(self.tight),
             "error": self.error,
+            "error_code": self.error_code,
             "constraint": self.constraint_name,
             "constraint_use": self.constraint_use,
             "warnings": list(self.warnings),

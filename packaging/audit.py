@@ -48,7 +48,6 @@ EXCLUDED_PACKAGES = (
     "_pytest",
     "pytest_timeout",
     "pytest_qt",
-    "gguf",
     "PyInstaller",
     "setuptools",
     "pip",

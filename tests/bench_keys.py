@@ -87,6 +87,47 @@ STABLE_KEYS: dict[str, set[str]] = {
         "server_tps_ratio",
         "server_ttft_overhead_ms",
     },
+    "coverage": {
+        "coverage_schemas",
+        "schema_compile_rate",
+        "schema_compile_rate_strict",
+        "first_mask_p50_ms",
+        "first_mask_p99_ms",
+        "coverage_sample",
+        "coverage_max_tokens",
+        "constrained_complete_rate",
+        "closed_to_fit_rate",
+    },
+    "library": {
+        "import_baseline_peak_mb",
+        "import_default_file_mb",
+        "import_default_s",
+        "import_default_peak_mb",
+        "import_large_file_mb",
+        "import_large_s",
+        "import_large_peak_mb",
+        "import_large_output_mb",
+        *(
+            f"requant_{t}_{k}"
+            for t in (
+                "q2_k",
+                "q3_k",
+                "q4_k",
+                "q5_k",
+                "q6_k",
+                "q4_0",
+                "q4_1",
+                "q5_0",
+                "q5_1",
+                "q8_0",
+            )
+            for k in ("bits", "method", "max_err_steps", "rel_rms")
+        ),
+    },
+    "distributed": {
+        "dist_tps_ratio",
+        "dist_comm_ms_per_token",
+    },
     "batch": {
         "batch_speedup_4",
         "batch_speedup_8",

@@ -13,7 +13,11 @@ from pathlib import Path
 
 import pytest
 
-DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+# CORRAL_DATASETS points elsewhere (a checkout whose parent has no shared/, a worktree).
+DATASETS = Path(
+    os.environ.get("CORRAL_DATASETS")
+    or Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+)
 REQUIRE = "CORRAL_REQUIRE_DATASETS"
 
 

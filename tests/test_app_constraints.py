@@ -15,6 +15,7 @@ from app_helpers import (
     set_sampling,
     wait_idle,
 )
+from PySide6.QtCore import Qt
 
 YES_NO = 'start: answer "."\nanswer: "yes" | "no"\n'
 SCHEMA = {
@@ -62,7 +63,12 @@ def test_dropped_schema_on_the_window_gives_valid_json(qtbot, tmp_path, tiny_eng
     stats = reply.message.meta["stats"]
     assert stats["constrained"] and stats["forced_tokens"] > 0
     forced = stats["forced_tokens"]
-    assert f"Forced by the grammar: {forced} token" in reply.stats.toolTip()
+    assert f"Forced by the grammar: {forced}\u00a0token" in reply.stats.toolTip()
+    # Checked once when dropped (for the loaded model's tokenizer), compiled once: every
+    # reply under it copies that matcher instead of parsing or compiling the file again.
+    _ask(qtbot, window, "Again")
+    spec = window.controller.chip_state().constraint
+    assert spec is not None and spec.compiled is not None and spec.compiled.compiles == 1
     close_window(window)
 
 
@@ -91,10 +97,17 @@ def test_removing_the_chip_frees_the_next_reply(qtbot, tmp_path, tiny_engine):
     regex = tmp_path / "digits.regex"
     regex.write_text("[0-9]{3}\n")
     drop_files(window.composer.edit.viewport(), [regex])
-    qtbot.waitUntil(window.constraint_bar.chip.isVisible, timeout=10_000)
+    bar = window.constraint_bar
+    qtbot.waitUntil(bar.chip.isVisible, timeout=10_000)
+    assert not bar.button.isVisible()  # the chip stands in for the Format button...
+    menu = bar.button.menu()
+    qtbot.mouseClick(bar.chip.label, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(menu.isVisible, timeout=5_000)  # ...and opens its menu when clicked
+    assert "Use a schema or grammar file…" in [a.text() for a in menu.actions()]
+    menu.close()
     assert _ask(qtbot, window, "Three digits").message.content.isdigit()
-    window.constraint_bar.chip.close_button.click()
-    assert not window.constraint_bar.chip.isVisible()
+    bar.chip.close_button.click()
+    assert not bar.chip.isVisible() and bar.button.isVisible()
     assert window.controller.conversation.constraint is None
     reply = _ask(qtbot, window, "Anything")
     assert reply.message.meta["constraint"] is None and not reply.tag.isVisible()
@@ -116,4 +129,32 @@ def test_editor_checks_pasted_text_before_applying(qtbot, tmp_path, tiny_engine)
     editor.apply_button.click()
     assert window.constraint_bar.chip.isVisible()
     assert window.controller.conversation.constraint["source"] == json.dumps(SCHEMA)
+    close_window(window)
+
+
+def test_a_tight_lenient_schema_shows_on_the_chip_and_a_closed_reply_says_so(
+    qtbot, tmp_path, tiny_engine
+):
+    """An open schema with an unknown format: the chip says the keys are limited to the
+    declared ones and marks what is not enforced; the tiny model's rambling reply is closed
+    to fit the limit, valid, with a note under it."""
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=0.0, max_tokens=30)
+    schema = {
+        "type": "object",
+        "properties": {"topic": {"type": "string", "format": "topic"}, "n": {"type": "integer"}},
+        "required": ["topic", "n"],
+    }
+    path = tmp_path / "open.json"
+    path.write_text(json.dumps(schema))
+    assert drop_files(window, [path])
+    chip = window.constraint_bar.chip
+    qtbot.waitUntil(lambda: chip.isVisible() and "tight" in chip.label.text(), timeout=10_000)
+    assert chip.label.text().startswith("⚠ Reply as: open.json")
+    assert "tight: declared keys only" in chip.label.text()
+    assert "Unknown format: topic" in chip.toolTip()
+    reply = _ask(qtbot, window, "Answer in JSON")
+    jsonschema.validate(json.loads(reply.message.content), schema)
+    assert reply.message.meta["stats"]["closed_to_fit"]
+    assert reply.status.text().startswith("Closed early")
     close_window(window)

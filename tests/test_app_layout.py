@@ -19,6 +19,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.constraints import check_source
+from app.store import ToolsConfig
+
 SIZES = [(800, 500), (1024, 700), (1440, 900)]
 LONG_WORD = "Pneumonoultramicroscopicsilicovolcanoconiosis" * 3
 WIDE_CODE = "result = compute(" + ", ".join(f"arg{i}={i}" for i in range(20)) + ")"
@@ -54,6 +57,11 @@ def _fill(window) -> None:
     store.rename_conversation(conv.id, "A plan " + LONG_WORD)
     window.refresh_sidebar()
     window.render_chat()
+    # Both chips in the composer, with long words: a format kept with the tools.
+    checked = check_source("json_schema", '{"type": "object"}', "weekly_shopping_list.json")
+    window.controller.set_constraint(checked.spec)
+    builtins = ["calculator", "current_datetime", "convert_units"]
+    window.controller.set_tools(ToolsConfig(builtins=builtins, tool_choice="required"))
 
 
 def _scroll_viewport(widget: QWidget, window: QWidget) -> QWidget | None:
@@ -125,7 +133,8 @@ def test_nothing_is_clipped(qtbot, tmp_path, tiny_engine, width, height, appeara
         for tab in (window.show_tools, window.show_settings):  # the Chat tab ends in front
             tab()
             settle()
-            assert clipped_widgets(window) == []
+            problems = clipped_widgets(window)
+            assert not problems, "\n".join(problems)
         chat = window.chat
         viewport = chat.viewport().width()
         # Bubbles reflow: every message fits the conversation's width...
@@ -135,6 +144,16 @@ def test_nothing_is_clipped(qtbot, tmp_path, tiny_engine, width, height, appeara
         # ...and the wide code scrolls inside its block.
         (code,) = chat.message_widgets()[1].body.code_views()
         assert code.text.horizontalScrollBar().maximum() > 0
+        # Both chips fit the composer: shortened where narrow, the tools' rule always shown.
+        label = window.constraint_bar.chip.label
+        shown = label.shown_text()
+        assert label.short == "weekly_shopping_list.json (paused)"  # a tool call is required
+        assert shown in (label.text(), label.short) or (
+            shown.startswith("weekly_") and shown.endswith("…")
+        )
+        assert window.tools_chip.shown_text().endswith("(must call one)")
+        if width == 1440:  # room for whole words
+            assert not shown.endswith("…") and not window.tools_chip.shown_text().endswith("…")
         placements = window.shell.placements
         assert placements["inspector"] == ("docked" if width >= 1024 else "overlay")
         if placements["inspector"] == "overlay":  # the chat keeps its width under it
@@ -164,3 +183,41 @@ def test_an_overlay_panel_closes_with_a_click_beside_it(qtbot, tmp_path, tiny_en
     assert shell.placements["sidebar"] == "overlay"
     assert window.chat_area.geometry().left() == 0
     close_window(window)
+
+
+def test_toolbar_and_status_bar_fit_800_wide_through_a_model_load(qtbot, tmp_path, tiny_model_dir):
+    """At the narrowest size, loading a model with a long name (progress in the toolbar,
+    then the name and its size in the status bar) never pushes the model picker or the
+    panel buttons into the toolbar's overflow menu, and clips nothing."""
+    import shutil
+
+    from app.jobs.engine_bridge import EngineBridge
+    from app.store import Store
+    from app.views.main_window import MainWindow
+
+    model = tmp_path / "SmolLM2-135M-Instruct-a-long-name"
+    shutil.copytree(tiny_model_dir, model)
+    bridge = EngineBridge()
+    window = MainWindow(Store.open(tmp_path / "data"), bridge)
+    qtbot.addWidget(window)
+    window.resize(800, 500)
+    window.show()
+    qtbot.waitExposed(window)
+
+    def fits(when: str) -> None:
+        settle()
+        assert window.width() == 800, when
+        panel_button = window.toolbar.widgetForAction(window.settings_action)
+        assert window.model_bar.isVisible() and panel_button.isVisible(), when
+        problems = clipped_widgets(window)
+        assert not problems, f"{when}:\n" + "\n".join(problems)
+
+    window.load_model(str(model))
+    fits("loading")
+    qtbot.waitUntil(lambda: bridge.model_info is not None, timeout=60_000)
+    window.update_status()
+    fits("loaded")
+    assert window.model_label.text().startswith(model.name)
+    screenshot(window, "layout_800x500_after_load")
+    close_window(window)
+    bridge.close()

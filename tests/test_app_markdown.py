@@ -107,6 +107,18 @@ def test_prose_view_shows_html_looking_text_literally(qtbot):
     assert not cursor.charFormat().fontWeight() > QTextCharFormat().fontWeight()
 
 
+def test_a_code_span_is_set_in_the_fixed_font(qtbot):
+    from PySide6.QtGui import QFontDatabase, QFontInfo
+
+    body = _body(qtbot, "Use the built-in `add` function.")
+    view = body.views[0]
+    cursor = view.document().find("add")
+    fixed = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).family()
+    assert fixed in cursor.charFormat().fontFamilies()
+    assert QFontInfo(cursor.charFormat().font()).fixedPitch()  # not the prose face
+    assert not QFontInfo(view.document().find("function").charFormat().font()).fixedPitch()
+
+
 def test_code_block_scrolls_sideways_copies_and_is_highlighted(qtbot):
     long_line = "x = " + " + ".join(str(i) for i in range(200))
     body = _body(qtbot, f"Try:\n\n```python\ndef f():\n    {long_line}\n```\n", width=400)

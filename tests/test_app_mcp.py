@@ -134,25 +134,39 @@ def test_the_panel_lists_servers_tools_and_states(qtbot, mcp_window) -> None:
             "broken": {"command": "/nonexistent/server"},
         }
     )
+
+    # The server takes a moment to load the SDK: the panel says it is starting meanwhile.
+    def starting() -> bool:
+        tree = window.mcp_panel.tree
+        items = [tree.topLevelItem(i) for i in range(tree.topLevelItemCount())]
+        return any(i.text(0) == "paint" and i.text(1) == "starting…" for i in items)
+
+    qtbot.waitUntil(starting, timeout=10_000)
     wait_ready(qtbot, window, "paint", "broken")
     panel = window.mcp_panel
     tree = panel.tree
     top = {
         tree.topLevelItem(i).text(0): tree.topLevelItem(i) for i in range(tree.topLevelItemCount())
     }
-    assert top["paint"].text(1) == "ready · 6 tools"
+    assert top["paint"].text(1) == "ready · 7 tools"
     assert top["broken"].text(1) == "failed"
     assert "the program was not found" in top["broken"].toolTip(1)
-    tools = {top["paint"].child(i).text(0): top["paint"].child(i) for i in range(7)}
+    tools = {top["paint"].child(i).text(0): top["paint"].child(i) for i in range(8)}
     assert tools["paint.pick"].toolTip(0).startswith("Pick a colour for a room")
     # A schema llguidance cannot compile: listed, left out, the reason shown.
     legacy = tools["legacy.lookup"]
     assert legacy.text(1) == "left out"
     assert not legacy.flags() & Qt.ItemFlag.ItemIsUserCheckable  # no switch: never offered
-    assert "Unimplemented keys" in legacy.toolTip(1) and "not offered" in legacy.toolTip(1)
+    assert "unclosed group" in legacy.toolTip(1) and "not offered" in legacy.toolTip(1)
     panel.tree.setCurrentItem(legacy)
     assert "Not offered: its inputSchema is not a usable JSON schema" in panel.detail.text()
+    # A keyword Corral cannot enforce: offered, with a warning that names it.
+    loose = tools["loose.lookup"]
+    assert loose.text(1) == "⚠ warning" and '"not"' in loose.toolTip(1)
+    assert loose.flags() & Qt.ItemFlag.ItemIsUserCheckable
     assert "1 of 2 server(s) ready." in panel.status.text()
+    # The tool loop's settings and their defaults: 8 steps a turn, 60 s a call.
+    assert (panel.max_steps.value(), panel.timeout.value()) == (8, 60)
     panel.tree.setCurrentItem(top["paint"])
     assert "PAINT_TOKEN" in panel.detail.text() and "do-not-show-me" not in panel.detail.text()
     screenshot(window, "mcp_panel")
@@ -202,6 +216,33 @@ def test_a_malformed_mcp_json_names_the_line_and_changes_nothing(qtbot, mcp_wind
     assert "Imported banner" in status.text()
     wait_ready(qtbot, window, "paint", "banner")
     assert json.loads(config.read_text())["mcpServers"].keys() == {"paint", "banner"}
+
+
+def test_edit_and_import_buttons(qtbot, mcp_window, tmp_path, monkeypatch) -> None:
+    """Edit mcp.json creates the file if needed and hands it to the user's editor; Import…
+    picks a file and adds its servers."""
+    from PySide6.QtGui import QDesktopServices
+    from PySide6.QtWidgets import QFileDialog
+
+    window = mcp_window({})
+    config = window.mcp.config_path
+    config.unlink()
+    opened: list[str] = []
+    # The OS hand-off to an editor cannot happen in a test; record what would be opened.
+    monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: opened.append(url.toLocalFile()))
+    window.mcp_panel.edit_button.click()
+    assert opened == [str(config)]
+    assert json.loads(config.read_text()) == {"mcpServers": {}}
+    assert "No MCP servers yet" in window.mcp_panel.status.text()
+
+    other = tmp_path / "cursor_mcp.json"
+    other.write_text(config_text({"paint": misbehaving_entry()}))
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(other), ""))
+    window.mcp_panel.import_button.click()
+    assert "Imported paint from cursor_mcp.json." in window.mcp_panel.status.text()
+    wait_ready(qtbot, window, "paint")
+    assert window.mcp.snapshots["paint"].state.value == "ready"
+    assert list(json.loads(config.read_text())["mcpServers"]) == ["paint"]
 
 
 def test_deny_tells_the_model_and_always_allow_runs_without_asking(qtbot, mcp_window) -> None:
@@ -269,13 +310,26 @@ def test_results_show_images_and_are_stored_with_the_conversation(qtbot, mcp_win
 
     assert shows_image()
     assert "Link: pixel.png — file:///tmp/pixel.png" in card_text(cards(window)[0])
+    assert '"width": 1' in card_text(cards(window)[0])  # structured content, shown as JSON
     screenshot(window, "mcp_card_result")
-    report_figures(window)
     # Reopened later (another conversation in between), the stored result shows the same.
     conversation = window.controller.conversation_id
     window.new_chat()
     window.controller.open_conversation(conversation)
     assert shows_image()
+
+    # A tool's own error (isError) is an error card, and the model reads it as one.
+    use_tool(window, "fail", max_tokens=40)
+    window.send("Try the failing tool")
+    card = last_card(qtbot, window, "ask")
+    card.buttons["once"].click()
+    qtbot.waitUntil(lambda: len(tool_messages(window)) == 2, timeout=30_000)
+    qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
+    assert tool_messages(window)[1].content == "Error: the disk is full"
+    text = card_text(cards(window)[-1])
+    assert "The tool reported an error:" in text and "the disk is full" in text
+    assert cards(window)[-1].property("error") is True
+    report_figures(window)
 
 
 @pytest.mark.parametrize(

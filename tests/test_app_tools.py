@@ -169,15 +169,19 @@ def test_chips_say_how_a_grammar_goes_with_the_tools(qtbot, tmp_path, tiny_engin
     assert chip.label.text() == "Reply as: verdict.lark (Lark grammar), or a tool call"
     window.send("Is it sunny in Oslo?")
     wait_idle(qtbot, window)
-    reply = window.chat.message_widgets()[-1].message
+    widget = window.chat.message_widgets()[-1]
+    reply = widget.message
     assert reply.content in ("yes", "no") or reply.meta["tool_calls"], reply.content
+    # the reply says what it was held to in the chip's words (no call-format jargon)
+    assert widget.tag.text() == "Reply as: verdict.lark (Lark grammar), or a tool call"
 
     window.tools_panel.set_choice("required")
     assert chip.label.text().endswith("— paused while tools are on")
     assert tools_chip.text() == "Tools: get_weather (must call one)"
     window.send("And in Lima?")
     wait_idle(qtbot, window)
-    assert window.chat.message_widgets()[-1].message.meta["tool_calls"]
+    widget = window.chat.message_widgets()[-1]
+    assert widget.message.meta["tool_calls"] and widget.tag.text() == "Tools (must call one)"
     assert tools_chip.text().endswith("⚠")
     assert "verdict.lark is paused while tools are on" in tools_chip.toolTip()
     screenshot(window, "chips_grammar_paused_by_tools")

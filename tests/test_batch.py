@@ -254,7 +254,7 @@ def test_default_model_rows_give_what_they_give_alone(default_engine: Engine) ->
     }
     requests = [
         _request(
-            "What is the capital of France? Answer in JSON.", 10, json_schema_constraint(schema)
+            "What is the capital of France? Answer in JSON.", 24, json_schema_constraint(schema)
         ),
         _request(
             "Is Paris in France? Answer yes or no.",

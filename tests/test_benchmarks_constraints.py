@@ -27,6 +27,11 @@ POSITIVE = {
     "drop_to_first_mask_two_compiles_ms",
     "first_mask_reused_grammar_ms",
     "first_mask_recompiled_grammar_ms",
+    "depth_check_ms",
+    "depth_check_tool_grammar_ms",
+    "grammar_check_in_process_ms",
+    "grammar_check_child_process_ms",
+    "depth_check_share",
 }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -19,6 +20,7 @@ from engine.types import (
     ConstraintSpec,
     GenerationStats,
     SamplingSettings,
+    SchemaOptions,
     StopReason,
 )
 
@@ -142,8 +144,12 @@ def test_compile_errors_come_back_as_errors(tiny_engine):
     assert result.stop_reason == StopReason.ERROR
     assert "ConstraintError" in result.error and "bad.lark: line 2" in result.error
     unsupported = json_schema_constraint({"not": {"type": "string"}}, "s.json")
-    result = tiny_engine.chat(ChatRequest(USER, GREEDY, constraint=unsupported))
+    strict = replace(unsupported, options=SchemaOptions(lenient=False))
+    result = tiny_engine.chat(ChatRequest(USER, GREEDY, constraint=strict))
     assert "s.json" in result.error and '"not"' in result.error
+    # lenient by default: the reply goes ahead and says what was not enforced
+    result = tiny_engine.chat(ChatRequest(USER, GREEDY, constraint=unsupported))
+    assert result.error is None and any('"not"' in w for w in result.warnings)
     # the engine carries on
     assert chat(tiny_engine, ConstraintSpec("regex", "ok")).text == "ok"
 

@@ -7,6 +7,7 @@ same checks over real-world schemas are in test_constraints_jsonschemabench.py."
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import jsonschema
 import numpy as np
@@ -16,6 +17,7 @@ from schema_corpus import CASES, UNSUPPORTED, SchemaCase
 
 from engine.constraints.sources import json_schema_constraint
 from engine.constraints.validate import validate_constraint
+from engine.types import SchemaOptions
 
 ENDS = (0, 2)  # <|endoftext|>, <|im_end|>
 
@@ -65,8 +67,15 @@ def test_instances_are_accepted_or_rejected_token_by_token(case: SchemaCase, llt
 
 
 @pytest.mark.parametrize(("schema", "keyword"), UNSUPPORTED, ids=lambda v: str(v)[:20])
-def test_unenforceable_keywords_are_refused_by_name(schema, keyword):
-    report = validate_constraint(json_schema_constraint(schema, "x.json"))
-    (error,) = report.errors
+def test_unenforceable_keywords_are_refused_by_name_under_strict_schemas(schema, keyword):
+    spec = replace(json_schema_constraint(schema, "x.json"), options=SchemaOptions(lenient=False))
+    (error,) = validate_constraint(spec).errors
     assert "not supported" in error.message and keyword in error.message
     assert '"lenient": true' in error.message  # and how to accept the schema anyway
+
+
+@pytest.mark.parametrize(("schema", "keyword"), UNSUPPORTED, ids=lambda v: str(v)[:20])
+def test_unenforceable_keywords_are_ignored_by_default_with_a_warning_naming_them(schema, keyword):
+    report = validate_constraint(json_schema_constraint(schema, "x.json"))
+    assert report.ok, report.summary()
+    assert any(keyword in w.message and "not enforced" in w.message for w in report.warnings)

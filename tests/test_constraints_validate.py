@@ -14,15 +14,18 @@ from engine.constraints.validate import (
     compile_constraint,
     validate_constraint,
 )
-from engine.types import ConstraintSpec, Diagnostic
+from engine.types import ConstraintSpec, Diagnostic, SchemaOptions
+
+STRICT = SchemaOptions(lenient=False)
 
 TIME_BOUND_S = 10.0
 
 
-def check(kind: str, source: str | dict) -> object:
+def check(kind: str, source: str | dict, options: SchemaOptions | None = None) -> object:
     text = source if isinstance(source, str) else json.dumps(source)
     started = time.perf_counter()
-    report = validate_constraint(ConstraintSpec(kind, text, "test"))  # type: ignore[arg-type]
+    spec = ConstraintSpec(kind, text, "test", options=options or SchemaOptions())  # type: ignore[arg-type]
+    report = validate_constraint(spec)
     assert time.perf_counter() - started < TIME_BOUND_S
     return report
 
@@ -82,11 +85,30 @@ def test_unsatisfiable_schemas_are_errors(schema, words):
 
 
 def test_unsupported_keywords_are_named_with_a_way_out():
-    (error,) = check("json_schema", {"type": "object", "not": {"required": ["a"]}}).errors
+    schema = {"type": "object", "not": {"required": ["a"]}}
+    (error,) = check("json_schema", schema, STRICT).errors
     assert "not supported" in error.message and '"not"' in error.message
     assert "lenient" in error.message
     lenient = {"not": {"type": "string"}, "x-guidance": {"lenient": True}}
-    assert check("json_schema", lenient).ok
+    assert check("json_schema", lenient, STRICT).ok
+
+
+def test_unsupported_keywords_compile_leniently_by_default_with_a_warning():
+    report = check("json_schema", {"type": "object", "not": {"required": ["a"]}})
+    assert report.ok and report.spec.compiled is not None
+    (warning,) = report.warnings
+    assert warning.severity == "warning" and '"not"' in warning.message
+    assert "not enforced" in warning.message
+
+
+def test_unknown_formats_warn_by_default_and_strict_refuses_them_as_before():
+    schema = {"type": "object", "properties": {"t": {"type": "string", "format": "topic"}}}
+    report = check("json_schema", schema)
+    assert report.ok and [w.message for w in report.warnings] == [
+        "Unknown format: topic (not enforced)"
+    ]
+    (error,) = check("json_schema", schema, STRICT).errors
+    assert error.message == "Unknown format: topic"
 
 
 @pytest.mark.parametrize(

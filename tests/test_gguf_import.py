@@ -120,7 +120,7 @@ def test_truncated_gguf_is_a_clear_error(default_gguf: Path, tmp_path: Path) -> 
 def test_not_a_gguf_file(tmp_path: Path) -> None:
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"\x00\x01 this is not a model" * 10)
-    with pytest.raises(ModelLoadError, match="not a GGUF file"):
+    with pytest.raises(ModelLoadError, match="not a valid GGUF: magic"):
         import_gguf(junk, tmp_path / "out")
 
 

@@ -5,6 +5,7 @@ hub stays usable, and closing it leaves no child process."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -63,6 +64,7 @@ def test_time_server_over_stdio(hubs) -> None:
     assert not result.is_error and result.failure is None
     assert result.structured["timezone"] == "Asia/Tokyo"
     assert '"timezone": "Asia/Tokyo"' in result.text
+    assert result.text.count('"timezone"') == 1  # its text block repeats it: sent once
     bad = hub.call("time", "get_current_time", {"timezone": "Nowhere/Land"}).result(30)
     assert bad.is_error and bad.failure is None and "Nowhere/Land" in bad.text
 
@@ -120,6 +122,9 @@ def test_results_keep_text_images_links_structured_content_and_errors(hubs) -> N
     assert picture.blocks[1]["mime_type"] == "image/png"
     assert picture.structured == {"width": 1, "height": 1}
     assert "[image: image/png" in picture.text and "<file:///tmp/pixel.png>" in picture.text
+    # The structured content is not in its text block ("a red pixel"): the model gets it too.
+    assert picture.text.startswith("a red pixel\n") and '{"width": 1, "height": 1}' in picture.text
+    assert not picture.structured_in_text()
     failed = hub.call("odd", "fail", {}).result(30)
     assert failed.is_error and failed.text == "Error: the disk is full"
 
@@ -180,7 +185,13 @@ def test_a_missing_program_fails_at_once(hubs) -> None:
 
 
 def test_switches_and_new_configs_start_and_stop_servers(hubs) -> None:
-    hub = hubs({"a": misbehaving_entry(), "b": misbehaving_entry(disabled=True)})
+    threads: set[str] = set()
+    hub = hubs(
+        {"a": misbehaving_entry(), "b": misbehaving_entry(disabled=True)},
+        on_change=lambda _snapshots: threads.add(threading.current_thread().name),
+    )
+    # The servers live on the hub's own asyncio thread: not the GUI's, not the engine's.
+    assert threads == {"corral-mcp"}
     assert [s.state for s in hub.snapshots().values()] == [ServerState.READY, ServerState.OFF]
     hub.set_enabled("a", False).result(20)
     assert hub.snapshots()["a"].state == ServerState.OFF
@@ -204,9 +215,12 @@ def test_close_stops_servers_even_during_a_call(hubs) -> None:
 
 
 def test_tools_whose_schema_cannot_be_constrained_are_left_out_with_the_reason() -> None:
-    info = check_tool("lookup", "d", {"type": "object", "properties": {"q": {"not": {}}}})
-    assert info.error.startswith("its inputSchema is not a usable JSON schema: Unimplemented")
+    info = check_tool("lookup", "d", {"type": "object", "properties": {"q": {"type": "strnig"}}})
+    assert info.error.startswith("its inputSchema is not a usable JSON schema: Invalid type")
     assert info.error.endswith("its calls could not be constrained, so it is not offered")
     assert check_tool("t", "", {"type": "array"}).error.startswith("its inputSchema must")
+    # A keyword Corral cannot enforce is ignored, and the tool says so.
+    loose = check_tool("lookup", "d", {"type": "object", "properties": {"q": {"not": {}}}})
+    assert loose.error is None and any("not" in w for w in loose.warnings), loose.warnings
     odd = check_tool("fs/read file", "", {"type": "object"})
     assert odd.error is None and "offered to the model as 'fs_read_file'" in odd.warnings[0]

@@ -124,6 +124,24 @@ def test_dotted_http_tools_through_the_engine(tiny_engine, hub_for) -> None:
             _figure(f"shop/{name}", calls)
 
 
+def test_a_qualified_name_is_mapped_back_to_its_server(tiny_engine, hub_for) -> None:
+    """Two servers offer the same tools: the model sees `a__paint.pick` and
+    `b__paint.pick`, and each call reaches the server its name says."""
+    hub = hub_for({"a": misbehaving_entry(), "b": misbehaving_entry()})
+    catalog = hub.catalog()
+    assert {"a__paint.pick", "b__paint.pick"} <= set(catalog.names())
+    assert "paint.pick" not in catalog.names()
+    for exposed, server in (("b__paint.pick", "b"), ("a__paint.pick", "a")):
+        outcome = ToolTurn(tiny_engine, hub, _allow, max_steps=1).run(
+            _request("Paint it", exposed), catalog
+        )
+        (record,) = outcome.calls
+        assert record.call.name == exposed and record.arguments_valid
+        assert (record.server, record.tool) == (server, "paint.pick")
+        assert record.result.server == server and "coat(s) of" in record.result.text
+        _figure(f"{server}/paint.pick (as {exposed})", outcome.calls)
+
+
 def test_deny_tells_the_model_and_always_allow_stops_asking(tiny_engine, hub_for) -> None:
     hub = hub_for({"paint": misbehaving_entry()})
     catalog = hub.catalog()

@@ -229,6 +229,59 @@ def test_stop_strings_and_seed(client: openai.OpenAI, model: str) -> None:
     assert texts[0] == texts[1]
 
 
+def test_max_completion_tokens_and_corral_extras(client: openai.OpenAI, model: str) -> None:
+    long = {"grammar": {"type": "regex", "value": "[a-z]{40}"}}
+    reply = client.chat.completions.create(
+        model=model, messages=_user("Go."), max_completion_tokens=3, extra_body=long
+    )
+    assert reply.usage is not None and reply.usage.completion_tokens == 3
+    assert reply.choices[0].finish_reason == "length"
+    # Corral's top_k: with one candidate a hot temperature samples what greedy picks.
+    greedy, top_one = (
+        client.chat.completions.create(
+            model=model, messages=_user("Go on."), max_tokens=8, **kwargs
+        )
+        .choices[0]
+        .message.content
+        for kwargs in (
+            {"temperature": 0},
+            {"temperature": 1.5, "seed": 7, "extra_body": {"top_k": 1, "min_p": 0.05}},
+        )
+    )
+    assert greedy == top_one
+    with pytest.raises(openai.BadRequestError) as excinfo:
+        client.chat.completions.create(
+            model=model, messages=_user("x"), extra_body={"repetition_penalty": 0}
+        )
+    assert _status_error(excinfo)["param"] == "repetition_penalty"
+
+
+def test_the_corral_object_reports_the_reply(client: openai.OpenAI, model: str) -> None:
+    """TTFT, tok/s, forced tokens, mask overhead and warnings, whole and streamed."""
+    forced = {"grammar": {"type": "regex", "value": "The answer is (yes|no)[.]"}}
+    reply = client.chat.completions.create(
+        model=model, messages=_user("Yes?"), max_tokens=20, extra_body=forced
+    )
+    stats = reply.model_extra["corral"]  # type: ignore[index]
+    assert reply.choices[0].message.content in ("The answer is yes.", "The answer is no.")
+    assert stats["constraint"] == "regex grammar" and stats["stop_reason"] == "eos"
+    assert stats["forced_tokens"] >= 3  # "The answer is" is the grammar's, not the model's
+    assert stats["ttft_ms"] > 0 and stats["decode_tps"] > 0 and stats["total_ms"] > 0
+    assert stats["mask_overhead_ms"] >= 0 and stats["warnings"] == []
+    assert stats["incomplete"] is False
+    chunks = list(
+        client.chat.completions.create(
+            model=model, messages=_user("Yes?"), max_tokens=20, stream=True, extra_body=forced
+        )
+    )
+    last = [c for c in chunks if c.choices][-1]
+    assert last.choices[0].finish_reason == "stop"
+    streamed = last.model_extra["corral"]  # type: ignore[index]
+    assert streamed["forced_tokens"] == stats["forced_tokens"]
+    # Without stream_options.include_usage there is no usage chunk.
+    assert all(c.choices for c in chunks) and all(c.usage is None for c in chunks)
+
+
 def _required_call(client: openai.OpenAI, model: str, stream: bool) -> tuple[str, str, str]:
     kwargs: dict[str, Any] = dict(
         model=model,
@@ -295,6 +348,72 @@ def test_response_format_with_tools_on_auto(client: openai.OpenAI, model: str) -
         jsonschema.validate(json.loads(choice.message.content or ""), PERSON)
 
 
+PRICE = {
+    "type": "function",
+    "function": {
+        "name": "instrument_price.get",
+        "description": "Current price of a financial instrument",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "ticker": {"type": "string", "enum": ["AAPL", "MSFT"]},
+                "when": {
+                    "type": "object",
+                    "properties": {"days_ago": {"type": "integer", "minimum": 0, "maximum": 9}},
+                    "required": ["days_ago"],
+                },
+            },
+            "required": ["ticker", "when"],
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_dotted_tool_names_and_a_named_tool_choice(
+    client: openai.OpenAI, model: str, stream: bool
+) -> None:
+    """MCP- and BFCL-style names (`instrument_price.get`) work through the API; a named
+    tool_choice calls that tool; parallel_tool_calls false gives one call."""
+    kwargs: dict[str, Any] = dict(
+        model=model,
+        messages=_user("Price of Apple two days ago?"),
+        tools=[WEATHER, PRICE],
+        tool_choice={"type": "function", "function": {"name": "instrument_price.get"}},
+        parallel_tool_calls=False,
+        max_tokens=60,
+    )
+    if stream:
+        names, arguments, finish = [], "", None
+        for chunk in client.chat.completions.create(stream=True, **kwargs):
+            finish = (chunk.choices[0].finish_reason if chunk.choices else None) or finish
+            for delta in chunk.choices[0].delta.tool_calls or [] if chunk.choices else []:
+                assert delta.index == 0
+                if delta.function and delta.function.name:
+                    names.append(delta.function.name)
+                arguments += (delta.function.arguments or "") if delta.function else ""
+    else:
+        reply = client.chat.completions.create(**kwargs)
+        finish = reply.choices[0].finish_reason
+        calls = reply.choices[0].message.tool_calls or []
+        names = [c.function.name for c in calls]  # type: ignore[union-attr]
+        arguments = calls[0].function.arguments  # type: ignore[union-attr]
+    assert finish == "tool_calls" and names == ["instrument_price.get"]
+    jsonschema.validate(json.loads(arguments), PRICE["function"]["parameters"])
+
+
+def test_tool_choice_none_answers_in_text(client: openai.OpenAI, model: str) -> None:
+    reply = client.chat.completions.create(
+        model=model,
+        messages=_user("Weather in Rome?"),
+        tools=[WEATHER, PRICE],
+        tool_choice="none",
+        max_tokens=12,
+    )
+    assert reply.choices[0].message.tool_calls is None
+    assert reply.choices[0].finish_reason in ("stop", "length")
+
+
 def test_tool_result_continues_the_chat(client: openai.OpenAI, model: str) -> None:
     first = client.chat.completions.create(
         model=model,
@@ -336,13 +455,17 @@ def test_shared_prefix_reports_cached_tokens(client: openai.OpenAI, model: str) 
 
 
 def test_text_completion(client: openai.OpenAI, model: str) -> None:
-    reply = client.completions.create(model=model, prompt="Once upon a time", max_tokens=5)
+    # Greedy, so the streamed text can be compared with the whole one (a random model's
+    # sampled tokens may be byte fragments that decode to nothing).
+    kwargs: dict[str, Any] = dict(
+        model=model, prompt="Once upon a time", max_tokens=5, temperature=0
+    )
+    reply = client.completions.create(**kwargs)
     assert reply.object == "text_completion"
     assert reply.choices[0].text and reply.choices[0].finish_reason == "length"
-    pieces = list(
-        client.completions.create(model=model, prompt="Once upon a time", max_tokens=4, stream=True)
-    )
-    assert "".join(p.choices[0].text for p in pieces if p.choices)
+    pieces = list(client.completions.create(stream=True, **kwargs))
+    assert "".join(p.choices[0].text for p in pieces if p.choices) == reply.choices[0].text
+    assert pieces[-1].choices[0].finish_reason == "length"
 
 
 def test_raw_sse_stream_with_httpx(served: HTTPServer, model: str) -> None:
@@ -400,6 +523,79 @@ def test_malformed_json_and_wrong_types(served: HTTPServer, model: str) -> None:
     assert r.status_code == 415
 
 
+@pytest.mark.parametrize(
+    ("raw", "param", "words"),
+    [
+        # Python refuses integers over 4300 digits: a 400, not an internal error
+        (b'{"messages": [], "max_tokens": ' + b"9" * 5000 + b"}", None, "too long"),
+        # a lone surrogate, which JSON's \u escapes can spell but no tokenizer can read
+        (
+            b'{"messages": [{"role": "user", "content": "\\ud800 hi"}]}',
+            "messages[0].content",
+            "not valid Unicode",
+        ),
+        # types are strict, as OpenAI's are: no strings for numbers, no numbers for booleans
+        (
+            b'{"messages": [{"role": "user", "content": "x"}], "temperature": "0.5"}',
+            "temperature",
+            "valid number",
+        ),
+        (
+            b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": true}',
+            "max_tokens",
+            "valid integer",
+        ),
+        (
+            b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 5.0}',
+            "max_tokens",
+            "valid integer",
+        ),
+        (
+            b'{"messages": [{"role": "user", "content": "x"}], "stream": "true"}',
+            "stream",
+            "valid boolean",
+        ),
+        (
+            b'{"messages": [{"role": "user", "content": 5}]}',
+            "messages[0].content",
+            "valid string",
+        ),
+        (
+            b'{"messages": [{"role": "user", "content": "x"}], "temperature": NaN}',
+            "temperature",
+            "finite",
+        ),
+        (b"[1, 2]", None, "must be a JSON object"),
+        (b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", None, "nested too deeply"),
+    ],
+    ids=[
+        "huge-int",
+        "surrogate",
+        "str-number",
+        "bool-int",
+        "float-int",
+        "str-bool",
+        "int-content",
+        "nan",
+        "array",
+        "deep",
+    ],
+)
+def test_bodies_the_server_cannot_read_are_400s(
+    served: HTTPServer, raw: bytes, param: str | None, words: str
+) -> None:
+    r = httpx.post(
+        served.url + "/v1/chat/completions",
+        content=raw,
+        headers={"Content-Type": "application/json"},
+        timeout=60,
+    )
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == param and words in error["message"], error
+    assert error["type"] == "invalid_request_error" and "Traceback" not in r.text
+
+
 def test_schema_and_grammar_errors_carry_diagnostics(client: openai.OpenAI, model: str) -> None:
     with pytest.raises(openai.BadRequestError) as excinfo:
         client.chat.completions.create(
@@ -411,7 +607,54 @@ def test_schema_and_grammar_errors_carry_diagnostics(client: openai.OpenAI, mode
             },
         )
     body = _status_error(excinfo)
-    assert body["param"] == "response_format.json_schema.schema" and "strnig" in body["message"]
+    assert body["param"] == "response_format.json_schema.schema.type"
+    assert body["message"] == "response_format.json_schema.schema.type: Invalid type: strnig"
+    # A schema has no lines of its own (the client serialised it): its errors are placed by
+    # their path inside it, in param and message.
+    nested = {
+        "type": "object",
+        "properties": {
+            "when": {"type": "string", "format": "date"},
+            "tags": {"type": "array", "items": {"type": "strnig"}},
+        },
+    }
+    with pytest.raises(openai.BadRequestError) as excinfo:
+        client.chat.completions.create(
+            model=model,
+            messages=_user("x"),
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "nested", "schema": nested},
+            },
+        )
+    body = _status_error(excinfo)
+    assert body["param"] == "response_format.json_schema.schema.properties.tags.items.type"
+    assert "Invalid type: strnig" in body["message"]
+    # A keyword Corral cannot enforce is ignored (lenient by default) and named as a warning.
+    lenient = {"type": "array", "items": {"type": "string", "not": {"const": "x"}}}
+    reply = client.chat.completions.create(
+        model=model,
+        messages=_user("x"),
+        max_tokens=8,
+        response_format={"type": "json_schema", "json_schema": {"name": "l", "schema": lenient}},
+    )
+    warnings = reply.model_extra["corral"]["warnings"]  # type: ignore[index]
+    assert any("not" in w for w in warnings), warnings
+    bad_tool = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "parameters": {
+                "type": "object",
+                "properties": {"q": {"type": "string", "minLength": "3"}},
+            },
+        },
+    }
+    with pytest.raises(openai.BadRequestError) as excinfo:
+        client.chat.completions.create(model=model, messages=_user("x"), tools=[WEATHER, bad_tool])
+    body = _status_error(excinfo)
+    assert body["param"] == "tools[1].function.parameters.properties.q.minLength"
+    assert body["message"].startswith('tools: tool 2 ("lookup"): "parameters" is not a usable')
     with pytest.raises(openai.BadRequestError) as excinfo:
         client.chat.completions.create(
             model=model,
@@ -427,7 +670,15 @@ def test_schema_and_grammar_errors_carry_diagnostics(client: openai.OpenAI, mode
             messages=_user("x"),
             extra_body={"grammar": {"type": "gbnf", "value": 'root ::= "a" missing\n'}},
         )
-    assert "missing" in _status_error(excinfo)["message"]
+    body = _status_error(excinfo)
+    assert "missing" in body["message"] and body["param"] == "grammar.value"
+    with pytest.raises(openai.BadRequestError) as excinfo:
+        client.chat.completions.create(
+            model=model,
+            messages=_user("x"),
+            extra_body={"grammar": {"type": "gbnf", "value": 'root ::= "a"\nfoo ::= (\n'}},
+        )
+    assert "line 3, column 1" in _status_error(excinfo)["message"]
     with pytest.raises(openai.BadRequestError) as excinfo:
         client.chat.completions.create(
             model=model,
@@ -445,7 +696,11 @@ def test_schema_and_grammar_errors_carry_diagnostics(client: openai.OpenAI, mode
         ({"presence_penalty": 0.5}, "presence_penalty", "repetition_penalty"),
         ({"frequency_penalty": 0.5}, "frequency_penalty", "repetition_penalty"),
         ({"logit_bias": {"1": 5}}, "logit_bias", "not supported"),
-        ({"tools": [{"type": "function", "function": {"name": "a b"}}]}, "tools", "invalid name"),
+        (
+            {"tools": [{"type": "function", "function": {"name": "a b"}}]},
+            "tools[0]",
+            "invalid name",
+        ),
         ({"tools": [WEATHER], "tool_choice": "nope"}, "tool_choice", "nope"),
         ({"tool_choice": "required"}, "tool_choice", "no tools"),
         (
@@ -491,6 +746,34 @@ def test_unknown_model_and_route(client: openai.OpenAI, served: HTTPServer, mode
     assert body["code"] == "model_not_found" and model in body["message"]
     r = httpx.get(served.url + "/v1/nothing")
     assert r.status_code == 404 and "no such endpoint" in r.json()["error"]["message"]
+    r = httpx.get(served.url + "/v1/models/gpt-4o")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+    r = httpx.post(served.url + "/v1/completions", json={"model": "gpt-4o", "prompt": "x"})
+    assert r.status_code == 404 and r.json()["error"]["param"] == "model"
+
+
+def test_an_unexpected_error_is_a_500_without_a_traceback(tiny_engine: Engine) -> None:
+    """A bug behind an endpoint answers with OpenAI's error body; the traceback goes to the
+    server's log only."""
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    from engine.server import ServerActivity
+    from engine.server.app import create_app
+
+    app = create_app(tiny_engine, ServerConfig(), ServerActivity())
+
+    async def broken(request: Any) -> Any:
+        raise RuntimeError("secret internals at 0xdeadbeef")
+
+    app.router.routes.append(Route("/v1/broken", broken))
+    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as http:
+        r = http.get("/v1/broken")
+    assert r.status_code == 500
+    error = r.json()["error"]
+    assert error["type"] == "server_error" and error["code"] == "internal_error"
+    assert error["message"] == "internal error (RuntimeError); the server log has the details"
+    assert "Traceback" not in r.text and "0xdeadbeef" not in r.text
 
 
 def test_host_header_must_be_loopback(served: HTTPServer) -> None:
@@ -521,6 +804,14 @@ def test_api_key_body_limit_queue_and_cors(tiny_engine: Engine, model: str) -> N
         with pytest.raises(openai.APIStatusError) as excinfo:
             good.chat.completions.create(model=model, messages=_user("x" * 5000))
         assert excinfo.value.status_code == 413
+        # A body sent in chunks, without Content-Length, is cut off at the limit too.
+        chunks = iter([b'{"messages": [{"role": "user", "content": "', b"x" * 5000, b'"}]}'])
+        r = httpx.post(
+            base + "/chat/completions",
+            content=chunks,
+            headers={"Authorization": "Bearer s3cret-key", "Content-Type": "application/json"},
+        )
+        assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
         # One long stream holds the only slot: the next request is turned away.
         stream = good.chat.completions.create(
             model=model,
@@ -576,6 +867,30 @@ def test_disconnect_mid_stream_cancels_and_the_next_request_succeeds(
     assert served.activity.active == 0
     reply = client.chat.completions.create(model=model, messages=_user("Hi"), max_tokens=3)
     assert reply.choices[0].finish_reason == "length"
+
+
+def test_a_client_leaving_a_whole_reply_cancels_it_and_the_cache_keeps_the_prompt(
+    served: HTTPServer, client: openai.OpenAI, model: str
+) -> None:
+    """Without streaming too: a client that gives up cancels its reply (499 in the log,
+    far from its token limit), and the prompt it had computed stays in the trie."""
+    before = len(served.activity.records)
+    messages = [{"role": "system", "content": LONG_SYSTEM + " (disconnect test)"}]
+    messages += _user("Write forever.")
+    body = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": 3000,
+        "grammar": {"type": "regex", "value": "[a-z ]{2500,}"},
+    }
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(served.url + "/v1/chat/completions", json=body, timeout=1.0)
+    record = _wait_for_record(served, 499, before)
+    assert record.stop_reason == "cancelled" and record.completion_tokens < 3000
+    assert served.activity.active == 0
+    again = client.chat.completions.create(model=model, messages=messages, max_tokens=2)  # type: ignore[arg-type]
+    assert again.usage is not None and again.usage.prompt_tokens_details is not None
+    assert again.usage.prompt_tokens_details.cached_tokens >= again.usage.prompt_tokens - 1
 
 
 def test_window_and_server_share_the_engine(

@@ -8,6 +8,7 @@ import socket
 import threading
 from typing import Any
 
+import httpx
 import openai
 from app_helpers import close_window, make_window, screenshot
 
@@ -39,6 +40,8 @@ def test_preferences_start_the_server_and_the_log_shows_requests(qtbot, tmp_path
         dialog.deleteLater()
         url = f"http://127.0.0.1:{port}"
         qtbot.waitUntil(lambda: server.status_label.text() == f"Serving on {url}", timeout=30_000)
+        # One Engine for the window and the server: one model, one prompt cache.
+        assert server.job._server.engine is window.bridge.engine is tiny_engine
         assert window.store.get_setting("server_enabled") is True
         assert window.store.get_setting("server_port") == port
 
@@ -86,6 +89,17 @@ def test_preferences_start_the_server_and_the_log_shows_requests(qtbot, tmp_path
         first = {COLUMNS[c]: log.item(0, c).text() for c in range(len(COLUMNS))}
         assert first["Status"] == "499" and first["Constraint"] == "regex"
         assert server.status_label.text() == f"Serving on {url}"
+        # A refused request is logged too, with its status and the reason.
+        rows = log.rowCount()
+        refused = httpx.post(
+            url + "/v1/chat/completions",
+            json={"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]},
+            headers={"Authorization": "Bearer app-key"},
+        )
+        assert refused.status_code == 404
+        qtbot.waitUntil(lambda: log.rowCount() == rows + 1, timeout=10_000)
+        cells = {COLUMNS[c]: log.item(rows, c).text() for c in range(len(COLUMNS))}
+        assert cells["Status"] == "404" and "'gpt-4o' is not loaded" in cells["Result"]
         server.log_dock.show()
         screenshot(window, "server_log")
 

@@ -1,12 +1,16 @@
 """The server over the real default model (SmolLM2-135M), through the official `openai`
 client: a plain answer, a schema-valid JSON reply, required tool calls whose arguments
-validate (whole and streamed). Token counts stay small: this CPU decodes ~13 tok/s."""
+validate (whole and streamed), a tool result continuing a streamed chat with cached
+tokens, and a client that disconnects mid-stream. Token counts stay small: this CPU
+decodes ~13 tok/s."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
+import httpx
 import jsonschema
 import openai
 import pytest
@@ -40,11 +44,16 @@ WEATHER = {
 
 
 @pytest.fixture(scope="module")
-def client(default_engine: Engine) -> Iterator[openai.OpenAI]:
+def served(default_engine: Engine) -> Iterator[HTTPServer]:
     server = HTTPServer(default_engine, ServerConfig(port=0))
     server.start()
-    yield openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=300)
+    yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def client(served: HTTPServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=served.url + "/v1", api_key="unused", max_retries=0, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +112,74 @@ def test_required_tool_call_validates(client: openai.OpenAI, model: str, stream:
         arguments = calls[0].function.arguments if calls else ""
     assert finish == "tool_calls" and names == ["get_weather"]
     jsonschema.validate(json.loads(arguments), WEATHER["function"]["parameters"])
+
+
+def test_a_tool_result_continues_a_streamed_chat_from_the_cache(
+    client: openai.OpenAI, model: str
+) -> None:
+    """The call's result goes back as a `tool` message; the streamed answer uses it, and
+    the prompt it shares with the first request comes from the prefix cache."""
+    question = [{"role": "user", "content": "What's the weather like in Paris?"}]
+    first = client.chat.completions.create(
+        model=model,
+        messages=question,  # type: ignore[arg-type]
+        tools=[WEATHER],  # type: ignore[list-item]
+        tool_choice="required",
+        max_tokens=30,
+        temperature=0,
+    )
+    message = first.choices[0].message
+    (call,) = message.tool_calls or []
+    history = [
+        *question,
+        message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 24 degrees Celsius."},
+    ]
+    chunks = list(
+        client.chat.completions.create(
+            model=model,
+            messages=history,  # type: ignore[arg-type]
+            tools=[WEATHER],  # type: ignore[list-item]
+            max_tokens=16,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.strip(), "the model answered after the tool result"
+    usage = chunks[-1].usage
+    assert usage is not None and first.usage is not None
+    assert usage.prompt_tokens > first.usage.prompt_tokens
+    assert usage.prompt_tokens_details is not None
+    assert usage.prompt_tokens_details.cached_tokens > 0
+
+
+def test_a_disconnect_cancels_and_the_next_request_is_served(
+    served: HTTPServer, client: openai.OpenAI, model: str
+) -> None:
+    before = len(served.activity.records)
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "Tell me a very long story about a dragon."}],
+        "max_tokens": 400,
+        "temperature": 0,
+        "stream": True,
+    }
+    with httpx.stream("POST", served.url + "/v1/chat/completions", json=body, timeout=120) as r:
+        lines = r.iter_lines()
+        for _ in range(6):  # the role chunk and a few tokens
+            next(lines)
+    deadline = time.monotonic() + 60
+    while not [r for r in list(served.activity.records)[before:] if r.status == 499]:
+        assert time.monotonic() < deadline, list(served.activity.records)[before:]
+        time.sleep(0.05)
+    record = [r for r in list(served.activity.records)[before:] if r.status == 499][0]
+    assert record.stop_reason == "cancelled" and record.completion_tokens < 40
+    reply = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+        max_tokens=8,
+        temperature=0,
+    )
+    assert "Paris" in (reply.choices[0].message.content or "")

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from engine.tools import ToolDefinitionError, load_tools, validate_tools
-from engine.tools.definitions import strict_schema
+from engine.tools.definitions import arguments_grammar_schema
 from engine.tools.grammar import resolve_choice
+from engine.types import SchemaOptions
 
 
 def tool(name: str = "get_weather", parameters: object = None, **extra: object) -> dict:
@@ -101,7 +102,7 @@ def test_tool_choice_is_resolved_or_names_the_unknown_function() -> None:
         resolve_choice({"type": "function"}, specs)
 
 
-def test_strict_schema_closes_objects_without_changing_allof() -> None:
+def test_tool_arguments_are_tight_objects_without_changing_allof() -> None:
     schema = {
         "type": "object",
         "properties": {
@@ -110,10 +111,49 @@ def test_strict_schema_closes_objects_without_changing_allof() -> None:
         },
         "required": ["a"],
     }
-    strict = strict_schema(schema)
+    strict = arguments_grammar_schema(schema)
     assert strict["additionalProperties"] is False
     assert strict["properties"]["a"]["additionalProperties"] is False
     assert "additionalProperties" not in strict["properties"]["c"]["allOf"][0]
     assert "additionalProperties" not in schema  # the original is untouched
     open_ = {"type": "object", "properties": {}, "additionalProperties": {"type": "integer"}}
-    assert strict_schema(open_)["additionalProperties"] == {"type": "integer"}
+    assert arguments_grammar_schema(open_)["additionalProperties"]["type"] == "integer"
+    loose = arguments_grammar_schema(schema, SchemaOptions(tight=False))
+    assert "additionalProperties" not in loose and loose["x-guidance"]["lenient"] is True
+
+
+def test_one_of_parameters_are_accepted_where_llguidance_compiles_them() -> None:
+    shapes = {
+        "type": "object",
+        "properties": {
+            "shape": {
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}},
+                        "required": ["kind", "r"],
+                    },
+                    {
+                        "type": "object",
+                        "properties": {"kind": {"const": "square"}, "side": {"type": "number"}},
+                        "required": ["kind", "side"],
+                    },
+                ]
+            },
+            "id": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+        },
+        "required": ["shape"],
+    }
+    (spec,) = validate_tools(
+        [{"type": "function", "function": {"name": "area", "parameters": shapes}}]
+    )
+    assert spec.warnings == ()  # disjoint branches: enforced exactly, no warning
+    overlapping = {
+        "type": "object",
+        "properties": {"n": {"oneOf": [{"type": "integer"}, {"type": "number"}]}},
+    }
+    tool = {"type": "function", "function": {"name": "count", "parameters": overlapping}}
+    (spec,) = validate_tools([tool])
+    assert any("oneOf" in w for w in spec.warnings)
+    with pytest.raises(ToolDefinitionError, match="oneOf"):
+        validate_tools([tool], options=SchemaOptions(lenient=False))

@@ -11,6 +11,7 @@ snapshot the engine thread publishes, never from the engine's live structures.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
@@ -103,11 +104,15 @@ class EngineBridge(QObject):
     loadProgress = Signal(str, float)  # stage, fraction
     modelLoaded = Signal(object)  # ModelInfo
     loadFailed = Signal(str)  # message for the user
+    # A distributed engine's group stopped (a rank or the network failed): the reason, once.
+    groupFailed = Signal(str)
     _loadDone = Signal(object, object)  # ModelInfo | None, error message | None
 
     def __init__(self, engine: Engine | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._engine = engine
+        self._make_engine: Callable[[], Engine] | None = None  # None: a local Engine
+        self._failure_told: str | None = None
         self._max_rows: int | None = None  # the user's setting, for an engine made later
         self._jobs: set[ReplyJob] = set()
         self.loading_spec: str | None = None
@@ -119,10 +124,38 @@ class EngineBridge(QObject):
         if self._engine is None:
             from engine.engine import Engine
 
-            self._engine = Engine()
+            self._engine = (self._make_engine or Engine)()
             if self._max_rows is not None:
                 self._engine.set_max_rows(self._max_rows)
         return self._engine
+
+    def use_engine(self, make_engine: Callable[[], Engine] | None) -> None:
+        """Serve from engines `make_engine` builds (None: a local Engine) from now on. The
+        current engine, if any, stops its replies and closes in the background; load a model
+        afterwards."""
+        old, self._engine = self._engine, None
+        self._make_engine = make_engine
+        self._failure_told = None
+        for job in list(self._jobs):
+            job.cancel()
+        if old is not None:
+            threading.Thread(target=old.close, name="corral-close-engine", daemon=True).start()
+
+    @property
+    def current_engine(self) -> Engine | None:
+        """The engine in use, without starting one."""
+        return self._engine
+
+    @property
+    def group_failure(self) -> str | None:
+        """Why the distributed group serving the model stopped, if it did."""
+        return getattr(self._engine, "failure", None)
+
+    def _check_group(self) -> None:
+        failure = self.group_failure
+        if failure is not None and failure != self._failure_told:
+            self._failure_told = failure
+            self.groupFailed.emit(failure)
 
     def snapshot(self) -> EngineSnapshot:
         """What the engine thread last published (an empty snapshot before any engine)."""
@@ -149,7 +182,11 @@ class EngineBridge(QObject):
         def progress(p: LoadProgress) -> None:
             self.loadProgress.emit(p.stage, p.fraction)
 
-        future: Future[ModelInfo] = self.engine.load_model(spec, progress)
+        try:
+            future: Future[ModelInfo] = self.engine.load_model(spec, progress)
+        except Exception as exc:  # an engine that cannot start (a hostfile gone): say why
+            self._loadDone.emit(None, str(exc) or type(exc).__name__)
+            return
 
         def done(f: Future[ModelInfo]) -> None:
             try:
@@ -166,6 +203,7 @@ class EngineBridge(QObject):
             self.modelLoaded.emit(info)
         else:
             self.loadFailed.emit(error or "the model could not be loaded")
+            self._check_group()
 
     def submit(self, request: ChatRequest) -> ReplyJob:
         """Queue a reply; the engine serves it after any model load already queued. The job
@@ -190,6 +228,7 @@ class EngineBridge(QObject):
     def _retire(self, job: ReplyJob) -> None:
         self._jobs.discard(job)
         job.deleteLater()  # after the slots of this `finished` have run
+        self._check_group()
 
     def check_constraint(self, spec: ConstraintSpec) -> ValidationReport:
         """Check `spec` for the loaded model (blocking: call it off the GUI thread)."""

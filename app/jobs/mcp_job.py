@@ -41,12 +41,13 @@ _CALL_TIMEOUT = "mcp_call_timeout_s"
 
 def looks_like_mcp_config(path: str) -> bool:
     """Whether a dropped .json file is an MCP configuration ({"mcpServers": ...})."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            head = f.read(1024 * 1024)
-    except (OSError, UnicodeDecodeError):
+    from engine.files import FileRefused, read_limited
+
+    try:  # a regular file only: a pipe would block the window, a device never end
+        head = read_limited(path, 16 << 20, "configuration file")[: 1024 * 1024]
+    except FileRefused:
         return False
-    return '"mcpServers"' in head
+    return b'"mcpServers"' in head
 
 
 class McpBridge(QObject):

@@ -12,6 +12,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
+from engine.threads import THREAD_STACK_BYTES
+
 _pending: set[_Relay] = set()  # keep relays alive until their callback ran
 
 
@@ -46,4 +48,9 @@ def run_task(fn: Callable[[], Any], on_done: Callable[[Any, BaseException | None
     """Run `fn()` on a worker thread; call `on_done(result, error)` on the GUI thread."""
     relay = _Relay(on_done)  # created here, so it lives in (and delivers to) the GUI thread
     _pending.add(relay)
-    QThreadPool.globalInstance().start(_Task(fn, relay))
+    pool = QThreadPool.globalInstance()
+    if pool.stackSize() < THREAD_STACK_BYTES:
+        # Grammar checks run here: llguidance's depth limits assume a big enough stack, and
+        # Qt's default on macOS is 512 KiB (engine/threads.py).
+        pool.setStackSize(THREAD_STACK_BYTES)
+    pool.start(_Task(fn, relay))

@@ -9,12 +9,19 @@ path, so switching back to a branch returns to where the user left it.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
-from app.store.db import connect
+from app.store.db import (
+    SCHEMA_VERSION,
+    DamagedDatabaseError,
+    NewerDatabaseError,
+    connect,
+    set_aside,
+)
 from app.store.records import ChatSettings, Conversation, Message, ToolsConfig
 
 DB_NAME = "corral.sqlite3"
@@ -32,10 +39,38 @@ class Store:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.db: sqlite3.Connection = connect(path)
+        # For the user, once: where an unreadable database was moved to, and repairs made.
+        self.notice: str | None = None
+        self.warnings: list[str] = []
 
     @classmethod
     def open(cls, data_dir: str | Path) -> Store:
-        store = cls(Path(data_dir) / DB_NAME)
+        """The store in `data_dir`. A database from a newer Corral, or one SQLite finds
+        damaged, is never written to: it is moved aside to a dated name and a new one is
+        started; `notice` then says where the old file is. DatabaseBusy if another program
+        holds the database locked."""
+        path = Path(data_dir) / DB_NAME
+        notice = None
+        try:
+            store = cls(path)
+        except NewerDatabaseError as exc:
+            moved = set_aside(path, f"newer-v{exc.version}")
+            notice = (
+                f"Your conversations were saved by a newer version of Corral (database "
+                f"version {exc.version}; this version reads up to {SCHEMA_VERSION}). The file "
+                f"was not changed: it was moved to\n{moved}\nand Corral starts with an empty "
+                f"list. Update Corral and move the file back to\n{path}\nto see them again."
+            )
+            store = cls(path)
+        except DamagedDatabaseError as exc:
+            moved = set_aside(path, "damaged")
+            notice = (
+                f"The conversation database could not be read ({exc}). The file was not "
+                f"changed: it was moved to\n{moved}\nand Corral starts with a new, empty one. "
+                "Tools such as `sqlite3 .recover` may get conversations back from the old file."
+            )
+            store = cls(path)
+        store.notice = notice
         store.seed_presets()
         return store
 
@@ -175,20 +210,46 @@ class Store:
         return self.children(message.conversation_id, message.parent_id)
 
     def active_path(self, conversation_id: int) -> list[Message]:
-        """The messages from the root to the active leaf."""
+        """The messages from the root to the active leaf.
+
+        A damaged row whose parent_id leads back to itself (a cycle) would make the path
+        endless: the walk stops there, and the cycle is broken (that message becomes a
+        root of its own branch) with a warning in `warnings`."""
         conv = self.conversation(conversation_id)
         if conv is None or conv.active_leaf_id is None:
             return []
+        # UNION (not UNION ALL) drops repeated rows, so a cycle ends the recursion.
         rows = self.db.execute(
-            "WITH RECURSIVE path(id, parent_id, depth) AS ("
-            " SELECT id, parent_id, 0 FROM messages WHERE id = ?"
-            " UNION ALL SELECT m.id, m.parent_id, path.depth + 1"
-            " FROM messages m JOIN path ON m.id = path.parent_id)"
+            "WITH RECURSIVE path(id) AS ("
+            " SELECT ? UNION SELECT m.parent_id FROM messages m JOIN path ON m.id = path.id"
+            " WHERE m.parent_id IS NOT NULL AND m.conversation_id = ?)"
             " SELECT messages.* FROM path JOIN messages ON messages.id = path.id"
-            " ORDER BY path.depth DESC",
-            (conv.active_leaf_id,),
+            " WHERE messages.conversation_id = ?",
+            (conv.active_leaf_id, conversation_id, conversation_id),
         ).fetchall()
-        return [self._message(r) for r in rows]
+        by_id = {row["id"]: self._message(row) for row in rows}
+        chain: list[Message] = []
+        seen: set[int] = set()
+        node = by_id.get(conv.active_leaf_id)
+        while node is not None:
+            chain.append(node)
+            seen.add(node.id)
+            if node.parent_id in seen:
+                self._break_cycle(node)
+                break
+            node = by_id.get(node.parent_id) if node.parent_id is not None else None
+        return chain[::-1]
+
+    def _break_cycle(self, message: Message) -> None:
+        """Make `message`, whose parent is its own descendant, the root of its branch."""
+        self.db.execute("UPDATE messages SET parent_id = NULL WHERE id = ?", (message.id,))
+        message.parent_id = None
+        warning = (
+            f"Conversation {message.conversation_id}: message {message.id} was recorded as "
+            "its own ancestor (a damaged record); it now starts its branch"
+        )
+        self.warnings.append(warning)
+        logging.getLogger(__name__).warning(warning)
 
     def select_branch(self, message_id: int) -> None:
         """Make the branch through `message_id` active, down to its last visited leaf."""
@@ -196,15 +257,17 @@ class Store:
         if message is None:
             return
         leaf = message.id
+        seen = {leaf}
         while True:
             row = self.db.execute(
                 "SELECT id FROM messages WHERE parent_id = ? ORDER BY visited_at DESC, id DESC"
                 " LIMIT 1",
                 (leaf,),
             ).fetchone()
-            if row is None:
+            if row is None or row["id"] in seen:  # a damaged tree must not loop
                 break
             leaf = row["id"]
+            seen.add(leaf)
         self.db.execute("BEGIN IMMEDIATE")
         try:
             self._set_leaf(message.conversation_id, leaf, time.time())
@@ -226,7 +289,7 @@ class Store:
         self.db.execute(
             "WITH RECURSIVE path(id, parent_id) AS ("
             " SELECT id, parent_id FROM messages WHERE id = ?"
-            " UNION ALL SELECT m.id, m.parent_id FROM messages m"
+            " UNION SELECT m.id, m.parent_id FROM messages m"  # UNION: a cycle ends it
             " JOIN path ON m.id = path.parent_id)"
             " UPDATE messages SET visited_at = ? WHERE id IN (SELECT id FROM path)",
             (leaf_id, now),

@@ -5,7 +5,7 @@ controller's ChipState (the constraint, and how it goes with the tools when they
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QFontDatabase, QTextCursor
+from PySide6.QtGui import QFontDatabase, QMouseEvent, QPainter, QPaintEvent, QTextCursor
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMenu,
     QPlainTextEdit,
+    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -31,10 +32,54 @@ from engine.constraints.validate import validate_constraint
 from engine.types import ConstraintSpec, ConstraintUse
 
 
+class ElidedLabel(QLabel):
+    """One line for a chip in a narrow composer: the whole text where it fits, else
+    `short` (the constraint's own name), cut with "…" if that does not fit either; the
+    tooltip then shows the whole text, which `text()` keeps. It asks for its full width
+    and accepts that of MIN_CHARS characters of `short`."""
+
+    MIN_CHARS = 10
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self.short = ""
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        short = self.short or self.text()
+        if len(short) > self.MIN_CHARS:
+            short = short[: self.MIN_CHARS] + "…"
+        width = self.fontMetrics().horizontalAdvance(short)
+        return QSize(min(hint.width(), width), hint.height())
+
+    def shown_text(self) -> str:
+        room = self.contentsRect().width()
+        metrics = self.fontMetrics()
+        if metrics.horizontalAdvance(self.text()) <= room:
+            return self.text()
+        return metrics.elidedText(self.short or self.text(), Qt.TextElideMode.ElideRight, room)
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        shown = self.shown_text()
+        self.setToolTip(self.text() if shown != self.text() else "")
+        self.style().drawItemText(
+            QPainter(self),
+            self.contentsRect(),
+            int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
+            self.palette(),
+            self.isEnabled(),
+            shown,
+            self.foregroundRole(),
+        )
+
+
 class ConstraintChip(QFrame):
-    """ "Reply as: recipe.json (JSON schema) ✕": the active constraint, removable."""
+    """ "Reply as: recipe.json (JSON schema) ✕": the active constraint, removable; a click
+    on it asks for another (`clicked`)."""
 
     removeRequested = Signal()
+    clicked = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -43,7 +88,8 @@ class ConstraintChip(QFrame):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(theme.SPACE.S, 1, 1, 1)
         layout.setSpacing(theme.SPACE.XXS)
-        self.label = QLabel(self)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.label = ElidedLabel(self)
         self.label.setObjectName("chipLabel")
         self.close_button = IconButton("close", "Remove (replies go back to free text)", self)
         self.close_button.setIconSize(QSize(14, 14))
@@ -53,13 +99,28 @@ class ConstraintChip(QFrame):
         self.close_button.clicked.connect(self.removeRequested)
         self.spec: ConstraintSpec | None = None
         self.use: ConstraintUse | None = None
+        self.tight: tuple[str, ...] = ()
+        self.warnings: tuple[str, ...] = ()
 
-    def set_spec(self, spec: ConstraintSpec | None, use: ConstraintUse | None = None) -> None:
-        """Show `spec`; `use` says how it goes with the tools, when they are on."""
+    def set_spec(
+        self,
+        spec: ConstraintSpec | None,
+        use: ConstraintUse | None = None,
+        tight: tuple[str, ...] = (),
+        warnings: tuple[str, ...] = (),
+    ) -> None:
+        """Show `spec`; `use` says how it goes with the tools, when they are on; `tight` what
+        the tight defaults do to a JSON schema; `warnings` what Corral cannot enforce of it
+        (a warning mark, listed in the tooltip)."""
         self.spec = spec
         self.use = use
+        self.tight, self.warnings = tight, warnings
         if spec is not None:
             text = describe_constraint(spec.kind, spec.name)
+            if tight:
+                text += f" · tight: {tight[0]}"
+            if warnings:
+                text = f"⚠ {text}"
             self.label.setText(text)
             kind = KIND_LABELS.get(spec.kind, spec.kind)
             if use == "paused":
@@ -75,13 +136,32 @@ class ConstraintChip(QFrame):
                 self.setToolTip(f"Every reply must fit this {kind} or be a tool call.")
             else:
                 self.setToolTip(f"Every reply must fit this {kind}, token by token.")
+            extra = []
+            if tight:
+                extra.append(
+                    "Tight defaults (replies still fit the schema as written): "
+                    + "; ".join(tight)
+                    + ". Preferences › Reply formats allows everything the schema allows."
+                )
+            if warnings:
+                extra.append("Not enforced:\n" + "\n".join(f"• {w}" for w in warnings))
+            if extra:
+                self.setToolTip("\n\n".join([self.toolTip(), *extra]))
+            self.label.short = (spec.name or kind) + (" (paused)" if use == "paused" else "")
         self.setProperty("paused", use == "paused")
         self.setVisible(spec is not None)
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MouseButton.LeftButton:
+            self.clicked.emit()
+        super().mousePressEvent(event)
 
 
 class ConstraintBar(QWidget):
     """The chip and the "Format" menu (in the composer's row), and the last error (shown
-    above the composer, in the window's layout)."""
+    above the composer, in the window's layout). While a chip shows, the menu opens from
+    a click on it and the button steps aside, leaving a narrow composer room for the
+    tools chip too."""
 
     openFileRequested = Signal()
     editorRequested = Signal()
@@ -96,6 +176,7 @@ class ConstraintBar(QWidget):
         self.chip = ConstraintChip(self)
         self.chip.setVisible(False)
         self.chip.removeRequested.connect(self.removeRequested)
+        self.chip.clicked.connect(self._menu_from_chip)
         self.button = QToolButton(self)
         self.button.setObjectName("constrainButton")
         self.button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
@@ -120,14 +201,26 @@ class ConstraintBar(QWidget):
 
     def set_state(self, state: ChipState) -> None:
         """Show the conversation's constraint as the controller describes it."""
-        self.chip.set_spec(state.constraint, state.constraint_use)
+        self.chip.set_spec(
+            state.constraint,
+            state.constraint_use,
+            state.constraint_tight,
+            state.constraint_warnings,
+        )
+        if state.constraint is not None:
+            self.chip.setToolTip(self.chip.toolTip() + "\n\nClick to choose another format.")
         self._refresh_button()
 
     def _refresh_button(self) -> None:
-        compact = self.chip.spec is not None
-        self.button.setText("" if compact else "Format")
+        self.button.setText("Format")
         self.button.setIcon(icon("braces", size=16))
         self.button.setIconSize(QSize(16, 16))
+        self.button.setVisible(self.chip.spec is None)
+
+    def _menu_from_chip(self) -> None:
+        menu = self.button.menu()
+        if menu is not None:
+            menu.popup(self.chip.mapToGlobal(self.chip.rect().bottomLeft()))
 
     def show_error(self, text: str) -> None:
         self.error.setText(text)

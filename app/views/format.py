@@ -53,6 +53,11 @@ def reply_summary(stats: dict[str, Any], text: str) -> str:
     return " · ".join(parts)
 
 
+def _count(n: int, unit: str) -> str:
+    """ "1 token", "12 tokens": the number joined to its unit."""
+    return f"{n}{NBSP}{unit}{'s' if n != 1 else ''}"
+
+
 def reply_details(stats: dict[str, Any]) -> str:
     """The technical figures behind the summary, one per line (the summary's tooltip)."""
     if not stats:
@@ -60,17 +65,18 @@ def reply_details(stats: dict[str, Any]) -> str:
     lines = []
     tokens = int(stats.get("generated_tokens") or 0)
     total = float(stats.get("total_s") or 0.0)
-    line = f"{tokens} token{'s' if tokens != 1 else ''}"
+    line = _count(tokens, "token")
     if total > 0:
         line += f" in {format_seconds(total)}"
     if tokens > 1 and stats.get("decode_tps"):
-        line += f" ({_rate(float(stats['decode_tps']))} tokens/s while writing)"
+        line += f" ({_rate(float(stats['decode_tps']))}{NBSP}tokens/s while writing)"
     lines.append(line)
     prompt, cached = int(stats.get("prompt_tokens") or 0), int(stats.get("cached_tokens") or 0)
     if prompt:
-        lines.append(f"Prompt: {prompt} tokens, {cached} reused from the cache")
+        lines.append(f"Prompt: {_count(prompt, 'token')}, {cached} reused from the cache")
     if stats.get("constrained"):
         forced = int(stats.get("forced_tokens") or 0)
-        lines.append(f"Forced by the grammar: {forced} token{'s' if forced != 1 else ''}")
-        lines.append(f"Grammar checks cost {float(stats.get('mask_overhead_ms') or 0):.1f} ms")
+        lines.append(f"Forced by the grammar: {_count(forced, 'token')}")
+        overhead = float(stats.get("mask_overhead_ms") or 0)
+        lines.append(f"Grammar checks cost {overhead:.1f}{NBSP}ms")
     return "\n".join(lines)

@@ -40,6 +40,7 @@ from app.views import theme
 from app.views.chat_view import ChatView, Entry
 from app.views.composer import Composer, dropped_paths
 from app.views.constraint_widgets import ConstraintBar
+from app.views.distributed_controls import DistributedControls
 from app.views.icons import icon
 from app.views.inspector import SETTINGS_TAB, TOOLS_TAB, Inspector
 from app.views.mcp_setup import install_mcp
@@ -55,6 +56,7 @@ from app.views.tools_chip import ToolsChip, describe_tools
 from app.views.tools_panel import ToolsPanel
 from app.views.welcome import Example
 from app.views.window_actions import WindowActions
+from app.views.window_library import WindowLibrary
 from app.views.window_model import WindowModel
 from engine.model_defaults import ModelDefaults
 from engine.types import ConstraintSpec
@@ -64,7 +66,7 @@ MINIMUM_SIZE = (640, 440)
 STATUS_INTERVAL_MS = 1000
 
 
-class MainWindow(WindowModel, WindowActions, QMainWindow):
+class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
     def __init__(self, store: Store, bridge: EngineBridge, mcp: McpBridge | None = None) -> None:
         super().__init__()
         guard_refcounts()  # before the thousands of Qt calls a session makes
@@ -77,6 +79,7 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
         self.controller = ChatController(store, bridge, self)
         self.controller.new_chat_settings = self.prefs.new_chat
         self.controller.new_chat_tools = self.prefs.new_chat_tools
+        self.controller.set_schema_preferences(self.prefs.schema_options, self.prefs.close_loops)
         self.model_defaults = ModelDefaults()
         self._model_name: str | None = None  # what is loaded now
         self._loaded_spec: str | None = None
@@ -92,6 +95,7 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
         self.restyle()
         self.actions_by_name = build_menus(self)
         self._connect()
+        self.setup_library()
         self.mcp = install_mcp(self, mcp)  # MCP servers start with self.mcp.start()
         self._builtins = builtin_tools()
         self.tools_panel.set_builtins(self._builtins)
@@ -99,6 +103,7 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
         self.settings_panel.set_presets(store.presets())
         self._restore_state()
         self._open_initial_conversation()
+        self.distributed.restore()  # before the first model loads
         self.server.restore()
         self._status_timer = QTimer(self, interval=STATUS_INTERVAL_MS)
         self._status_timer.timeout.connect(self.update_status)
@@ -124,7 +129,7 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
         self.composer.add_accessory(self.tools_chip)
         self.composer.finish_accessories()
         column = QVBoxLayout(self.chat_area)
-        column.setContentsMargins(0, 0, 0, 0)
+        column.setContentsMargins(1, 0, 0, 0)  # the style sheet's border-left, all the way down
         column.setSpacing(0)
         column.addWidget(self.notice)
         column.addWidget(self.chat, 1)
@@ -191,6 +196,7 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
         self.statusBar().setSizeGripEnabled(False)
         self.setMinimumSize(*MINIMUM_SIZE)
         self.server = ServerControls(self, self.store, lambda: self.bridge.engine)
+        self.distributed = DistributedControls(self, self.store, self.bridge, self.reload_model)
         width, height = DEFAULT_SIZE
         screen = QGuiApplication.primaryScreen()
         if screen is not None:  # a small screen gets most of it, not more than all of it
@@ -223,6 +229,7 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
         c.replyFinished.connect(self._reply_finished)
         c.busyChanged.connect(self._busy_changed)
         c.notice.connect(lambda text: self.notice.show_message(text, "error"))
+        c.contextExceeded.connect(self.offer_shorter_prompt)
         c.chipsChanged.connect(self._show_chips)
 
         self.sidebar.newRequested.connect(self.new_chat)
@@ -448,10 +455,15 @@ class MainWindow(WindowModel, WindowActions, QMainWindow):
     def _reply_started(self) -> None:
         conv = self.controller.conversation
         tag = ""
-        if conv is not None and conv.constraint and not self.controller.reply_prefix:
-            tag = describe_constraint(conv.constraint["kind"], conv.constraint.get("name", ""))
-        if conv is not None and describe_tools(conv.tools) and not self.controller.reply_prefix:
-            tag = describe_tools(conv.tools)
+        if conv is not None and not self.controller.reply_prefix:
+            # what the chips say the reply is held to: the format (or a tool call), or tools
+            state = self.controller.chip_state()
+            if state.constraint is not None and state.constraint_use != "paused":
+                spec = state.constraint
+                tag = describe_constraint(spec.kind, spec.name)
+                tag += ", or a tool call" if state.constraint_use == "with_tools" else ""
+            elif describe_tools(conv.tools):
+                tag = describe_tools(conv.tools)
         reply = self.chat.begin_reply(tag, prefix=self.controller.reply_prefix)
         if self.bridge.loading:
             reply.set_status("Waiting for the model to finish loading…")

@@ -162,7 +162,7 @@ class McpCallCard(QFrame):
             )
         for block in result.blocks:
             self._show_block(block)
-        if result.structured is not None and not any(b["type"] == "text" for b in result.blocks):
+        if not result.structured_in_text():
             text = json.dumps(result.structured, indent=2, ensure_ascii=False)
             self.body_layout.addWidget(_label(text, "toolResult", self.body, mono=True))
         if seconds:

@@ -42,6 +42,14 @@ def reply_note(message: Message, *, can_continue: bool = True) -> Note | None:
         return Note("Stopped")
     if meta.get("incomplete") and meta.get("constraint"):
         return Note("Incomplete: the reply ended before it matched the format", "warning", "retry")
+    stats = meta.get("stats") or {}
+    if stats.get("closed_to_fit"):
+        why = (
+            "it was repeating itself"
+            if stats.get("close_reason") == "repetition"
+            else "to fit the token limit"
+        )
+        return Note(f"Closed early, {why}: the reply still matches the format")
     if stop == "length":
         tokens = int(meta.get("stats", {}).get("generated_tokens") or 0)
         limit = f"the {tokens}-token limit" if tokens else "the length limit"

@@ -89,7 +89,11 @@ class MessageWidget(QFrame):
         self.tag.setWordWrap(False)
         self.tag.setVisible(False)
         if meta.get("constraint"):
-            self.set_tag(describe_reply_constraint(meta["constraint"], meta.get("constraint_kind")))
+            self.set_tag(
+                describe_reply_constraint(
+                    meta["constraint"], meta.get("constraint_kind"), meta.get("constraint_use")
+                )
+            )
 
         self.bubble: QFrame | None = None
         self.body: MarkdownBody | PlainTextView

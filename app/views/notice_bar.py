@@ -35,13 +35,19 @@ class NoticeBar(QFrame):
         self.action = QPushButton(self)
         self.action.setObjectName("noteAction")
         self.action.hide()
+        self.second_action = QPushButton(self)  # an alternative way out, when there is one
+        self.second_action.setObjectName("noteAction")
+        self.second_action.hide()
         close = IconButton("close", "Dismiss", self, size=16)
         layout.addWidget(self.label, 1)
         layout.addWidget(self.action)
+        layout.addWidget(self.second_action)
         layout.addWidget(close)
         close.clicked.connect(self.hide)
         self.action.clicked.connect(self._act)
+        self.second_action.clicked.connect(self._act_second)
         self._callback: Callable[[], None] | None = None
+        self._second_callback: Callable[[], None] | None = None
         self.hide()
 
     def show_message(
@@ -50,6 +56,8 @@ class NoticeBar(QFrame):
         kind: str = "info",
         action: str = "",
         callback: Callable[[], None] | None = None,
+        second_action: str = "",
+        second_callback: Callable[[], None] | None = None,
     ) -> None:
         self.setProperty("kind", kind)
         for widget in (self, self.label):  # re-apply the style sheet for the new kind
@@ -59,10 +67,19 @@ class NoticeBar(QFrame):
         self._callback = callback
         self.action.setText(action)
         self.action.setVisible(bool(action and callback))
+        self._second_callback = second_callback
+        self.second_action.setText(second_action)
+        self.second_action.setVisible(bool(second_action and second_callback))
         self.setVisible(bool(text))
 
     def _act(self) -> None:
         callback = self._callback
+        self.hide()
+        if callback is not None:
+            callback()
+
+    def _act_second(self) -> None:
+        callback = self._second_callback
         self.hide()
         if callback is not None:
             callback()
@@ -109,9 +126,9 @@ class LoadingStrip(QWidget):
             what = f"Preparing {self.name} for this computer"
         else:
             what = f"Loading {self.name}"
-        done = f" {percent}%" if percent > 0 else ""
+        done = f" {percent}%." if percent > 0 else ""  # "Loading X… 40%." / "Loading X…"
         self.label.setText(
-            f"{what}…{done}. You can type already: your message is sent when it is ready."
+            f"{what}…{done} You can type already: your message is sent when it is ready."
         )
 
     def finish(self) -> None:

@@ -46,9 +46,11 @@ class PreferencesDialog(QDialog):
         current_model: str = "",
         parent: QWidget | None = None,
         sections: Sequence[tuple[str, QWidget]] = (),
+        model_sections: Sequence[QWidget] = (),
     ) -> None:
         """`sections`: (title, widget) pages other parts of the app provide (the local
-        server); they apply their own values (the window reads them when this closes)."""
+        server), `model_sections` widgets that belong under Model (where the model runs);
+        they apply their own values (the window reads them when this closes)."""
         super().__init__(parent)
         self.setWindowTitle("Preferences")
         self.setObjectName("preferences")
@@ -118,6 +120,28 @@ class PreferencesDialog(QDialog):
                 self,
             )
         )
+        for widget in model_sections:
+            self.page.addSpacing(theme.SPACE.S)
+            self.page.addWidget(widget)
+
+        # Reply formats
+        form = self._section("Reply formats")
+        self.allow_extra = QCheckBox("Allow keys and values a schema does not declare", self)
+        self.allow_extra.setChecked(prefs.allow_extra_properties)
+        form.addRow("JSON schemas", self.allow_extra)
+        form.addRow(
+            hint(
+                "Off (the default), replies use only the keys a schema declares, numbers "
+                "of a sensible size and shallow free-form values: still valid, and they end.",
+                self,
+            )
+        )
+        self.strict_schema = QCheckBox("Refuse schemas Corral cannot fully enforce", self)
+        self.strict_schema.setChecked(prefs.strict_schema)
+        form.addRow("", self.strict_schema)
+        self.close_loops = QCheckBox("End a reply that repeats itself inside a value", self)
+        self.close_loops.setChecked(prefs.close_loops)
+        form.addRow("", self.close_loops)
 
         # New chats
         form = self._section("New chats start with")
@@ -170,6 +194,8 @@ class PreferencesDialog(QDialog):
         self.default_model.currentIndexChanged.connect(self._edited)
         self.kv_budget.valueChanged.connect(self._edited)
         self.max_rows.valueChanged.connect(self._edited)
+        for box in (self.allow_extra, self.strict_schema, self.close_loops):
+            box.toggled.connect(self._edited)
         self.new_prompt.currentIndexChanged.connect(self._edited)
         self.follow_model.toggled.connect(self._edited)
         for w in (self.temperature, self.top_p):
@@ -235,6 +261,9 @@ class PreferencesDialog(QDialog):
             max_rows=self.max_rows.value(),
             new_chat=new_chat,
             new_chat_tools=tools,
+            allow_extra_properties=self.allow_extra.isChecked(),
+            strict_schema=self.strict_schema.isChecked(),
+            close_loops=self.close_loops.isChecked(),
         )
         self.changed.emit(self.prefs)
 

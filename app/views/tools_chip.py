@@ -7,8 +7,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from PySide6.QtCore import QEvent, QSize, Qt, Signal
-from PySide6.QtGui import QAction, QActionGroup
-from PySide6.QtWidgets import QMenu, QToolButton, QWidget
+from PySide6.QtGui import QAction, QActionGroup, QPaintEvent
+from PySide6.QtWidgets import (
+    QMenu,
+    QStyle,
+    QStyleOptionToolButton,
+    QStylePainter,
+    QToolButton,
+    QWidget,
+)
 
 from app.store import ToolsConfig
 from app.views.icons import icon
@@ -29,19 +36,26 @@ def tool_names(config: ToolsConfig) -> list[str]:
     return names + [n for n in config.builtins if n not in names]
 
 
-def describe_tools(config: ToolsConfig) -> str:
-    """The chip's words: "" when no tools are on, else "Tools: a, b (auto)"."""
+def describe_tools(config: ToolsConfig, max_names: int = MAX_NAMES) -> str:
+    """The chip's words: "" when no tools are on, else "Tools: a, b (auto)" naming up to
+    `max_names` tools ("Tools: a +2 (auto)"), or "3 tools (auto)" with `max_names` 0."""
     names = tool_names(config)
     if not names:
         return ""
-    shown = ", ".join(names[:MAX_NAMES]) + (f" +{len(names) - MAX_NAMES}" if len(names) > 3 else "")
     rule = CHOICE_WORDS.get(config.tool_choice, f"must call {config.tool_choice}")
+    if max_names <= 0:
+        return f"{len(names)} tool{'s' if len(names) != 1 else ''} ({rule})"
+    more = len(names) - max_names
+    shown = ", ".join(names[:max_names]) + (f" +{more}" if more > 0 else "")
     return f"Tools: {shown} ({rule})"
 
 
 class ToolsChip(QToolButton):
     """Shows the conversation's tools; its menu changes them. `configChanged` carries the
-    new ToolsConfig; `editRequested` asks for the Tools panel."""
+    new ToolsConfig; `editRequested` asks for the Tools panel.
+
+    In a narrow composer it names fewer tools ("Tools: a +2 (auto)", then "3 tools
+    (auto)"), so the rule stays in view; `text()` keeps the whole description."""
 
     configChanged = Signal(object)  # ToolsConfig
     editRequested = Signal()
@@ -55,6 +69,7 @@ class ToolsChip(QToolButton):
         self.setIconSize(QSize(16, 16))
         self.config = ToolsConfig()
         self.warnings: tuple[str, ...] = ()
+        self._shorter: list[str] = []  # shorter descriptions, for a narrow composer
         self._builtins: list[ToolDefinition] = []
         self.menu_ = QMenu(self)
         self.setMenu(self.menu_)
@@ -74,11 +89,16 @@ class ToolsChip(QToolButton):
         self.config = config
         text = describe_tools(config)
         shown_warnings = self.warnings if text else ()
-        self.setText((text or "Tools") + (" ⚠" if shown_warnings else ""))
+        mark = " ⚠" if shown_warnings else ""
+        self.setText((text or "Tools") + mark)
+        shorter = [describe_tools(config, n) for n in range(MAX_NAMES - 1, -1, -1)]
+        self._shorter = [t + mark for t in shorter if t and t != text]
         self.setProperty("active", bool(text))
         self.style().unpolish(self)
         self.style().polish(self)
         tip = "Tools the model may call in this conversation"
+        if text:
+            tip += ": " + ", ".join(tool_names(config))
         if config.tool_choice == "required" and text:
             tip += " — it must call one before it answers"
         if shown_warnings:
@@ -127,6 +147,35 @@ class ToolsChip(QToolButton):
     def _emit(self, config: ToolsConfig) -> None:
         self.set_config(config)
         self.configChanged.emit(config)
+
+    # ---- fitting a narrow composer ----
+
+    def _chrome(self) -> int:
+        """The button's width besides its text (icon, padding, border)."""
+        return super().sizeHint().width() - self.fontMetrics().horizontalAdvance(self.text())
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        if not self._shorter:
+            return hint
+        narrowest = self._chrome() + self.fontMetrics().horizontalAdvance(self._shorter[-1])
+        return QSize(min(hint.width(), narrowest), hint.height())
+
+    def shown_text(self) -> str:
+        """The longest description that fits the width the layout gave the chip."""
+        room = self.width() - self._chrome()
+        metrics = self.fontMetrics()
+        for text in [self.text(), *self._shorter]:
+            if metrics.horizontalAdvance(text) <= room:
+                return text
+        narrowest = (self._shorter or [self.text()])[-1]
+        return metrics.elidedText(narrowest, Qt.TextElideMode.ElideRight, room)
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        option = QStyleOptionToolButton()
+        self.initStyleOption(option)
+        option.text = self.shown_text()
+        QStylePainter(self).drawComplexControl(QStyle.ComplexControl.CC_ToolButton, option)
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)

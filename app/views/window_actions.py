@@ -130,11 +130,36 @@ class WindowActions(QMainWindow):
         if path:
             self.load_tools_file(path)
 
+    def bring_forward(self, files: list[str]) -> None:
+        """Another launch of Corral on this data folder: show this window, open its files."""
+        if self.isMinimized():
+            self.showNormal()
+        self.show()
+        self.raise_()
+        self.activateWindow()
+        if files:
+            self.open_files(files)
+
+    def offer_shorter_prompt(self, message: str, tools_on: bool) -> None:
+        """A prompt longer than the model reads: offer to leave out the oldest messages,
+        or (when tools were offered) to turn tools off."""
+        self.notice.show_message(
+            f"{message}.",
+            "error",
+            action="Leave out oldest messages",
+            callback=self.controller.drop_oldest_turns,
+            second_action="Turn tools off" if tools_on else "",
+            second_callback=self.controller.turn_tools_off if tools_on else None,
+        )
+
     def load_tools_file(self, path: str) -> None:
+        from engine.files import FileRefused, read_text_limited
+        from engine.tools.definitions import MAX_FILE_BYTES
+
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            self.notice.show_message(f"{Path(path).name}: cannot be read ({exc})", "error")
+            text = read_text_limited(path, MAX_FILE_BYTES, "tools file")
+        except FileRefused as exc:
+            self.notice.show_message(str(exc), "error")
             return
         self._bring_tools_forward()
         self.tools_panel.load_text(text, Path(path).name)

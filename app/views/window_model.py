@@ -47,7 +47,13 @@ class WindowModel(QMainWindow):
     cache_label: Any
     restyle: Any
     server: Any
+    distributed: Any
     preferences_dialog: PreferencesDialog
+
+    def reload_model(self) -> None:
+        """Load the current model again (on another engine: this Mac, or a group)."""
+        spec = self._loaded_spec or self._loading_spec or self.store.get_setting("model_spec")
+        self.load_model(spec or "default")
 
     def load_model(self, spec: str) -> None:
         self.notice.hide()
@@ -96,7 +102,8 @@ class WindowModel(QMainWindow):
         self.loading_strip.finish()
         self.composer.set_waiting_for_model(False)
         previous = self._loaded_spec if self._loaded_spec and self._loaded_spec != failed else None
-        text = f"The model could not be loaded: {message}"
+        text = f"The model could not be loaded: {message.rstrip()}"
+        text += "" if text.endswith((".", "!", "?")) else "."  # a sentence may follow
         if self._model_name is None:
             text += " No model is loaded now."
         if previous:
@@ -114,6 +121,7 @@ class WindowModel(QMainWindow):
 
     def show_preferences(self) -> None:
         server = self.server.preferences_section()
+        distributed = self.distributed.preferences_section()
         dialog = PreferencesDialog(
             self.prefs,
             presets=self.store.presets(),
@@ -121,11 +129,14 @@ class WindowModel(QMainWindow):
             current_model=self._loaded_spec or "",
             parent=self,
             sections=[("", server)],  # titled by its own group box
+            model_sections=[distributed],
         )
         dialog.changed.connect(self.apply_preferences)
         # The server restarts on a new port or key: once, when the window closes, not for
         # every keystroke in the port field.
         dialog.finished.connect(lambda _result: self.server.apply(server))
+        # Switching to or from a group reloads the model: also once, when the window closes.
+        dialog.finished.connect(lambda _result: self.distributed.apply(distributed))
         self.preferences_dialog = dialog
         dialog.open()
 
@@ -135,6 +146,7 @@ class WindowModel(QMainWindow):
         prefs.save(self.store)
         self.controller.new_chat_settings = prefs.new_chat
         self.controller.new_chat_tools = prefs.new_chat_tools
+        self.controller.set_schema_preferences(prefs.schema_options, prefs.close_loops)
         if prefs.default_model:
             self.store.set_setting("model_spec", prefs.default_model)
         elif self._loaded_spec:

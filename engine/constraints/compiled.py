@@ -24,8 +24,17 @@ class CompiledGrammar:
     Safe to share between threads: the compiled matcher is never advanced, only copied.
     """
 
-    def __init__(self, grammar: str) -> None:
+    def __init__(
+        self, grammar: str, notes: list[str] | tuple[str, ...] = (), fallback: str | None = None
+    ) -> None:
         self.grammar = grammar  # llguidance's TopLevelGrammar, as JSON text
+        # the schema as written, for when its tightened version does not compile (an
+        # llguidance limit the rewrite ran into): then the tight defaults are dropped
+        self._fallback = fallback
+        # what the tight defaults did to a JSON schema, and what llguidance relaxed (its
+        # warnings, known once a matcher is compiled)
+        self.notes: tuple[str, ...] = tuple(notes)
+        self.warnings: tuple[str, ...] = ()
         self._lock = threading.Lock()
         # One tokenizer at a time: the loaded model's (a new model compiles afresh).
         self._tokenizer: llguidance.LLTokenizer | None = None
@@ -40,11 +49,22 @@ class CompiledGrammar:
             return found
         return [{"lark_grammar": self.grammar}]  # llguidance also takes bare Lark text
 
+    def use_fallback(self) -> bool:
+        """Give up the tight defaults for the grammar as written; False if there is none."""
+        with self._lock:
+            if self._fallback is None:
+                return False
+            self.grammar, self._fallback = self._fallback, None
+            self.notes = ()
+            self._tokenizer = self._pristine = None
+            return True
+
     def keep(self, tokenizer: llguidance.LLTokenizer, matcher: LLMatcher) -> None:
         """Adopt `matcher`, freshly compiled from this grammar for `tokenizer` and not
         advanced yet, as the one later requests copy."""
         with self._lock:
             self._tokenizer, self._pristine = tokenizer, matcher
+            self.warnings = tuple(matcher.get_grammar_warnings())
             self.compiles += 1
 
     def matcher(self, tokenizer: llguidance.LLTokenizer) -> LLMatcher:
@@ -55,6 +75,12 @@ class CompiledGrammar:
                 self._pristine = LLMatcher(tokenizer, self.grammar, log_level=0)
                 self._tokenizer = tokenizer
                 self.compiles += 1
+                if self._pristine.is_error() and self._fallback is not None:
+                    self.grammar, self._fallback, self.notes = self._fallback, None, ()
+                    self._pristine = LLMatcher(tokenizer, self.grammar, log_level=0)
+                    self.compiles += 1
+                if not self._pristine.is_error():
+                    self.warnings = tuple(self._pristine.get_grammar_warnings())
             pristine = self._pristine
         # A grammar that failed to compile stays failed: the copy carries the error.
         return pristine.deep_copy()

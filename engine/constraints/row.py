@@ -11,6 +11,10 @@ constructor, compiles the grammar (or copies its compiled matcher) and fills the
 mask while the prompt is prefilled.
 
 End tokens are llguidance EOS tokens, allowed exactly when the grammar accepts. With
+`max_tokens`, the closing policy (`engine.constraints.closing`) tracks the reply on the
+same jobs and may answer with an ending instead of a mask: tokens that close the reply
+validly within the budget (or when it loops inside a value), which the loop hands to the
+reply after `close` has fed them to the matcher; they count like the model's. With
 `on_pool=False` (the benchmark's serial baseline) jobs run on the caller's thread when
 collected instead. Every public method runs on the engine thread.
 """
@@ -30,6 +34,7 @@ import numpy as np
 from llguidance import LLMatcher
 
 from engine.constraints import ConstraintError, Diagnostic
+from engine.constraints.closing import ClosingTracker
 from engine.constraints.masking import TokenMasker
 from engine.constraints.tokenizer import ll_tokenizer
 from engine.constraints.validate import compile_constraint, parse_message
@@ -62,12 +67,16 @@ class MaskStep:
     mask: np.ndarray | None = None  # prepared for masking.apply_masks; None when stopped
     error: str | None = None
     narrow: bool = False  # few tokens allowed: forced tokens often follow the next one
+    closing: list[int] | None = None  # end the reply with these tokens now (closing policy)
     ready_at: float = 0.0  # perf_counter() when the job finished
 
 
 class RowConstraint:
     """One constrained reply's matcher: takes `constraint`'s compiled grammar (converting it
-    first if nothing has) and answers each token with a MaskStep."""
+    first if nothing has) and answers each token with a MaskStep.
+
+    With `max_tokens`, the closing policy ends the reply validly within that many tokens
+    when the budget runs short, or when it loops inside a value (`close_loops`)."""
 
     def __init__(
         self,
@@ -77,6 +86,8 @@ class RowConstraint:
         *,
         forced_tokens: bool = True,
         on_pool: bool = True,
+        max_tokens: int | None = None,
+        close_loops: bool = True,
     ) -> None:
         self._started = time.perf_counter()
         # Converted here if no validation did: syntax errors it can see raise right away.
@@ -104,13 +115,18 @@ class RowConstraint:
         self._token_at: list[float] = []  # on the pool: when each token was handed over ...
         self._latency_s: list[float] = []  # ... and how long its matcher job took from then
         self._held_wait_s = 0.0
-        # the latest matcher job: a Future (on the pool) or run when collected
-        self._job: Callable[[], MaskStep] = self._compile
-        self._pending: Future[MaskStep] | None = mask_pool().submit(self._job)
-        self._inline = False  # the latest job waits to be run by collect()
         self._step: MaskStep | None = None
         self._error: str | None = None
         self._advanced = False  # a sampled token has been consumed
+        self._max_tokens, self._close_loops = max_tokens, close_loops
+        self._tracker: ClosingTracker | None = None  # set by _compile, with the matcher
+        self._generated = 0  # reply tokens the matcher has consumed (sampled and forced)
+        self.closed_to_fit = False  # the reply ended on the closing policy's tokens
+        # the latest matcher job: a Future (on the pool) or run when collected. Last: the
+        # compile job reads everything above on the mask thread.
+        self._inline = False  # the latest job waits to be run by collect()
+        self._job: Callable[[], MaskStep] = self._compile
+        self._pending: Future[MaskStep] | None = mask_pool().submit(self._job)
 
     # ---- what the loop reads ----
 
@@ -122,9 +138,16 @@ class RowConstraint:
 
     @property
     def finished(self) -> bool:
-        """The grammar allows no further token."""
+        """The grammar allows no further token, or the reply was closed to fit."""
         self._drain()
+        if self.closed_to_fit:
+            return True
         return self._step is not None and self._step.stopped and not self._error
+
+    @property
+    def closing_needed(self) -> int | None:
+        """The last ending the closing policy computed, in tokens (-1: none in reach)."""
+        return self._tracker.state.needed if self._tracker is not None else None
 
     @property
     def accepting(self) -> bool:
@@ -152,6 +175,23 @@ class RowConstraint:
         stats.mask_overhead_ms = self._overhead_s() * 1e3
         stats.forced_tokens = self.forced_tokens
         stats.forward_passes = self.forward_passes
+        if self._tracker is not None:
+            state = self._tracker.state
+            stats.closed_to_fit = self.closed_to_fit
+            stats.close_reason = state.reason if self.closed_to_fit else ""
+            stats.closing_tokens = state.tokens if self.closed_to_fit else 0
+            stats.closing_checks = state.checks
+            stats.close_loops = self._close_loops
+
+    def close(self, tokens: list[int]) -> None:
+        """Feed the closing policy's ending to the matcher (idle: its answer was collected).
+        Raises ConstraintError if the grammar rejects it."""
+        matcher = self._matcher
+        assert matcher is not None and self._pending is None
+        if tokens and not matcher.consume_tokens(tokens):
+            self._error = matcher.get_error() or "the closing tokens were rejected"
+            self._raise_if_error()
+        self.closed_to_fit = True
 
     # ---- matcher jobs ----
 
@@ -231,7 +271,9 @@ class RowConstraint:
         if matcher.is_error():
             return MaskStep(stopped=True, error=matcher.get_error())
         self._matcher = matcher
-        step = self._after_consume(time.perf_counter(), record=False)
+        if self._max_tokens is not None:
+            self._tracker = ClosingTracker(lltok, self._max_tokens, repetition=self._close_loops)
+        step = self._after_consume(time.perf_counter(), [], record=False)
         self.forced_at_start = len(step.ff)
         self.compile_ms = (time.perf_counter() - self._started) * 1e3
         return step
@@ -244,16 +286,19 @@ class RowConstraint:
         if not matcher.consume_token(token):
             error = matcher.get_error() or f"token {token} was rejected"
             return MaskStep(stopped=True, error=error)
-        return self._after_consume(started)
+        return self._after_consume(started, [token])
 
-    def _after_consume(self, started: float, *, record: bool = True) -> MaskStep:
+    def _after_consume(self, started: float, tokens: list[int], *, record: bool = True) -> MaskStep:
         matcher = self._matcher
         assert matcher is not None
         ff = matcher.compute_ff_tokens() if self._use_ff else []
         if ff and not matcher.consume_tokens(ff):
             return MaskStep(stopped=True, error=matcher.get_error())
         step = MaskStep(ff=ff, stopped=matcher.is_stopped())
-        if not step.stopped:
+        self._generated += len(tokens) + len(ff)
+        if not step.stopped and self._tracker is not None:
+            step.closing = self._tracker.after(matcher, tokens + ff, self._generated)
+        if not step.stopped and step.closing is None:
             step.mask = self._fill_mask(matcher)
             step.narrow = _allowed(self._words_u32) <= NARROW_MASK
         if matcher.is_error():

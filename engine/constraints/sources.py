@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any, get_args
 
 from engine.constraints import ConstraintError, Diagnostic
+from engine.files import FileRefused, read_limited
 from engine.types import KIND_NAMES, ConstraintKind, ConstraintSpec
 
+# Grammar and schema files, and pasted grammars: larger ones are refused before reading.
 MAX_SOURCE_BYTES = 1_000_000
 
 EXTENSION_KINDS: dict[str, ConstraintKind] = {
@@ -137,19 +139,10 @@ def _check_kind(kind: str) -> None:
 def _read_text(path: Path) -> str:
     if not path.exists():
         raise _file_error(path, "no such file")
-    if path.is_dir():
-        raise _file_error(path, "is a folder, not a grammar file")
-    size = path.stat().st_size
-    if size > MAX_SOURCE_BYTES:
-        raise _file_error(
-            path,
-            f"too large for a grammar file ({size:,} bytes; the limit is "
-            f"{MAX_SOURCE_BYTES:,} bytes)",
-        )
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise _file_error(path, f"cannot be read ({exc.strerror or exc})") from exc
+        data = read_limited(path, MAX_SOURCE_BYTES, "grammar file")
+    except FileRefused as exc:
+        raise _file_error(path, str(exc).removeprefix(f"{path}: ")) from None
     if b"\x00" in data:
         raise _file_error(path, "not a text file (it contains NUL bytes)")
     try:

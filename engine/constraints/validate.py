@@ -14,10 +14,11 @@ request), compile nothing either.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import llguidance
 import numpy as np
@@ -25,8 +26,11 @@ from llguidance import LLMatcher
 
 from engine.constraints import ConstraintError, Diagnostic
 from engine.constraints.compiled import CompiledGrammar
+from engine.constraints.gbnf import gbnf_to_grammar
+from engine.constraints.limits import check_lark, check_schema
 from engine.constraints.sources import ANY_JSON_SCHEMA, parse_json_schema
-from engine.types import ConstraintSpec, ValidationReport
+from engine.constraints.tight import tighten
+from engine.types import ConstraintSpec, SchemaOptions, ValidationReport
 
 if TYPE_CHECKING:
     from llguidance._lib import JsonCompileOptions  # a TypedDict that exists only in the stub
@@ -43,43 +47,79 @@ _DETAIL_ERROR = re.compile(r"^error: (.*)$", re.MULTILINE)
 _UNIMPLEMENTED = re.compile(r"Unimplemented keys: \[(.*)\]")
 
 
-def to_grammar(spec: ConstraintSpec) -> str:
-    """The llguidance grammar for `spec`; raises ConstraintError for errors found converting it.
+def json_compile_options(options: SchemaOptions) -> JsonCompileOptions:
+    """llguidance's JSON options for `options`: compact, and lenient unless strict."""
+    found: JsonCompileOptions = dict(JSON_COMPILE_DEFAULTS)  # type: ignore[assignment]
+    if options.lenient:
+        found["lenient"] = True
+    return found
+
+
+def schema_for_grammar(schema: Any, options: SchemaOptions) -> tuple[Any, list[str]]:
+    """The schema llguidance compiles for `schema` under `options` (tightened unless
+    `options.tight` is off) and what the tight defaults did, in words."""
+    if not options.tight:
+        return schema, []
+    tight = tighten(schema)
+    return tight.schema, tight.notes()
+
+
+def compiled_grammar(spec: ConstraintSpec) -> CompiledGrammar:
+    """A CompiledGrammar for `spec` (not compiled for a tokenizer yet); a tightened JSON
+    schema keeps the schema as written to fall back on. Raises ConstraintError for errors
+    found converting it."""
+    grammar, notes = build_grammar(spec)
+    fallback = None
+    if notes:
+        fallback = build_grammar(replace(spec, options=replace(spec.options, tight=False)))[0]
+    return CompiledGrammar(grammar, notes, fallback)
+
+
+def build_grammar(spec: ConstraintSpec) -> tuple[str, list[str]]:
+    """The llguidance grammar for `spec` and what the tight defaults did to it (JSON schemas
+    only); raises ConstraintError for errors found converting it.
 
     Cheap (no lexer is built); llguidance reports the remaining errors when a matcher or
     `validate_constraint` compiles the result.
     """
     kind = spec.kind
+    defaults = json_compile_options(spec.options)
     if kind == "any_json":
-        return LLMatcher.grammar_from_json_schema(ANY_JSON_SCHEMA, defaults=JSON_COMPILE_DEFAULTS)
+        schema, notes = schema_for_grammar(ANY_JSON_SCHEMA, spec.options)
+        return LLMatcher.grammar_from_json_schema(schema, defaults=defaults), notes
     if kind == "json_schema":
         label = spec.name or "JSON schema"
         literal = spec.source.strip()
         if literal == "false":
             diag = Diagnostic("Unsatisfiable schema: the schema is false, so nothing matches it")
             raise ConstraintError(f"{label}: {diag}", [diag])
-        try:  # llguidance parses the text itself; Python parses it only to explain a failure
-            return LLMatcher.grammar_from_json_schema(
-                "{}" if literal == "true" else spec.source, defaults=JSON_COMPILE_DEFAULTS
-            )
+        try:
+            parsed = json.loads(spec.source)
+        except (ValueError, RecursionError):
+            parse_json_schema(spec.source, label)  # raises with line and column
+            raise
+        if not isinstance(parsed, dict | bool):
+            parse_json_schema(spec.source, label)  # raises: not an object
+        check_schema(parsed, label)  # before native code: too deep would crash it
+        schema, notes = schema_for_grammar({} if parsed is True else parsed, spec.options)
+        try:
+            return LLMatcher.grammar_from_json_schema(schema, defaults=defaults), notes
         except ValueError as exc:
-            parse_json_schema(spec.source, label)  # raises with line and column if not JSON
             diag = Diagnostic(str(exc))
             raise ConstraintError(f"{label}: {diag}", [diag]) from exc
+    return to_grammar(spec), []
+
+
+def to_grammar(spec: ConstraintSpec) -> str:
+    """The llguidance grammar for `spec`; raises ConstraintError for errors found converting it."""
+    kind = spec.kind
+    if kind in ("any_json", "json_schema"):
+        return build_grammar(spec)[0]
     if kind == "lark":
+        check_lark(spec.source, spec.name or "Lark grammar")
         return LLMatcher.grammar_from_lark(spec.source)
     if kind == "gbnf":
-        from llguidance.gbnf_to_lark import GbnfToLarkError, any_to_lark
-
-        try:
-            return LLMatcher.grammar_from_lark(any_to_lark(spec.source))
-        except GbnfToLarkError as exc:
-            line, column = _line_column(spec.source, exc.pos.pos)
-            diag = Diagnostic(str(exc).split(" at line ")[0], line, column)
-            raise ConstraintError(f"{spec.name or 'GBNF grammar'}: {diag}", [diag]) from exc
-        except (Exception, RecursionError) as exc:  # the converter raises bare Exceptions
-            diag = Diagnostic(f"invalid GBNF: {exc}")
-            raise ConstraintError(f"{spec.name or 'GBNF grammar'}: {diag}", [diag]) from exc
+        return gbnf_to_grammar(spec.source, spec.name or "GBNF grammar")
     if kind == "regex":
         return LLMatcher.grammar_from_regex(spec.source)
     raise ConstraintError(f"unknown constraint kind {kind!r}")
@@ -92,7 +132,7 @@ def compile_constraint(spec: ConstraintSpec) -> ConstraintSpec:
     A spec that already carries its grammar is returned as it is."""
     if spec.compiled is not None:
         return spec
-    return replace(spec, compiled=CompiledGrammar(to_grammar(spec)))
+    return replace(spec, compiled=compiled_grammar(spec))
 
 
 def validate_constraint(
@@ -109,13 +149,13 @@ def validate_constraint(
     started = time.perf_counter()
     report = ValidationReport(spec)
     try:
-        compiled = CompiledGrammar(to_grammar(spec))
+        compiled = compiled_grammar(spec)
     except ConstraintError as exc:
         report.errors = exc.diagnostics or [Diagnostic(str(exc))]
         compiled = None
-    if compiled is not None:
-        checked = _compile_checks(compiled, tokenizer)
-        is_error, messages, matcher = checked
+    while compiled is not None:
+        report.errors, report.warnings = [], []
+        is_error, messages, matcher = _compile_checks(compiled, tokenizer)
         diags = [parse_message(m, spec.kind, "error" if is_error else "warning") for m in messages]
         if is_error:
             report.errors.extend(diags)
@@ -123,9 +163,15 @@ def validate_constraint(
             report.warnings.extend(diags)
         if check_language and not is_error:
             report.errors.extend(_language_problems(report, compiled.grammar, matcher, tokenizer))
+        # The tightened schema hit an llguidance limit (or a corner the rewrite made
+        # empty): the schema as written, without the tight defaults, is checked instead.
+        if report.errors and compiled.use_fallback():
+            continue
+        report.tight = list(compiled.notes)
         if not report.errors:
             report.spec = replace(spec, compiled=compiled)
             report.grammar = compiled.grammar
+        break
     report.check_ms = (time.perf_counter() - started) * 1e3
     return report
 
@@ -140,6 +186,8 @@ def _compile_checks(
     """
     if tokenizer is None:
         is_error, messages = LLMatcher.validate_grammar_with_warnings(compiled.grammar, None)
+        if not is_error:
+            compiled.warnings = tuple(messages)
         return is_error, messages, None
     matcher = LLMatcher(tokenizer, compiled.grammar, log_level=0)
     if matcher.is_error():
@@ -165,11 +213,17 @@ def parse_message(
         detail = ""
     if kind == "gbnf" and detail:
         head += " (in the grammar converted from GBNF)"
-    if found := _UNIMPLEMENTED.search(head):
+    if (found := _UNIMPLEMENTED.search(head)) and severity == "warning":
+        head = f"JSON schema keywords not enforced (ignored): {found.group(1)}"
+    elif found:
         head = (
             f"JSON schema keywords not supported: {found.group(1)}; Corral cannot enforce them "
             '(add "x-guidance": {"lenient": true} to the schema to ignore them)'
         )
+    elif head.startswith("Unknown format:") and severity == "warning":
+        head += " (not enforced)"
+    elif head.startswith("oneOf not fully supported"):
+        head = "oneOf is enforced as anyOf here: a reply may match more than one of its branches"
     elif "coerce_one_of" in head:
         head += ' (add "x-guidance": {"coerce_one_of": true} to the schema)'
     return Diagnostic(head.strip(), line, column, severity, detail)
@@ -213,6 +267,11 @@ def _language_problems(
     return [parse_message("NoExtension", report.spec.kind)]
 
 
-def _line_column(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+def constraint_notes(constraint: ConstraintSpec) -> tuple[list[str], list[str]]:
+    """(what llguidance relaxed in `constraint`'s compiled grammar, as warnings; what the
+    tight defaults did to it), both in words; empty before it is compiled."""
+    compiled = constraint.compiled
+    if compiled is None:
+        return [], []
+    warnings = [str(parse_message(m, constraint.kind, "warning")) for m in compiled.warnings]
+    return warnings, list(compiled.notes)

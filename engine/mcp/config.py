@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import platformdirs
 
 from engine.errors import CorralError
+from engine.files import FileRefused, read_text_limited
 
 CONFIG_NAME = "mcp.json"
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -300,12 +301,10 @@ def load_config(path: str | Path) -> McpConfig:
     path = Path(path).expanduser()
     if not path.exists():
         return McpConfig(source=str(path))
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise McpConfigError(f"{path}: too large for an MCP configuration (over 1 MB)")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise McpConfigError(f"{path}: not a UTF-8 text file") from None
+    try:  # a regular file of bounded size: never a device or a pipe
+        text = read_text_limited(path, MAX_CONFIG_BYTES, "MCP configuration")
+    except FileRefused as exc:
+        raise McpConfigError(str(exc)) from None
     return parse_config(text, str(path))
 
 
@@ -327,11 +326,13 @@ def import_servers(source: str | Path, target: str | Path) -> ImportOutcome:
     target = Path(target)
     load_config(target)  # a malformed target is reported, not overwritten
     data: dict[str, Any] = (
-        json.loads(target.read_text(encoding="utf-8")) if target.exists() else {"mcpServers": {}}
+        json.loads(read_text_limited(target, MAX_CONFIG_BYTES, "MCP configuration"))
+        if target.exists()
+        else {"mcpServers": {}}
     )
     key = "mcpServers" if "mcpServers" in data or "servers" not in data else "servers"
     servers = data.setdefault(key, {})
-    raw = json.loads(incoming_path.read_text(encoding="utf-8"))
+    raw = json.loads(read_text_limited(incoming_path, MAX_CONFIG_BYTES, "MCP configuration"))
     raw_servers = raw.get("mcpServers", raw.get("servers", {}))
     outcome = ImportOutcome()
     for server in incoming.servers:

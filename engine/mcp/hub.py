@@ -60,7 +60,7 @@ class McpHub:
         self._thread = threading.Thread(target=self._run_loop, name="corral-mcp", daemon=True)
         self._thread.start()
         atexit.register(self.close)
-        self._publish_all()
+        self._loop.call_soon_threadsafe(self._publish_all)  # on_change runs on the hub's thread
 
     # ---- any thread ----
 

@@ -50,6 +50,11 @@ class ToolResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def structured_in_text(self) -> bool:
+        """Whether a text block already holds the structured content (the spec asks servers
+        to repeat it as serialised JSON), so it need not be shown or sent twice."""
+        return self.structured is None or repeats_structured(self.structured, self.blocks)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ToolResult:
         known = set(cls.__dataclass_fields__)
@@ -123,6 +128,27 @@ def _block(item: Any) -> tuple[dict[str, Any], str]:
     return {"type": "text", "text": f"[unsupported content: {kind}]"}, ""
 
 
+def repeats_structured(structured: Any, blocks: list[dict[str, Any]]) -> bool:
+    """Whether one of the text `blocks` is `structured` serialised as JSON, or the value
+    SDK servers wrap as `{"result": value}` when a tool returns a plain value."""
+    wrapped = structured.get("result") if isinstance(structured, dict) else None
+    if not (isinstance(structured, dict) and len(structured) == 1 and "result" in structured):
+        wrapped = None
+    for block in blocks:
+        if block.get("type") != "text":
+            continue
+        text = block.get("text", "")
+        if wrapped is not None and text == wrapped:
+            return True
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        if value == structured or (wrapped is not None and value == wrapped):
+            return True
+    return False
+
+
 def from_call_result(result: Any, server: str, tool: str, duration_s: float) -> ToolResult:
     """Convert the SDK's CallToolResult (content, structured_content, is_error)."""
     blocks: list[dict[str, Any]] = []
@@ -142,7 +168,7 @@ def from_call_result(result: Any, server: str, tool: str, duration_s: float) -> 
         except (TypeError, ValueError):
             structured, structured_text = None, ""
         # Servers usually repeat structured content as text; the model needs it once.
-        if structured_text and not any(b["type"] == "text" for b in blocks):
+        if structured_text and not repeats_structured(structured, blocks):
             texts.append(_bounded(structured_text))
     text = _bounded("\n".join(texts)) if texts else "(no output)"
     is_error = bool(result.is_error)

@@ -28,7 +28,12 @@ from engine.engine import Engine
 from engine.errors import EngineBusyError
 from engine.server.activity import RequestRecord, ServerActivity
 from engine.server.config import ServerConfig
-from engine.server.errors import EXCEPTION_HANDLERS, APIError, from_validation_error
+from engine.server.errors import (
+    EXCEPTION_HANDLERS,
+    APIError,
+    from_validation_error,
+    param_path,
+)
 from engine.server.guard import Guard
 from engine.server.responses import (
     ChunkWriter,
@@ -193,8 +198,19 @@ class Service:
             ) from None
         except RecursionError:
             raise APIError(400, "the body is nested too deeply", code="invalid_json") from None
+        except ValueError:  # Python refuses integers over 4300 digits (int_max_str_digits)
+            raise APIError(
+                400, "the body is not valid JSON: a number is too long", code="invalid_json"
+            ) from None
         if not isinstance(data, dict):
             raise APIError(400, "the body must be a JSON object", code="invalid_json")
+        if (where := _unencodable_text(data)) is not None:
+            raise APIError(
+                400,
+                f"{where}: not valid Unicode text (a lone surrogate escape such as \\ud800)",
+                param=where,
+                code="invalid_value",
+            )
         try:
             return model.model_validate(data)
         except ValidationError as exc:
@@ -308,6 +324,32 @@ class Service:
         return get.result()
 
 
+def _unencodable_text(data: Any) -> str | None:
+    """Where `data` holds a string that is not valid Unicode (a lone surrogate, which JSON's
+    \\u escapes can spell), as a param path; None if there is none. The tokenizer and
+    the store cannot take such text, so it is refused here with its place named."""
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(data, ())]
+    while stack:
+        value, loc = stack.pop()
+        if isinstance(value, str):
+            texts = [value]
+        elif isinstance(value, dict):
+            texts = list(value)
+            stack.extend((v, (*loc, k)) for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            texts = []
+            stack.extend((v, (*loc, i)) for i, v in reversed(list(enumerate(value))))
+        else:
+            continue
+        for text in texts:
+            if not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    return param_path(loc) or "body"
+    return None
+
+
 def _finished(events: list[IndexedEvent]) -> int:
     """How many choices have finished among `events`."""
     return sum(isinstance(event, Finished) for _, event in events)
@@ -323,7 +365,9 @@ def _raise_for_results(results: list[ChatResult]) -> None:
     """APIError for a request whose replies the engine could not all produce."""
     failed = failure(results)
     if failed is not None:
-        raise GenerationFailed(status_for(failed), error_message(failed), code="generation_failed")
+        raise GenerationFailed(
+            status_for(failed), error_message(failed), code=failed.error_code or "generation_failed"
+        )
 
 
 def _record(

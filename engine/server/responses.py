@@ -75,6 +75,8 @@ def corral_stats(result: ChatResult, warnings: list[str]) -> dict[str, Any]:
         "constraint": result.constraint_name,
         "constraint_use": result.constraint_use,
         "incomplete": result.incomplete,
+        "closed_to_fit": s.closed_to_fit,
+        "close_reason": s.close_reason,
         "forced_tokens": s.forced_tokens,
         "mask_overhead_ms": round(s.mask_overhead_ms, 3),
         "mask_mean_ms": round(s.mask_mean_ms, 4),

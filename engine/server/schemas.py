@@ -5,7 +5,8 @@ believes a setting took effect when it did not. Fields the API defines that Corr
 honour yet (`logprobs`, `logit_bias`, ...) are declared so they can be refused with a
 message that says so; `logprobs` is where the token inspector will slot in. `n` choices
 decode side by side. Message objects accept extra keys: clients echo back whole
-assistant messages (`refusal`, `annotations`, `audio`: null).
+assistant messages (`refusal`, `annotations`, `audio`: null). Types are strict, as OpenAI's
+are: `"0.5"` is not a temperature, `true` is not a token count, `"true"` does not stream.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ MAX_STOP_STRINGS = 16
 
 
 class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, strict=True)
 
 
 class ContentPart(_Open):

@@ -62,7 +62,11 @@ async def sse_stream(
             events = await channel.next_batch()
         failed = failure(writer.finished())
         if failed is not None:
-            error = APIError(status_for(failed), error_message(failed), code="generation_failed")
+            error = APIError(
+                status_for(failed),
+                error_message(failed),
+                code=failed.error_code or "generation_failed",
+            )
             yield encode_sse(error.body())
         yield SSE_DONE
     finally:

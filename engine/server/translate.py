@@ -10,11 +10,12 @@ tools request after request.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.constraints import ConstraintError
 from engine.constraints.sources import (
@@ -24,6 +25,7 @@ from engine.constraints.sources import (
 )
 from engine.server.config import ServerConfig
 from engine.server.errors import APIError
+from engine.server.schema_errors import schema_error_path
 from engine.server.schemas import (
     MAX_STOP_STRINGS,
     ChatCompletionBody,
@@ -85,7 +87,8 @@ def chat_request(body: ChatCompletionBody, config: ServerConfig, check: Check) -
         try:
             specs = validate_tools(body.tools)
         except ToolDefinitionError as exc:
-            raise APIError(400, f"tools: {exc}", param="tools", code="invalid_tools") from None
+            param = _tool_param(body.tools, str(exc))
+            raise APIError(400, f"tools: {exc}", param=param, code="invalid_tools") from None
         try:
             choice = resolve_choice(body.tool_choice, specs)
         except ToolDefinitionError as exc:
@@ -249,12 +252,46 @@ def _constraint(
         else:
             return None, None
     except ConstraintError as exc:
-        raise APIError(400, f"{param}: {exc}", param=param, code="invalid_grammar") from None
+        raise _invalid_constraint(param, str(exc), body) from None
     checked = check(spec)
     if checked.error is not None:
-        raise APIError(400, f"{param}: {checked.error}", param=param, code="invalid_grammar")
+        raise _invalid_constraint(param, checked.error, body)
     warnings += list(checked.warnings)
     return checked.spec, param
+
+
+_TOOL_INDEX = re.compile(r"tool (\d+)\b")
+
+
+def _schema_path(path: tuple[int | str, ...]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+def _tool_param(tools: list[dict[str, Any]], error: str) -> str:
+    """Where in `tools` a ToolDefinitionError is: the tool, and inside its parameters
+    schema where that can be told."""
+    found = _TOOL_INDEX.match(error)
+    if found is None or not 0 < int(found.group(1)) <= len(tools):
+        return "tools"
+    index = int(found.group(1)) - 1
+    param = f"tools[{index}]"
+    function = tools[index].get("function")
+    if '"parameters"' in error and isinstance(function, dict):
+        param += ".function.parameters"
+        path = schema_error_path(function.get("parameters"), error)
+        param += _schema_path(path) if path else ""
+    return param
+
+
+def _invalid_constraint(param: str, error: str, body: _Generation) -> APIError:
+    """The 400 for a constraint that does not compile. Grammar errors carry their line and
+    column; a schema's error is placed by its path inside the schema, in `param`."""
+    rf = body.response_format
+    if param.endswith(".schema") and rf is not None and rf.json_schema is not None:
+        path = schema_error_path(rf.json_schema.schema_, error)
+        if path:
+            param += _schema_path(path)
+    return APIError(400, f"{param}: {error}", param=param, code="invalid_grammar")
 
 
 @dataclass(frozen=True)

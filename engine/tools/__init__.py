@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llguidance import LLMatcher
 
 from engine.constraints.compiled import CompiledGrammar
 from engine.constraints.validate import compile_constraint
-from engine.tokenizer import ModelTokenizer
+from engine.plain_text import TextShield
 from engine.tools.definitions import (
+    DEFAULT_OPTIONS,
     ToolDefinitionError,
     ToolSpec,
     load_tools,
@@ -41,6 +42,7 @@ from engine.types import (
     KIND_NAMES,
     ConstraintSpec,
     ConstraintUse,
+    SchemaOptions,
     ToolCall,
     ToolChoiceOption,
     ToolDefinition,
@@ -102,6 +104,7 @@ def prepare_tool_request(
     *,
     parallel_tool_calls: bool = True,
     user_constraint: ConstraintSpec | None = None,
+    schema_options: SchemaOptions = DEFAULT_OPTIONS,
 ) -> ToolPlan:
     """Validate `tools`, render the prompt and build the grammar for `tool_choice`.
 
@@ -117,24 +120,36 @@ def prepare_tool_request(
     given = list(tools)
     specs = [t for t in given if isinstance(t, ToolSpec)]
     if not given or len(specs) != len(given):
-        specs = validate_tools(given)
+        specs = validate_tools(given, options=schema_options)
     choice = resolve_choice(tool_choice, specs)
     fmt = choose_format(tokenizer)
-    offered = None if choice.mode == "none" else specs
-    text = render_chat_with_tools(tokenizer, messages, offered, fmt)
+    # Messages and tool definitions are untrusted: their text is tokenized as plain text.
+    shield = TextShield(tokenizer)
+    offered = None if choice.mode == "none" else [shield_spec(shield, s) for s in specs]
+    text = render_chat_with_tools(tokenizer, shield.value(list(messages)), offered, fmt)
     user = compile_constraint(user_constraint) if user_constraint is not None else None
-    constraint, use, notes = _reply_constraint(fmt, specs, choice, parallel_tool_calls, user)
+    constraint, use, notes = _reply_constraint(
+        fmt, specs, choice, parallel_tool_calls, user, schema_options
+    )
     return ToolPlan(
-        prompt_tokens=ModelTokenizer.of(tokenizer).encode(text),
+        prompt_tokens=shield.encode(text),
         constraint=constraint,
         user_constraint=use,
         format=fmt.name,
         native=fmt.native,
         choice=choice,
-        prompt_text=text,
+        prompt_text=shield.restore(text),
         tools=specs,
         warnings=tool_warnings(specs) + notes,
         _format=fmt,
+    )
+
+
+def shield_spec(shield: TextShield, spec: ToolSpec) -> ToolSpec:
+    """`spec` as the prompt shows it: its description and schema shielded (its name is
+    already plain: the name rule allows no markup)."""
+    return replace(
+        spec, description=shield.text(spec.description), parameters=shield.value(spec.parameters)
     )
 
 
@@ -144,12 +159,13 @@ def _reply_constraint(
     choice: ToolChoice,
     parallel: bool,
     user: ConstraintSpec | None,
+    options: SchemaOptions = DEFAULT_OPTIONS,
 ) -> tuple[ConstraintSpec | None, ConstraintUse | None, list[str]]:
     """The compiled grammar a reply decodes under, what became of the user's constraint,
     and notes about both (llguidance's warnings, why a grammar is paused)."""
     if choice.mode == "none":
         return user, None if user is None else "alone", []
-    grammar = tool_grammar(fmt, specs, choice, parallel)
+    grammar = tool_grammar(fmt, specs, choice, parallel, options)
     compiled, warnings = _compiled_tool_grammar(grammar)
     name = f"tools: {choice.describe()} ({fmt.name})"
     tools_only = ConstraintSpec(kind="lark", source=grammar, name=name, compiled=compiled)
@@ -159,7 +175,7 @@ def _reply_constraint(
     label = user.name or KIND_NAMES.get(user.kind, user.kind)
     if choice.mode == "auto":
         assert user.compiled is not None
-        joined = with_user_grammar(fmt, specs, user.compiled, parallel)
+        joined = with_user_grammar(fmt, specs, user.compiled, parallel, options)
         if joined is not None:
             both = ConstraintSpec(
                 kind="lark",

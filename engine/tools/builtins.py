@@ -2,7 +2,11 @@
 
 Each tool's schema lives in `resources/tools/<name>.json`; `run_builtin` executes a call
 and returns the text for the `tool` message. Nothing here evaluates code: the calculator
-walks a parsed `ast` of arithmetic only, with limits on exponent and result size.
+walks a parsed `ast` of arithmetic only. Arguments come from a model (or whoever wrote the
+conversation), so every one is checked before use: the calculator's powers and `round`'s
+digits are bounded before they are computed (a result of more than 1e300 is refused
+without computing it), an evaluation stops after 0.5 s between steps, and arguments of the
+wrong type give an "error: ..." result, never an exception.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import ast
 import json
 import math
 import operator
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +31,9 @@ BUILTIN_NAMES = ("calculator", "current_datetime", "convert_units")
 _MAX_EXPRESSION = 500
 _MAX_EXPONENT = 1000
 _MAX_MAGNITUDE = 1e300
+_MAX_DIGITS = 308  # round(x, n): |n| beyond a float's range would only burn time
+_MAX_SECONDS = 0.5
+_MAX_NAME = 100  # time zone and unit names
 
 
 class BuiltinError(ValueError):
@@ -46,6 +54,26 @@ def builtin_tools(names: tuple[str, ...] | list[str] = BUILTIN_NAMES) -> list[To
 
 # --- calculator ---------------------------------------------------------------------------
 
+
+def _pow(base: Any, exponent: Any) -> Any:
+    """`base ** exponent`, refused before computing when the result would be too large."""
+    if abs(exponent) > _MAX_EXPONENT:
+        raise BuiltinError("the exponent is too large")
+    if abs(base) > 1 and exponent > 0 and exponent * math.log10(abs(base)) > 300:
+        raise BuiltinError("the result is too large")
+    return operator.pow(base, exponent)
+
+
+def _round(value: Any, digits: Any = None) -> Any:
+    if digits is None:
+        return round(value)
+    if isinstance(digits, bool) or not isinstance(digits, int):
+        raise BuiltinError("round's digits must be a whole number")
+    if abs(digits) > _MAX_DIGITS:
+        raise BuiltinError(f"round's digits must be between -{_MAX_DIGITS} and {_MAX_DIGITS}")
+    return round(value, digits)
+
+
 _BINARY: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -53,13 +81,13 @@ _BINARY: dict[type, Callable[[Any, Any], Any]] = {
     ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv,
     ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
+    ast.Pow: _pow,
 }
 _UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sqrt": math.sqrt,
     "abs": abs,
-    "round": round,
+    "round": _round,
     "min": min,
     "max": max,
     "floor": math.floor,
@@ -82,9 +110,11 @@ def _check(value: Any) -> Any:
     return value
 
 
-def _eval(node: ast.AST) -> Any:
+def _eval(node: ast.AST, deadline: float) -> Any:
+    if time.monotonic() > deadline:
+        raise BuiltinError("the expression takes too long to evaluate")
     if isinstance(node, ast.Expression):
-        return _eval(node.body)
+        return _eval(node.body, deadline)
     if (
         isinstance(node, ast.Constant)
         and isinstance(node.value, (int, float))
@@ -92,12 +122,10 @@ def _eval(node: ast.AST) -> Any:
     ):
         return _check(node.value)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        left, right = _eval(node.left), _eval(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
-            raise BuiltinError("the exponent is too large")
+        left, right = _eval(node.left, deadline), _eval(node.right, deadline)
         return _check(_BINARY[type(node.op)](left, right))
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _check(_UNARY[type(node.op)](_eval(node.operand)))
+        return _check(_UNARY[type(node.op)](_eval(node.operand, deadline)))
     if isinstance(node, ast.Name) and node.id in _CONSTANTS:
         return _CONSTANTS[node.id]
     if (
@@ -106,7 +134,7 @@ def _eval(node: ast.AST) -> Any:
         and node.func.id in _FUNCTIONS
         and not node.keywords
     ):
-        return _check(_FUNCTIONS[node.func.id](*[_eval(a) for a in node.args]))
+        return _check(_FUNCTIONS[node.func.id](*[_eval(a, deadline) for a in node.args]))
     raise BuiltinError(f"unsupported element in the expression: {ast.dump(node)[:60]}")
 
 
@@ -121,7 +149,7 @@ def calculate(expression: str) -> str:
     except SyntaxError as exc:
         raise BuiltinError(f"not an arithmetic expression: {exc.msg}") from None
     try:
-        value = _eval(tree)
+        value = _eval(tree, time.monotonic() + _MAX_SECONDS)
     except ZeroDivisionError:
         raise BuiltinError("division by zero") from None
     except (OverflowError, ValueError, TypeError) as exc:
@@ -138,10 +166,14 @@ def calculate(expression: str) -> str:
 
 def current_datetime(timezone: str | None = None, now: datetime | None = None) -> str:
     """The current date and time as ISO 8601 with the weekday and zone name."""
+    if timezone is not None and not isinstance(timezone, str):
+        raise BuiltinError("timezone must be a string, such as Europe/Paris")
+    if timezone and len(timezone) > _MAX_NAME:
+        raise BuiltinError(f"unknown time zone (longer than {_MAX_NAME} characters)")
     if timezone:
         try:
             zone = ZoneInfo(timezone)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):
             raise BuiltinError(f'unknown time zone "{timezone}"') from None
         moment = (now or datetime.now(zone)).astimezone(zone)
     else:
@@ -201,6 +233,14 @@ def convert_units(value: object, from_unit: str, to_unit: str) -> str:
     """Convert `value` from one unit to another of the same kind."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise BuiltinError("value must be a number")
+    if not isinstance(from_unit, str) or not isinstance(to_unit, str):
+        raise BuiltinError("from_unit and to_unit must be unit names, such as km or lb")
+    try:
+        value = float(value)
+    except OverflowError:
+        raise BuiltinError("value is too large") from None
+    if not math.isfinite(value) or abs(value) > _MAX_MAGNITUDE:
+        raise BuiltinError("value must be a finite number")
     if from_unit in _TO_KELVIN or to_unit in _TO_KELVIN:
         if from_unit not in _TO_KELVIN or to_unit not in _TO_KELVIN:
             raise BuiltinError(f"cannot convert {from_unit} to {to_unit}")
@@ -208,7 +248,7 @@ def convert_units(value: object, from_unit: str, to_unit: str) -> str:
     else:
         if from_unit not in _UNITS or to_unit not in _UNITS:
             unknown = from_unit if from_unit not in _UNITS else to_unit
-            raise BuiltinError(f'unknown unit "{unknown}"')
+            raise BuiltinError(f'unknown unit "{unknown[:_MAX_NAME]}"')
         (kind_a, factor_a), (kind_b, factor_b) = _UNITS[from_unit], _UNITS[to_unit]
         if kind_a != kind_b:
             raise BuiltinError(f"cannot convert {kind_a} ({from_unit}) to {kind_b} ({to_unit})")

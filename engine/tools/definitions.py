@@ -13,12 +13,16 @@ import copy
 import functools
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from engine.constraints.tight import tighten
 from engine.errors import CorralError
-from engine.types import FunctionDefinition, ToolDefinition
+from engine.files import FileRefused, read_text_limited
+from engine.types import FunctionDefinition, SchemaOptions, ToolDefinition
+
+DEFAULT_OPTIONS = SchemaOptions()
 
 # Tool names as MCP servers and real tool sets write them (MCP spec, SEP-986: 1-128 ASCII
 # letters, digits, '_', '-' and '.'; BFCL's `instrument_price.get`). OpenAI's own rule,
@@ -26,7 +30,13 @@ from engine.types import FunctionDefinition, ToolDefinition
 # and the call formats embed names as JSON strings.
 TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
 TOOL_NAME_RULE = "1-128 letters, digits, '_', '-' or '.'"
-_MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_FILE_BYTES = 4 * 1024 * 1024  # a tools file
+# What one request may offer: more than this is not a tool set a model can use, and each
+# limit keeps a hostile definition (from an API client or an MCP server) from costing
+# minutes of prompt processing or compile time before anyone is told.
+MAX_TOOLS = 256
+MAX_DESCRIPTION_CHARS = 16_384
+MAX_PARAMETERS_BYTES = 256 * 1024
 
 # JSON layout inside tool calls: no free whitespace (it would let a small model ramble) and
 # the separators chat templates write with `tojson`, so calls look like the prompt's examples.
@@ -61,80 +71,77 @@ class ToolSpec:
         return {"type": "function", "function": function}
 
 
-def strict_schema(schema: Any) -> Any:
-    """A copy of `schema` where object schemas that list `properties` and say nothing about
-    extra keys get `additionalProperties: false`.
-
-    Every value this accepts is accepted by the original, and the model cannot invent
-    argument names. Subschemas of `allOf` are left alone: closing them would make the
-    combination unsatisfiable.
-    """
-    if isinstance(schema, list):
-        return [strict_schema(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "allOf" or key in ("const", "enum", "default", "examples"):
-            out[key] = copy.deepcopy(value)
-        elif key in ("properties", "patternProperties", "$defs", "definitions"):
-            out[key] = (
-                {k: strict_schema(v) for k, v in value.items()}
-                if isinstance(value, dict)
-                else value
-            )
-        else:
-            out[key] = strict_schema(value)
-    closable = (
-        isinstance(out.get("properties"), dict)
-        and "additionalProperties" not in out
-        and "patternProperties" not in out
-        and "unevaluatedProperties" not in out
-        and "allOf" not in out
-    )
-    if closable:
-        out["additionalProperties"] = False
-    return out
-
-
-def arguments_grammar_schema(parameters: dict[str, Any]) -> dict[str, Any]:
-    """The schema embedded in the tool grammar for `parameters` (strict, compact layout)."""
-    schema: dict[str, Any] = strict_schema(parameters)
-    schema["x-guidance"] = dict(JSON_OPTIONS)
+def arguments_grammar_schema(
+    parameters: dict[str, Any], options: SchemaOptions = DEFAULT_OPTIONS
+) -> dict[str, Any]:
+    """The schema embedded in the tool grammar for `parameters`: tightened (declared
+    argument names only, I-JSON numbers, bounded free-form values; see
+    engine.constraints.tight) unless `options.tight` is off, in the compact layout, and
+    lenient about keywords llguidance cannot enforce unless `options.lenient` is off."""
+    schema: dict[str, Any] = tighten(parameters).schema if options.tight else dict(parameters)
+    guidance = dict(JSON_OPTIONS)
+    if options.lenient:
+        guidance["lenient"] = True
+    schema["x-guidance"] = guidance
     return schema
 
 
-def compile_parameters(parameters: dict[str, Any]) -> tuple[str | None, list[str]]:
+def compile_parameters(
+    parameters: dict[str, Any], options: SchemaOptions = DEFAULT_OPTIONS
+) -> tuple[str | None, list[str]]:
     """Compile a parameter schema with llguidance: (error or None, warnings)."""
+    from engine.constraints import ConstraintError
+    from engine.constraints.limits import MAX_JSON_NESTING, check_schema, nesting
+
     try:
         key = json.dumps(parameters, sort_keys=True)
     except (TypeError, ValueError) as exc:
         return f"not JSON: {exc}", []
-    error, warnings = _compile_cached(key)
+    except RecursionError:
+        return "nested too deeply", []
+    if len(key) > MAX_PARAMETERS_BYTES:
+        return f"too large ({len(key):,} bytes; the limit is {MAX_PARAMETERS_BYTES:,})", []
+    if nesting(parameters) > MAX_JSON_NESTING:
+        return f"nested more than {MAX_JSON_NESTING} levels deep", []
+    try:
+        check_schema(parameters)  # before llguidance: too deep a schema would crash it
+    except ConstraintError as exc:
+        return str(exc.diagnostics[0]) if exc.diagnostics else str(exc), []
+    error, warnings = _compile_cached(key, options)
     return error, list(warnings)
 
 
 @functools.lru_cache(maxsize=512)
-def _compile_cached(parameters_json: str) -> tuple[str | None, tuple[str, ...]]:
+def _compile_cached(
+    parameters_json: str, options: SchemaOptions
+) -> tuple[str | None, tuple[str, ...]]:
     # Requests repeat the same tools turn after turn; compile each schema once.
     from llguidance import LLMatcher
 
+    from engine.constraints.validate import parse_message
+
     parameters = json.loads(parameters_json)
-    try:
-        grammar = LLMatcher.grammar_from_json_schema(arguments_grammar_schema(parameters))
-    except (ValueError, TypeError) as exc:
-        return str(exc), ()
-    is_error, messages = LLMatcher.validate_grammar_with_warnings(grammar)
-    if is_error:
-        return (messages[0] if messages else "llguidance rejected the schema"), ()
-    return None, tuple(messages)
+    for attempt in (options, replace(options, tight=False)):
+        try:
+            grammar = LLMatcher.grammar_from_json_schema(
+                arguments_grammar_schema(parameters, attempt)
+            )
+        except (ValueError, TypeError) as exc:
+            return str(exc), ()
+        is_error, messages = LLMatcher.validate_grammar_with_warnings(grammar)
+        if not is_error:
+            notes = tuple(str(parse_message(m, "json_schema", "warning")) for m in messages)
+            return None, notes
+        if not attempt.tight:
+            break  # the tightened schema hit an llguidance limit: the schema as written
+    return (messages[0] if messages else "llguidance rejected the schema"), ()
 
 
 def _where(index: int, name: str | None) -> str:
     return f'tool {index + 1} ("{name}")' if name else f"tool {index + 1}"
 
 
-def _validate_one(index: int, tool: Any) -> ToolSpec:
+def _validate_one(index: int, tool: Any, options: SchemaOptions) -> ToolSpec:
     if not isinstance(tool, dict):
         raise ToolDefinitionError(
             f"{_where(index, None)}: expected an object, got {type(tool).__name__}"
@@ -166,6 +173,11 @@ def _validate_one(index: int, tool: Any) -> ToolSpec:
         description = ""
     if not isinstance(description, str):
         raise ToolDefinitionError(f'{where}: "description" must be a string')
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        raise ToolDefinitionError(
+            f'{where}: "description" is too long ({len(description):,} characters; the '
+            f"limit is {MAX_DESCRIPTION_CHARS:,})"
+        )
     parameters = function.get("parameters")
     if parameters is None:
         parameters = copy.deepcopy(_EMPTY_PARAMETERS)
@@ -178,16 +190,20 @@ def _validate_one(index: int, tool: Any) -> ToolSpec:
             f'{where}: "parameters" must describe an object (type "object"), '
             f"got type {parameters.get('type')!r}"
         )
-    error, warnings = compile_parameters(parameters)
+    error, warnings = compile_parameters(parameters, options)
     if error is not None:
         raise ToolDefinitionError(f'{where}: "parameters" is not a usable JSON schema: {error}')
     return ToolSpec(name, description, copy.deepcopy(parameters), tuple(warnings))
 
 
-def validate_tools(tools: Any, source: str = "") -> list[ToolSpec]:
+def validate_tools(
+    tools: Any, source: str = "", options: SchemaOptions = DEFAULT_OPTIONS
+) -> list[ToolSpec]:
     """Validate OpenAI-format tool definitions; raise ToolDefinitionError naming the problem.
 
-    `source` (a file name) prefixes error messages.
+    `source` (a file name) prefixes error messages; `options` say how parameter schemas
+    compile (oneOf, unknown formats and keywords llguidance cannot enforce are accepted
+    with a warning unless `options.lenient` is off).
     """
     prefix = f"{source}: " if source else ""
     if isinstance(tools, dict) and isinstance(tools.get("tools"), list):
@@ -198,11 +214,15 @@ def validate_tools(tools: Any, source: str = "") -> list[ToolSpec]:
         raise ToolDefinitionError(f"{prefix}tools must be a list of tool definitions")
     if not tools:
         raise ToolDefinitionError(f"{prefix}the tool list is empty")
+    if len(tools) > MAX_TOOLS:
+        raise ToolDefinitionError(
+            f"{prefix}too many tools ({len(tools):,}; a request may offer at most {MAX_TOOLS})"
+        )
     specs: list[ToolSpec] = []
     seen: dict[str, int] = {}
     for index, tool in enumerate(tools):
         try:
-            spec = _validate_one(index, tool)
+            spec = _validate_one(index, tool, options)
         except ToolDefinitionError as exc:
             raise ToolDefinitionError(f"{prefix}{exc}") from None
         if spec.name in seen:
@@ -223,14 +243,10 @@ def load_tools(
     if not isinstance(source, (str, Path)):
         return [spec.to_openai() for spec in validate_tools(source)]
     path = Path(source).expanduser()
-    if not path.is_file():
-        raise ToolDefinitionError(f"{path}: no such tools file")
-    if path.stat().st_size > _MAX_FILE_BYTES:
-        raise ToolDefinitionError(f"{path}: too large for a tools file (over 4 MB)")
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ToolDefinitionError(f"{path}: not a UTF-8 text file") from None
+        text = read_text_limited(path, MAX_FILE_BYTES, "tools file")
+    except FileRefused as exc:
+        raise ToolDefinitionError(str(exc)) from None
     return tools_from_text(text, str(path))
 
 
@@ -243,4 +259,6 @@ def tools_from_text(text: str, source: str = "") -> list[ToolDefinition]:
         raise ToolDefinitionError(
             f"{prefix}invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
+    except RecursionError:
+        raise ToolDefinitionError(f"{prefix}the JSON is nested too deeply") from None
     return [spec.to_openai() for spec in validate_tools(data, source)]

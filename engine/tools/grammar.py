@@ -21,8 +21,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from engine.constraints.compiled import CompiledGrammar
-from engine.tools.definitions import ToolDefinitionError, ToolSpec, arguments_grammar_schema
+from engine.tools.definitions import (
+    DEFAULT_OPTIONS,
+    ToolDefinitionError,
+    ToolSpec,
+    arguments_grammar_schema,
+)
 from engine.tools.formats import ToolFormat
+from engine.types import SchemaOptions
 
 ChoiceMode = Literal["auto", "required", "none", "function"]
 
@@ -71,7 +77,11 @@ def resolve_choice(
 
 
 def tool_grammar(
-    fmt: ToolFormat, tools: list[ToolSpec], choice: ToolChoice, parallel: bool = True
+    fmt: ToolFormat,
+    tools: list[ToolSpec],
+    choice: ToolChoice,
+    parallel: bool = True,
+    options: SchemaOptions = DEFAULT_OPTIONS,
 ) -> str:
     """The Lark grammar constraining a reply to `fmt` calls of `tools` under `choice`."""
     if choice.mode == "none":
@@ -86,19 +96,24 @@ def tool_grammar(
     lines.append("fn: " + " | ".join(f"fn_{i}" for i in range(len(allowed))))
     for i, tool in enumerate(allowed):
         lines.append(f"fn_{i}: {fmt.call_lark(tool.name, f'args_{i}')}")
-        lines.append(f"args_{i}: %json {json.dumps(arguments_grammar_schema(tool.parameters))}")
+        schema = arguments_grammar_schema(tool.parameters, options)
+        lines.append(f"args_{i}: %json {json.dumps(schema)}")
     return "\n".join(lines) + "\n"
 
 
 def with_user_grammar(
-    fmt: ToolFormat, tools: list[ToolSpec], user: CompiledGrammar, parallel: bool = True
+    fmt: ToolFormat,
+    tools: list[ToolSpec],
+    user: CompiledGrammar,
+    parallel: bool = True,
+    options: SchemaOptions = DEFAULT_OPTIONS,
 ) -> str | None:
     """llguidance's grammar (JSON) for `auto` with the user's grammar as the free text: the
     reply follows `user`, or it is calls only. None if the two could start with the same
     byte, which llguidance's sub-grammars cannot tell apart."""
     if _can_start_with(user.grammar, fmt.call_start):
         return None
-    calls = tool_grammar(fmt, tools, ToolChoice("required"), parallel)
+    calls = tool_grammar(fmt, tools, ToolChoice("required"), parallel, options)
     head, rules = calls.split("\n", 1)  # "%llguidance {}", then rules that start with `start`
     if not rules.startswith("start:"):
         raise ValueError(f"{fmt.name}: the calls grammar must begin with its start rule")

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.prompt import render_chat
+from engine.prompt import KNOWN_ROLES, render_chat
 from engine.tools.definitions import ToolDefinitionError, ToolSpec
 from engine.tools.formats import ToolFormat
 
@@ -42,8 +42,13 @@ def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
     out: list[dict[str, Any]] = []
     names_by_id: dict[str, str] = {}
     for i, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        if not isinstance(message, dict):
             raise ToolDefinitionError(f"message {i + 1}: expected an object with a role")
+        if message.get("role") not in KNOWN_ROLES:
+            raise ToolDefinitionError(
+                f"message {i + 1}: unknown role {message.get('role')!r} (a message's role is "
+                "system, user, assistant or tool)"
+            )
         role = message["role"]
         item: dict[str, Any] = {"role": role, "content": _text_content(message.get("content"))}
         if role == "assistant" and message.get("tool_calls"):

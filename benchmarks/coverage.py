@@ -1,0 +1,153 @@
+"""How much of the real world Corral's constraints cover (the `coverage` bench section).
+
+Over every schema in ../shared/datasets/jsonschemabench, for the loaded model's tokenizer:
+the share that compiles to a first mask with the default options (tight defaults, lenient
+about keywords llguidance cannot enforce) and with `--strict-schema`, and the time from
+the schema to its first mask (p50/p99, default options). Then, on a fixed sample of
+`SAMPLE` schemas that compile (spread over Github_easy, Glaiveai2K and Handwritten), one
+greedy reply each at `max_tokens`: the share complete and valid under `jsonschema`
+against the schema as written, and the share the closing policy ended to fit.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.constraints import ConstraintError
+from engine.constraints.sources import json_schema_constraint
+from engine.constraints.validate import compile_constraint
+from engine.types import ChatRequest, ConstraintSpec, SamplingSettings, SchemaOptions
+
+DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+SAMPLE = 50
+SAMPLE_SUBSETS = {"Github_easy": 20, "Glaiveai2K": 20, "Handwritten": 10}
+STRICT = SchemaOptions(lenient=False)
+
+
+def bench_dir() -> Path:
+    """../shared/datasets/jsonschemabench (CORRAL_DATASETS overrides ../shared/datasets)."""
+    import os
+
+    root = Path(os.environ.get("CORRAL_DATASETS") or DATASETS)
+    return root / "jsonschemabench"
+
+
+def schema_files(bench: Path) -> list[Path]:
+    return sorted(bench.glob("*/*.json"))
+
+
+def load_schema(path: Path) -> tuple[Any, str]:
+    """(the schema, a short prompt asking for an instance of it)."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    schema = doc["schema"]
+    about = ""
+    if isinstance(schema, dict):
+        about = str(schema.get("description") or schema.get("title") or "")
+    about = " ".join((about or str(doc.get("description") or path.stem)).split())[:200]
+    return schema, f"Write one example JSON object for: {about}"
+
+
+def first_mask_ms(spec: ConstraintSpec, lltok: Any) -> float | None:
+    """ms from the schema to its first mask for `lltok`, or None if it does not compile."""
+    started = time.perf_counter()
+    try:
+        compiled = compile_constraint(spec).compiled
+    except ConstraintError:
+        return None
+    assert compiled is not None
+    matcher = compiled.matcher(lltok)
+    if matcher.is_error():
+        return None
+    matcher.compute_bitmask()
+    if matcher.is_error():
+        return None
+    return (time.perf_counter() - started) * 1e3
+
+
+def compile_coverage(lltok: Any, files: list[Path]) -> tuple[dict[str, Any], list[Path]]:
+    """The compile figures over `files`, and the files that compile with the defaults."""
+    times: list[float] = []
+    strict_ok = 0
+    compiled: list[Path] = []
+    for path in files:
+        schema, _ = load_schema(path)
+        try:
+            spec = json_schema_constraint(schema, path.name)
+        except ConstraintError:
+            continue
+        ms = first_mask_ms(spec, lltok)
+        if ms is not None:
+            times.append(ms)
+            compiled.append(path)
+        strict_ok += first_mask_ms(replace(spec, options=STRICT), lltok) is not None
+    n = len(files)
+    figures = {
+        "coverage_schemas": n,
+        "schema_compile_rate": round(len(times) / n, 4) if n else None,
+        "schema_compile_rate_strict": round(strict_ok / n, 4) if n else None,
+        "first_mask_p50_ms": round(float(np.percentile(times, 50)), 2) if times else None,
+        "first_mask_p99_ms": round(float(np.percentile(times, 99)), 2) if times else None,
+    }
+    return figures, compiled
+
+
+def generation_sample(compiled: list[Path], size: int = SAMPLE) -> list[Path]:
+    """A fixed spread of compiling schemas from the subsets in SAMPLE_SUBSETS."""
+    picked: list[Path] = []
+    for subset, count in SAMPLE_SUBSETS.items():
+        found = [p for p in compiled if p.parent.name == subset]
+        step = max(1, len(found) // count)
+        picked += found[::step][:count]
+    return picked[:size]
+
+
+def reply_for(engine: Any, path: Path, max_tokens: int, **options: Any) -> tuple[Any, bool]:
+    """(the ChatResult, whether it is complete and valid against the schema as written)."""
+    import jsonschema
+
+    schema, prompt = load_schema(path)
+    request = ChatRequest(
+        [{"role": "user", "content": prompt}],
+        SamplingSettings(temperature=0.0, max_tokens=max_tokens),
+        constraint=json_schema_constraint(schema, path.name),
+        **options,
+    )
+    result = engine.chat(request)
+    if result.error or result.incomplete:
+        return result, False
+    try:
+        value = json.loads(result.text)
+    except ValueError:
+        return result, False
+    validator = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
+    return result, bool(validator(schema).is_valid(value))
+
+
+def run_coverage_bench(engine: Any, args: Any = None, max_tokens: int = 200) -> dict[str, Any]:
+    """The coverage figures for the model loaded in `engine` (an engine.engine.Engine)."""
+    from engine.constraints.tokenizer import ll_tokenizer
+    from engine.sampling import end_token_ids
+
+    bench = bench_dir()
+    files = schema_files(bench)
+    if not files:
+        return {"coverage_error": f"no schemas in {bench}"}
+    lltok = engine.run(lambda lm: ll_tokenizer(lm.tokenizer, end_token_ids(lm.tokenizer)))
+    figures, compiled = compile_coverage(lltok.result(), files)
+    sample = generation_sample(compiled)
+    complete = closed = 0
+    for path in sample:
+        result, ok = reply_for(engine, path, max_tokens)
+        complete += ok
+        closed += result.closed_to_fit
+    figures["coverage_sample"] = len(sample)
+    figures["coverage_max_tokens"] = max_tokens
+    figures["constrained_complete_rate"] = round(complete / len(sample), 4) if sample else None
+    figures["closed_to_fit_rate"] = round(closed / len(sample), 4) if sample else None
+    return figures

@@ -1,0 +1,284 @@
+"""Closing within the budget: end a constrained reply validly before `max_tokens`.
+
+`ClosingPolicy.ending` walks a copy of a matcher (llguidance's `deep_copy`), without the
+model, choosing at each step the allowed token that ends the structure soonest: the
+grammar's forced tokens, else a closing token (`"`, `}`, `]`, `"}` ...; the longest one
+allowed), else the shortest value (`0`, `""`, `{}`, `null` ...), else the allowed token
+after which the grammar accepts or forces text soonest (a one-token lookahead over the
+shortest allowed tokens). It stops as soon as the grammar accepts (EOS ends the reply
+there). The result is a short valid ending, not always the shortest.
+
+`ClosingTracker` decides, for one reply (one row of a batch), when to compute that ending
+and when to follow it: rarely while the budget is far (first when at most half of it, or
+`FIRST_CHECK` tokens, remain, then whenever half of the slack left at the last check is
+used up), every token near the end, and at once when `RepetitionDetector` sees the reply
+repeat itself inside one value. A decode loop calls `after` on the mask thread each time
+the matcher has consumed the reply's newest tokens; when it returns tokens, the loop emits
+them and stops: the reply ends accepted by the grammar, `closed_to_fit`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import llguidance
+import numpy as np
+from llguidance import LLMatcher
+
+FIRST_CHECK = 64  # tokens left when the ending is first computed (or half the budget)
+MARGIN = 6  # tokens kept in hand: an ending can grow by a few tokens between checks
+LOOKAHEAD = 32  # the walk goes this far past the budget, to say how much was missing
+CANDIDATES = 48  # allowed tokens tried one step ahead when nothing closes
+
+# Short values, tried wherever a value may start.
+_VALUES = (b"0", b"1", b'""', b"{}", b"[]", b"null", b"true", b"false", b",")
+
+
+class Nesting:
+    """How deep the reply's text is in JSON-like structure: open brackets, and whether it
+    is inside a string. A lexical view (it reads any grammar's text the same way), kept up
+    to date token by token; the walk scores candidate tokens with it."""
+
+    __slots__ = ("stack", "in_string", "escaped")
+
+    def __init__(self) -> None:
+        self.stack: list[int] = []
+        self.in_string = False
+        self.escaped = False
+
+    @property
+    def depth(self) -> int:
+        return len(self.stack) + self.in_string
+
+    def copy(self) -> Nesting:
+        twin = Nesting()
+        twin.stack, twin.in_string, twin.escaped = list(self.stack), self.in_string, self.escaped
+        return twin
+
+    def feed(self, text: bytes) -> None:
+        for c in text:
+            if self.in_string:
+                if self.escaped:
+                    self.escaped = False
+                elif c == 0x5C:  # backslash
+                    self.escaped = True
+                elif c == 0x22:
+                    self.in_string = False
+            elif c == 0x22:
+                self.in_string = True
+            elif c in (0x7B, 0x5B):  # { [
+                self.stack.append(c)
+            elif c in (0x7D, 0x5D) and self.stack:  # } ]
+                self.stack.pop()
+
+    def depth_after(self, text: bytes) -> int:
+        twin = self.copy()
+        twin.feed(text)
+        return twin.depth
+
+
+class ClosingPolicy:
+    """Greedy short endings for one llguidance tokenizer (its token texts, read once)."""
+
+    _cache: dict[int, tuple[llguidance.LLTokenizer, ClosingPolicy]] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, tokenizer: llguidance.LLTokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.n_words = (tokenizer.vocab_size + 31) // 32
+        self.texts = [tokenizer.decode_bytes([t]) for t in range(tokenizer.vocab_size)]
+        texts = self.texts
+        self.lengths = np.array([len(b) if b else 1 << 20 for b in texts], np.int64)
+        blank = np.array([not b.strip() for b in texts])
+        self.lengths[blank] += 1 << 10  # whitespace only: tried last
+        for t in tokenizer.eos_tokens:
+            self.lengths[t] = 1 << 20
+        structural = [t for t, b in enumerate(texts) if _structural(b)]
+        by_text = {b: t for t, b in enumerate(texts) if b in _VALUES}
+        structural += [by_text[v] for v in _VALUES if v in by_text]
+        self.structural = np.array(sorted(set(structural)), np.int64)
+
+    @classmethod
+    def for_tokenizer(cls, tokenizer: llguidance.LLTokenizer) -> ClosingPolicy:
+        """The policy for `tokenizer`, built once (~0.1 s for a 49k vocabulary)."""
+        with cls._lock:
+            found = cls._cache.get(id(tokenizer))
+            if found is None or found[0] is not tokenizer:
+                found = cls._cache[id(tokenizer)] = (tokenizer, cls(tokenizer))
+            return found[1]
+
+    def ending(
+        self, matcher: LLMatcher, limit: int, nesting: Nesting | None = None
+    ) -> list[int] | None:
+        """Tokens that take `matcher`'s state (not changed: a copy walks) to one the grammar
+        accepts; [] if it accepts already; None if no ending shows within `limit` tokens.
+        `nesting` is the reply's text so far, seen lexically (not changed)."""
+        walk = matcher.deep_copy()
+        nest = nesting.copy() if nesting is not None else Nesting()
+        words = np.zeros(self.n_words, np.int32)
+        out: list[int] = []
+        while True:
+            if walk.is_error():
+                return None
+            if walk.is_accepting():
+                return out
+            if walk.is_stopped() or len(out) > limit:
+                return None
+            forced = walk.compute_ff_tokens()
+            if forced:
+                if not walk.consume_tokens(forced):
+                    return None
+                out += forced
+                for token in forced:
+                    nest.feed(self.texts[token])
+                continue
+            walk.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
+            chosen = self._choose(walk, words, nest)
+            if chosen is None or not walk.consume_token(chosen):
+                return None
+            out.append(chosen)
+            nest.feed(self.texts[chosen])
+
+    def _choose(self, walk: LLMatcher, words: np.ndarray, nest: Nesting) -> int | None:
+        """The allowed token that leaves the text least deep; among equals, the one after
+        which the grammar accepts or forces text, then the shortest."""
+        bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+        allowed = np.flatnonzero(bits[: self.lengths.size])
+        if not allowed.size:
+            return None
+        shortest = allowed[np.argsort(self.lengths[allowed], kind="stable")[:CANDIDATES]]
+        known = self.structural[bits[self.structural] != 0]
+        candidates = list(dict.fromkeys(int(t) for t in (*shortest, *known)))
+        depths = [nest.depth_after(self.texts[t]) for t in candidates]
+        least = min(depths)
+        tied = [t for t, d in zip(candidates, depths, strict=True) if d == least]
+        if len(tied) == 1:
+            return tied[0]
+        best, best_rank = None, (3, 0)
+        for token in tied[:CANDIDATES]:
+            if not walk.consume_token(token):
+                return None  # an allowed token was refused: the walk gives up
+            score = 0 if walk.is_accepting() else 1 if walk.compute_ff_tokens() else 2
+            walk.rollback(1)
+            rank = (score, int(self.lengths[token]))
+            if best is None or rank < best_rank:
+                best, best_rank = token, rank
+        return best
+
+
+def _structural(text: bytes) -> bool:
+    """Text made only of quotes and brackets (`"`, `}`, `"]]`, `{`): candidates that end or
+    open a structure."""
+    return bool(text) and len(text) <= 4 and all(c in b'"{}[]' for c in text)
+
+
+class RepetitionDetector:
+    """Whether the newest tokens repeat a unit of 1-`max_period` tokens often enough to be
+    a loop (at least `min_span` tokens and `min_repeats` repeats) inside one value: read
+    lexically, the unit neither opens nor closes a string or a bracket."""
+
+    def __init__(
+        self,
+        texts: list[bytes],
+        *,
+        max_period: int = 16,
+        min_span: int = 24,
+        min_repeats: int = 4,
+    ) -> None:
+        self._texts = texts
+        self._recent: deque[int] = deque(maxlen=max_period)
+        self._runs = [0] * (max_period + 1)  # run[p]: tokens in a row equal to the one p back
+        self._needed = [0] + [
+            max(min_span - p, (min_repeats - 1) * p) for p in range(1, max_period + 1)
+        ]
+
+    def feed(self, tokens: Iterable[int], nesting: Nesting) -> bool:
+        """Add the reply's newest tokens (`nesting`: the reply's text so far, them
+        included); True if the reply now ends in a loop inside one value."""
+        recent, runs = self._recent, self._runs
+        for token in tokens:
+            for p in range(1, len(runs)):
+                runs[p] = runs[p] + 1 if len(recent) >= p and recent[-p] == token else 0
+            recent.append(token)
+        for p in range(1, len(runs)):
+            if runs[p] >= self._needed[p]:
+                unit = b"".join(self._texts[t] for t in list(recent)[-p:] if t < len(self._texts))
+                if _stays_inside(nesting, unit):
+                    return True
+        return False
+
+
+def _stays_inside(nesting: Nesting, text: bytes) -> bool:
+    """Whether `text`, read from `nesting`'s state, stays inside the same string (or out of
+    every string) and opens or closes no bracket."""
+    twin = nesting.copy()
+    depth, in_string = len(twin.stack), twin.in_string
+    for c in text:
+        twin.feed(bytes((c,)))
+        if twin.in_string != in_string or len(twin.stack) != depth:
+            return False
+    return True
+
+
+@dataclass
+class Closing:
+    """What the tracker did, for the reply's statistics."""
+
+    reason: str = ""  # "budget" or "repetition" once the reply was closed
+    tokens: int = 0  # tokens of the ending it followed
+    checks: int = 0  # endings computed
+    needed: int | None = None  # the last ending's length; -1 if none was found in reach
+
+
+class ClosingTracker:
+    """When one reply computes its ending and when it follows it (see the module doc)."""
+
+    def __init__(
+        self,
+        tokenizer: llguidance.LLTokenizer | ClosingPolicy,
+        max_tokens: int,
+        *,
+        repetition: bool = True,
+        margin: int = MARGIN,
+    ) -> None:
+        policy = (
+            tokenizer
+            if isinstance(tokenizer, ClosingPolicy)
+            else ClosingPolicy.for_tokenizer(tokenizer)
+        )
+        self.policy = policy
+        self.max_tokens = max_tokens
+        self.margin = margin
+        self.state = Closing()
+        self._next_check = max(0, max_tokens - max(FIRST_CHECK, max_tokens // 2))
+        self._repeats = RepetitionDetector(policy.texts) if repetition else None
+        self._nesting = Nesting()
+
+    def after(self, matcher: LLMatcher, tokens: list[int], generated: int) -> list[int] | None:
+        """`matcher` has consumed the reply's newest `tokens`; the reply now holds
+        `generated` tokens. The tokens to end it with now ([] to stop here), or None."""
+        texts = self.policy.texts
+        for token in tokens:
+            if token < len(texts):
+                self._nesting.feed(texts[token])
+        looping = self._repeats is not None and self._repeats.feed(tokens, self._nesting)
+        if (generated < self._next_check and not looping) or matcher.is_stopped():
+            return None
+        left = self.max_tokens - generated
+        self.state.checks += 1
+        ending = self.policy.ending(matcher, left + LOOKAHEAD, self._nesting)
+        if ending is None:
+            self.state.needed = -1
+            self._next_check = generated + max(1, left // 4)
+            return None
+        self.state.needed = len(ending)
+        slack = left - len(ending) - self.margin
+        if len(ending) <= left and (looping or slack <= 0):
+            self.state.reason = "repetition" if looping and slack > 0 else "budget"
+            self.state.tokens = len(ending)
+            return ending
+        self._next_check = generated + max(1, slack // 2)
+        return None

@@ -1,0 +1,109 @@
+"""Files Corral reads from the user and writes for itself, checked at the edge.
+
+Reading: grammar, schema, tool and config files are regular files of bounded size, read
+without following a device or a pipe (`/dev/zero` would be read until memory runs out, a
+FIFO would block forever). Writing and removing: every path Corral creates or deletes is
+checked to lie inside a folder Corral owns, after resolving links and `..`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from engine.errors import CorralError
+
+
+class FileRefused(CorralError, ValueError):
+    """A file cannot be used; the message names it and says why."""
+
+
+class OutsideFolder(CorralError):
+    """A path Corral was about to write or remove is not inside the folder it must be in."""
+
+
+def read_limited(path: str | os.PathLike[str], limit: int, what: str = "file") -> bytes:
+    """The bytes of the regular file at `path`, refused (FileRefused, naming the path)
+    when it is missing, a folder, a device, pipe or socket, or larger than `limit` bytes.
+
+    Opened without blocking and checked on the open file, so a path swapped for a FIFO or a
+    device between a check and the read is refused all the same.
+    """
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise FileRefused(f"{p}: no such {what}") from None
+    except IsADirectoryError:
+        raise FileRefused(f"{p}: is a folder, not a {what}") from None
+    except OSError as exc:
+        raise FileRefused(f"{p}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise FileRefused(f"{p}: is a folder, not a {what}")
+        if not stat.S_ISREG(info.st_mode):
+            raise FileRefused(f"{p}: not a regular file (a device, pipe or socket), not a {what}")
+        if info.st_size > limit:
+            raise FileRefused(
+                f"{p}: too large for a {what} ({info.st_size:,} bytes; the limit is "
+                f"{limit:,} bytes)"
+            )
+        chunks: list[bytes] = []
+        left = limit + 1  # one byte more tells a file that grew past the limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        raise FileRefused(f"{p}: cannot be read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise FileRefused(f"{p}: too large for a {what} (the limit is {limit:,} bytes)")
+    return data
+
+
+def read_text_limited(path: str | os.PathLike[str], limit: int, what: str = "file") -> str:
+    """`read_limited` decoded as UTF-8 (a BOM is dropped); FileRefused if it is not."""
+    data = read_limited(path, limit, what)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise FileRefused(
+            f"{path}: not a UTF-8 text file (invalid byte at offset {exc.start})"
+        ) from None
+
+
+def is_inside(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> bool:
+    """Whether `path`, resolved, is `folder` (resolved) or lies below it."""
+    target = Path(path).resolve()
+    root = Path(folder).resolve()
+    return target == root or root in target.parents
+
+
+def check_inside(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> Path:
+    """`path` resolved, if it lies strictly inside `folder`; else OutsideFolder."""
+    target = Path(path).resolve()
+    root = Path(folder).resolve()
+    if root not in target.parents:
+        raise OutsideFolder(f"{target}: refused, it is not inside {root}")
+    return target
+
+
+def remove_tree(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> None:
+    """Delete the folder `path`, which must lie strictly inside `folder` (checked after
+    resolving links and `..`); a symbolic link there is removed, never followed."""
+    p = Path(path)
+    parent, root = p.parent.resolve(), Path(folder).resolve()
+    if p.name in ("", ".", "..") or not (parent == root or root in parent.parents):
+        raise OutsideFolder(f"{p}: refused to remove it, it is not inside {root}")
+    if p.is_symlink():
+        p.unlink()
+        return
+    shutil.rmtree(check_inside(p, root))

@@ -1,0 +1,141 @@
+"""The library window and repo downloads in the app: scans never block the window, rows say
+what people need to choose, Load and Delete (Corral's copies only) work, and a repo id typed
+in the model bar is checked, downloaded with progress, cancelled, resumed and loaded."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QMessageBox
+
+from app.views.format import format_bytes
+from engine.library.budget import GiB, MemoryBudget
+from tests.app_helpers import close_window, make_window
+from tests.hf_hub_server import HubServer
+from tests.library_support import make_stores
+
+BIG = MemoryBudget(False, 64 * GiB)
+
+
+@pytest.fixture()
+def stores(tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    return make_stores(tmp_path, tiny_model_dir, monkeypatch)
+
+
+def _row(window, name: str):
+    for i in range(window.tree.topLevelItemCount()):
+        item = window.tree.topLevelItem(i)
+        if item.text(0) == name:
+            return item
+    raise AssertionError(f"no row {name!r}")
+
+
+def test_library_window_lists_loads_and_deletes_only_corrals_copies(
+    qtbot, stores: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.jobs.library_job import LibraryJob
+    from app.views.library_window import LibraryWindow
+
+    job = LibraryJob(lambda: BIG)
+    window = LibraryWindow(job, lambda: None)
+    qtbot.addWidget(window)
+    window.show()
+    with qtbot.waitSignal(job.scanned, timeout=30_000):
+        started = time.perf_counter()
+        job.refresh()
+        assert time.perf_counter() - started < 0.1  # the scan runs on a worker thread
+        assert window.status.text() == "Looking for models…"
+    assert window.tree.topLevelItemCount() == len(job.models) == 10
+    assert window.status.text() == "10 models, 7 can run here"
+
+    lm = _row(window, "TinyLlama-Q4_K")
+    size = format_bytes(stores["q4k"].stat().st_size)
+    assert [lm.text(c) for c in range(1, 8)] == [
+        "llama",
+        "693K",
+        "Q4_K",
+        size,
+        "2K",
+        "LM Studio",
+        "Yes",
+    ]
+    lm.setSelected(True)
+    assert window.load_button.isEnabled() and not window.delete_button.isEnabled()
+    assert "Imported into Corral's cache on first use" in window.detail.text()
+    with qtbot.waitSignal(window.loadRequested) as load:
+        window.load_button.click()
+    assert load.args == [lm.data(0, Qt.ItemDataRole.UserRole).spec]
+
+    window.tree.clearSelection()
+    ghost = _row(window, "ghost:latest")
+    ghost.setSelected(True)
+    assert not window.load_button.isEnabled() and "missing" in window.detail.text()
+    assert ghost.text(7).startswith("No: blob sha256-")
+
+    window.tree.clearSelection()
+    imported = _row(window, "TinyLlama-Q6_K (imported)")
+    imported.setSelected(True)
+    assert window.delete_button.isEnabled()
+    path = Path(imported.data(0, Qt.ItemDataRole.UserRole).path)
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    with (
+        qtbot.waitSignal(job.deleted, timeout=30_000),
+        qtbot.waitSignal(job.scanned, timeout=30_000),
+    ):
+        window.delete_button.click()
+    assert (
+        not path.exists()
+        and stores["q4k"].exists()
+        and (stores["lms"] / "TinyLlama-Q4_K.gguf").exists()
+    )
+    assert window.tree.topLevelItemCount() == 9
+
+    window.filter.setText("ollama")
+    visible = [
+        window.tree.topLevelItem(i).text(0)
+        for i in range(window.tree.topLevelItemCount())
+        if not window.tree.topLevelItem(i).isHidden()
+    ]
+    assert sorted(visible) == ["ghost:latest", "tinyllama:q4k"]
+
+
+def test_repo_field_downloads_with_progress_cancel_and_resume(
+    qtbot, tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.engine import Engine
+
+    monkeypatch.setenv("CORRAL_CACHE_DIR", str(tmp_path / "corral"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    repo = "corral-test/tiny-llama"
+    eng = Engine()
+    with HubServer({repo: tiny_model_dir}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        window = make_window(qtbot, tmp_path / "data", eng)
+        try:
+            bar = window.model_bar
+            hub.delay = 0.003
+            bar.repo.setText(repo)
+            bar.repo.returnPressed.emit()
+            qtbot.waitUntil(
+                lambda: bar.stage.text().startswith(f"Downloading {repo}:"), timeout=30_000
+            )
+            assert bar.cancel.isVisible() and bar.progress.isVisible()
+            assert "MB" in bar.stage.text()
+            qtbot.waitUntil(lambda: bar.progress.value() >= 30, timeout=30_000)  # midway
+            bar.cancel.click()
+            qtbot.waitUntil(lambda: "resume" in window.notice.text(), timeout=30_000)
+            assert not bar.cancel.isVisible()
+
+            hub.delay = 0.0
+            with qtbot.waitSignal(window.bridge.modelLoaded, timeout=60_000) as loaded:
+                bar.repo.returnPressed.emit()
+            assert loaded.args[0].name == repo
+            ranges = [r["range"] for r in hub.requests if r["path"].endswith("model.safetensors")]
+            assert ranges[-1] is not None  # the second download resumed
+            qtbot.waitUntil(lambda: repo in bar.completions.stringList(), timeout=30_000)
+        finally:
+            close_window(window)
+            eng.close()

@@ -1,0 +1,144 @@
+"""Closing within the budget: a constrained reply that would run past max_tokens, or loop
+inside a value, ends valid and says so; one that ends on its own is untouched; a grammar
+with no ending in reach is reported incomplete with the reason. The tiny random model
+rambles inside strings, which makes it a good subject."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from engine.constraints.closing import ClosingPolicy, Nesting, RepetitionDetector
+from engine.constraints.sources import json_schema_constraint
+from engine.constraints.validate import compile_constraint
+from engine.types import ChatRequest, ConstraintSpec, SamplingSettings, StopReason
+
+USER = [{"role": "user", "content": "Give me JSON."}]
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2},
+        "n": {"type": "integer"},
+        "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{4}$"},
+    },
+    "required": ["name", "tags", "n", "code"],
+}
+
+
+def chat(engine, constraint, max_tokens, **options):
+    settings = SamplingSettings(temperature=0.0, max_tokens=max_tokens)
+    return engine.chat(ChatRequest(USER, settings, constraint=constraint, **options))
+
+
+@pytest.fixture(scope="module")
+def lltok(tiny_model):
+    from engine.constraints.tokenizer import ll_tokenizer
+
+    return ll_tokenizer(tiny_model[1], (0, 2))
+
+
+@pytest.mark.parametrize(
+    "prefix", ["", "{", '{"name":"Bob', '{"name":"Bob","tags":["x', '{"name":"a\\']
+)
+def test_the_policy_ends_any_prefix_validly(lltok, prefix):
+    spec = compile_constraint(json_schema_constraint(SCHEMA))
+    matcher = spec.compiled.matcher(lltok)
+    assert matcher.consume_tokens(lltok.tokenize_str(prefix))
+    nesting = Nesting()
+    nesting.feed(prefix.encode())
+    ending = ClosingPolicy.for_tokenizer(lltok).ending(matcher, 80, nesting)
+    assert ending is not None and len(ending) < 45
+    assert not matcher.is_accepting()  # the walk used a copy
+    text = prefix + lltok.decode_str(ending)
+    jsonschema.validate(json.loads(text), SCHEMA)
+    assert matcher.consume_tokens(ending) and matcher.is_accepting()
+
+
+@pytest.mark.parametrize("max_tokens", [36, 60])
+def test_a_reply_that_would_run_out_is_closed_valid_within_the_budget(tiny_engine, max_tokens):
+    result = chat(tiny_engine, json_schema_constraint(SCHEMA), max_tokens)
+    assert not result.incomplete and result.stop_reason == StopReason.EOS, result.warnings
+    assert result.closed_to_fit and result.stats.closed_to_fit
+    assert result.stats.generated_tokens <= max_tokens and result.stats.closing_tokens > 0
+    jsonschema.validate(json.loads(result.text), SCHEMA)
+    assert result.to_dict()["closed_to_fit"] is True
+    off = chat(tiny_engine, json_schema_constraint(SCHEMA), max_tokens, close_to_fit=False)
+    assert off.incomplete and not off.closed_to_fit  # what the policy saves it from
+
+
+def test_a_loop_inside_a_value_is_closed_and_the_stats_say_so(tiny_engine):
+    schema = {"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]}
+    result = chat(tiny_engine, json_schema_constraint(schema), 200)
+    assert result.stats.close_reason == "repetition" and result.stats.close_loops
+    assert result.stats.generated_tokens < 120 and not result.incomplete
+    jsonschema.validate(json.loads(result.text), schema)
+    slow = chat(tiny_engine, json_schema_constraint(schema), 200, close_loops=False)
+    assert slow.stats.close_reason != "repetition"
+    assert slow.stats.generated_tokens > result.stats.generated_tokens
+
+
+def test_no_ending_within_the_budget_is_reported_incomplete_and_why(tiny_engine):
+    result = chat(tiny_engine, ConstraintSpec("regex", "(a|b){60}", "sixty"), 10)
+    assert result.incomplete and not result.closed_to_fit
+    assert result.stop_reason == StopReason.LENGTH
+    assert any("no valid ending" in w and "max_tokens (10)" in w for w in result.warnings)
+
+
+def test_replies_that_end_on_their_own_are_the_same_token_for_token(tiny_engine):
+    for constraint in (
+        ConstraintSpec("regex", "The answer is (yes|no)\\."),
+        json_schema_constraint({"type": "object", "properties": {"ok": {"type": "boolean"}}}),
+        json_schema_constraint({"enum": ["alpha", "beta", "gamma"]}),
+    ):
+        on = chat(tiny_engine, constraint, 40)
+        off = chat(tiny_engine, constraint, 40, close_to_fit=False)
+        assert not on.closed_to_fit and not on.incomplete
+        assert on.token_ids == off.token_ids and on.text == off.text
+
+
+def test_the_repetition_detector_wants_many_repeats_inside_one_value():
+    texts = [b"a", b"_2023", b'"', b",", b"{", b'"type":']
+    nesting = Nesting()
+    nesting.feed(b'{"city":"Museum')  # inside a string
+    detector = RepetitionDetector(texts)
+    assert not detector.feed([1] * 10, nesting)
+    assert detector.feed([1] * 20, nesting)  # 30 times the same unit
+    structure = RepetitionDetector(texts)
+    outside = Nesting()
+    assert not structure.feed([4, 5] * 20, outside)  # {"type":{"type":... opens brackets
+
+
+def test_a_required_call_with_one_of_arguments_is_made_and_validates(tiny_engine):
+    """tool_choice required: the rambling tiny model still yields a call, closed to fit,
+    whose arguments validate against a oneOf schema."""
+    parameters = {
+        "type": "object",
+        "properties": {
+            "place": {
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "properties": {"city": {"type": "string"}},
+                        "required": ["city"],
+                        "additionalProperties": False,
+                    },
+                    {
+                        "type": "object",
+                        "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}},
+                        "required": ["lat", "lon"],
+                        "additionalProperties": False,
+                    },
+                ]
+            }
+        },
+        "required": ["place"],
+    }
+    tool = {"type": "function", "function": {"name": "weather", "parameters": parameters}}
+    settings = SamplingSettings(temperature=0.0, max_tokens=60)
+    result = tiny_engine.chat(ChatRequest(USER, settings, tools=[tool], tool_choice="required"))
+    assert result.error is None and not result.incomplete, result.warnings
+    (call,) = result.tool_calls
+    jsonschema.validate(call.arguments, parameters)

@@ -1,0 +1,75 @@
+"""Every constrained reply finishes valid: 40 real-world schemas from ../shared/datasets
+(Github_easy, Glaiveai2K, Handwritten), the default model, greedy, 120 tokens. Each reply is
+complete and validates with jsonschema against the schema as written (it may have been
+closed to fit); one that cannot be says why (no ending within the budget). Replies that end
+on their own are the same token for token without the closing machinery."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from shared_datasets import dataset
+
+from benchmarks.coverage import first_mask_ms, load_schema, reply_for
+from engine.constraints.sources import json_schema_constraint
+from engine.constraints.validate import validate_constraint
+from engine.types import SchemaOptions
+
+PER_SUBSET = {"Github_easy": 16, "Glaiveai2K": 16, "Handwritten": 8}
+MAX_TOKENS = 120
+
+
+@pytest.fixture(scope="module")
+def sample(default_engine):
+    """A fixed spread of schemas that compile for the default model's tokenizer."""
+    from engine.constraints.tokenizer import ll_tokenizer
+    from engine.sampling import end_token_ids
+
+    bench = dataset("jsonschemabench")
+    lltok = default_engine.run(
+        lambda lm: ll_tokenizer(lm.tokenizer, end_token_ids(lm.tokenizer))
+    ).result()
+    picked = []
+    for subset, count in PER_SUBSET.items():
+        found = sorted((bench / subset).glob("*.json"))
+        step = max(1, len(found) // (count * 3))
+        kept = 0
+        for path in found[::step]:
+            if kept == count:
+                break
+            spec = json_schema_constraint(load_schema(path)[0], path.name)
+            # Only schemas Corral enforces whole: a lenient one (a keyword ignored with a
+            # warning) may yield replies the ignored keyword would refuse.
+            strict = replace(spec, options=SchemaOptions(lenient=False))
+            if validate_constraint(strict).ok and first_mask_ms(spec, lltok) is not None:
+                picked.append(path)
+                kept += 1
+    assert len(picked) == sum(PER_SUBSET.values())
+    return picked
+
+
+@pytest.mark.slow
+def test_every_reply_is_complete_and_valid_within_the_budget(default_engine, sample):
+    failures, closed, natural = [], 0, []
+    for path in sample:
+        result, ok = reply_for(default_engine, path, MAX_TOKENS)
+        assert result.stats.generated_tokens <= MAX_TOKENS
+        closed += result.closed_to_fit
+        if not result.closed_to_fit and ok:
+            natural.append(path)
+        if ok:
+            continue
+        # an incomplete reply is allowed only when no ending fitted, and it must say so
+        honest = result.incomplete and any(
+            "no valid ending" in w or "more than were left" in w for w in result.warnings
+        )
+        if not honest:
+            failures.append((path.name, result.text[-80:], result.warnings, result.error))
+    assert not failures, failures
+    assert closed > 0  # the policy did its work on some of them
+    # replies that ended on their own do not change without the closing machinery
+    for path in natural[:2]:
+        on, _ = reply_for(default_engine, path, MAX_TOKENS)
+        off, _ = reply_for(default_engine, path, MAX_TOKENS, close_to_fit=False, close_loops=False)
+        assert on.token_ids == off.token_ids and on.text == off.text, path.name

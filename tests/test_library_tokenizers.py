@@ -1,0 +1,107 @@
+"""Tokenizers of the new GGUF families, rebuilt from metadata, encode like the originals:
+Qwen's byte-level BPE with its own split, and Gemma's SentencePiece (no prefix space,
+whitespace pieces stored as spaces, merge order from the file's order)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer
+
+from benchmarks.gguf_fixtures import FAMILIES, corpus, tokenizer_metadata, train_byte_level_bpe
+from engine.gguf_tokenizer import build_tokenizer_files
+
+SAMPLES = [
+    "Hello world, the engine runs 42 models and 12345 tokens!",
+    "  two leading spaces,\ttabs\nand new lines\n\n    indented code",
+    "émoji 🦙 and ünïcödé, plus 中文 that falls back to bytes",
+    "def generate_reply(loaded, prompt_cache):\n    return 3.14159  # it's done",
+]
+
+
+def test_qwen2_byte_level_bpe_matches_the_original(tmp_path: Path) -> None:
+    family = FAMILIES["qwen2"]
+    original = train_byte_level_bpe(family.specials)
+    tok = tokenizer_metadata(family)
+    meta = {
+        "general.architecture": "qwen2",
+        "qwen2.context_length": 32768,
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.pre": "qwen2",
+        "tokenizer.ggml.tokens": tok["tokens"],
+        "tokenizer.ggml.token_type": np.array(tok["types"], np.int32),
+        "tokenizer.ggml.merges": tok["merges"],
+        "tokenizer.ggml.eos_token_id": tok["tokens"].index("<|im_end|>"),
+    }
+    build_tokenizer_files(meta, tmp_path, Path("qwen.gguf"))
+    rebuilt = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    for text in SAMPLES + ["<|im_start|>user\nhi<|im_end|>"]:
+        expected = original.encode(text).ids
+        assert rebuilt.encode(text, add_special_tokens=False).ids == expected, text
+        assert rebuilt.decode(expected, skip_special_tokens=False) == text
+    # Qwen splits numbers into single digits before BPE, unlike Llama 3's runs of three.
+    digits = rebuilt.pre_tokenizer.pre_tokenize_str("12345")
+    assert [piece for piece, _ in digits] == ["1", "2", "3", "4", "5"]
+    config = (tmp_path / "tokenizer_config.json").read_text()
+    assert '"model_max_length": 32768' in config
+
+
+@pytest.fixture(scope="module")
+def gemma_like_spm(tmp_path_factory: pytest.TempPathFactory):
+    """A SentencePiece BPE configured like Gemma's: no dummy prefix, byte fallback, split
+    digits, whitespace pieces kept."""
+    spm = pytest.importorskip("sentencepiece")
+    folder = tmp_path_factory.mktemp("gemma-spm")
+    (folder / "corpus.txt").write_text(corpus())
+    spm.SentencePieceTrainer.train(
+        input=str(folder / "corpus.txt"),
+        model_prefix=str(folder / "m"),
+        vocab_size=900,
+        model_type="bpe",
+        byte_fallback=True,
+        character_coverage=1.0,
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
+        add_dummy_prefix=False,
+        split_digits=True,
+        allow_whitespace_only_pieces=True,
+        user_defined_symbols=["<start_of_turn>", "<end_of_turn>"],
+        minloglevel=2,
+    )
+    return spm.SentencePieceProcessor(model_file=str(folder / "m.model"))
+
+
+def test_gemma_sentencepiece_matches_the_original(gemma_like_spm, tmp_path: Path) -> None:
+    sp = gemma_like_spm
+    n = sp.get_piece_size()
+    pieces = [sp.id_to_piece(i) for i in range(n)]
+    # As in Gemma's GGUF files: pieces of only "▁" are written as real spaces, and the
+    # scores are not the merge order (here: all equal), while the pieces' order is.
+    pieces = [" " * len(p) if p and set(p) == {"\u2581"} and len(p) > 1 else p for p in pieces]
+
+    def kind(i: int) -> int:
+        if sp.is_unknown(i):
+            return 2
+        if sp.is_control(i):
+            return 3
+        if sp.is_byte(i):
+            return 6
+        return 4 if pieces[i] in ("<start_of_turn>", "<end_of_turn>") else 1
+
+    meta = {
+        "general.architecture": "gemma3",
+        "tokenizer.ggml.model": "llama",
+        "tokenizer.ggml.tokens": pieces,
+        "tokenizer.ggml.scores": np.zeros(n, np.float32),
+        "tokenizer.ggml.token_type": np.array([kind(i) for i in range(n)], np.int32),
+        "tokenizer.ggml.unknown_token_id": sp.unk_id(),
+        "tokenizer.ggml.add_space_prefix": False,
+    }
+    build_tokenizer_files(meta, tmp_path, Path("gemma.gguf"))
+    rebuilt = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    for text in SAMPLES:
+        expected = sp.encode(text)
+        assert rebuilt.encode(text, add_special_tokens=False).ids == expected, text
+        assert rebuilt.decode(expected) == sp.decode(expected)
