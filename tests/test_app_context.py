@@ -41,10 +41,10 @@ def test_long_conversation_offers_to_leave_out_the_oldest_messages(
     window = make_window(qtbot, tmp_path, short_engine)
     set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=4)
     c = window.controller
-    for i in range(3):
-        _send(qtbot, window, f"turn {i}: " + "word " * 60)
+    for i in range(3):  # about 60 tokens a turn, replies included: they fit in 256
+        _send(qtbot, window, f"turn {i}: " + "word " * 45)
     assert window.notice.text() == ""
-    _send(qtbot, window, "last turn: " + "word " * 60)
+    _send(qtbot, window, "last turn: " + "word " * 90)
     text = window.notice.text()
     assert "tokens; this model reads at most 256." in text and text.startswith("Prompt is ")
     assert window.notice.action.text() == "Leave out oldest messages"

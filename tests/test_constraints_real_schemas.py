@@ -33,7 +33,7 @@ def sample(default_engine):
     picked = []
     for subset, count in PER_SUBSET.items():
         found = sorted((bench / subset).glob("*.json"))
-        step = max(1, len(found) // (count * 3))
+        step = max(1, len(found) // (count * 8))
         kept = 0
         for path in found[::step]:
             if kept == count:

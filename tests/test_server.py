@@ -226,7 +226,7 @@ def test_the_corral_object_reports_the_reply(client: openai.OpenAI, model: str) 
     """TTFT, tok/s, forced tokens, mask overhead and warnings, whole and streamed."""
     forced = {"grammar": {"type": "regex", "value": "The answer is (yes|no)[.]"}}
     reply = client.chat.completions.create(
-        model=model, messages=_user("Yes?"), max_tokens=20, extra_body=forced
+        model=model, messages=_user("Yes?"), max_tokens=20, temperature=0, extra_body=forced
     )
     stats = reply.model_extra["corral"]  # type: ignore[index]
     assert reply.choices[0].message.content in ("The answer is yes.", "The answer is no.")
@@ -237,7 +237,12 @@ def test_the_corral_object_reports_the_reply(client: openai.OpenAI, model: str) 
     assert stats["incomplete"] is False
     chunks = list(
         client.chat.completions.create(
-            model=model, messages=_user("Yes?"), max_tokens=20, stream=True, extra_body=forced
+            model=model,
+            messages=_user("Yes?"),
+            max_tokens=20,
+            temperature=0,
+            stream=True,
+            extra_body=forced,
         )
     )
     last = [c for c in chunks if c.choices][-1]
