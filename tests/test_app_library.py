@@ -1,15 +1,17 @@
 """The library window and repo downloads in the app: scans never block the window, rows say
-what people need to choose, Load and Delete (Corral's copies only) work, and a repo id typed
-in the model bar is checked, downloaded with progress, cancelled, resumed and loaded."""
+what people need to choose, Load and Delete (Corral's copies only) work, the model picker
+lists the models on this computer, and a repo id typed in its download window is checked,
+downloaded with progress, cancelled, resumed and loaded."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QLineEdit, QMessageBox
 
 from app.views.format import format_bytes
 from engine.library.budget import GiB, MemoryBudget
@@ -102,9 +104,13 @@ def test_library_window_lists_loads_and_deletes_only_corrals_copies(
     assert sorted(visible) == ["ghost:latest", "tinyllama:q4k"]
 
 
-def test_repo_field_downloads_with_progress_cancel_and_resume(
+def test_download_window_checks_downloads_with_progress_cancel_and_resume(
     qtbot, tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The picker's "Download a model…" opens a window with the repo field (completed from
+    the library): the size and memory check is said, then progress with speed, shown as a
+    chip in the toolbar while the window is closed; Cancel keeps the bytes, the next try
+    resumes, and the model loads and heads the picker's list."""
     from engine.engine import Engine
 
     monkeypatch.setenv("CORRAL_CACHE_DIR", str(tmp_path / "corral"))
@@ -116,26 +122,50 @@ def test_repo_field_downloads_with_progress_cancel_and_resume(
         window = make_window(qtbot, tmp_path / "data", eng)
         try:
             bar = window.model_bar
+            assert window.toolbar.findChild(QLineEdit) is None  # no permanent repo field
+            (download,) = [a for a in bar.menu.actions() if a.text() == "Download a model…"]
+            download.trigger()
+            dialog = window.download_dialog
+            assert dialog.isVisible() and dialog.focusWidget() is dialog.repo
+            qtbot.keyClicks(dialog.repo, "not a repo id")
+            qtbot.keyClick(dialog.repo, Qt.Key.Key_Return)
+            assert "looks like org/name" in dialog.message.text()
+            assert not dialog.start.isEnabled() and window.download_job is None
+
             hub.delay = 0.003
-            bar.repo.setText(repo)
-            bar.repo.returnPressed.emit()
-            qtbot.waitUntil(
-                lambda: bar.stage.text().startswith(f"Downloading {repo}:"), timeout=30_000
-            )
-            assert bar.cancel.isVisible() and bar.progress.isVisible()
-            assert "MB" in bar.stage.text()
-            qtbot.waitUntil(lambda: bar.progress.value() >= 30, timeout=30_000)  # midway
-            bar.cancel.click()
-            qtbot.waitUntil(lambda: "resume" in window.notice.text(), timeout=30_000)
-            assert not bar.cancel.isVisible()
+            dialog.repo.clear()
+            qtbot.keyClicks(dialog.repo, repo)
+            dialog.start.click()
+            qtbot.waitUntil(dialog.progress.isVisible, timeout=30_000)
+            assert dialog.message.text().startswith(f"{repo} needs ~")  # checked first
+            assert "of memory" in dialog.message.text()
+            assert dialog.cancel.isVisible() and not dialog.start.isEnabled()
+            qtbot.waitUntil(lambda: dialog.progress.value() >= 30, timeout=30_000)  # midway
+            speed = r"MB of [\d.]+\xa0MB · [\d.]+\xa0[KM]B/s$"  # bytes so far and speed
+            assert re.search(speed, dialog.detail.text()), dialog.detail.text()
+            dialog.close_button.click()  # the download goes on, as a chip in the toolbar
+            assert not dialog.isVisible() and window.download_job.running
+            chip = bar.download_chip
+            assert chip.isVisible() and chip.text().endswith("%")
+            assert chip.toolTip().startswith(f"Downloading {repo}: ")
+            assert any(a.text().startswith(f"Downloading {repo} (") for a in bar.menu.actions())
+            chip.click()
+            assert dialog.isVisible()
+            dialog.cancel.click()
+            qtbot.waitUntil(lambda: "resume" in dialog.message.text(), timeout=30_000)
+            assert not dialog.cancel.isVisible() and not chip.isVisible()
+            assert download.text() == "Download a model…" and dialog.start.isEnabled()
 
             hub.delay = 0.0
             with qtbot.waitSignal(window.bridge.modelLoaded, timeout=60_000) as loaded:
-                bar.repo.returnPressed.emit()
+                qtbot.keyClick(dialog.repo, Qt.Key.Key_Return)
             assert loaded.args[0].name == repo
             ranges = [r["range"] for r in hub.requests if r["path"].endswith("model.safetensors")]
             assert ranges[-1] is not None  # the second download resumed
-            qtbot.waitUntil(lambda: repo in bar.completions.stringList(), timeout=30_000)
+            qtbot.waitUntil(lambda: repo in dialog.completions.stringList(), timeout=30_000)
+            qtbot.waitUntil(lambda: bar.picker.text().startswith(f"{repo} · "), timeout=30_000)
+            first = bar.menu.actions()[1]  # after the "On this computer" heading
+            assert first.text() == bar.picker.text() and first.isChecked()
         finally:
             close_window(window)
             eng.close()
