@@ -104,6 +104,46 @@ def test_library_window_lists_loads_and_deletes_only_corrals_copies(
     assert sorted(visible) == ["ghost:latest", "tinyllama:q4k"]
 
 
+def test_the_picker_lists_models_on_this_computer_and_loads_one(
+    qtbot, tmp_path: Path, stores: dict
+) -> None:
+    """The picker's menu shows the library's models that run here, with their sizes, from
+    the scan made on a worker thread; choosing one loads it (a GGUF is imported on first
+    use), names it on the button and puts it first, ticked, its import not listed twice."""
+    from engine.engine import Engine
+
+    eng = Engine()
+    window = make_window(qtbot, tmp_path / "data", eng)
+    try:
+        bar = window.model_bar
+        qtbot.waitUntil(lambda: len(bar.model_actions()) == 6, timeout=30_000)
+        labels = [label for label, _spec in bar.model_actions()]
+        size = format_bytes(stores["q4k"].stat().st_size)
+        assert labels[0] == "SmolLM2-135M-Instruct"  # built in, not imported here yet
+        assert f"TinyLlama-Q4_K · {size}" in labels
+        assert labels.count("mlx-community/Tiny-4bit · 28.9\xa0MB") == 1  # Corral's and HF's
+        assert not any(label.startswith(("mamba", "ghost", "org/half")) for label in labels)
+        assert not any(a.isChecked() for a in bar.menu.actions())
+        assert bar.picker.text() == "No model"
+        (q4k,) = [a for a in bar.menu.actions() if a.text().startswith("TinyLlama-Q4_K ·")]
+        assert q4k.toolTip().startswith("LM Studio, llama, Q4_K\n")
+
+        with qtbot.waitSignal(window.bridge.modelLoaded, timeout=60_000):
+            q4k.trigger()
+        qtbot.waitUntil(lambda: bar.picker.text() == f"TinyLlama-Q4_K · {size}", timeout=30_000)
+        qtbot.waitUntil(lambda: not window.library.busy, timeout=30_000)
+        assert any(m.name == "TinyLlama-Q4_K (imported)" for m in window.library.models)
+        first = bar.menu.actions()[1]  # under the "On this computer" heading
+        assert first.text() == bar.picker.text() and first.isChecked()
+        assert not any("(imported)" in a.text() and "Q4_K" in a.text() for a in bar.menu.actions())
+        assert window.store.get_setting("recent_models")[0]["spec"] == str(
+            stores["lms"] / "TinyLlama-Q4_K.gguf"
+        )
+    finally:
+        close_window(window)
+        eng.close()
+
+
 def test_download_window_checks_downloads_with_progress_cancel_and_resume(
     qtbot, tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -166,6 +206,42 @@ def test_download_window_checks_downloads_with_progress_cancel_and_resume(
             qtbot.waitUntil(lambda: bar.picker.text().startswith(f"{repo} · "), timeout=30_000)
             first = bar.menu.actions()[1]  # after the "On this computer" heading
             assert first.text() == bar.picker.text() and first.isChecked()
+        finally:
+            close_window(window)
+            eng.close()
+
+
+def test_a_download_past_the_memory_budget_waits_for_the_users_word(
+    qtbot, tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a machine whose memory the model would not fit, the download window says so
+    before any byte moves and downloads only after "Download anyway"."""
+    from engine.engine import Engine
+
+    monkeypatch.setenv("CORRAL_CACHE_DIR", str(tmp_path / "corral"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    repo = "corral-test/tiny-llama"
+    eng = Engine()
+    with HubServer({repo: tiny_model_dir}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        window = make_window(qtbot, tmp_path / "data", eng)
+        small = MemoryBudget(False, 8 * 1024 * 1024)  # a machine with 8 MB to spare
+        monkeypatch.setattr(window, "memory_budget", lambda: small)
+        try:
+            window.show_download()
+            dialog = window.download_dialog
+            dialog.repo.setText(repo)
+            dialog.start.click()
+            qtbot.waitUntil(dialog.anyway.isVisible, timeout=30_000)
+            assert dialog.message.text().endswith("It would not fit in memory.")
+            assert dialog.message.property("kind") == "warning"
+            assert not any(r["path"].endswith(".safetensors") for r in hub.requests)
+            assert not window.model_bar.download_chip.isVisible()
+            with qtbot.waitSignal(window.bridge.modelLoaded, timeout=60_000) as loaded:
+                dialog.anyway.click()
+            assert loaded.args[0].name == repo
+            assert dialog.message.text() == f"{repo} is downloaded: loading it."
+            assert not dialog.anyway.isVisible() and not dialog.progress.isVisible()
         finally:
             close_window(window)
             eng.close()

@@ -25,6 +25,7 @@ from app.views import theme
 from app.views.format import format_bytes
 
 EXAMPLE = "mlx-community/Qwen2.5-0.5B-Instruct-4bit"
+WIDTH = 460
 
 
 def looks_like_repo_id(text: str) -> bool:
@@ -51,8 +52,8 @@ class DownloadDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Download a model")
         self.setObjectName("downloadDialog")
-        self.setMinimumWidth(420)
-        intro = QLabel("A model from Hugging Face, by its repo id (MLX models):", self)
+        self.setFixedWidth(WIDTH)  # its height follows what it says (`_fit`)
+        intro = QLabel("An MLX model from Hugging Face, by its repo id:", self)
         intro.setWordWrap(True)
         self.repo = QLineEdit(self)
         self.repo.setObjectName("repoField")
@@ -113,7 +114,7 @@ class DownloadDialog(QDialog):
 
     def open_below(self, anchor: QWidget) -> None:
         """Show the window under `anchor` (the picker), kept on the anchor's window."""
-        self.adjustSize()
+        self._fit()
         top = anchor.window()
         x = anchor.mapTo(top, QPoint(anchor.width() // 2, 0)).x() - self.width() // 2
         x = max(0, min(x, top.width() - self.width()))
@@ -133,6 +134,14 @@ class DownloadDialog(QDialog):
         self.message.setProperty("kind", kind)
         self.message.style().unpolish(self.message)
         self.message.style().polish(self.message)
+        self._fit()
+
+    def _fit(self) -> None:
+        """As tall as its content needs now (a message wraps; the progress appears)."""
+        layout = self.layout()
+        if layout is not None:
+            layout.activate()
+            self.setFixedHeight(layout.totalHeightForWidth(self.width()))
 
     def _update_start(self) -> None:
         self.start.setEnabled(not self.busy and looks_like_repo_id(self.repo.text()))
@@ -143,7 +152,7 @@ class DownloadDialog(QDialog):
         self.repo.setReadOnly(False)
         for widget in (self.progress, self.detail, self.cancel, self.anyway):
             widget.setVisible(False)
-        self._say(text, kind)
+        self._say(text, kind)  # and fits
         self._update_start()
 
     def checking(self, repo_id: str) -> None:
@@ -182,8 +191,10 @@ class DownloadDialog(QDialog):
         self.detail.setText(
             progress_text(progress.done_bytes, progress.total_bytes, progress.bytes_per_s)
         )
-        for widget in (self.progress, self.detail, self.cancel):
-            widget.setVisible(True)
+        if self.progress.isHidden():
+            for widget in (self.progress, self.detail, self.cancel):
+                widget.setVisible(True)
+            self._fit()
         self._update_start()
 
     def _request(self) -> None:
