@@ -136,6 +136,9 @@ def test_the_picker_lists_models_on_this_computer_and_loads_one(
         first = bar.menu.actions()[1]  # under the "On this computer" heading
         assert first.text() == bar.picker.text() and first.isChecked()
         assert not any("(imported)" in a.text() and "Q4_K" in a.text() for a in bar.menu.actions())
+        with qtbot.assertNotEmitted(window.bridge.loadStarted):
+            first.trigger()  # the loaded one: not loaded again, still ticked
+        assert first.isChecked()
         assert window.store.get_setting("recent_models")[0]["spec"] == str(
             stores["lms"] / "TinyLlama-Q4_K.gguf"
         )

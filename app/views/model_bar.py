@@ -132,7 +132,7 @@ class ModelBar(QWidget):
             action.setChecked(entry.loaded)
             action.setToolTip(entry.detail)
             action.setData(entry.spec)
-            action.triggered.connect(lambda _checked=False, e=entry: self._pick(e))
+            action.triggered.connect(lambda _checked=False, e=entry, a=action: self._pick(e, a))
         menu.addSeparator()
         menu.addAction(self.library_action)
         menu.addAction(self.download_action)
@@ -140,11 +140,11 @@ class ModelBar(QWidget):
         menu.addAction(self.folder_action)
         menu.addAction(self.gguf_action)
 
-    def _pick(self, entry: MenuEntry) -> None:
-        if not entry.loaded:  # the loaded one stays as it is (and keeps its tick)
-            self.loadRequested.emit(entry.spec)
+    def _pick(self, entry: MenuEntry, action: QAction) -> None:
+        if entry.loaded:  # already loaded: nothing to do, and it keeps its tick
+            action.setChecked(True)
         else:
-            self._build_menu()
+            self.loadRequested.emit(entry.spec)
 
     def model_actions(self) -> list[tuple[str, str]]:
         """The menu's models as (label, spec), as a user sees them."""
