@@ -22,9 +22,9 @@ from gguf_support import header_only_gguf, write_tiny_gguf
 
 from engine.errors import ModelLoadError
 from engine.files import OutsideFolder, remove_tree
-from engine.gguf_header import check_gguf
 from engine.gguf_import import import_gguf
 from engine.import_cache import MARKER, TEMP_PREFIX, safe_folder_name
+from engine.library.gguf_file import read_header
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -320,7 +320,7 @@ def test_crafted_headers_are_refused_without_a_crash(tmp_path: Path) -> None:
 
 def test_device_files_are_not_read_as_gguf() -> None:
     with pytest.raises(ModelLoadError, match="not a regular file"):
-        check_gguf("/dev/zero")
+        read_header("/dev/zero")
 
 
 _LOAD_ALL = """
@@ -337,7 +337,7 @@ for path in sys.argv[1:]:
 def test_every_header_the_check_passes_loads_without_a_crash(tmp_path: Path) -> None:
     """Mutate a real header 300 ways: each is refused, or MLX reads it without dying."""
     source = write_tiny_gguf(tmp_path / "tiny.gguf").read_bytes()
-    header_end = check_gguf(tmp_path / "tiny.gguf").header_size
+    header_end = read_header(tmp_path / "tiny.gguf").header_size
     rng = random.Random(11)
     passed: list[str] = []
     for i in range(300):
@@ -355,7 +355,7 @@ def test_every_header_the_check_passes_loads_without_a_crash(tmp_path: Path) -> 
         path = tmp_path / f"m{i}.gguf"
         path.write_bytes(bytes(data))
         try:
-            check_gguf(path)
+            read_header(path)
             passed.append(str(path))
         except ModelLoadError as exc:
             assert "not a valid GGUF" in str(exc)
