@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gguf_support import header_only_gguf, write_tiny_gguf
@@ -194,6 +195,27 @@ def test_same_name_and_size_but_other_content_gets_its_own_import(
     stages: list[str] = []
     assert ensure_gguf_imported(path, lambda s, f: stages.append(s)) == second
     assert stages == []
+
+
+def test_an_import_reads_the_header_once(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check before hashing and the conversion share one read of the header."""
+    from engine.library import gguf_file
+    from engine.models import ensure_gguf_imported
+
+    reads: list[Path] = []
+    read = gguf_file._read
+
+    def counted(*args: Any) -> gguf_file.GGUFHeader:
+        reads.append(args[1])  # (map, path, arrays)
+        return read(*args)
+
+    monkeypatch.setattr(gguf_file, "_read", counted)
+    path = write_tiny_gguf(tmp_path / "tiny.gguf")
+    out = ensure_gguf_imported(path)
+    assert (out / "model.safetensors").is_file()
+    assert reads == [path.resolve()]
 
 
 # ---- temporary folders of killed imports ----
