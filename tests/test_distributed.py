@@ -22,7 +22,7 @@ from engine.distributed import (
     DistributedError,
     loopback_hostfile,
 )
-from engine.engine import Engine
+from engine.engine import Engine, RequestHandle
 from engine.types import (
     ChatEvent,
     ChatRequest,
@@ -173,7 +173,8 @@ def test_a_branch_copies_the_shared_prefix_on_every_rank(
     assert group.snapshot.cache.copies > copies  # the shared prefix was copied, not recomputed
 
 
-def test_cancel_mid_reply(group: DistributedEngine) -> None:
+def long_reply_under_way(group: DistributedEngine) -> RequestHandle:
+    """A 400-token reply, once its first text has arrived."""
     first_text = threading.Event()
 
     def on_event(event: ChatEvent) -> None:
@@ -182,6 +183,11 @@ def test_cancel_mid_reply(group: DistributedEngine) -> None:
 
     handle = group.submit(greedy("Write a long story about a ship.", 400), on_event)
     assert first_text.wait(300)
+    return handle
+
+
+def test_cancel_mid_reply(group: DistributedEngine) -> None:
+    handle = long_reply_under_way(group)
     cancelled_at = time.monotonic()
     handle.cancel()
     result = handle.result(timeout=120)
@@ -225,14 +231,7 @@ def test_last_a_killed_rank_ends_the_reply_naming_rank_and_host(group: Distribut
     import psutil
 
     pids = list(group.rank_pids)
-    first_text = threading.Event()
-
-    def on_event(event: ChatEvent) -> None:
-        if isinstance(event, TextDelta):
-            first_text.set()
-
-    handle = group.submit(greedy("Write a long story about a ship.", 400), on_event)
-    assert first_text.wait(300)
+    handle = long_reply_under_way(group)
     os.kill(pids[1], signal.SIGKILL)
     killed_at = time.monotonic()
     result = handle.result(timeout=120)
