@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from conftest import SHORT_CONTEXT
+from server_support import serving
 
 from engine.context import CONTEXT_LENGTH_EXCEEDED, ContextLengthError, reply_budget
 from engine.engine import Engine
@@ -76,12 +77,8 @@ def test_budget_rules() -> None:
 
 @pytest.fixture(scope="module")
 def served(short_engine: Engine) -> Iterator[str]:
-    from engine.server import HTTPServer, ServerConfig
-
-    server = HTTPServer(short_engine, ServerConfig(port=0))
-    server.start()
-    yield server.url
-    server.stop()
+    with serving(short_engine) as server:
+        yield server.url
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from server_support import openai_client, serving
 
 from engine.distributed import (
     DistributedConfig,
@@ -199,25 +200,16 @@ def test_cancel_mid_reply(group: DistributedEngine) -> None:
 
 
 def test_the_server_serves_from_the_group(group: DistributedEngine) -> None:
-    import openai
-
-    from engine.server import HTTPServer, ServerConfig
-
     loaded = group.snapshot.model
     assert loaded is not None
-    server = HTTPServer(group, ServerConfig(port=0))
-    server.start()
-    try:
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=300)
-        reply = client.chat.completions.create(
+    with serving(group) as server:
+        reply = openai_client(server, timeout=300).chat.completions.create(
             model=loaded.name,
             messages=[{"role": "user", "content": "What is the capital of France?"}],
             max_tokens=6,
             temperature=0.0,
         )
-        assert "Paris" in (reply.choices[0].message.content or "")
-    finally:
-        server.stop()
+    assert "Paris" in (reply.choices[0].message.content or "")
 
 
 def test_running_code_on_the_model_is_refused(group: DistributedEngine) -> None:

@@ -7,16 +7,15 @@ decodes ~13 tok/s."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 
-import httpx
 import jsonschema
 import openai
 import pytest
+from server_support import leave_mid_stream, openai_client, serving, wait_for_record
 
 from engine.engine import Engine
-from engine.server import HTTPServer, ServerConfig
+from engine.server import HTTPServer
 
 pytestmark = pytest.mark.slow
 
@@ -45,15 +44,13 @@ WEATHER = {
 
 @pytest.fixture(scope="module")
 def served(default_engine: Engine) -> Iterator[HTTPServer]:
-    server = HTTPServer(default_engine, ServerConfig(port=0))
-    server.start()
-    yield server
-    server.stop()
+    with serving(default_engine) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def client(served: HTTPServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=served.url + "/v1", api_key="unused", max_retries=0, timeout=300)
+    return openai_client(served, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -166,15 +163,8 @@ def test_a_disconnect_cancels_and_the_next_request_is_served(
         "temperature": 0,
         "stream": True,
     }
-    with httpx.stream("POST", served.url + "/v1/chat/completions", json=body, timeout=120) as r:
-        lines = r.iter_lines()
-        for _ in range(6):  # the role chunk and a few tokens
-            next(lines)
-    deadline = time.monotonic() + 60
-    while not [r for r in list(served.activity.records)[before:] if r.status == 499]:
-        assert time.monotonic() < deadline, list(served.activity.records)[before:]
-        time.sleep(0.05)
-    record = [r for r in list(served.activity.records)[before:] if r.status == 499][0]
+    leave_mid_stream(served, body)
+    record = wait_for_record(served, 499, before, timeout=60)
     assert record.stop_reason == "cancelled" and record.completion_tokens < 40
     reply = client.chat.completions.create(
         model=model,
