@@ -213,8 +213,10 @@ def test_max_completion_tokens_and_corral_extras(client: openai.OpenAI, model: s
 def test_the_corral_object_reports_the_reply(client: openai.OpenAI, model: str) -> None:
     """TTFT, tok/s, forced tokens, mask overhead and warnings, whole and streamed."""
     forced = {"grammar": {"type": "regex", "value": "The answer is (yes|no)[.]"}}
+    # Greedy, so the whole and the streamed reply take the same branch (yes or no) and
+    # force the same tokens.
     reply = client.chat.completions.create(
-        model=model, messages=_user("Yes?"), max_tokens=20, extra_body=forced
+        model=model, messages=_user("Yes?"), max_tokens=20, temperature=0, extra_body=forced
     )
     stats = reply.model_extra["corral"]  # type: ignore[index]
     assert reply.choices[0].message.content in ("The answer is yes.", "The answer is no.")
@@ -225,7 +227,12 @@ def test_the_corral_object_reports_the_reply(client: openai.OpenAI, model: str) 
     assert stats["incomplete"] is False
     chunks = list(
         client.chat.completions.create(
-            model=model, messages=_user("Yes?"), max_tokens=20, stream=True, extra_body=forced
+            model=model,
+            messages=_user("Yes?"),
+            max_tokens=20,
+            temperature=0,
+            stream=True,
+            extra_body=forced,
         )
     )
     last = [c for c in chunks if c.choices][-1]
