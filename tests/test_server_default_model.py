@@ -59,14 +59,19 @@ def model(default_engine: Engine) -> str:
     return default_engine.snapshot.model.name
 
 
-def test_plain_answer(client: openai.OpenAI, model: str) -> None:
+def capital_of_france(client: openai.OpenAI, model: str) -> str:
+    """The model's greedy answer to a question it answers right."""
     reply = client.chat.completions.create(
         model=model,
         messages=[{"role": "user", "content": "What is the capital of France?"}],
         max_tokens=8,
         temperature=0,
     )
-    assert "Paris" in (reply.choices[0].message.content or "")
+    return reply.choices[0].message.content or ""
+
+
+def test_plain_answer(client: openai.OpenAI, model: str) -> None:
+    assert "Paris" in capital_of_france(client, model)
 
 
 def test_json_schema_reply_validates(client: openai.OpenAI, model: str) -> None:
@@ -166,10 +171,4 @@ def test_a_disconnect_cancels_and_the_next_request_is_served(
     leave_mid_stream(served, body)
     record = wait_for_record(served, 499, before, timeout=60)
     assert record.stop_reason == "cancelled" and record.completion_tokens < 40
-    reply = client.chat.completions.create(
-        model=model,
-        messages=[{"role": "user", "content": "What is the capital of France?"}],
-        max_tokens=8,
-        temperature=0,
-    )
-    assert "Paris" in (reply.choices[0].message.content or "")
+    assert "Paris" in capital_of_france(client, model)
