@@ -162,17 +162,23 @@ class _Cursor:
         self.pos += n
         return raw.decode("utf-8", errors="replace")
 
-    def skip_strings(self, count: int, what: str) -> None:
-        """Skip `count` strings (a vocabulary: tens of thousands), checking each length."""
+    def strings(self, count: int, what: str, keep: bool) -> list[str] | None:
+        """Read (`keep`) or skip `count` strings (a vocabulary: tens of thousands), checking
+        each length; a tight loop, as this is most of a header's bytes."""
         buf, pos, size, unpack = self.buf, self.pos, self.size, _U64.unpack_from
+        out: list[str] | None = [] if keep else None
         for i in range(count):
             if pos + 8 > size:
                 self.pos = pos
                 raise _Invalid(f"{what}[{i}] (length): past the end of the file")
-            pos += 8 + unpack(buf, pos)[0]
+            start = pos + 8
+            pos = start + unpack(buf, pos)[0]
             if pos > size:
                 raise _Invalid(f"{what}[{i}]: runs past the end of the file")
+            if out is not None:
+                out.append(buf[start:pos].decode("utf-8", errors="replace"))
         self.pos = pos
+        return out
 
     def value(self, vtype: int, what: str, keep: bool, nesting: int = 0) -> Any:
         """One metadata value; an array is read when `keep`, else skipped (checked all the
@@ -201,10 +207,8 @@ class _Cursor:
         if item_type == _STRING:
             if count * 8 > self.left():
                 raise _Invalid(f"{what}: {count:,} strings cannot fit in the rest of the file")
-            if not keep:
-                self.skip_strings(count, what)
-                return SkippedArray(item_type, count)
-            return [self.string(f"{what}[{i}]") for i in range(count)]
+            items = self.strings(count, what, keep)
+            return items if items is not None else SkippedArray(item_type, count)
         if item_type == _ARRAY:
             if count * 12 > self.left():
                 raise _Invalid(f"{what}: {count:,} arrays cannot fit in the rest of the file")
