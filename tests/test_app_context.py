@@ -3,9 +3,6 @@ offers to leave out the oldest messages (kept in the chat) or to turn tools off.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from app_helpers import (
     TINY_TEMPERATURE,
     close_window,
@@ -14,20 +11,6 @@ from app_helpers import (
     set_sampling,
     wait_idle,
 )
-
-CONTEXT = 256
-
-
-@pytest.fixture(scope="module")
-def short_engine(tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path):
-    from benchmarks.tiny_model import build_tiny_model
-    from engine.engine import Engine
-
-    folder = build_tiny_model(tmp_path_factory.mktemp("short"), default_model_dir, context=CONTEXT)
-    eng = Engine()
-    eng.load_model(str(folder)).result()
-    yield eng
-    eng.close()
 
 
 def _send(qtbot, window, text: str) -> None:
