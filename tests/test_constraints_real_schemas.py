@@ -1,20 +1,18 @@
 """Every constrained reply finishes valid: 40 real-world schemas from ../shared/datasets
 (Github_easy, Glaiveai2K, Handwritten), the default model, greedy, 120 tokens. Each reply is
-complete and validates with jsonschema against the schema as written (it may have been
-closed to fit); one that cannot be says why (no ending within the budget). Replies that end
+complete and validates with jsonschema against the schema as written, less the keywords
+Corral named as ignored in its warnings (lenient by default: Handwritten's schemas use
+`not`); it may have been closed to fit; one that cannot be says why (no ending within the
+budget). Replies that end
 on their own are the same token for token without the closing machinery."""
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 import pytest
 from shared_datasets import dataset
 
 from benchmarks.coverage import first_mask_ms, load_schema, reply_for
 from engine.constraints.sources import json_schema_constraint
-from engine.constraints.validate import validate_constraint
-from engine.types import SchemaOptions
 
 PER_SUBSET = {"Github_easy": 16, "Glaiveai2K": 16, "Handwritten": 8}
 MAX_TOKENS = 120
@@ -33,16 +31,13 @@ def sample(default_engine):
     picked = []
     for subset, count in PER_SUBSET.items():
         found = sorted((bench / subset).glob("*.json"))
-        step = max(1, len(found) // (count * 8))
+        step = max(1, len(found) // (count * 3))
         kept = 0
         for path in found[::step]:
             if kept == count:
                 break
             spec = json_schema_constraint(load_schema(path)[0], path.name)
-            # Only schemas Corral enforces whole: a lenient one (a keyword ignored with a
-            # warning) may yield replies the ignored keyword would refuse.
-            strict = replace(spec, options=SchemaOptions(lenient=False))
-            if validate_constraint(strict).ok and first_mask_ms(spec, lltok) is not None:
+            if first_mask_ms(spec, lltok) is not None:
                 picked.append(path)
                 kept += 1
     assert len(picked) == sum(PER_SUBSET.values())
