@@ -12,6 +12,7 @@ against the schema as written, and the share the closing policy ended to fit.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -107,8 +108,42 @@ def generation_sample(compiled: list[Path], size: int = SAMPLE) -> list[Path]:
     return picked[:size]
 
 
+_IGNORED = re.compile(r"not enforced \(ignored\): (.*)")
+
+
+def enforced_schema(schema: Any, warnings: list[str]) -> Any:
+    """`schema` as Corral enforces it: without the keywords its warnings name as ignored
+    (lenient compilation), with `oneOf` read as `anyOf` where they say so. A reply is
+    checked against this; against the schema as written only if nothing was relaxed."""
+    ignored: set[str] = set()
+    for warning in warnings:
+        if match := _IGNORED.search(warning):
+            ignored |= set(re.findall(r'"([^"]+)"', match.group(1)))
+    as_any = any("oneOf" in w and "anyOf" in w for w in warnings)
+    if not ignored and not as_any:
+        return schema
+
+    def strip(node: Any, in_map: bool = False) -> Any:
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        if in_map:  # property names and definitions: keys are names, not keywords
+            return {k: strip(v) for k, v in node.items()}
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in ignored:
+                continue
+            maps = key in ("properties", "patternProperties", "$defs", "definitions")
+            out["anyOf" if as_any and key == "oneOf" else key] = strip(value, maps)
+        return out
+
+    return strip(schema)
+
+
 def reply_for(engine: Any, path: Path, max_tokens: int, **options: Any) -> tuple[Any, bool]:
-    """(the ChatResult, whether it is complete and valid against the schema as written)."""
+    """(the ChatResult, whether it is complete and valid against the schema Corral
+    enforced: as written, less what its warnings name as ignored; see `enforced_schema`)."""
     import jsonschema
 
     schema, prompt = load_schema(path)
@@ -125,8 +160,9 @@ def reply_for(engine: Any, path: Path, max_tokens: int, **options: Any) -> tuple
         value = json.loads(result.text)
     except ValueError:
         return result, False
-    validator = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
-    return result, bool(validator(schema).is_valid(value))
+    checked = enforced_schema(schema, result.warnings)
+    validator = jsonschema.validators.validator_for(checked, jsonschema.Draft202012Validator)
+    return result, bool(validator(checked).is_valid(value))
 
 
 def run_coverage_bench(engine: Any, args: Any = None, max_tokens: int = 200) -> dict[str, Any]:

@@ -342,28 +342,25 @@ def write_family_gguf(
     return path
 
 
-def write_quant_gguf(
-    path: Path, qtype: GGMLQuantizationType, *, hidden: int = 256, seed: int = 0
-) -> Path:
-    """A one-layer llama whose every 2-D weight is random, well-formed `qtype` blocks."""
-    family = FAMILIES["llama"]
-    tok = tokenizer_metadata(family)
-    rng = np.random.default_rng(seed)
-    heads, kv, ffn = 4, 2, hidden * 2
-    head_dim = hidden // heads
-    shapes = {
-        "token_embd.weight": (len(tok["tokens"]), hidden),
-        "blk.0.attn_q.weight": (hidden, hidden),
-        "blk.0.attn_k.weight": (kv * head_dim, hidden),
-        "blk.0.attn_v.weight": (kv * head_dim, hidden),
-        "blk.0.attn_output.weight": (hidden, hidden),
-        "blk.0.ffn_gate.weight": (ffn, hidden),
-        "blk.0.ffn_up.weight": (ffn, hidden),
-        "blk.0.ffn_down.weight": (hidden, ffn),
-    }
+def llama_writer(
+    path: Path,
+    *,
+    layers: int,
+    context: int,
+    hidden: int,
+    ffn: int,
+    heads: int,
+    kv: int,
+    vocab: int | None = None,
+) -> gguf.GGUFWriter:
+    """A GGUFWriter holding a llama's hyperparameters and the llama fixture's tokenizer
+    (byte-level BPE, ChatML; padded with unused tokens up to `vocab`): tensors still to add.
+    """
+    tok = tokenizer_metadata(FAMILIES["llama"])
+    pad = (vocab or len(tok["tokens"])) - len(tok["tokens"])
     writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_block_count(1)
-    writer.add_context_length(2048)
+    writer.add_block_count(layers)
+    writer.add_context_length(context)
     writer.add_embedding_length(hidden)
     writer.add_feed_forward_length(ffn)
     writer.add_head_count(heads)
@@ -372,11 +369,33 @@ def write_quant_gguf(
     writer.add_rope_freq_base(10000.0)
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("qwen2")
-    writer.add_token_list(tok["tokens"])
-    writer.add_token_types(tok["types"])
+    writer.add_token_list(tok["tokens"] + [f"<extra_{i}>" for i in range(pad)])
+    writer.add_token_types(tok["types"] + [4] * pad)
     writer.add_token_merges(tok["merges"])
     writer.add_eos_token_id(tok["tokens"].index("<|im_end|>"))
     writer.add_chat_template(CHATML)
+    return writer
+
+
+def write_quant_gguf(
+    path: Path, qtype: GGMLQuantizationType, *, hidden: int = 256, seed: int = 0
+) -> Path:
+    """A one-layer llama whose every 2-D weight is random, well-formed `qtype` blocks."""
+    vocab = len(tokenizer_metadata(FAMILIES["llama"])["tokens"])
+    rng = np.random.default_rng(seed)
+    heads, kv, ffn = 4, 2, hidden * 2
+    head_dim = hidden // heads
+    shapes = {
+        "token_embd.weight": (vocab, hidden),
+        "blk.0.attn_q.weight": (hidden, hidden),
+        "blk.0.attn_k.weight": (kv * head_dim, hidden),
+        "blk.0.attn_v.weight": (kv * head_dim, hidden),
+        "blk.0.attn_output.weight": (hidden, hidden),
+        "blk.0.ffn_gate.weight": (ffn, hidden),
+        "blk.0.ffn_up.weight": (ffn, hidden),
+        "blk.0.ffn_down.weight": (hidden, ffn),
+    }
+    writer = llama_writer(path, layers=1, context=2048, hidden=hidden, ffn=ffn, heads=heads, kv=kv)
     for name, (rows, cols) in shapes.items():
         writer.add_tensor(name, random_quant_blocks(qtype, rows, cols, rng), raw_dtype=qtype)
     for name in ("blk.0.attn_norm.weight", "blk.0.ffn_norm.weight", "output_norm.weight"):

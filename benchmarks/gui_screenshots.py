@@ -81,6 +81,7 @@ def main() -> int:
     window.show()
     window.load_model("default")
     _wait(app, lambda: bridge.model_info is not None and window.model_defaults.values)
+    _wait(app, lambda: "·" in window.model_bar.picker.text())  # its size on disk, measured
 
     # An earlier chat for the sidebar: a reply that must fit a JSON schema.
     window.open_constraint_file(str(resources_dir() / "grammars" / "recipe.json"))

@@ -62,32 +62,16 @@ def write_large_fixture(path: Path, *, hidden: int = 2048, layers: int = 16, see
     embedding, the output and every ffn_down (random, well-formed blocks)."""
     import gguf
 
-    from benchmarks.gguf_fixtures import CHATML, FAMILIES, random_quant_blocks, tokenizer_metadata
+    from benchmarks.gguf_fixtures import llama_writer, random_quant_blocks
 
-    tok = tokenizer_metadata(FAMILIES["llama"])
     rng = np.random.default_rng(seed)
     heads, kv, vocab = 16, 4, 32768
     ffn = -(-hidden * 11 // 4 // 256) * 256  # K-quant rows are whole 256-value blocks
     head_dim = hidden // heads
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_block_count(layers)
-    writer.add_context_length(4096)
-    writer.add_embedding_length(hidden)
-    writer.add_feed_forward_length(ffn)
-    writer.add_head_count(heads)
-    writer.add_head_count_kv(kv)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_rope_freq_base(10000.0)
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("qwen2")
-    writer.add_token_list(
-        tok["tokens"] + [f"<extra_{i}>" for i in range(vocab - len(tok["tokens"]))]
+    writer = llama_writer(
+        path, layers=layers, context=4096, hidden=hidden, ffn=ffn, heads=heads, kv=kv, vocab=vocab
     )
-    writer.add_token_types(tok["types"] + [4] * (vocab - len(tok["tokens"])))
-    writer.add_token_merges(tok["merges"])
-    writer.add_eos_token_id(tok["tokens"].index("<|im_end|>"))
-    writer.add_chat_template(CHATML)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
 
     def add(name: str, rows: int, cols: int, qtype: T) -> None:
         writer.add_tensor(name, random_quant_blocks(qtype, rows, cols, rng), raw_dtype=qtype)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from engine.errors import CorralError
@@ -24,12 +26,19 @@ class OutsideFolder(CorralError):
     """A path Corral was about to write or remove is not inside the folder it must be in."""
 
 
-def read_limited(path: str | os.PathLike[str], limit: int, what: str = "file") -> bytes:
-    """The bytes of the regular file at `path`, refused (FileRefused, naming the path)
-    when it is missing, a folder, a device, pipe or socket, or larger than `limit` bytes.
+@contextmanager
+def open_regular(path: str | os.PathLike[str], what: str = "file") -> Iterator[tuple[int, int]]:
+    """Open the regular file at `path` for reading; yields (file descriptor, size).
 
     Opened without blocking and checked on the open file, so a path swapped for a FIFO or a
     device between a check and the read is refused all the same.
+
+    Args:
+        path: the file.
+        what: what the file should be, for the messages ("grammar file", "GGUF file").
+
+    Raises FileRefused naming the path when it is missing, a folder, a device, pipe or
+    socket, or cannot be opened.
     """
     p = Path(path)
     try:
@@ -46,24 +55,32 @@ def read_limited(path: str | os.PathLike[str], limit: int, what: str = "file") -
             raise FileRefused(f"{p}: is a folder, not a {what}")
         if not stat.S_ISREG(info.st_mode):
             raise FileRefused(f"{p}: not a regular file (a device, pipe or socket), not a {what}")
-        if info.st_size > limit:
+        yield fd, info.st_size
+    finally:
+        os.close(fd)
+
+
+def read_limited(path: str | os.PathLike[str], limit: int, what: str = "file") -> bytes:
+    """The bytes of the regular file at `path` (see `open_regular`), refused (FileRefused,
+    naming the path) when it is not one or is larger than `limit` bytes."""
+    p = Path(path)
+    with open_regular(p, what) as (fd, size):
+        if size > limit:
             raise FileRefused(
-                f"{p}: too large for a {what} ({info.st_size:,} bytes; the limit is "
-                f"{limit:,} bytes)"
+                f"{p}: too large for a {what} ({size:,} bytes; the limit is {limit:,} bytes)"
             )
         chunks: list[bytes] = []
         left = limit + 1  # one byte more tells a file that grew past the limit
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-    except OSError as exc:
-        raise FileRefused(f"{p}: cannot be read ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
+        try:
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+        except OSError as exc:
+            raise FileRefused(f"{p}: cannot be read ({exc.strerror or exc})") from None
+    data = b"".join(chunks)
     if len(data) > limit:
         raise FileRefused(f"{p}: too large for a {what} (the limit is {limit:,} bytes)")
     return data

@@ -1,12 +1,12 @@
 """Import a GGUF file into an MLX model folder.
 
 The weights are converted tensor by tensor by `engine.library.convert` (the architectures
-it knows, and how each quantization is stored, live in `engine.library`); this module
-checks the file's header first (`engine.gguf_header`: a crafted file must never reach
-native code), adds the tokenizer and writes the folder to a temporary sibling that is
-renamed into place, so a failure never leaves a half-written model behind. An existing
-folder is replaced only when it is Corral's own import of the same file: nothing else is
-ever deleted.
+it knows, and how each quantization is stored, live in `engine.library`). This module opens
+the file and checks its header once (`engine.library.gguf_file`: a crafted file must never
+reach native code), converts from that one memory map, adds the tokenizer and writes the
+folder to a temporary sibling that is renamed into place, so a failure never leaves a
+half-written model behind. An existing folder is replaced only when it is Corral's own
+import of the same file: nothing else is ever deleted.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from pathlib import Path
 
 from engine.errors import ModelLoadError
 from engine.files import remove_tree
-from engine.gguf_header import check_gguf
 from engine.gguf_tokenizer import build_tokenizer_files
 from engine.import_cache import (
     OWNER,
@@ -32,28 +31,47 @@ from engine.import_cache import (
     write_marker,
 )
 from engine.library.convert import convert_gguf
+from engine.library.gguf_file import MappedGGUF, open_gguf
 
 ProgressFn = Callable[[str, float], None]
 
 
 def import_gguf(
-    gguf_path: str | os.PathLike[str],
+    gguf: str | os.PathLike[str] | MappedGGUF,
     out_dir: str | os.PathLike[str],
     on_progress: ProgressFn | None = None,
     *,
     sha256: str | None = None,
 ) -> Path:
-    """Convert `gguf_path` into an MLX model folder at `out_dir` and return its path.
+    """Convert a GGUF file into an MLX model folder at `out_dir` and return its path.
 
     `out_dir` must be new, an empty folder, or an earlier Corral import of the same file
     (which is replaced; a complete one is returned as it is): a folder holding anything
     else is refused, never deleted. It is written atomically: a temporary folder beside it
-    is renamed into place. `sha256` is the file's digest if the caller has it.
+    is renamed into place.
+
+    Args:
+        gguf: the file, or the file already opened by `open_gguf` (not read again).
+        out_dir: the folder to write.
+        on_progress: callback (stage, fraction 0..1).
+        sha256: the file's digest, if the caller has it.
     """
-    source = Path(gguf_path).expanduser().resolve()
+    if isinstance(gguf, MappedGGUF):
+        return _import(gguf, out_dir, on_progress, sha256)
+    # The header is checked here: a bad file is refused before anything is written.
+    with open_gguf(Path(gguf).expanduser().resolve()) as opened:
+        return _import(opened, out_dir, on_progress, sha256)
+
+
+def _import(
+    gguf: MappedGGUF,
+    out_dir: str | os.PathLike[str],
+    on_progress: ProgressFn | None,
+    sha256: str | None,
+) -> Path:
+    source = gguf.header.path
     out = Path(out_dir).expanduser().absolute()
     report = on_progress or (lambda stage, fraction: None)
-    check_gguf(source)  # a bad file is refused before anything is written
     parent = out.parent.resolve()
     out = parent / out.name
     if out.name in ("", ".", "..") or out == parent:
@@ -71,7 +89,7 @@ def import_gguf(
     tmp = make_temp_folder(parent)
     aside: Path | None = None
     try:
-        config, meta = convert_gguf(source, tmp, report)
+        config, meta = convert_gguf(gguf, tmp, report)
         build_tokenizer_files(meta, tmp, source)
         (tmp / "config.json").write_text(json.dumps(config, indent=2))
         write_marker(tmp, marker_data(source, sha256))

@@ -14,7 +14,6 @@ import platformdirs
 
 from engine.errors import ModelLoadError
 from engine.files import check_inside
-from engine.gguf_header import check_gguf
 from engine.gguf_import import import_gguf
 from engine.import_cache import (
     clean_stale_temp_folders,
@@ -32,7 +31,7 @@ from engine.library.discovery import (
     model_display_name,
     ollama_blob,
 )
-from engine.library.gguf_file import is_gguf_file
+from engine.library.gguf_file import is_gguf_file, open_gguf
 from engine.types import MemoryPlan, ModelInfo
 
 if TYPE_CHECKING:
@@ -113,13 +112,13 @@ def ensure_gguf_imported(
     found = find_by_fingerprint(root, gguf) if root.is_dir() else None
     if found is not None:
         return found
-    check_gguf(gguf)
-    sha256 = file_sha256(gguf, on_progress)
-    out = imported_gguf_dir(gguf, sha256)
-    if is_import_of(out, sha256):
-        remember_fingerprint(out, gguf)
-        return out
-    return import_gguf(gguf, out, on_progress, sha256=sha256)
+    with open_gguf(gguf) as opened:  # a bad file is refused before it is hashed
+        sha256 = file_sha256(gguf, on_progress)
+        out = imported_gguf_dir(gguf, sha256)
+        if is_import_of(out, sha256):
+            remember_fingerprint(out, gguf)
+            return out
+        return import_gguf(opened, out, on_progress, sha256=sha256)
 
 
 def ensure_default_model(on_progress: ProgressFn | None = None) -> Path:

@@ -50,6 +50,25 @@ def tiny_engine(tiny_model_dir: Path):
     eng.close()
 
 
+SHORT_CONTEXT = 256  # tokens the `short_engine` model reads
+
+
+@pytest.fixture(scope="module")
+def short_engine(tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path):
+    """The tiny model declaring a context of SHORT_CONTEXT tokens, on its own engine (one
+    per test module, so no module sees another's prompt cache)."""
+    from benchmarks.tiny_model import build_tiny_model
+    from engine.engine import Engine
+
+    folder = build_tiny_model(
+        tmp_path_factory.mktemp("short"), default_model_dir, context=SHORT_CONTEXT
+    )
+    eng = Engine()
+    eng.load_model(str(folder)).result()
+    yield eng
+    eng.close()
+
+
 @pytest.fixture(scope="session")
 def default_engine(default_model_dir: Path):
     from engine.engine import Engine

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 
 HIDDEN = 32
 HEADS = 4
@@ -84,6 +86,56 @@ def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def write_arch_gguf(path: Path, arch: str) -> Path:
+    """A GGUF of architecture `arch` holding only a small float32 token embedding: enough
+    for the import's and the library's verdict on an architecture."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_tensor("token_embd.weight", np.zeros((8, 32), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def train_sentencepiece(folder: Path, text: str, vocab_size: int, **options: Any) -> Any:
+    """A SentencePiece BPE model trained on `text` in `folder`, configured as Llama 2's and
+    Gemma's are (byte fallback, no normalisation, whitespace kept, digits split); `options`
+    add to these or replace them. Skips the test when sentencepiece is not installed."""
+    spm = pytest.importorskip("sentencepiece")
+    (folder / "corpus.txt").write_text(text)
+    settings: dict[str, Any] = {
+        "model_type": "bpe",
+        "byte_fallback": True,
+        "character_coverage": 1.0,
+        "normalization_rule_name": "identity",
+        "remove_extra_whitespaces": False,
+        "split_digits": True,
+        "allow_whitespace_only_pieces": True,
+        "minloglevel": 2,
+    }
+    spm.SentencePieceTrainer.train(
+        input=str(folder / "corpus.txt"),
+        model_prefix=str(folder / "m"),
+        vocab_size=vocab_size,
+        **(settings | options),
+    )
+    return spm.SentencePieceProcessor(model_file=str(folder / "m.model"))
+
+
+def sentencepiece_token_type(sp: Any, i: int, user_defined: tuple[str, ...] = ()) -> int:
+    """The llama.cpp token type (gguf.TokenType) of piece `i`, as its converter writes it."""
+    if sp.is_unknown(i):
+        return 2
+    if sp.is_control(i):
+        return 3
+    if sp.is_byte(i):
+        return 6
+    return 4 if sp.id_to_piece(i) in user_defined else 1
 
 
 def header_only_gguf(path: Path, *, tensors: int = 0, kvs: int = 0, tail: bytes = b"") -> Path:

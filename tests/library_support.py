@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from gguf import GGMLQuantizationType as T
+from gguf_support import write_arch_gguf
 
 from benchmarks.gguf_fixtures import write_quant_gguf
 
@@ -69,15 +70,7 @@ def make_stores(tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.Monkey
     shutil.copytree(tiny_model_dir, home / ".lmstudio" / "models" / "mlx-community" / "Tiny-mlx")
     odd = home / ".lmstudio" / "models" / "someone" / "Mamba-GGUF"
     odd.mkdir(parents=True)
-    import gguf
-    import numpy as np
-
-    writer = gguf.GGUFWriter(str(odd / "mamba.gguf"), "mamba")
-    writer.add_tensor("token_embd.weight", np.zeros((8, 32), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_arch_gguf(odd / "mamba.gguf", "mamba")
 
     # Hugging Face cache: an MLX repo and a GGUF repo
     hub = home / ".cache" / "huggingface" / "hub"

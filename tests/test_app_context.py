@@ -3,9 +3,6 @@ offers to leave out the oldest messages (kept in the chat) or to turn tools off.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from app_helpers import (
     TINY_TEMPERATURE,
     close_window,
@@ -14,20 +11,6 @@ from app_helpers import (
     set_sampling,
     wait_idle,
 )
-
-CONTEXT = 256
-
-
-@pytest.fixture(scope="module")
-def short_engine(tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path):
-    from benchmarks.tiny_model import build_tiny_model
-    from engine.engine import Engine
-
-    folder = build_tiny_model(tmp_path_factory.mktemp("short"), default_model_dir, context=CONTEXT)
-    eng = Engine()
-    eng.load_model(str(folder)).result()
-    yield eng
-    eng.close()
 
 
 def _send(qtbot, window, text: str) -> None:
@@ -41,10 +24,10 @@ def test_long_conversation_offers_to_leave_out_the_oldest_messages(
     window = make_window(qtbot, tmp_path, short_engine)
     set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=4)
     c = window.controller
-    for i in range(3):
-        _send(qtbot, window, f"turn {i}: " + "word " * 60)
+    for i in range(3):  # about 60 tokens a turn, replies included: they fit in 256
+        _send(qtbot, window, f"turn {i}: " + "word " * 45)
     assert window.notice.text() == ""
-    _send(qtbot, window, "last turn: " + "word " * 60)
+    _send(qtbot, window, "last turn: " + "word " * 90)
     text = window.notice.text()
     assert "tokens; this model reads at most 256." in text and text.startswith("Prompt is ")
     assert window.notice.action.text() == "Leave out oldest messages"

@@ -217,7 +217,57 @@ def test_toolbar_and_status_bar_fit_800_wide_through_a_model_load(qtbot, tmp_pat
     qtbot.waitUntil(lambda: bridge.model_info is not None, timeout=60_000)
     window.update_status()
     fits("loaded")
-    assert window.model_label.text().startswith(model.name)
+    picker = window.model_bar.picker
+    qtbot.waitUntil(lambda: picker.text().endswith("MB"), timeout=30_000)  # size on disk
+    fits("loaded, with its size")
+    assert picker.text().startswith("SmolLM2-") and model.name in picker.toolTip()
+    assert window.model_label.text().startswith("Model memory ")
     screenshot(window, "layout_800x500_after_load")
     close_window(window)
     bridge.close()
+
+
+def test_toolbar_and_download_window_fit_800_wide_through_a_download(
+    qtbot, tmp_path, tiny_model_dir, monkeypatch
+):
+    """At the narrowest size, a download started from the picker's download window shows
+    its progress there and as a chip in the toolbar, and neither clips anything (nor does
+    the window when a long repo id and the size check fill it)."""
+    from hf_hub_server import HubServer
+
+    from engine.engine import Engine
+
+    monkeypatch.setenv("CORRAL_CACHE_DIR", str(tmp_path / "corral"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    repo = "corral-test/" + "a-long-model-name-" * 3 + "4bit"
+    eng = Engine()
+    with HubServer({repo: tiny_model_dir}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        window = make_window(qtbot, tmp_path / "data", eng)
+        window.resize(800, 500)
+        try:
+            window.show_download()
+            dialog = window.download_dialog
+            hub.delay = 0.003
+            dialog.repo.setText(repo)
+            dialog.start.click()
+            qtbot.waitUntil(lambda: dialog.progress.value() >= 10, timeout=30_000)
+            settle()
+            assert dialog.geometry().right() <= window.geometry().right() + 1  # kept on it
+            assert not clipped_widgets(dialog), "\n".join(clipped_widgets(dialog))
+            screenshot(dialog, "download_window")
+            dialog.close()
+            settle()
+            assert window.width() == 800
+            assert window.model_bar.download_chip.isVisible()
+            panel_button = window.toolbar.widgetForAction(window.settings_action)
+            assert window.model_bar.picker.isVisible() and panel_button.isVisible()
+            problems = clipped_widgets(window)
+            assert not problems, "\n".join(problems)
+            screenshot(window, "layout_800x500_downloading")
+            window.cancel_download()
+            qtbot.waitUntil(lambda: not window.model_bar.download_chip.isVisible(), timeout=30_000)
+            assert "resume" in window.notice.text()  # said in the window: its own is closed
+        finally:
+            close_window(window)
+            eng.close()

@@ -1,15 +1,17 @@
 """The library window and repo downloads in the app: scans never block the window, rows say
-what people need to choose, Load and Delete (Corral's copies only) work, and a repo id typed
-in the model bar is checked, downloaded with progress, cancelled, resumed and loaded."""
+what people need to choose, Load and Delete (Corral's copies only) work, the model picker
+lists the models on this computer, and a repo id typed in its download window is checked,
+downloaded with progress, cancelled, resumed and loaded."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QLineEdit, QMessageBox
 
 from app.views.format import format_bytes
 from engine.library.budget import GiB, MemoryBudget
@@ -102,9 +104,56 @@ def test_library_window_lists_loads_and_deletes_only_corrals_copies(
     assert sorted(visible) == ["ghost:latest", "tinyllama:q4k"]
 
 
-def test_repo_field_downloads_with_progress_cancel_and_resume(
+def test_the_picker_lists_models_on_this_computer_and_loads_one(
+    qtbot, tmp_path: Path, stores: dict
+) -> None:
+    """The picker's menu shows the library's models that run here, with their sizes, from
+    the scan made on a worker thread; choosing one loads it (a GGUF is imported on first
+    use), names it on the button and puts it first, ticked, its import not listed twice."""
+    from engine.engine import Engine
+
+    eng = Engine()
+    window = make_window(qtbot, tmp_path / "data", eng)
+    try:
+        bar = window.model_bar
+        qtbot.waitUntil(lambda: len(bar.model_actions()) == 6, timeout=30_000)
+        labels = [label for label, _spec in bar.model_actions()]
+        size = format_bytes(stores["q4k"].stat().st_size)
+        assert labels[0] == "SmolLM2-135M-Instruct"  # built in, not imported here yet
+        assert f"TinyLlama-Q4_K · {size}" in labels
+        assert labels.count("mlx-community/Tiny-4bit · 28.9\xa0MB") == 1  # Corral's and HF's
+        assert not any(label.startswith(("mamba", "ghost", "org/half")) for label in labels)
+        assert not any(a.isChecked() for a in bar.menu.actions())
+        assert bar.picker.text() == "No model"
+        (q4k,) = [a for a in bar.menu.actions() if a.text().startswith("TinyLlama-Q4_K ·")]
+        assert q4k.toolTip().startswith("LM Studio, llama, Q4_K\n")
+
+        with qtbot.waitSignal(window.bridge.modelLoaded, timeout=60_000):
+            q4k.trigger()
+        qtbot.waitUntil(lambda: bar.picker.text() == f"TinyLlama-Q4_K · {size}", timeout=30_000)
+        qtbot.waitUntil(lambda: not window.library.busy, timeout=30_000)
+        assert any(m.name == "TinyLlama-Q4_K (imported)" for m in window.library.models)
+        first = bar.menu.actions()[1]  # under the "On this computer" heading
+        assert first.text() == bar.picker.text() and first.isChecked()
+        assert not any("(imported)" in a.text() and "Q4_K" in a.text() for a in bar.menu.actions())
+        with qtbot.assertNotEmitted(window.bridge.loadStarted):
+            first.trigger()  # the loaded one: not loaded again, still ticked
+        assert first.isChecked()
+        assert window.store.get_setting("recent_models")[0]["spec"] == str(
+            stores["lms"] / "TinyLlama-Q4_K.gguf"
+        )
+    finally:
+        close_window(window)
+        eng.close()
+
+
+def test_download_window_checks_downloads_with_progress_cancel_and_resume(
     qtbot, tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The picker's "Download a model…" opens a window with the repo field (completed from
+    the library): the size and memory check is said, then progress with speed, shown as a
+    chip in the toolbar while the window is closed; Cancel keeps the bytes, the next try
+    resumes, and the model loads and heads the picker's list."""
     from engine.engine import Engine
 
     monkeypatch.setenv("CORRAL_CACHE_DIR", str(tmp_path / "corral"))
@@ -116,26 +165,86 @@ def test_repo_field_downloads_with_progress_cancel_and_resume(
         window = make_window(qtbot, tmp_path / "data", eng)
         try:
             bar = window.model_bar
+            assert window.toolbar.findChild(QLineEdit) is None  # no permanent repo field
+            (download,) = [a for a in bar.menu.actions() if a.text() == "Download a model…"]
+            download.trigger()
+            dialog = window.download_dialog
+            assert dialog.isVisible() and dialog.focusWidget() is dialog.repo
+            qtbot.keyClicks(dialog.repo, "not a repo id")
+            qtbot.keyClick(dialog.repo, Qt.Key.Key_Return)
+            assert "looks like org/name" in dialog.message.text()
+            assert not dialog.start.isEnabled() and window.download_job is None
+
             hub.delay = 0.003
-            bar.repo.setText(repo)
-            bar.repo.returnPressed.emit()
-            qtbot.waitUntil(
-                lambda: bar.stage.text().startswith(f"Downloading {repo}:"), timeout=30_000
-            )
-            assert bar.cancel.isVisible() and bar.progress.isVisible()
-            assert "MB" in bar.stage.text()
-            qtbot.waitUntil(lambda: bar.progress.value() >= 30, timeout=30_000)  # midway
-            bar.cancel.click()
-            qtbot.waitUntil(lambda: "resume" in window.notice.text(), timeout=30_000)
-            assert not bar.cancel.isVisible()
+            dialog.repo.clear()
+            qtbot.keyClicks(dialog.repo, repo)
+            dialog.start.click()
+            qtbot.waitUntil(dialog.progress.isVisible, timeout=30_000)
+            assert dialog.message.text().startswith(f"{repo} needs ~")  # checked first
+            assert "of memory" in dialog.message.text()
+            assert dialog.cancel.isVisible() and not dialog.start.isEnabled()
+            qtbot.waitUntil(lambda: dialog.progress.value() >= 30, timeout=30_000)  # midway
+            speed = r"MB of [\d.]+\xa0MB · [\d.]+\xa0[KM]B/s$"  # bytes so far and speed
+            assert re.search(speed, dialog.detail.text()), dialog.detail.text()
+            dialog.close_button.click()  # the download goes on, as a chip in the toolbar
+            assert not dialog.isVisible() and window.download_job.running
+            chip = bar.download_chip
+            assert chip.isVisible() and chip.text().endswith("%")
+            assert chip.toolTip().startswith(f"Downloading {repo}: ")
+            assert any(a.text().startswith(f"Downloading {repo} (") for a in bar.menu.actions())
+            chip.click()
+            assert dialog.isVisible()
+            dialog.cancel.click()
+            qtbot.waitUntil(lambda: "resume" in dialog.message.text(), timeout=30_000)
+            assert not dialog.cancel.isVisible() and not chip.isVisible()
+            assert download.text() == "Download a model…" and dialog.start.isEnabled()
 
             hub.delay = 0.0
             with qtbot.waitSignal(window.bridge.modelLoaded, timeout=60_000) as loaded:
-                bar.repo.returnPressed.emit()
+                qtbot.keyClick(dialog.repo, Qt.Key.Key_Return)
             assert loaded.args[0].name == repo
             ranges = [r["range"] for r in hub.requests if r["path"].endswith("model.safetensors")]
             assert ranges[-1] is not None  # the second download resumed
-            qtbot.waitUntil(lambda: repo in bar.completions.stringList(), timeout=30_000)
+            qtbot.waitUntil(lambda: repo in dialog.completions.stringList(), timeout=30_000)
+            qtbot.waitUntil(lambda: bar.picker.text().startswith(f"{repo} · "), timeout=30_000)
+            first = bar.menu.actions()[1]  # after the "On this computer" heading
+            assert first.text() == bar.picker.text() and first.isChecked()
+        finally:
+            close_window(window)
+            eng.close()
+
+
+def test_a_download_past_the_memory_budget_waits_for_the_users_word(
+    qtbot, tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a machine whose memory the model would not fit, the download window says so
+    before any byte moves and downloads only after "Download anyway"."""
+    from engine.engine import Engine
+
+    monkeypatch.setenv("CORRAL_CACHE_DIR", str(tmp_path / "corral"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    repo = "corral-test/tiny-llama"
+    eng = Engine()
+    with HubServer({repo: tiny_model_dir}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        window = make_window(qtbot, tmp_path / "data", eng)
+        small = MemoryBudget(False, 8 * 1024 * 1024)  # a machine with 8 MB to spare
+        monkeypatch.setattr(window, "memory_budget", lambda: small)
+        try:
+            window.show_download()
+            dialog = window.download_dialog
+            dialog.repo.setText(repo)
+            dialog.start.click()
+            qtbot.waitUntil(dialog.anyway.isVisible, timeout=30_000)
+            assert dialog.message.text().endswith("It would not fit in memory.")
+            assert dialog.message.property("kind") == "warning"
+            assert not any(r["path"].endswith(".safetensors") for r in hub.requests)
+            assert not window.model_bar.download_chip.isVisible()
+            with qtbot.waitSignal(window.bridge.modelLoaded, timeout=60_000) as loaded:
+                dialog.anyway.click()
+            assert loaded.args[0].name == repo
+            assert dialog.message.text() == f"{repo} is downloaded: loading it."
+            assert not dialog.anyway.isVisible() and not dialog.progress.isVisible()
         finally:
             close_window(window)
             eng.close()

@@ -127,6 +127,19 @@ def tool_messages(window) -> list:
     return [m for m in window.controller.path() if m.role == "tool"]
 
 
+def allow_once(
+    qtbot, window, tool: str, prompt: str, max_tokens: int, results: int | None = None
+) -> None:
+    """Make the reply to `prompt` call `tool` and allow the call once; with `results`, wait
+    until that many tool results are stored and the turn is over."""
+    use_tool(window, tool, max_tokens=max_tokens)
+    window.send(prompt)
+    last_card(qtbot, window, "ask").buttons["once"].click()
+    if results is not None:
+        qtbot.waitUntil(lambda: len(tool_messages(window)) == results, timeout=30_000)
+        qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
+
+
 def test_the_panel_lists_servers_tools_and_states(qtbot, mcp_window) -> None:
     window = mcp_window(
         {
@@ -293,12 +306,7 @@ def test_deny_tells_the_model_and_always_allow_runs_without_asking(qtbot, mcp_wi
 def test_results_show_images_and_are_stored_with_the_conversation(qtbot, mcp_window) -> None:
     window = mcp_window({"paint": misbehaving_entry()}, mcp_max_steps=1)
     wait_ready(qtbot, window, "paint")
-    use_tool(window, "picture", max_tokens=40)
-    window.send("Show me a picture")
-    card = last_card(qtbot, window, "ask")
-    card.buttons["once"].click()
-    qtbot.waitUntil(lambda: len(tool_messages(window)) == 1, timeout=30_000)
-    qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
+    allow_once(qtbot, window, "picture", "Show me a picture", max_tokens=40, results=1)
     stored = tool_messages(window)[0]
     assert [b["type"] for b in stored.meta["mcp"]["blocks"]] == ["text", "image", "resource_link"]
 
@@ -319,12 +327,7 @@ def test_results_show_images_and_are_stored_with_the_conversation(qtbot, mcp_win
     assert shows_image()
 
     # A tool's own error (isError) is an error card, and the model reads it as one.
-    use_tool(window, "fail", max_tokens=40)
-    window.send("Try the failing tool")
-    card = last_card(qtbot, window, "ask")
-    card.buttons["once"].click()
-    qtbot.waitUntil(lambda: len(tool_messages(window)) == 2, timeout=30_000)
-    qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
+    allow_once(qtbot, window, "fail", "Try the failing tool", max_tokens=40, results=2)
     assert tool_messages(window)[1].content == "Error: the disk is full"
     text = card_text(cards(window)[-1])
     assert "The tool reported an error:" in text and "the disk is full" in text
@@ -342,12 +345,7 @@ def test_results_show_images_and_are_stored_with_the_conversation(qtbot, mcp_win
 def test_a_crashing_or_hanging_server_gives_an_error_card(qtbot, mcp_window, tool, expected):
     window = mcp_window({"paint": misbehaving_entry()}, mcp_max_steps=1, mcp_call_timeout_s=1)
     wait_ready(qtbot, window, "paint")
-    use_tool(window, tool, max_tokens=32)
-    window.send("Go")
-    card = last_card(qtbot, window, "ask")
-    card.buttons["once"].click()
-    qtbot.waitUntil(lambda: len(tool_messages(window)) == 1, timeout=30_000)
-    qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
+    allow_once(qtbot, window, tool, "Go", max_tokens=32, results=1)
     text = card_text(cards(window)[0])
     assert expected in text
     error = [
@@ -387,10 +385,7 @@ def test_garbage_on_stdout_fails_the_server_with_a_clear_message(qtbot, mcp_wind
 def test_stop_cancels_the_call_and_the_turn(qtbot, mcp_window) -> None:
     window = mcp_window({"paint": misbehaving_entry()}, mcp_max_steps=3)
     wait_ready(qtbot, window, "paint")
-    use_tool(window, "hang", max_tokens=32)
-    window.send("Wait for it")
-    card = last_card(qtbot, window, "ask")
-    card.buttons["once"].click()
+    allow_once(qtbot, window, "hang", "Wait for it", max_tokens=32)
     qtbot.waitUntil(lambda: window.controller.busy and window.composer.busy)
     assert "Running…" in card_text(cards(window)[-1])
     started = time.monotonic()

@@ -147,7 +147,9 @@ def test_a_failed_load_shows_what_is_loaded_and_offers_the_previous_model(
     qtbot, tmp_path, tiny_model_dir
 ):
     from app.jobs.engine_bridge import EngineBridge
+    from app.jobs.library_job import model_disk_size
     from app.store import ChatSettings, Store
+    from app.views.format import format_bytes
     from app.views.main_window import MainWindow
 
     bridge = EngineBridge()  # its own engine: a failed load unloads the engine's model
@@ -158,15 +160,25 @@ def test_a_failed_load_shows_what_is_loaded_and_offers_the_previous_model(
     assert window.loading_strip.isVisible() and "Loading" in window.loading_strip.label.text()
     qtbot.waitUntil(lambda: bridge.model_info is not None, timeout=60_000)
     assert not window.loading_strip.isVisible()
-    assert window.model_bar.picker.text().endswith(tiny_model_dir.name)
+    picker = window.model_bar.picker
+    assert picker.text().startswith(tiny_model_dir.name)
+    # its size on disk beside its name, and it heads the picker's menu, ticked
+    label = f"{tiny_model_dir.name} · {format_bytes(model_disk_size(str(tiny_model_dir)))}"
+    qtbot.waitUntil(lambda: picker.text() == label, timeout=30_000)
+    qtbot.waitUntil(
+        lambda: window.model_bar.model_actions()[:1] == [(label, str(tiny_model_dir))],
+        timeout=30_000,
+    )
+    assert [a.text() for a in window.model_bar.menu.actions() if a.isChecked()] == [label]
 
     window.load_model(str(tmp_path / "no-such-model"))
     qtbot.waitUntil(window.notice.isVisible, timeout=30_000)
     text = window.notice.text()
     assert "could not be loaded" in text and "no-such-model" in text and "Traceback" not in text
     assert re.search(r"\w[.!?] No model is loaded now\.$", text), text  # whole sentences
-    assert window.model_bar.picker.text() == "Model: none"  # the box shows what is loaded
+    assert picker.text() == "No model"  # the picker shows what is loaded
     assert window.model_label.text() == "No model"
+    assert not any(a.isChecked() for a in window.model_bar.menu.actions())
     assert window.notice.action.isVisible()
     assert window.notice.action.text() == f"Load {tiny_model_dir.name} again"
     screenshot(window, "model_error")
@@ -179,7 +191,7 @@ def test_a_failed_load_shows_what_is_loaded_and_offers_the_previous_model(
 
     window.notice.action.click()  # load the previous model again, then Retry
     qtbot.waitUntil(lambda: bridge.model_info is not None, timeout=60_000)
-    assert window.model_bar.picker.text().endswith(tiny_model_dir.name)
+    assert picker.text().startswith(tiny_model_dir.name)
     window.store.set_chat_settings(
         window.controller.conversation_id, ChatSettings(max_tokens=4, temperature=10.0)
     )

@@ -28,3 +28,25 @@ def test_coverage_section_reports_its_keys(tiny_engine, tmp_path, monkeypatch):
     # the tiny model rambles: some replies are closed to fit, which counts as complete
     assert figures["closed_to_fit_rate"] > 0
     assert figures["constrained_complete_rate"] >= figures["closed_to_fit_rate"] / 2
+
+
+def test_a_reply_is_checked_against_the_schema_corral_enforced() -> None:
+    from benchmarks.coverage import enforced_schema
+
+    schema = {
+        "type": "object",
+        "properties": {"not": {"not": {"const": 1}}, "b": {"oneOf": [{}, {"type": "string"}]}},
+    }
+    assert enforced_schema(schema, []) is schema
+    relaxed = enforced_schema(
+        schema,
+        [
+            'JSON schema keywords not enforced (ignored): "not"',
+            "oneOf not fully supported, falling back to anyOf.",
+        ],
+    )
+    # the keyword goes, a property that happens to be called "not" stays
+    assert relaxed == {
+        "type": "object",
+        "properties": {"not": {}, "b": {"anyOf": [{}, {"type": "string"}]}},
+    }

@@ -4,28 +4,15 @@ replies stop where the context ends; the server answers OpenAI's context_length_
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
+from conftest import SHORT_CONTEXT
+from server_support import serving
 
 from engine.context import CONTEXT_LENGTH_EXCEEDED, ContextLengthError, reply_budget
 from engine.engine import Engine
 from engine.types import ChatRequest, SamplingSettings, StopReason
-
-CONTEXT = 256
-
-
-@pytest.fixture(scope="module")
-def short_engine(tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path):
-    """The tiny model, declaring a context of 256 tokens."""
-    from benchmarks.tiny_model import build_tiny_model
-
-    folder = build_tiny_model(tmp_path_factory.mktemp("short"), default_model_dir, context=CONTEXT)
-    eng = Engine()
-    eng.load_model(str(folder)).result()
-    yield eng
-    eng.close()
 
 
 def _tool(i: int) -> dict:
@@ -48,7 +35,7 @@ def test_a_prompt_longer_than_the_context_is_refused_with_the_numbers(short_engi
     assert result.error_code == CONTEXT_LENGTH_EXCEEDED
     n = result.stats.prompt_tokens
     assert n > 2000
-    assert f"prompt is {n:,} tokens; this model reads at most {CONTEXT}" in result.error
+    assert f"prompt is {n:,} tokens; this model reads at most {SHORT_CONTEXT}" in result.error
     assert result.stats.generated_tokens == 0 and result.stats.ttft_s == 0.0  # no prefill
 
 
@@ -72,10 +59,10 @@ def test_a_reply_stops_where_the_context_ends(short_engine) -> None:
     )
     result = short_engine.chat(request)
     assert result.error is None, result.error
-    assert result.stats.prompt_tokens + result.stats.generated_tokens <= CONTEXT
+    assert result.stats.prompt_tokens + result.stats.generated_tokens <= SHORT_CONTEXT
     assert result.stop_reason in (StopReason.LENGTH, StopReason.EOS)
     if result.stop_reason == StopReason.LENGTH:
-        assert result.stats.prompt_tokens + result.stats.generated_tokens == CONTEXT
+        assert result.stats.prompt_tokens + result.stats.generated_tokens == SHORT_CONTEXT
 
 
 def test_budget_rules() -> None:
@@ -90,12 +77,8 @@ def test_budget_rules() -> None:
 
 @pytest.fixture(scope="module")
 def served(short_engine: Engine) -> Iterator[str]:
-    from engine.server import HTTPServer, ServerConfig
-
-    server = HTTPServer(short_engine, ServerConfig(port=0))
-    server.start()
-    yield server.url
-    server.stop()
+    with serving(short_engine) as server:
+        yield server.url
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -113,7 +96,7 @@ def test_the_server_answers_context_length_exceeded(
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == CONTEXT_LENGTH_EXCEEDED
-    assert f"this model reads at most {CONTEXT}" in error["message"]
+    assert f"this model reads at most {SHORT_CONTEXT}" in error["message"]
 
 
 @pytest.mark.slow

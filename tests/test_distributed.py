@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from server_support import openai_client, serving
 
 from engine.distributed import (
     DistributedConfig,
@@ -22,7 +23,7 @@ from engine.distributed import (
     DistributedError,
     loopback_hostfile,
 )
-from engine.engine import Engine
+from engine.engine import Engine, RequestHandle
 from engine.types import (
     ChatEvent,
     ChatRequest,
@@ -173,7 +174,8 @@ def test_a_branch_copies_the_shared_prefix_on_every_rank(
     assert group.snapshot.cache.copies > copies  # the shared prefix was copied, not recomputed
 
 
-def test_cancel_mid_reply(group: DistributedEngine) -> None:
+def long_reply_under_way(group: DistributedEngine) -> RequestHandle:
+    """A 400-token reply, once its first text has arrived."""
     first_text = threading.Event()
 
     def on_event(event: ChatEvent) -> None:
@@ -182,6 +184,11 @@ def test_cancel_mid_reply(group: DistributedEngine) -> None:
 
     handle = group.submit(greedy("Write a long story about a ship.", 400), on_event)
     assert first_text.wait(300)
+    return handle
+
+
+def test_cancel_mid_reply(group: DistributedEngine) -> None:
+    handle = long_reply_under_way(group)
     cancelled_at = time.monotonic()
     handle.cancel()
     result = handle.result(timeout=120)
@@ -193,25 +200,16 @@ def test_cancel_mid_reply(group: DistributedEngine) -> None:
 
 
 def test_the_server_serves_from_the_group(group: DistributedEngine) -> None:
-    import openai
-
-    from engine.server import HTTPServer, ServerConfig
-
     loaded = group.snapshot.model
     assert loaded is not None
-    server = HTTPServer(group, ServerConfig(port=0))
-    server.start()
-    try:
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=300)
-        reply = client.chat.completions.create(
+    with serving(group) as server:
+        reply = openai_client(server, timeout=300).chat.completions.create(
             model=loaded.name,
             messages=[{"role": "user", "content": "What is the capital of France?"}],
             max_tokens=6,
             temperature=0.0,
         )
-        assert "Paris" in (reply.choices[0].message.content or "")
-    finally:
-        server.stop()
+    assert "Paris" in (reply.choices[0].message.content or "")
 
 
 def test_running_code_on_the_model_is_refused(group: DistributedEngine) -> None:
@@ -225,14 +223,7 @@ def test_last_a_killed_rank_ends_the_reply_naming_rank_and_host(group: Distribut
     import psutil
 
     pids = list(group.rank_pids)
-    first_text = threading.Event()
-
-    def on_event(event: ChatEvent) -> None:
-        if isinstance(event, TextDelta):
-            first_text.set()
-
-    handle = group.submit(greedy("Write a long story about a ship.", 400), on_event)
-    assert first_text.wait(300)
+    handle = long_reply_under_way(group)
     os.kill(pids[1], signal.SIGKILL)
     killed_at = time.monotonic()
     result = handle.result(timeout=120)

@@ -74,29 +74,40 @@ def reply_then(engine: DistributedEngine, act: threading.Event) -> tuple[object,
     return result, time.monotonic() - started
 
 
-def test_a_frozen_rank_is_named_by_the_watchdog(tiny_model_dir: Path) -> None:
-    config = DistributedConfig(loopback_hostfile(2), timeout_s=300, stall_s=6.0)
+def reply_with_a_rank_stopped(
+    model_dir: Path, config: DistributedConfig, rank: int, *, warm: bool = False
+) -> tuple[str, float]:
+    """Start a group, begin a long reply and stop `rank` (SIGSTOP) once it is under way; the
+    reply's error and the seconds from the stop to the reply's end. The group is closed
+    after, and every rank must be gone."""
     engine = DistributedEngine(config)
     pids: list[int] = []
     try:
-        engine.load_model(str(tiny_model_dir)).result(timeout=600)
+        engine.load_model(str(model_dir)).result(timeout=600)
         pids = list(engine.rank_pids)
+        if warm:
+            assert engine.chat(story(2)).error is None  # a first step can be slow here
         act = threading.Event()
         threading.Thread(
-            target=lambda: act.wait() and os.kill(pids[1], signal.SIGSTOP), daemon=True
+            target=lambda: act.wait() and os.kill(pids[rank], signal.SIGSTOP), daemon=True
         ).start()
         result, took = reply_then(engine, act)
-        error = result.error or ""  # type: ignore[attr-defined]
-        assert "rank 1 (127.0.0.1) stopped answering" in error, error
-        assert took < BOUND_S, took
     finally:
         if pids:
             try:
-                os.kill(pids[1], signal.SIGCONT)  # let a stopped rank take its SIGTERM
+                os.kill(pids[rank], signal.SIGCONT)  # let a stopped rank take its SIGTERM
             except ProcessLookupError:
                 pass
         engine.close()
     assert all(gone(pid) for pid in pids)
+    return result.error or "", took  # type: ignore[attr-defined]
+
+
+def test_a_frozen_rank_is_named_by_the_watchdog(tiny_model_dir: Path) -> None:
+    config = DistributedConfig(loopback_hostfile(2), timeout_s=300, stall_s=6.0)
+    error, took = reply_with_a_rank_stopped(tiny_model_dir, config, rank=1)
+    assert "rank 1 (127.0.0.1) stopped answering" in error, error
+    assert took < BOUND_S, took
 
 
 @pytest.fixture(scope="module")
@@ -140,28 +151,9 @@ def test_a_model_that_cannot_load_leaves_the_group_serving(
 
 def test_a_stuck_rank_0_ends_the_reply_after_the_timeout(tiny_model_dir: Path) -> None:
     config = DistributedConfig(loopback_hostfile(2), timeout_s=15.0, stall_s=300)
-    engine = DistributedEngine(config)
-    pids: list[int] = []
-    try:
-        engine.load_model(str(tiny_model_dir)).result(timeout=600)
-        pids = list(engine.rank_pids)
-        assert engine.chat(story(2)).error is None  # warm: a first step can be slow here
-        act = threading.Event()
-        threading.Thread(
-            target=lambda: act.wait() and os.kill(pids[0], signal.SIGSTOP), daemon=True
-        ).start()
-        result, took = reply_then(engine, act)
-        error = result.error or ""  # type: ignore[attr-defined]
-        assert "made no progress for 15 s" in error and "rank 1 (127.0.0.1)" in error, error
-        assert took < BOUND_S, took
-    finally:
-        if pids:
-            try:
-                os.kill(pids[0], signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-        engine.close()
-    assert all(gone(pid) for pid in pids)
+    error, took = reply_with_a_rank_stopped(tiny_model_dir, config, rank=0, warm=True)
+    assert "made no progress for 15 s" in error and "rank 1 (127.0.0.1)" in error, error
+    assert took < BOUND_S, took
 
 
 ORPHAN_SCRIPT = """

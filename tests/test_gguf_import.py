@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gguf_support import write_arch_gguf
 
 from engine.errors import ModelLoadError
 from engine.gguf_import import import_gguf
@@ -125,15 +126,7 @@ def test_not_a_gguf_file(tmp_path: Path) -> None:
 
 
 def test_unsupported_architecture(tmp_path: Path) -> None:
-    import gguf
-
-    path = tmp_path / "mamba.gguf"
-    writer = gguf.GGUFWriter(str(path), "mamba")
-    writer.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    path = write_arch_gguf(tmp_path / "mamba.gguf", "mamba")
     with pytest.raises(ModelLoadError, match="not supported yet: mamba") as err:
         import_gguf(path, tmp_path / "out")
     assert "mamba.gguf" in str(err.value)

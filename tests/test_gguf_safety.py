@@ -16,15 +16,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gguf_support import header_only_gguf, write_tiny_gguf
 
 from engine.errors import ModelLoadError
 from engine.files import OutsideFolder, remove_tree
-from engine.gguf_header import check_gguf
 from engine.gguf_import import import_gguf
 from engine.import_cache import MARKER, TEMP_PREFIX, safe_folder_name
+from engine.library.gguf_file import read_header
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -196,6 +197,27 @@ def test_same_name_and_size_but_other_content_gets_its_own_import(
     assert stages == []
 
 
+def test_an_import_reads_the_header_once(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check before hashing and the conversion share one read of the header."""
+    from engine.library import gguf_file
+    from engine.models import ensure_gguf_imported
+
+    reads: list[Path] = []
+    read = gguf_file._read
+
+    def counted(*args: Any) -> gguf_file.GGUFHeader:
+        reads.append(args[1])  # (map, path, arrays)
+        return read(*args)
+
+    monkeypatch.setattr(gguf_file, "_read", counted)
+    path = write_tiny_gguf(tmp_path / "tiny.gguf")
+    out = ensure_gguf_imported(path)
+    assert (out / "model.safetensors").is_file()
+    assert reads == [path.resolve()]
+
+
 # ---- temporary folders of killed imports ----
 
 _KILLED_IMPORT = """
@@ -318,9 +340,64 @@ def test_crafted_headers_are_refused_without_a_crash(tmp_path: Path) -> None:
         assert not (tmp_path / "out").exists()
 
 
+def _kv(key: str, type_id: int, value: bytes) -> bytes:
+    return _string(key) + struct.pack("<I", type_id) + value
+
+
+def _tensor(name: str, dims: tuple[int, ...], type_id: int, offset: int) -> bytes:
+    packed = struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+    return _string(name) + packed + struct.pack("<IQ", type_id, offset)
+
+
+def _nested(depth: int) -> bytes:
+    """An array of arrays `depth` deep around one empty uint8 array."""
+    return struct.pack("<IQ", 9, 1) + _nested(depth - 1) if depth else struct.pack("<IQ", 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("tensors", "kvs", "tail", "message"),
+    [
+        (0, 2, _kv("a", 4, bytes(4)) * 2 + bytes(64), "metadata key 'a': appears twice"),
+        (0, 1, _kv("s", 8, struct.pack("<Q", 2**40)) + bytes(64), "metadata 's': length"),
+        (0, 1, _kv("k", 9, _nested(5)) + bytes(64), "arrays nested more than 4 deep"),
+        (0, 1, _kv("k", 13, bytes(64)), "metadata 'k': unknown value type 13"),
+        (0, 1, _kv("k", 9, struct.pack("<IQ", 13, 1)) + bytes(64), "unknown array item type"),
+        (
+            0,
+            1,
+            _kv("general.alignment", 10, struct.pack("<Q", 32)) + bytes(64),
+            "must be a power of two (uint32), got 32",
+        ),
+        (1, 0, _tensor("t", (0,), 0, 0) + bytes(64), "dimensions [0]"),
+        (2, 0, _tensor("t", (8,), 0, 0) * 2 + bytes(64), "tensor 't': appears twice"),
+        (1, 0, _tensor("t", (8,), 0, 4) + bytes(64), "offset 4 is not a multiple of 32"),
+        (1, 0, _tensor("t", (16,), 2, 0) + bytes(64), "not a multiple of Q4_0's block of 32"),
+    ],
+)
+def test_each_header_field_is_checked(
+    tmp_path: Path, tensors: int, kvs: int, tail: bytes, message: str
+) -> None:
+    path = header_only_gguf(tmp_path / "crafted.gguf", tensors=tensors, kvs=kvs, tail=tail)
+    with pytest.raises(ModelLoadError, match="not a valid GGUF") as err:
+        read_header(path, arrays=True)
+    assert message in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_version_and_size_are_checked(tmp_path: Path) -> None:
+    old = tmp_path / "v1.gguf"
+    old.write_bytes(b"GGUF" + struct.pack("<IQQ", 1, 0, 0) + bytes(8))
+    with pytest.raises(ModelLoadError, match="version: 1 "):
+        read_header(old)
+    short = tmp_path / "short.gguf"
+    short.write_bytes(b"GGUF" + struct.pack("<I", 3))
+    with pytest.raises(ModelLoadError, match="the file has 8 bytes, fewer than a GGUF header's"):
+        read_header(short)
+
+
 def test_device_files_are_not_read_as_gguf() -> None:
     with pytest.raises(ModelLoadError, match="not a regular file"):
-        check_gguf("/dev/zero")
+        read_header("/dev/zero")
 
 
 _LOAD_ALL = """
@@ -337,7 +414,7 @@ for path in sys.argv[1:]:
 def test_every_header_the_check_passes_loads_without_a_crash(tmp_path: Path) -> None:
     """Mutate a real header 300 ways: each is refused, or MLX reads it without dying."""
     source = write_tiny_gguf(tmp_path / "tiny.gguf").read_bytes()
-    header_end = check_gguf(tmp_path / "tiny.gguf").header_size
+    header_end = read_header(tmp_path / "tiny.gguf").header_size
     rng = random.Random(11)
     passed: list[str] = []
     for i in range(300):
@@ -355,7 +432,7 @@ def test_every_header_the_check_passes_loads_without_a_crash(tmp_path: Path) -> 
         path = tmp_path / f"m{i}.gguf"
         path.write_bytes(bytes(data))
         try:
-            check_gguf(path)
+            read_header(path)
             passed.append(str(path))
         except ModelLoadError as exc:
             assert "not a valid GGUF" in str(exc)

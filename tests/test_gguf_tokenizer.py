@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gguf_support import sentencepiece_token_type, train_sentencepiece
 from tokenizers import Tokenizer
 
 from engine.errors import ModelLoadError
@@ -23,39 +24,21 @@ SAMPLES = [
 def sentencepiece_model(tmp_path_factory: pytest.TempPathFactory):
     """A real SentencePiece BPE model configured like Llama 2's (byte fallback, no
     normalisation, split digits), trained on this repository's own text."""
-    spm = pytest.importorskip("sentencepiece")
-    folder = tmp_path_factory.mktemp("spm")
     repo = Path(__file__).resolve().parents[1]
-    corpus = folder / "corpus.txt"
-    corpus.write_text("\n".join(p.read_text() for p in sorted((repo / "engine").glob("*.py"))))
-    spm.SentencePieceTrainer.train(
-        input=str(corpus),
-        model_prefix=str(folder / "m"),
-        vocab_size=800,
-        model_type="bpe",
-        byte_fallback=True,
-        character_coverage=1.0,
-        normalization_rule_name="identity",
-        remove_extra_whitespaces=False,
-        split_digits=True,
-        allow_whitespace_only_pieces=True,
-        minloglevel=2,
-    )
-    return spm.SentencePieceProcessor(model_file=str(folder / "m.model"))
+    text = "\n".join(p.read_text() for p in sorted((repo / "engine").glob("*.py")))
+    return train_sentencepiece(tmp_path_factory.mktemp("spm"), text, 800)
 
 
 def _gguf_meta(sp) -> dict:
     """The metadata llama.cpp's converter writes for a SentencePiece model."""
     n = sp.get_piece_size()
-
-    def kind(i: int) -> int:
-        return 2 if sp.is_unknown(i) else 3 if sp.is_control(i) else 6 if sp.is_byte(i) else 1
-
     return {
         "tokenizer.ggml.model": "llama",
         "tokenizer.ggml.tokens": [sp.id_to_piece(i) for i in range(n)],
         "tokenizer.ggml.scores": np.array([sp.get_score(i) for i in range(n)], np.float32),
-        "tokenizer.ggml.token_type": np.array([kind(i) for i in range(n)], np.int32),
+        "tokenizer.ggml.token_type": np.array(
+            [sentencepiece_token_type(sp, i) for i in range(n)], np.int32
+        ),
         "tokenizer.ggml.unknown_token_id": np.array(sp.unk_id()),
         "tokenizer.ggml.bos_token_id": np.array(sp.bos_id()),
         "tokenizer.ggml.eos_token_id": np.array(sp.eos_id()),

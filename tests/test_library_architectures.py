@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as T
+from gguf_support import write_arch_gguf
 
 from benchmarks.gguf_fixtures import (
     FAMILIES,
@@ -137,15 +138,7 @@ def test_llama3_rope_scaling_recovered_from_rope_freqs(tmp_path: Path) -> None:
 
 
 def test_other_architectures_keep_the_clear_error(tmp_path: Path) -> None:
-    import gguf
-
-    path = tmp_path / "falcon.gguf"
-    writer = gguf.GGUFWriter(str(path), "falcon")
-    writer.add_tensor("token_embd.weight", np.zeros((8, 32), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    path = write_arch_gguf(tmp_path / "falcon.gguf", "falcon")
     with pytest.raises(ModelLoadError, match="not supported yet: falcon") as err:
         import_gguf(path, tmp_path / "out")
     assert "falcon.gguf" in str(err.value) and "qwen3" in str(err.value)

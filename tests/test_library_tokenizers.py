@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gguf_support import sentencepiece_token_type, train_sentencepiece
 from tokenizers import Tokenizer
 
 from benchmarks.gguf_fixtures import FAMILIES, corpus, tokenizer_metadata, train_byte_level_bpe
@@ -48,29 +49,20 @@ def test_qwen2_byte_level_bpe_matches_the_original(tmp_path: Path) -> None:
     assert '"model_max_length": 32768' in config
 
 
+GEMMA_SYMBOLS = ("<start_of_turn>", "<end_of_turn>")
+
+
 @pytest.fixture(scope="module")
 def gemma_like_spm(tmp_path_factory: pytest.TempPathFactory):
     """A SentencePiece BPE configured like Gemma's: no dummy prefix, byte fallback, split
     digits, whitespace pieces kept."""
-    spm = pytest.importorskip("sentencepiece")
-    folder = tmp_path_factory.mktemp("gemma-spm")
-    (folder / "corpus.txt").write_text(corpus())
-    spm.SentencePieceTrainer.train(
-        input=str(folder / "corpus.txt"),
-        model_prefix=str(folder / "m"),
-        vocab_size=900,
-        model_type="bpe",
-        byte_fallback=True,
-        character_coverage=1.0,
-        normalization_rule_name="identity",
-        remove_extra_whitespaces=False,
+    return train_sentencepiece(
+        tmp_path_factory.mktemp("gemma-spm"),
+        corpus(),
+        900,
         add_dummy_prefix=False,
-        split_digits=True,
-        allow_whitespace_only_pieces=True,
-        user_defined_symbols=["<start_of_turn>", "<end_of_turn>"],
-        minloglevel=2,
+        user_defined_symbols=list(GEMMA_SYMBOLS),
     )
-    return spm.SentencePieceProcessor(model_file=str(folder / "m.model"))
 
 
 def test_gemma_sentencepiece_matches_the_original(gemma_like_spm, tmp_path: Path) -> None:
@@ -81,21 +73,14 @@ def test_gemma_sentencepiece_matches_the_original(gemma_like_spm, tmp_path: Path
     # scores are not the merge order (here: all equal), while the pieces' order is.
     pieces = [" " * len(p) if p and set(p) == {"\u2581"} and len(p) > 1 else p for p in pieces]
 
-    def kind(i: int) -> int:
-        if sp.is_unknown(i):
-            return 2
-        if sp.is_control(i):
-            return 3
-        if sp.is_byte(i):
-            return 6
-        return 4 if pieces[i] in ("<start_of_turn>", "<end_of_turn>") else 1
-
     meta = {
         "general.architecture": "gemma3",
         "tokenizer.ggml.model": "llama",
         "tokenizer.ggml.tokens": pieces,
         "tokenizer.ggml.scores": np.zeros(n, np.float32),
-        "tokenizer.ggml.token_type": np.array([kind(i) for i in range(n)], np.int32),
+        "tokenizer.ggml.token_type": np.array(
+            [sentencepiece_token_type(sp, i, GEMMA_SYMBOLS) for i in range(n)], np.int32
+        ),
         "tokenizer.ggml.unknown_token_id": sp.unk_id(),
         "tokenizer.ggml.add_space_prefix": False,
     }

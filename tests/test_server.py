@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,9 +14,10 @@ import httpx
 import jsonschema
 import openai
 import pytest
+from server_support import leave_mid_stream, openai_client, serving, wait_for_record
 
 from engine.engine import Engine
-from engine.server import HTTPServer, RequestRecord, ServerConfig, ServerConfigError
+from engine.server import HTTPServer, ServerConfig, ServerConfigError
 from engine.types import ChatRequest, SamplingSettings
 
 PERSON = {
@@ -53,15 +53,13 @@ LONG_SYSTEM = (
 
 @pytest.fixture(scope="module")
 def served(tiny_engine: Engine) -> Iterator[HTTPServer]:
-    server = HTTPServer(tiny_engine, ServerConfig(port=0))
-    server.start()
-    yield server
-    server.stop()
+    with serving(tiny_engine) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def client(served: HTTPServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=served.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    return openai_client(served)
 
 
 @pytest.fixture(scope="module")
@@ -72,16 +70,6 @@ def model(tiny_engine: Engine) -> str:
 
 def _user(text: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": text}]
-
-
-def _wait_for_record(server: HTTPServer, status: int, after: int) -> RequestRecord:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        for record in list(server.activity.records)[after:]:
-            if record.status == status:
-                return record
-        time.sleep(0.02)
-    raise AssertionError(f"no {status} record; log: {list(server.activity.records)[after:]}")
 
 
 def _status_error(excinfo: pytest.ExceptionInfo[openai.APIStatusError]) -> dict[str, Any]:
@@ -259,8 +247,10 @@ def test_max_completion_tokens_and_corral_extras(client: openai.OpenAI, model: s
 def test_the_corral_object_reports_the_reply(client: openai.OpenAI, model: str) -> None:
     """TTFT, tok/s, forced tokens, mask overhead and warnings, whole and streamed."""
     forced = {"grammar": {"type": "regex", "value": "The answer is (yes|no)[.]"}}
+    # Greedy, so the whole and the streamed reply take the same branch (yes or no) and
+    # force the same tokens.
     reply = client.chat.completions.create(
-        model=model, messages=_user("Yes?"), max_tokens=20, extra_body=forced
+        model=model, messages=_user("Yes?"), max_tokens=20, temperature=0, extra_body=forced
     )
     stats = reply.model_extra["corral"]  # type: ignore[index]
     assert reply.choices[0].message.content in ("The answer is yes.", "The answer is no.")
@@ -271,7 +261,12 @@ def test_the_corral_object_reports_the_reply(client: openai.OpenAI, model: str) 
     assert stats["incomplete"] is False
     chunks = list(
         client.chat.completions.create(
-            model=model, messages=_user("Yes?"), max_tokens=20, stream=True, extra_body=forced
+            model=model,
+            messages=_user("Yes?"),
+            max_tokens=20,
+            temperature=0,
+            stream=True,
+            extra_body=forced,
         )
     )
     last = [c for c in chunks if c.choices][-1]
@@ -858,11 +853,8 @@ def test_disconnect_mid_stream_cancels_and_the_next_request_succeeds(
         "stream": True,
         "grammar": {"type": "regex", "value": "[a-z ]{1200,}"},
     }
-    with httpx.stream("POST", served.url + "/v1/chat/completions", json=body, timeout=60) as r:
-        lines = r.iter_lines()
-        for _ in range(6):
-            next(lines)
-    record = _wait_for_record(served, 499, before)
+    leave_mid_stream(served, body)
+    record = wait_for_record(served, 499, before)
     assert record.stop_reason == "cancelled" and record.completion_tokens < 1500
     assert served.activity.active == 0
     reply = client.chat.completions.create(model=model, messages=_user("Hi"), max_tokens=3)
@@ -885,7 +877,7 @@ def test_a_client_leaving_a_whole_reply_cancels_it_and_the_cache_keeps_the_promp
     }
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(served.url + "/v1/chat/completions", json=body, timeout=1.0)
-    record = _wait_for_record(served, 499, before)
+    record = wait_for_record(served, 499, before)
     assert record.stop_reason == "cancelled" and record.completion_tokens < 3000
     assert served.activity.active == 0
     again = client.chat.completions.create(model=model, messages=messages, max_tokens=2)  # type: ignore[arg-type]

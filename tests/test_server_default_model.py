@@ -7,16 +7,15 @@ decodes ~13 tok/s."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 
-import httpx
 import jsonschema
 import openai
 import pytest
+from server_support import leave_mid_stream, openai_client, serving, wait_for_record
 
 from engine.engine import Engine
-from engine.server import HTTPServer, ServerConfig
+from engine.server import HTTPServer
 
 pytestmark = pytest.mark.slow
 
@@ -45,15 +44,13 @@ WEATHER = {
 
 @pytest.fixture(scope="module")
 def served(default_engine: Engine) -> Iterator[HTTPServer]:
-    server = HTTPServer(default_engine, ServerConfig(port=0))
-    server.start()
-    yield server
-    server.stop()
+    with serving(default_engine) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def client(served: HTTPServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=served.url + "/v1", api_key="unused", max_retries=0, timeout=300)
+    return openai_client(served, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -62,14 +59,19 @@ def model(default_engine: Engine) -> str:
     return default_engine.snapshot.model.name
 
 
-def test_plain_answer(client: openai.OpenAI, model: str) -> None:
+def capital_of_france(client: openai.OpenAI, model: str) -> str:
+    """The model's greedy answer to a question it answers right."""
     reply = client.chat.completions.create(
         model=model,
         messages=[{"role": "user", "content": "What is the capital of France?"}],
         max_tokens=8,
         temperature=0,
     )
-    assert "Paris" in (reply.choices[0].message.content or "")
+    return reply.choices[0].message.content or ""
+
+
+def test_plain_answer(client: openai.OpenAI, model: str) -> None:
+    assert "Paris" in capital_of_france(client, model)
 
 
 def test_json_schema_reply_validates(client: openai.OpenAI, model: str) -> None:
@@ -166,20 +168,7 @@ def test_a_disconnect_cancels_and_the_next_request_is_served(
         "temperature": 0,
         "stream": True,
     }
-    with httpx.stream("POST", served.url + "/v1/chat/completions", json=body, timeout=120) as r:
-        lines = r.iter_lines()
-        for _ in range(6):  # the role chunk and a few tokens
-            next(lines)
-    deadline = time.monotonic() + 60
-    while not [r for r in list(served.activity.records)[before:] if r.status == 499]:
-        assert time.monotonic() < deadline, list(served.activity.records)[before:]
-        time.sleep(0.05)
-    record = [r for r in list(served.activity.records)[before:] if r.status == 499][0]
+    leave_mid_stream(served, body)
+    record = wait_for_record(served, 499, before, timeout=60)
     assert record.stop_reason == "cancelled" and record.completion_tokens < 40
-    reply = client.chat.completions.create(
-        model=model,
-        messages=[{"role": "user", "content": "What is the capital of France?"}],
-        max_tokens=8,
-        temperature=0,
-    )
-    assert "Paris" in (reply.choices[0].message.content or "")
+    assert "Paris" in capital_of_france(client, model)

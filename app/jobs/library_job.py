@@ -27,8 +27,33 @@ def corral_root() -> Path:
     return cache_dir()
 
 
+def model_disk_size(path: str) -> int:
+    """Bytes a model takes on disk: a file, or a folder's files (links followed, as the
+    Hugging Face cache's snapshots link to their blobs). Blocking: run it on a worker."""
+    target = Path(path)
+    if target.is_file():
+        return target.stat().st_size
+    return sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
+
+
+def _default_origin() -> str | None:
+    """The built-in model's GGUF as its import records it (resolved), if installed."""
+    from engine.errors import ModelLoadError
+    from engine.models import default_gguf_path
+
+    try:
+        return str(default_gguf_path().resolve())
+    except (ModelLoadError, OSError):
+        return None
+
+
 class LibraryJob(QObject):
-    """Scans the library and deletes copies; `scanned(list[LibraryModel])` after each scan."""
+    """Scans the library and deletes copies; `scanned(list[LibraryModel])` after each scan.
+
+    Each scan also learns, off the GUI thread, what the picker's menu needs to show each
+    model once: where the built-in model's GGUF is (`default_origin`), where scanned links
+    lead (`resolved`), and which of `recent_paths` (models opened from elsewhere) are still
+    on disk (`present`)."""
 
     scanning = Signal()
     scanned = Signal(object)  # list[LibraryModel]
@@ -40,6 +65,10 @@ class LibraryJob(QObject):
         self._budget = budget  # () -> MemoryBudget
         self.models: list[Any] = []
         self.busy = False
+        self.recent_paths: list[str] = []
+        self.default_origin: str | None = None
+        self.resolved: dict[str, str] = {}
+        self.present: set[str] = set()
 
     def refresh(self) -> None:
         """Scan again in the background (a scan already running is not doubled)."""
@@ -48,20 +77,24 @@ class LibraryJob(QObject):
         self.busy = True
         self.scanning.emit()
         budget: MemoryBudget = self._budget()
+        recent = list(self.recent_paths)
 
-        def scan() -> list[Any]:
+        def scan() -> tuple[list[Any], str | None, dict[str, str], set[str]]:
             from engine.library.discovery import LibraryRoots, scan_library
 
-            return scan_library(LibraryRoots.default(corral_root()), budget)
+            models = scan_library(LibraryRoots.default(corral_root()), budget)
+            resolved = {m.path: str(Path(m.path).resolve()) for m in models}
+            present = {p for p in recent if p and Path(p).exists()}
+            return models, _default_origin(), resolved, present
 
         run_task(scan, self._scanned)
 
-    def _scanned(self, models: list[Any] | None, error: BaseException | None) -> None:
+    def _scanned(self, result: Any, error: BaseException | None) -> None:
         self.busy = False
-        if error is not None:
+        if error is not None or result is None:
             self.failed.emit(f"The library could not be read: {error}")
             return
-        self.models = models or []
+        self.models, self.default_origin, self.resolved, self.present = result
         self.scanned.emit(self.models)
 
     def repo_ids(self) -> list[str]:

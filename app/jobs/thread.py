@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
 from engine.threads import THREAD_STACK_BYTES
@@ -27,6 +28,9 @@ class _Relay(QObject):
 
     def _deliver(self, result: Any, error: BaseException | None) -> None:
         _pending.discard(self)
+        owner = getattr(self._callback, "__self__", None)
+        if isinstance(owner, QObject) and not shiboken6.isValid(owner):
+            return  # the widget or job that asked was closed meanwhile: nobody to tell
         self._callback(result, error)
 
 

@@ -44,6 +44,8 @@ PATHS = {
     "model": '<rect x="5.5" y="5.5" width="13" height="13" rx="2.5"/>'
     '<path d="M9.5 2.5v3M14.5 2.5v3M9.5 18.5v3M14.5 18.5v3M2.5 9.5h3M2.5 14.5h3'
     'M18.5 9.5h3M18.5 14.5h3"/>',
+    "download": '<path d="M12 4.5v10.5"/><path d="M7.5 10.5l4.5 4.5 4.5-4.5"/>'
+    '<path d="M5 19.5h14"/>',
     "more": '<circle cx="6" cy="12" r="1.3" fill="currentColor"/>'
     '<circle cx="12" cy="12" r="1.3" fill="currentColor"/>'
     '<circle cx="18" cy="12" r="1.3" fill="currentColor"/>',

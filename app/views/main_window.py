@@ -269,6 +269,7 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
 
         self.model_bar.loadRequested.connect(self.load_model)
         self.bridge.loadStarted.connect(self.model_bar.loading)
+        self.bridge.loadStarted.connect(lambda _spec: self.update_model_menu())
         self.bridge.loadProgress.connect(self.model_bar.progressed)
         self.bridge.loadProgress.connect(self.loading_strip.progress)
         self.bridge.modelLoaded.connect(self._model_loaded)
@@ -296,6 +297,7 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
             name = action.data()
             if isinstance(name, str) and name:
                 action.setIcon(icon(name))
+        self.model_bar.restyle()
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)

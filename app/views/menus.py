@@ -79,6 +79,7 @@ def build_menus(window: Any) -> dict[str, QAction]:
     model = bar.addMenu("&Model")
     _action(model, "&Default Model (SmolLM2-135M)", lambda: window.load_model("default"))
     acts["library"] = _action(model, "Model &Library…", window.show_library, "Ctrl+Shift+L")
+    acts["download"] = _action(model, "Down&load a Model…", window.show_download)
     _action(model, "Open MLX Model &Folder…", window.model_bar.choose_folder)
     _action(model, "Import &GGUF…", window.model_bar.choose_gguf)
 

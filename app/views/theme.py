@@ -359,6 +359,17 @@ QMainWindow, #shell {{ background: {css(c.window)}; }}
 #toolsChip::menu-indicator, #constrainButton::menu-indicator {{ width: 0; image: none; }}
 #actionVersions::menu-indicator {{ width: 0; image: none; }}
 #chipRemove {{ border: none; padding: 0; }}
+#modelPicker {{
+    border: 1px solid {css(c.border)}; border-radius: {RADIUS_S}px; background: {css(c.surface)};
+    padding: 3px {SPACE.S + 4}px 3px {SPACE.S}px;
+}}
+#modelPicker:hover, #modelPicker:pressed {{ border-color: {css(c.faint)}; }}
+#modelPicker::menu-indicator {{ image: none; width: 0; }}
+#downloadChip {{ border: none; border-radius: {RADIUS_S}px; padding: 2px {SPACE.XS}px;
+    color: {css(c.secondary)}; font-size: {t.secondary}pt; }}
+#downloadChip:hover {{ background: {css(c.hover)}; color: {css(c.text)}; }}
+#downloadMessage[kind="error"] {{ color: {css(c.danger)}; }}
+#downloadMessage[kind="warning"] {{ color: {css(c.warning)}; }}
 #constraintError {{ color: {css(c.danger)}; font-size: {t.secondary}pt; }}
 #toolError {{ color: {css(c.danger)}; }}
 #toolsStatus[error="true"] {{ color: {css(c.danger)}; }}

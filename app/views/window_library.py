@@ -1,6 +1,8 @@
-"""What the main window does about the model library: the library window, completion of
-the repo field from it, and downloads by repo id (the size and memory check first, progress
-and Cancel in the model bar, the model loaded when it arrives)."""
+"""What the main window does about the model library: the picker's list of models on this
+computer (kept up to date from the library's scans and the recent models), the library
+window, and downloads by repo id through the download window (the size and memory check
+first, progress with speed and Cancel there and as a chip in the toolbar, the model loaded
+when it arrives)."""
 
 from __future__ import annotations
 
@@ -11,31 +13,39 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QMainWindow
 
 from app.jobs.library_job import DownloadJob, LibraryJob
+from app.views.download_dialog import DownloadDialog
 from app.views.library_window import LibraryWindow
+from app.views.model_menu import menu_entries
 from engine.library.budget import MemoryBudget
 
 
 class WindowLibrary(QMainWindow):
-    """MainWindow's library side; uses its bridge, model bar, notice and `load_model`."""
+    """MainWindow's library side; uses its bridge, store, model bar, notice and
+    `load_model`."""
 
     bridge: Any
+    store: Any
     model_bar: Any
     notice: Any
     library: LibraryJob
     download_job: DownloadJob | None
+    download_dialog: DownloadDialog
     library_window: LibraryWindow | None
     load_model: Callable[[str], None]  # WindowModel's
 
     def setup_library(self) -> None:
         self.library = LibraryJob(self.memory_budget, self)
+        self.library.recent_paths = [str(r.get("path")) for r in self.recent_models()]
         self.download_job = None
         self.library_window = None
-        self.library.scanned.connect(
-            lambda _models: self.model_bar.set_completions(self.library.repo_ids())
-        )
-        self.model_bar.repoRequested.connect(self.request_repo)
+        self.download_dialog = DownloadDialog(self)
+        self.download_dialog.requested.connect(self.request_repo)
+        self.download_dialog.confirmed.connect(self._download_confirmed)
+        self.download_dialog.cancelRequested.connect(self.cancel_download)
+        self.library.scanned.connect(self._library_scanned)
         self.model_bar.libraryRequested.connect(self.show_library)
-        self.model_bar.cancelDownload.connect(self.cancel_download)
+        self.model_bar.downloadRequested.connect(self.show_download)
+        self.model_bar.menuOpened.connect(self.library.refresh)  # shown when it changes
         QTimer.singleShot(0, self.library.refresh)  # after the window has painted
 
     def memory_budget(self) -> MemoryBudget:
@@ -47,6 +57,29 @@ class WindowLibrary(QMainWindow):
         info = self.bridge.model_info
         return info.path if info is not None else None
 
+    def recent_models(self) -> list[dict[str, Any]]:
+        """The models loaded lately, newest first (the store's `recent_models`)."""
+        recents = self.store.get_setting("recent_models")
+        return [r for r in recents if isinstance(r, dict)] if isinstance(recents, list) else []
+
+    def _library_scanned(self, _models: object) -> None:
+        self.download_dialog.set_completions(self.library.repo_ids())
+        self.update_model_menu()
+
+    def update_model_menu(self) -> None:
+        """Rebuild the picker's list from the last scan (no disk access here)."""
+        lib = self.library
+        self.model_bar.set_entries(
+            menu_entries(
+                lib.models,
+                self.recent_models(),
+                loaded_path=None if self.bridge.loading else self.loaded_model_path(),
+                default_origin=lib.default_origin,
+                present=lib.present,
+                resolved=lib.resolved,
+            )
+        )
+
     def show_library(self) -> None:
         if self.library_window is None:
             window = LibraryWindow(self.library, self.loaded_model_path, self)
@@ -57,62 +90,81 @@ class WindowLibrary(QMainWindow):
         self.library_window.activateWindow()
         self.library.refresh()
 
+    def show_download(self) -> None:
+        """The download window, under the picker."""
+        self.download_dialog.open_below(self.model_bar.picker)
+
     # ---- downloads ----
 
     def request_repo(self, repo_id: str) -> None:
         """Load `repo_id` from a copy on this computer, or check and download it."""
+        dialog = self.download_dialog
         local = [
             m for m in self.library.models if m.repo_id == repo_id and m.kind == "mlx" and m.can_run
         ]
         if local:
+            dialog.idle(f"{repo_id} is on this computer already: loading it.")
             self.load_model(local[0].spec)
             return
         if self.download_job is not None and self.download_job.running:
-            self.notice.show_message(
-                f"Downloading {self.download_job.repo_id} already; cancel it first.", "error"
-            )
+            dialog.idle(f"Downloading {self.download_job.repo_id} already; cancel it first.")
             return
         job = DownloadJob(repo_id, self.memory_budget(), self)
         job.planned.connect(self._download_planned)
-        job.progressed.connect(lambda p: self.model_bar.downloading(p.describe(), p.fraction))
+        job.progressed.connect(self._download_progressed)
         job.finished.connect(self._download_finished)
         job.failed.connect(self._download_failed)
         job.cancelled.connect(self._download_cancelled)
         self.download_job = job
-        self.notice.hide()
-        self.model_bar.downloading(f"Checking {repo_id}…", 0.0)
+        dialog.checking(repo_id)
         job.check()
 
     def _download_planned(self, plan: Any) -> None:
         job = self.download_job
         if job is None:
             return
-        if not plan.fits_disk:
-            self.model_bar.download_ended()
-            self.notice.show_message(plan.describe(), "error")
-            return
-        if not plan.fits_memory:
-            self.model_bar.download_ended()
+        self.download_dialog.planned(plan)
+        if plan.fits_disk and plan.fits_memory:
+            job.start()
+        elif not plan.fits_disk:
+            self.download_job = None
+            self._tell_if_hidden(plan.describe(), "error")
+        elif not self.download_dialog.isVisible():  # closed while checking: ask here
             self.notice.show_message(plan.describe(), "error", "Download Anyway", job.start)
-            return
-        self.statusBar().showMessage(plan.describe(), 8000)
-        job.start()
+
+    def _download_confirmed(self) -> None:
+        if self.download_job is not None:
+            self.download_job.start()
+
+    def _download_progressed(self, progress: Any) -> None:
+        self.download_dialog.progressed(progress)
+        self.model_bar.downloading(progress.repo_id, progress.describe(), progress.fraction)
 
     def _download_finished(self, folder: str) -> None:
-        self.model_bar.download_ended()
-        self.download_job = None
+        repo = self.download_job.repo_id if self.download_job else folder
+        self._download_ended(f"{repo} is downloaded: loading it.")
         self.library.refresh()
         self.load_model(folder)
 
     def _download_failed(self, message: str) -> None:
-        self.model_bar.download_ended()
-        self.download_job = None
-        self.notice.show_message(f"The download failed: {message}", "error")
+        text = f"The download failed: {message}"
+        self._download_ended(text, "error")
+        self._tell_if_hidden(text, "error")
 
     def _download_cancelled(self, message: str) -> None:
+        text = message[:1].upper() + message[1:] + "."
+        self._download_ended(text)
+        self._tell_if_hidden(text, "info")
+
+    def _download_ended(self, text: str, kind: str = "") -> None:
         self.model_bar.download_ended()
         self.download_job = None
-        self.notice.show_message(message[:1].upper() + message[1:] + ".", "info")
+        self.download_dialog.idle(text, kind)
+
+    def _tell_if_hidden(self, text: str, kind: str) -> None:
+        """The download window says how it ended; with it closed, the notice bar does."""
+        if not self.download_dialog.isVisible():
+            self.notice.show_message(text, kind)
 
     def cancel_download(self) -> None:
         if self.download_job is not None:

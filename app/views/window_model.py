@@ -12,11 +12,13 @@ from typing import Any
 
 from PySide6.QtWidgets import QFileDialog, QMainWindow
 
+from app.jobs.library_job import model_disk_size
 from app.jobs.thread import run_task
 from app.preferences import Preferences
 from app.store.export import to_json, to_markdown
 from app.views import theme
 from app.views.format import format_bytes
+from app.views.model_menu import DEFAULT_NAME, remember
 from app.views.preferences import PreferencesDialog
 from engine.model_defaults import ModelDefaults, sampling_defaults
 from engine.types import ModelInfo, ToolDefinition
@@ -49,6 +51,9 @@ class WindowModel(QMainWindow):
     server: Any
     distributed: Any
     preferences_dialog: PreferencesDialog
+    library: Any
+    recent_models: Any  # WindowLibrary's
+    update_model_menu: Any
 
     def reload_model(self) -> None:
         """Load the current model again (on another engine: this Mac, or a group)."""
@@ -66,6 +71,7 @@ class WindowModel(QMainWindow):
         self._model_name = info.name
         self._loaded_spec = self.bridge.model_spec or self._loaded_spec
         self.model_bar.loaded(info.name)
+        self._remember_model(info)
         self.loading_strip.finish()
         self.composer.set_waiting_for_model(False)
         self.chat.welcome.set_model_name(info.name)
@@ -85,6 +91,28 @@ class WindowModel(QMainWindow):
         )
         self.update_status()
 
+    def _remember_model(self, info: ModelInfo) -> None:
+        """Put the model first in the picker's recent list; measure its size on disk
+        off the GUI thread, for the picker's label."""
+        spec = self._loaded_spec or info.path
+        recents = remember(self.recent_models(), spec, info.path, info.name)
+        self.store.set_setting("recent_models", recents)
+        self.library.recent_paths = [str(r.get("path")) for r in recents]
+        self.update_model_menu()
+        self.library.refresh()  # a GGUF imported on first use is in the library now
+
+        def sized(size: int | None, error: BaseException | None) -> None:
+            if error is not None or not size:
+                return  # the picker shows the name alone
+            self.model_bar.sized(info.name, size)
+            current = self.bridge.model_info
+            if current is not None and current.path == info.path:
+                known = remember(self.recent_models(), spec, info.path, info.name, size)
+                self.store.set_setting("recent_models", known)
+                self.update_model_menu()
+
+        run_task(lambda: model_disk_size(info.path), sized)
+
     def _set_model_defaults(self, info: ModelInfo, defaults: ModelDefaults | None) -> None:
         if self._model_name != info.name:
             return  # another model was loaded meanwhile
@@ -99,6 +127,7 @@ class WindowModel(QMainWindow):
         failed = self._loading_spec or ""
         self._model_name = getattr(self.bridge.model_info, "name", None)
         self.model_bar.failed(self._model_name)
+        self.update_model_menu()
         self.loading_strip.finish()
         self.composer.set_waiting_for_model(False)
         previous = self._loaded_spec if self._loaded_spec and self._loaded_spec != failed else None
@@ -165,12 +194,15 @@ class WindowModel(QMainWindow):
 
     def update_status(self) -> None:
         info = self.bridge.model_info
+        # The picker names the model and its size on disk; this says what it takes in memory.
         if self.bridge.loading:
             self.model_label.setText("Loading model…")
         elif info is not None:
-            self.model_label.setText(f"{info.name} · {format_bytes(info.weights_bytes)}")
+            self.model_label.setText(f"Model memory {format_bytes(info.weights_bytes)}")
+            self.model_label.setToolTip(f"{info.name}: its weights in memory")
         else:
             self.model_label.setText("No model")
+            self.model_label.setToolTip("")
         snapshot = self.bridge.snapshot()  # published by the engine thread: safe to read here
         if snapshot.model is not None:
             stats = snapshot.cache
@@ -221,5 +253,5 @@ class WindowModel(QMainWindow):
 def spec_name(spec: str) -> str:
     """A model spec as people read it."""
     if spec == "default":
-        return "SmolLM2-135M-Instruct"
+        return DEFAULT_NAME
     return Path(spec).name or spec

@@ -24,7 +24,7 @@ from engine.library.architectures import (
     model_config,
     unpermute_rows,
 )
-from engine.library.gguf_file import GGUFHeader, TensorInfo, open_gguf, release, tensor_bytes
+from engine.library.gguf_file import GGUFHeader, MappedGGUF, TensorInfo, release, tensor_bytes
 from engine.library.quants import QuantChoice, check_supported, convert_tensor
 
 if TYPE_CHECKING:  # imported when weights are written, so this module loads without MLX
@@ -122,23 +122,23 @@ def _summary(types: Counter[str], choices: dict[str, QuantChoice]) -> dict[str, 
 
 
 def convert_gguf(
-    source: Path, out: Path, report: ProgressFn
+    gguf: MappedGGUF, out: Path, report: ProgressFn
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Write MLX weights for the GGUF file `source` into the folder `out`.
+    """Write MLX weights for a GGUF file into the folder `out`.
 
     Args:
-        source: the GGUF file.
+        gguf: the file, opened by `gguf_file.open_gguf` (its header checked, arrays read).
         out: an existing, empty folder (the caller makes it atomic).
         report: progress callback (stage, fraction 0..1); conversion spans 0.1..0.85.
 
     Returns the model config (with `quantization` and a `corral_import` record) and the
     file's metadata (for the tokenizer); raises ModelLoadError naming the file on bad input.
     """
-    with open_gguf(source) as (header, buf):
-        arch = architecture_for(header.metadata, source)
-        for info in header.tensors:
-            check_supported(info, source)
-        return _convert(header, buf, arch, out, report), header.metadata
+    header, buf = gguf
+    arch = architecture_for(header.metadata, header.path)
+    for info in header.tensors:
+        check_supported(info, header.path)
+    return _convert(header, buf, arch, out, report), header.metadata
 
 
 def _convert(
