@@ -154,6 +154,8 @@ class DistributedEngine(Engine):
         self._connected = threading.Event()
         self._progress_at = time.monotonic()  # the last word from rank 0 (or idle's end)
         self._closing = False
+        self._shut_lock = threading.Lock()
+        self._shut_done = False
         self.group_info: GroupInfo | None = None
         self.rank_pids: list[int] = []
         self._folder = Path(tempfile.mkdtemp(prefix="corral-dist-"))
@@ -425,8 +427,16 @@ class DistributedEngine(Engine):
         threading.Thread(target=self._shut, name="corral-dist-stop", daemon=True).start()
 
     def _shut(self) -> None:
+        # A failure shuts down from its own thread while close() may shut down too: once only.
+        with self._shut_lock:
+            if self._shut_done:
+                return
+            self._shut_done = True
         self._group.stop()
-        self._listener.close()
+        try:
+            self._listener.close()
+        except OSError:  # its socket file went with the folder already
+            pass
         if self._conn is not None:
             self._conn.close()
         shutil.rmtree(self._folder, ignore_errors=True)
