@@ -273,6 +273,9 @@ class DecodeBatch:
         except Exception as exc:  # this reply's grammar failed; the others go on
             row.finish(StopReason.ERROR, exc)
             return
+        if row.owner.cancelled:  # cancelled while its matcher worked (a closing can take long)
+            row.finish(StopReason.CANCELLED)
+            return
         if row.at_limit:  # its last token: a complete reply if the grammar ended with it
             ended = step.stopped or step.closing == []
             row.finish(StopReason.EOS if ended else StopReason.LENGTH)

@@ -114,6 +114,7 @@ class Reply:
                 self.ends,
                 max_tokens=self.budget if request.close_to_fit else None,
                 close_loops=request.close_loops,
+                cancelled=lambda: self.handle.cancelled,
             )
         self._close_to_fit = request.close_to_fit
 

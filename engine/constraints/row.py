@@ -88,7 +88,9 @@ class RowConstraint:
         on_pool: bool = True,
         max_tokens: int | None = None,
         close_loops: bool = True,
+        cancelled: Callable[[], bool] | None = None,
     ) -> None:
+        """`cancelled` says whether the reply was cancelled: a long closing walk gives up."""
         self._started = time.perf_counter()
         # Converted here if no validation did: syntax errors it can see raise right away.
         self.constraint = compile_constraint(constraint)
@@ -119,6 +121,7 @@ class RowConstraint:
         self._error: str | None = None
         self._advanced = False  # a sampled token has been consumed
         self._max_tokens, self._close_loops = max_tokens, close_loops
+        self._cancelled = cancelled
         self._tracker: ClosingTracker | None = None  # set by _compile, with the matcher
         self._generated = 0  # reply tokens the matcher has consumed (sampled and forced)
         self.closed_to_fit = False  # the reply ended on the closing policy's tokens
@@ -272,7 +275,9 @@ class RowConstraint:
             return MaskStep(stopped=True, error=matcher.get_error())
         self._matcher = matcher
         if self._max_tokens is not None:
-            self._tracker = ClosingTracker(lltok, self._max_tokens, repetition=self._close_loops)
+            self._tracker = ClosingTracker(
+                lltok, self._max_tokens, repetition=self._close_loops, cancelled=self._cancelled
+            )
         step = self._after_consume(time.perf_counter(), [], record=False)
         self.forced_at_start = len(step.ff)
         self.compile_ms = (time.perf_counter() - self._started) * 1e3
