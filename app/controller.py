@@ -3,7 +3,10 @@
 It decides what a user action means for the message tree (send, stop, regenerate, retry,
 continue a reply cut at its length limit, edit and branch, switch branch, answer a tool
 call), builds the engine request from the active path, the conversation's settings and the
-loaded model's recommended sampling, and saves each reply when it finishes. A reply that
+loaded model's recommended sampling, and saves each reply when it finishes. Regenerate ×N
+asks for N alternatives at once (the engine decodes them side by side): the first streams
+into the chat, and when all are done each is saved as a version of the reply (‹ 1/N ›),
+the first one shown. A reply that
 ends before any text is not saved; its question remembers why, so the chat can offer
 Retry. It keeps each conversation's constraint compiled (checked once, reused by every
 request) and says what the chips in the composer show: the constraint, whether it is
@@ -97,7 +100,9 @@ class ChatController(QObject):
         self.store = store
         self.bridge = bridge
         self.conversation_id: int | None = None
-        self.job: ReplyJob | None = None
+        self.job: ReplyJob | None = None  # the reply in flight (the one shown, of several)
+        self._alternatives: list[ReplyJob] = []  # Regenerate ×N: the other replies in flight
+        self._results: dict[int, ChatResult] = {}  # finished replies by their index
         self._reply_parent: Message | None = None
         self._reply_conversation: int | None = None
         self._reply_prefix = ""  # the text of a reply being continued
@@ -229,8 +234,9 @@ class ChatController(QObject):
     def stop(self) -> None:
         """Stop the reply being generated (prompt processing included) and the tool calls
         running, which ends the turn."""
-        if self.job is not None:
-            self.job.cancel()
+        for job in [self.job, *self._alternatives]:
+            if job is not None:
+                job.cancel()
         self.stopRequested.emit()
 
     @property
@@ -238,20 +244,21 @@ class ChatController(QObject):
         """The conversation the reply in flight belongs to (None when idle)."""
         return self._reply_conversation if self.busy else None
 
-    def regenerate(self) -> bool:
-        """Generate a new version of the last reply; the old one stays as a branch."""
+    def regenerate(self, count: int = 1) -> bool:
+        """Generate `count` new versions of the last reply, side by side; the old ones stay
+        as branches and the first new one is shown."""
         if self.busy:
             return False
         path = self.path()
         if path and path[-1].role in ("user", "tool"):
-            self._start_reply(path[-1])  # the last reply failed or was never made
+            self._start_reply(path[-1], count)  # the last reply failed or was never made
             return True
         for index in range(len(path) - 1, -1, -1):
             if path[index].role == "assistant" and index > 0:
                 parent = path[index - 1]
                 self.store.set_active_leaf(parent.conversation_id, parent.id)
                 self.pathChanged.emit()
-                self._start_reply(parent)
+                self._start_reply(parent, count)
                 return True
         return False
 
@@ -555,24 +562,29 @@ class ChatController(QObject):
         path = self.path()
         return len(path) - len(self._read_from(path, self.conversation_id))
 
-    def _start_reply(self, parent: Message) -> None:
+    def _start_reply(self, parent: Message, count: int = 1) -> None:
         conv = self.store.conversation(parent.conversation_id)
         assert conv is not None
         path = self.store.active_path(conv.id)
         self._continued, self._reply_prefix = None, ""
-        self._submit(self.build_request(path, conv), parent, conv.id)
+        self._submit(self.build_request(path, conv), parent, conv.id, count)
 
-    def _submit(self, request: ChatRequest, parent: Message, conversation_id: int) -> None:
+    def _submit(
+        self, request: ChatRequest, parent: Message, conversation_id: int, count: int = 1
+    ) -> None:
         self.unanswered.pop(parent.id, None)
         self._reply_parent = parent
         self._reply_conversation = conversation_id
         self._reply_constraint_kind = request.constraint.kind if request.constraint else None
         self._reply_had_tools = bool(request.tools) and request.tool_choice != "none"
         self._reply_constraint = request.constraint
-        self.job = self.bridge.submit(request)
+        self._results = {}
+        jobs = self.bridge.submit_many(request.alternatives(count))
+        self.job, self._alternatives = jobs[0], jobs[1:]
         self.job.prefill.connect(self.replyPrefill)
         self.job.delta.connect(self._on_delta)
-        self.job.finished.connect(self._on_finished)
+        for index, job in enumerate(jobs):
+            job.finished.connect(lambda result, index=index: self._on_finished(index, result))
         self.busyChanged.emit(True)
         self.replyStarted.emit()
 
@@ -589,44 +601,25 @@ class ChatController(QObject):
         if self.job is not None:
             self.replyText.emit(self.reply_text())
 
-    def _on_finished(self, result: ChatResult) -> None:
+    def _on_finished(self, index: int, result: ChatResult) -> None:
+        """Reply `index` of those in flight has finished; once all have, save them."""
+        self._results[index] = result
+        if len(self._results) < 1 + len(self._alternatives):
+            return
+        results = [self._results[i] for i in sorted(self._results)]
         parent, self._reply_parent = self._reply_parent, None
         continued, self._continued = self._continued, None
         prefix, self._reply_prefix = self._reply_prefix, ""
-        self.job = None
-        self._note_tool_outcome(result)
-        # An empty reply that ended normally is kept (and shown as such); an empty one that
-        # was stopped or failed is not: its question says why, and offers Retry.
-        keep = bool(result.text or result.tool_calls) or (
-            result.error is None and result.stop_reason != StopReason.CANCELLED
-        )
-        if continued is not None and not result.text:
-            keep = False  # nothing new: the cut reply stays as it was
-        if parent is not None and keep and self.store.message(parent.id) is not None:
-            own = self._reply_constraint
-            joined = result.constraint_use == "with_tools" and own is not None
-            meta = {
-                "stats": result.stats.to_dict(),
-                "stop_reason": result.stop_reason.value,
-                # the user's format by its own name where a reply fits it or is a tool call
-                "constraint": own.name or own.kind if joined and own else result.constraint_name,
-                "constraint_kind": own.kind if own is not None else None,
-                "constraint_use": result.constraint_use,
-                "incomplete": result.incomplete,
-                "tool_calls": [c.to_dict() for c in result.tool_calls],
-                "model": getattr(self.bridge.model_info, "name", None),
-            }
-            if continued is not None:
-                meta["continued_from"] = continued.id
-            if result.error:
-                meta["error"] = result.error
-            self.store.add_message(
-                parent.conversation_id, parent.id, "assistant", prefix + result.text, meta
-            )
-            self.conversationsChanged.emit()
-            if meta["tool_calls"] and result.stop_reason != StopReason.CANCELLED:
-                self.toolCallsReady.emit(parent.conversation_id, meta["tool_calls"])
-        elif parent is not None and continued is None:
+        self.job, self._alternatives, self._results = None, [], {}
+        saved = [
+            self._save_reply(parent, r, continued, prefix, first=i == 0)
+            for i, r in enumerate(results)
+        ]
+        kept = [m for m in saved if m is not None]
+        if len(kept) > 1:
+            self.store.select_branch(kept[0].id)  # the first version is the one shown
+        result = results[0]
+        if not kept and parent is not None and continued is None:
             if result.error:
                 self.unanswered[parent.id] = f"No reply: {error_text(result.error)}"
                 if result.error_code == CONTEXT_LENGTH_EXCEEDED:
@@ -635,11 +628,57 @@ class ChatController(QObject):
                     self.contextExceeded.emit(text[:1].upper() + text[1:], self._reply_had_tools)
             elif result.stop_reason == StopReason.CANCELLED:
                 self.unanswered[parent.id] = "Stopped before any reply"
-        elif continued is not None and result.error:
+        elif not kept and continued is not None and result.error:
             self.notice.emit(f"The reply could not be continued: {result.error}")
         self.busyChanged.emit(self.busy)
         self.replyFinished.emit(result)
         self.pathChanged.emit()
+
+    def _save_reply(
+        self,
+        parent: Message | None,
+        result: ChatResult,
+        continued: Message | None,
+        prefix: str,
+        *,
+        first: bool,
+    ) -> Message | None:
+        """Save `result` as a reply to `parent` if it is worth keeping; the first reply of
+        several may go on to run its tool calls."""
+        self._note_tool_outcome(result)
+        # An empty reply that ended normally is kept (and shown as such); an empty one that
+        # was stopped or failed is not: its question says why, and offers Retry.
+        keep = bool(result.text or result.tool_calls) or (
+            result.error is None and result.stop_reason != StopReason.CANCELLED
+        )
+        if continued is not None and not result.text:
+            keep = False  # nothing new: the cut reply stays as it was
+        if parent is None or not keep or self.store.message(parent.id) is None:
+            return None
+        own = self._reply_constraint
+        joined = result.constraint_use == "with_tools" and own is not None
+        meta = {
+            "stats": result.stats.to_dict(),
+            "stop_reason": result.stop_reason.value,
+            # the user's format by its own name where a reply fits it or is a tool call
+            "constraint": own.name or own.kind if joined and own else result.constraint_name,
+            "constraint_kind": own.kind if own is not None else None,
+            "constraint_use": result.constraint_use,
+            "incomplete": result.incomplete,
+            "tool_calls": [c.to_dict() for c in result.tool_calls],
+            "model": getattr(self.bridge.model_info, "name", None),
+        }
+        if continued is not None:
+            meta["continued_from"] = continued.id
+        if result.error:
+            meta["error"] = result.error
+        message = self.store.add_message(
+            parent.conversation_id, parent.id, "assistant", prefix + result.text, meta
+        )
+        self.conversationsChanged.emit()
+        if first and meta["tool_calls"] and result.stop_reason != StopReason.CANCELLED:
+            self.toolCallsReady.emit(parent.conversation_id, meta["tool_calls"])
+        return message
 
     def _note_tool_outcome(self, result: ChatResult) -> None:
         """Keep what a reply with tools did with the constraint, and its tool warnings."""

@@ -1,7 +1,8 @@
 """The user's app-wide preferences, kept in the store's settings table: appearance, chat
-text size, the model to start with, the KV-cache budget, what a new chat starts from
-(system prompt, sampling, built-in tools; a new chat never inherits a constraint), and how
-JSON schemas are followed (tight defaults, strict schemas, closing loops)."""
+text size, the model to start with, the KV-cache budget, how many replies are written at
+once, what a new chat starts from (system prompt, sampling, built-in tools; a new chat never
+inherits a constraint), and how JSON schemas are followed (tight defaults, strict schemas,
+closing loops)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.store import ChatSettings, Store, ToolsConfig
-from engine.types import SchemaOptions
+from engine.types import DEFAULT_MAX_ROWS, SchemaOptions
+
+MAX_ROWS_LIMIT = 32  # the most replies at once the preference offers
 
 KEYS = {
     "appearance": "appearance",
     "chat_font_pt": "chat_font_pt",
     "default_model": "default_model",
     "kv_budget_mb": "kv_budget_mb",
+    "max_rows": "max_batch_rows",
     "new_chat": "new_chat_settings",
     "new_chat_tools": "new_chat_tools",
     "allow_extra_properties": "allow_extra_properties",
@@ -30,6 +34,7 @@ class Preferences:
     chat_font_pt: float | None = None  # None: a step above the system font
     default_model: str = ""  # a model spec; "" starts with the last model used
     kv_budget_mb: int = 0  # 0: automatic
+    max_rows: int = DEFAULT_MAX_ROWS  # replies written side by side at most
     new_chat: ChatSettings = field(default_factory=ChatSettings)
     new_chat_tools: ToolsConfig = field(default_factory=ToolsConfig)
     # JSON schemas: use all the freedom they leave (no tight defaults); refuse keywords
@@ -56,6 +61,9 @@ class Preferences:
         prefs.default_model = model if isinstance(model, str) else ""
         budget = get(KEYS["kv_budget_mb"], 0)
         prefs.kv_budget_mb = int(budget) if isinstance(budget, int | float) else 0
+        rows = get(KEYS["max_rows"], DEFAULT_MAX_ROWS)
+        if isinstance(rows, int) and 1 <= rows <= MAX_ROWS_LIMIT:
+            prefs.max_rows = rows
         prefs.new_chat = ChatSettings.from_dict(_dict(get(KEYS["new_chat"])))
         prefs.new_chat_tools = ToolsConfig.from_dict(_dict(get(KEYS["new_chat_tools"])))
         for name in ("allow_extra_properties", "strict_schema", "close_loops"):
@@ -69,6 +77,7 @@ class Preferences:
         store.set_setting(KEYS["chat_font_pt"], self.chat_font_pt)
         store.set_setting(KEYS["default_model"], self.default_model)
         store.set_setting(KEYS["kv_budget_mb"], self.kv_budget_mb)
+        store.set_setting(KEYS["max_rows"], self.max_rows)
         store.set_setting(KEYS["new_chat"], self.new_chat.to_dict())
         store.set_setting(KEYS["new_chat_tools"], self.new_chat_tools.to_dict())
         for name in ("allow_extra_properties", "strict_schema", "close_loops"):

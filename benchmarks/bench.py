@@ -6,9 +6,10 @@ decoding), `trie` and `session` (the prefix cache), `server` (HTTP streaming wit
 `openai` client against the Engine alone), `coverage` (real-world JSON schemas: compile
 rates, time to first mask, complete and valid replies within the budget), `library` (GGUF
 import time and peak memory, the error each GGUF type's conversion adds), `distributed` (the
-model sharded over two loopback ranks against one process). Each returns a
-flat dict of figures; `--json` prints them merged into one object whose keys stay stable
-(new figures add keys).
+model sharded over two loopback ranks against one process), `batch` (replies decoded side by
+side against one after another and against mlx-lm's BatchGenerator). Each returns a flat
+dict of figures; `--json` prints them merged into one object whose keys stay stable (new
+figures add keys).
 """
 
 from __future__ import annotations
@@ -125,6 +126,12 @@ def _section_distributed(engine: Engine, args: argparse.Namespace) -> dict[str, 
     return run_distributed_bench(engine, args)
 
 
+def _section_batch(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.batch import run_batch_bench
+
+    return run_batch_bench(engine, args)
+
+
 SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "decode": bench_decode,
     "constraints": _section_constraints,
@@ -134,6 +141,7 @@ SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "coverage": _section_coverage,
     "library": _section_library,
     "distributed": _section_distributed,
+    "batch": _section_batch,
 }
 
 

@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.limits import measure_depth_check
-from engine.constraints.loop import ConstrainedDecoder
+from engine.batch import decode_alone
+from engine.constraints.row import RowConstraint
 from engine.constraints.sources import constraint_from_file, json_schema_constraint
 from engine.constraints.tokenizer import ll_tokenizer
 from engine.constraints.validate import validate_constraint
-from engine.decode import decode_free, prefill
+from engine.decode import prefill
 from engine.prompt import encode_chat
-from engine.sampling import build_processors, build_sampler, end_token_ids
+from engine.sampling import RowSampler, build_processors, end_token_ids
 from engine.types import ConstraintSpec, GenerationStats, SamplingSettings
 
 # The example a new user drops first (resources/grammars/recipe.json).
@@ -137,10 +138,10 @@ def measure_constraints(
 
 
 def _first_mask_ms(tokenizer: Any, spec: ConstraintSpec, ends: set[int]) -> float:
-    """ms from a request's decoder being built to its first mask (serial: on this thread)."""
-    decoder = ConstrainedDecoder(tokenizer, spec, ends, serial=True)
-    assert not decoder.finished  # collects the compile job: the first mask is ready
-    return decoder.compile_ms
+    """ms from a request's constraint being built to its first mask."""
+    constraint = RowConstraint(tokenizer, spec, ends)
+    assert not constraint.finished  # waits for the compile job: the first mask is ready
+    return constraint.compile_ms
 
 
 def measure_drop_to_first_mask(
@@ -216,39 +217,38 @@ def _run(
     prefill(model, cache, prompt[:-1], fed, cancel=threading.Event())
     ends = end_token_ids(tokenizer)
     runtime = None
-    sampler, processors = build_sampler(GREEDY), build_processors(GREEDY)
-    if loop == "free":
-        tokens = decode_free(
-            model, cache, prompt[-1:], fed, sampler=sampler, processors=processors, history=prompt
-        )
-    else:
+    if loop != "free":
         # With the closing machinery tracking the reply as requests do, but a budget too far
         # to trigger it (closing tokens come without forward passes and would flatter the
         # figures): what it costs on the steps where it is not close to triggering.
-        runtime = ConstrainedDecoder(
+        runtime = RowConstraint(
             tokenizer,
             constraint,
             ends,
-            serial=loop == "serial",
+            on_pool=loop != "serial",
             max_tokens=max_tokens + 1000,
             close_loops=False,
         )
-        tokens = runtime.decode(
-            model, cache, prompt[-1:], fed, sampler=sampler, processors=processors, history=prompt
-        )
+    tokens = decode_alone(
+        model,
+        cache,
+        prompt[-1:],
+        fed,
+        sampler=RowSampler(GREEDY),
+        processors=build_processors(GREEDY),
+        constraint=runtime,
+        overlap=loop != "serial",
+    )
     stamps: list[float] = []
-    lead = 0  # forced tokens before the first sampled one arrive before any decoding: skip
     try:
         for token in tokens:
             stamps.append(time.perf_counter())
-            if runtime is not None and runtime.forced_tokens == len(stamps):
-                lead = len(stamps)
-            if len(stamps) >= max_tokens:
-                break
-            if runtime is not None and (token in ends or runtime.finished):
+            if len(stamps) >= max_tokens or (runtime is not None and token in ends):
                 break
     finally:
         tokens.close()
+    # forced tokens before the first sampled one arrive before any decoding: skip them
+    lead = runtime.forced_at_start if runtime is not None else 0
     stats = None
     if runtime is not None:
         stats = GenerationStats()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from engine.errors import CorralError
 from engine.types import (
+    DEFAULT_MAX_ROWS,
     ChatMessage,
     ChatRequest,
     ConstraintSpec,
@@ -172,6 +173,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     config.check()  # refuse a public bind without a key before loading anything
     engine = make_engine(args)
+    engine.set_max_rows(args.max_rows)
     try:
         info = engine.load_model(args.model, _progress_printer(True)).result()
         server = HTTPServer(engine, config)
@@ -200,6 +202,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         ) from exc
     argv: list[str] = args.bench_args
     return bench_main(argv, prog="python -m engine bench")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -268,6 +277,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--cors", action="append", metavar="ORIGIN", help="allow browser requests from ORIGIN"
+    )
+    serve.add_argument(
+        "--max-rows",
+        type=_positive_int,
+        default=DEFAULT_MAX_ROWS,
+        help=f"replies decoded side by side at most (default {DEFAULT_MAX_ROWS}; 1: one at a time)",
     )
     add_distributed_arguments(serve)
     serve.set_defaults(func=cmd_serve)

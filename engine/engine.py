@@ -3,24 +3,30 @@
 MLX streams belong to the thread that created them, so loading, prefill and decoding
 all run on the engine's own thread, which alone touches the model, the prompt cache and
 the matchers. Callers submit work and get events back through a callback (called on the
-engine thread) or a blocking iterator. What other threads may read about the engine (the
-model, its memory plan, the cache's figures) the engine thread publishes as an immutable
-EngineSnapshot after every change.
+engine thread) or a blocking iterator. Chat requests wait in a queue (at most
+`max_queued`) and are served by `engine.scheduler`: up to `max_rows` replies decode
+together, one forward pass per token for all of them, each joining as soon as its prompt
+is processed. Other work (loading a model, `run`) waits for the replies submitted before
+it, and replies submitted after it wait for it. What other threads may read about the
+engine (the model, its memory plan, the cache's figures) the engine thread publishes as
+an immutable EngineSnapshot after every change.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from engine.context import annotate_error
-from engine.errors import CorralError, EngineClosedError
+from engine.errors import EngineBusyError, EngineClosedError
 from engine.types import (
+    DEFAULT_MAX_ROWS,
     CacheStats,
     ChatEvent,
     ChatRequest,
@@ -48,12 +54,16 @@ T = TypeVar("T")
 EventFn = Callable[[ChatEvent], None]
 Loader = Callable[[str, "Callable[[str, float], None] | None"], "LoadedModel"]
 
+DEFAULT_MAX_QUEUED = 64  # requests waiting for a row
+
 
 class PromptCacheStore(Protocol):
     """Where KV states come from and go back to between requests (engine thread only)."""
 
     def fetch(self, model: Any, tokens: list[int]) -> tuple[KVState, int]: ...
     def store(self, tokens: list[int], cache: KVState) -> None: ...
+    def store_copy(self, tokens: list[int], cache: KVState) -> None: ...
+    def reserve(self, nbytes: int) -> None: ...
     def stats(self) -> CacheStats: ...
     def clear(self) -> None: ...
 
@@ -67,6 +77,12 @@ class NoPromptCache:
         return make_prompt_cache(model), 0
 
     def store(self, tokens: list[int], cache: KVState) -> None:
+        pass
+
+    def store_copy(self, tokens: list[int], cache: KVState) -> None:
+        pass
+
+    def reserve(self, nbytes: int) -> None:
         pass
 
     def stats(self) -> CacheStats:
@@ -89,6 +105,7 @@ class RequestHandle:
         self.id = request_id
         self.request = request
         self.on_event = on_event
+        self.seq = 0  # its place among everything submitted to the engine
         self.cancel_event = threading.Event()
         self._events: queue.Queue[ChatEvent] | None = queue.Queue() if on_event is None else None
         self._done: Future[ChatResult] = Future()
@@ -137,7 +154,7 @@ class RequestHandle:
 
 
 class Engine:
-    """One model, one thread, a queue of requests served in order."""
+    """One model, one thread, a queue of requests decoded side by side."""
 
     def __init__(
         self,
@@ -145,14 +162,27 @@ class Engine:
         *,
         kv_budget_bytes: int | None = None,
         reuse_prefixes: bool = True,
+        max_rows: int = DEFAULT_MAX_ROWS,
+        max_queued: int = DEFAULT_MAX_QUEUED,
         loader: Loader | None = None,
     ) -> None:
         """`prompt_cache` replaces the KV-cache store (default: an LRU token trie sized by
         the memory plan at each load); `kv_budget_bytes` is the user's budget setting
-        (None: automatic); `reuse_prefixes=False` recomputes every prompt (for benchmarks);
+        (None: automatic); `reuse_prefixes=False` recomputes every prompt (for benchmarks).
+        `max_rows` replies decode together at most (1: one after another); `submit`
+        refuses a request when `max_queued` are already waiting for a row.
         `loader(spec, progress)` replaces `engine.models.load_model` (engine.distributed)."""
         self._ids = itertools.count(1)
         self._closed = False
+        self.max_rows = max(1, max_rows)
+        self.max_queued = max(1, max_queued)
+        # Chat requests waiting for a row, and the places (`seq`) of other queued work
+        # that the requests behind it must wait for. Guarded by _lock.
+        self._queue_lock = threading.Lock()
+        self._queue: deque[RequestHandle] = deque()
+        self._seq = itertools.count(1)
+        self._fences: set[int] = set()
+        self._scheduler: Any = None  # engine.scheduler.Scheduler while replies run
         # Engine thread only: the model, the prompt cache, the wired limit.
         self._loaded: LoadedModel | None = None
         self._prompt_cache_override = prompt_cache
@@ -192,10 +222,36 @@ class Engine:
 
     def submit(self, request: ChatRequest, on_event: EventFn | None = None) -> RequestHandle:
         """Queue a chat request; its events go to `on_event` (called on the engine thread)
-        if given, else to the handle's `events()`."""
+        if given, else to the handle's `events()`. Raises EngineBusyError when `max_queued`
+        requests are already waiting."""
         handle = RequestHandle(next(self._ids), request, on_event)
-        self._put(lambda: self._run_chat(handle))
+        self._enqueue([handle])
         return handle
+
+    def submit_many(
+        self,
+        requests: Sequence[ChatRequest],
+        on_event: Callable[[int, ChatEvent], None] | None = None,
+    ) -> list[RequestHandle]:
+        """Queue several requests at once (the `n` alternatives of one request, see
+        `ChatRequest.alternatives`): admitted together, they decode side by side and
+        prompts they share are computed once. `on_event(i, event)` gets the events of
+        request i; without it each handle's `events()` has them. All or none are queued."""
+        handles = [
+            RequestHandle(
+                next(self._ids), request, functools.partial(on_event, i) if on_event else None
+            )
+            for i, request in enumerate(requests)
+        ]
+        self._enqueue(handles)
+        return handles
+
+    def set_max_rows(self, max_rows: int) -> None:
+        """Change how many replies may decode together (from the next admission on)."""
+        self.max_rows = max(1, max_rows)
+        scheduler = self._scheduler
+        if scheduler is not None:
+            scheduler.max_rows = self.max_rows
 
     def chat(self, request: ChatRequest) -> ChatResult:
         """Generate a whole reply and return it (blocking)."""
@@ -252,10 +308,45 @@ class Engine:
             raise EngineClosedError("the engine has been closed")
         self._worker.put(job)
 
+    def _enqueue(self, handles: list[RequestHandle]) -> None:
+        with self._queue_lock:
+            if self._closed:
+                raise EngineClosedError("the engine has been closed")
+            if len(self._queue) + len(handles) > self.max_queued:
+                raise EngineBusyError(
+                    f"the engine is busy: {len(self._queue)} requests are already waiting "
+                    f"(at most {self.max_queued}); try again shortly"
+                )
+            for handle in handles:
+                handle.seq = next(self._seq)
+            self._queue.extend(handles)
+            self._worker.put(self._serve)  # in the lock: jobs run in the order of `seq`
+
+    def _take(self) -> RequestHandle | None:
+        """Engine thread: the next queued request, unless other work queued before it
+        must run first."""
+        with self._queue_lock:
+            if not self._queue or (self._fences and self._queue[0].seq > min(self._fences)):
+                return None
+            return self._queue.popleft()
+
+    def _take_cancelled(self) -> list[RequestHandle]:
+        """Engine thread: the queued requests cancelled while they wait for a row."""
+        with self._queue_lock:
+            cancelled = [h for h in self._queue if h.cancelled]
+            for handle in cancelled:
+                self._queue.remove(handle)
+        return cancelled
+
     def _submit_call(self, fn: Callable[[], T]) -> Future[T]:
         future: Future[T] = Future()
+        with self._queue_lock:  # requests queued after this call wait for it
+            fence = next(self._seq)
+            self._fences.add(fence)
 
         def job() -> None:
+            with self._queue_lock:
+                self._fences.discard(fence)
             if not future.set_running_or_notify_cancel():
                 return
             try:
@@ -338,24 +429,34 @@ class Engine:
         self._memory_plan = None
         self._publish()
 
-    def _run_chat(self, handle: RequestHandle) -> None:
-        from engine.generation import generate_reply
+    def _serve(self) -> None:
+        """Serve the queued chat requests until none is left in flight."""
+        if self._loaded is None:
+            while (handle := self._take()) is not None:
+                result = _error_result("no model is loaded", time.perf_counter())
+                result.error_kind = "unavailable"
+                self._deliver(handle, result)
+            return
+        from engine.scheduler import Scheduler
 
-        started = time.perf_counter()
-        if handle.cancelled:
-            result = ChatResult("", StopReason.CANCELLED, GenerationStats(stop_reason="cancelled"))
-        elif self._loaded is None:
-            result = _error_result("no model is loaded", started)
-            result.error_kind = "unavailable"
-        else:
-            try:
-                result = generate_reply(self._loaded, self.prompt_cache, handle, started)
-            except Exception as exc:  # a bug or bad input must not kill the engine thread
-                result = _error_result(f"{type(exc).__name__}: {exc}", started)
-                result.error_kind = (
-                    "input" if isinstance(exc, CorralError | ValueError) else "internal"
-                )
-                annotate_error(result, exc)
+        plan = self._memory_plan
+        scheduler = Scheduler(
+            self._loaded,
+            self.prompt_cache,
+            max_rows=self.max_rows,
+            kv_budget_bytes=plan.kv_budget_bytes if plan is not None else None,
+            deliver=self._deliver,
+        )
+        self._scheduler = scheduler
+        try:
+            scheduler.run(self._take, self._take_cancelled)
+        except Exception as exc:  # a bug must fail the replies in flight, not hang them
+            scheduler.fail_all(exc)
+        finally:
+            self._scheduler = None
+            self.prompt_cache.reserve(0)
+
+    def _deliver(self, handle: RequestHandle, result: ChatResult) -> None:
         self._requests_done += 1
         self._publish()  # before Finished: whoever waits for the reply sees its effect
         handle.emit(Finished(result))

@@ -15,3 +15,7 @@ class EngineClosedError(CorralError):
 
 class LibraryError(CorralError):
     """A model could not be downloaded or deleted (the message says why and where)."""
+
+
+class EngineBusyError(CorralError):
+    """Too many requests are already waiting; the message says how many and what to do."""

@@ -1,9 +1,13 @@
-"""One chat reply from start to finish, run on the engine thread.
+"""One chat reply from its request to its result, on the engine thread.
 
-Builds the prompt, takes the longest cached prefix, prefills the rest in cancellable
-chunks, decodes (free or constrained), applies stop conditions, streams text deltas and
-gathers the reply's statistics. The KV cache always goes back to the prompt cache with
-exactly the tokens it holds, also after a cancel or an error.
+`Reply` is everything about one reply that does not depend on which other replies decode
+beside it: it builds the prompt (chat template, tools, a continuation or a raw prompt),
+checks it fits the model's context (`engine.context`), starts its constraint's matcher
+(which compiles while the prompt is prefilled, with the closing policy's budget), takes
+the tokens the decode loop hands it (streaming text deltas and tool-call deltas, applying
+stop strings, end tokens and the length limit), and turns the ending into the ChatResult
+with the reply's statistics. `engine.scheduler` prefills its prompt from the prompt
+cache's longest prefix and runs it as a row of the decode batch (`engine.batch`).
 """
 
 from __future__ import annotations
@@ -11,14 +15,15 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from engine.batch import DecodeRow
 from engine.context import reply_budget, tool_definition_tokens
-from engine.decode import Cancelled, decode_free, prefill
 from engine.prompt import encode_chat, render_continuation
 from engine.reply_text import ReplyText
-from engine.sampling import build_processors, build_sampler, end_token_ids, seed_generation
+from engine.sampling import RowSampler, build_processors, end_token_ids
 from engine.tokenizer import ModelTokenizer
 from engine.types import (
     ChatResult,
+    ConstraintSpec,
     ConstraintUse,
     GenerationStats,
     PrefillProgress,
@@ -28,201 +33,190 @@ from engine.types import (
 )
 
 if TYPE_CHECKING:
-    from engine.engine import PromptCacheStore, RequestHandle
+    from engine.constraints.row import RowConstraint
+    from engine.engine import RequestHandle
     from engine.models import LoadedModel
+    from engine.prompt_cache import KVState
+    from engine.tools import ToolPlan
 
 
-def generate_reply(
-    loaded: LoadedModel, prompt_cache: PromptCacheStore, handle: RequestHandle, started: float
-) -> ChatResult:
-    """Generate the reply for `handle.request` with `loaded` (model + tokenizer)."""
-    request = handle.request
-    model, tokenizer = loaded.model, loaded.tokenizer
-    settings = request.sampling
-    settings.validate()
+class Reply:
+    """One request's reply: its prompt, constraint, text, figures and events.
 
-    tool_plan = None
-    constraint = request.constraint
-    constraint_use: ConstraintUse | None = None if constraint is None else "alone"
-    if request.continue_final_message:
-        if request.tools or constraint is not None:
-            raise ValueError("a reply can be continued only without tools or a constraint")
-        prompt_tokens = render_continuation(tokenizer, request.messages)
-    elif request.tools:
-        from engine.tools import prepare_tool_request
+    Raises ValueError (or another CorralError) from the constructor for a request that
+    cannot be served: bad settings, a conversation the template cannot render, bad tools.
+    """
 
-        tool_plan = prepare_tool_request(
-            tokenizer,
-            request.messages,
-            request.tools,
-            request.tool_choice,
-            parallel_tool_calls=request.parallel_tool_calls,
-            user_constraint=constraint,
-            schema_options=request.schema_options,
-        )
-        prompt_tokens = tool_plan.prompt_tokens
-        constraint, constraint_use = tool_plan.constraint, tool_plan.user_constraint
-    elif request.raw_prompt is not None:
-        # As written (special-token text counts), with the BOS the model wants.
-        prompt_tokens = list(ModelTokenizer.of(tokenizer).hf.encode(request.raw_prompt))
-    else:
-        prompt_tokens = encode_chat(tokenizer, request.messages)
-    if not prompt_tokens:
-        raise ValueError("the prompt is empty")
-    # Before any prefill: a prompt the model cannot read is refused with the numbers.
-    budget = reply_budget(
-        len(prompt_tokens),
-        loaded.info.context_length,
-        settings.max_tokens,
-        lambda: tool_definition_tokens(tokenizer, request, len(prompt_tokens)),
-    )
-    splitter = tool_plan.stream() if tool_plan is not None else None
+    def __init__(self, loaded: LoadedModel, handle: RequestHandle, started: float) -> None:
+        request = handle.request
+        tokenizer = loaded.tokenizer
+        self.handle = handle
+        self.started = started
+        self.settings = settings = request.sampling
+        settings.validate()
 
-    def emit_text(delta: str) -> None:
-        if splitter is None:
-            handle.emit(TextDelta(delta))
+        self.tool_plan: ToolPlan | None = None
+        constraint = request.constraint
+        self.constraint_use: ConstraintUse | None = None if constraint is None else "alone"
+        if request.continue_final_message:
+            if request.tools or constraint is not None:
+                raise ValueError("a reply can be continued only without tools or a constraint")
+            prompt_tokens = render_continuation(tokenizer, request.messages)
+        elif request.tools:
+            from engine.tools import prepare_tool_request
+
+            self.tool_plan = prepare_tool_request(
+                tokenizer,
+                request.messages,
+                request.tools,
+                request.tool_choice,
+                parallel_tool_calls=request.parallel_tool_calls,
+                user_constraint=constraint,
+                schema_options=request.schema_options,
+            )
+            prompt_tokens = self.tool_plan.prompt_tokens
+            constraint = self.tool_plan.constraint
+            self.constraint_use = self.tool_plan.user_constraint
+        elif request.raw_prompt is not None:
+            # As written (special-token text counts), with the BOS the model wants.
+            prompt_tokens = list(ModelTokenizer.of(tokenizer).hf.encode(request.raw_prompt))
         else:
-            for event in splitter.feed(delta):
-                handle.emit(event)
+            prompt_tokens = encode_chat(tokenizer, request.messages)
+        if not prompt_tokens:
+            raise ValueError("the prompt is empty")
+        # Before any prefill: a prompt the model cannot read is refused with the numbers.
+        self.budget = reply_budget(
+            len(prompt_tokens),
+            loaded.info.context_length,
+            settings.max_tokens,
+            lambda: tool_definition_tokens(tokenizer, request, len(prompt_tokens)),
+        )
+        self.prompt_tokens: list[int] = prompt_tokens
+        self.constraint: ConstraintSpec | None = constraint
+        self._splitter = self.tool_plan.stream() if self.tool_plan is not None else None
 
-    stats = GenerationStats(prompt_tokens=len(prompt_tokens))
-    seed_generation(settings)
-    cache, n_cached = prompt_cache.fetch(model, prompt_tokens)
-    stats.cached_tokens = n_cached
-    fed: list[int] = list(prompt_tokens[:n_cached])
-    reply = ReplyText(tokenizer, settings.stop)
-    generated: list[int] = []
-    stop_reason = StopReason.LENGTH
-    first_token_at: float | None = None
-    last_token_at = 0.0
-    incomplete = False
-    runtime = None
-
-    def progress(done: int, total: int) -> None:
-        handle.emit(PrefillProgress(n_cached + done, len(prompt_tokens)))
-
-    try:
-        sampler, processors = build_sampler(settings), build_processors(settings)
-        ends = end_token_ids(tokenizer)
+        self.stats = GenerationStats(prompt_tokens=len(prompt_tokens))
+        self.ends = end_token_ids(tokenizer)
+        self._text = ReplyText(tokenizer, settings.stop)
+        self.generated: list[int] = []
+        self.n_cached = 0
+        self._first_token_at: float | None = None
+        self._last_token_at = 0.0
+        self.row_constraint: RowConstraint | None = None
         if constraint is not None:
-            from engine.constraints.loop import ConstrainedDecoder
+            from engine.constraints.row import RowConstraint
 
             # Built before prefill: syntax errors fail at once, and the grammar compiles
-            # on the mask thread while the prompt is processed.
-            runtime = ConstrainedDecoder(
+            # on the mask pool while the prompt is processed.
+            self.row_constraint = RowConstraint(
                 tokenizer,
                 constraint,
-                ends,
-                max_tokens=budget if request.close_to_fit else None,
+                self.ends,
+                max_tokens=self.budget if request.close_to_fit else None,
                 close_loops=request.close_loops,
+                cancelled=lambda: self.handle.cancelled,
             )
-        prefill(
-            model,
+        self._close_to_fit = request.close_to_fit
+
+    @property
+    def cancelled(self) -> bool:
+        return self.handle.cancelled
+
+    def progress(self, done: int) -> None:
+        """`done` prompt tokens of this reply are in its KV state."""
+        self.handle.emit(PrefillProgress(done, len(self.prompt_tokens)))
+
+    def row(self, cache: KVState, fed: list[int]) -> DecodeRow:
+        """This reply as a row of the decode batch; `cache` holds `fed`, the prompt but its
+        last token, which the row feeds first."""
+        assert fed == self.prompt_tokens[:-1]
+        return DecodeRow(
+            self,
             cache,
-            prompt_tokens[n_cached:-1],
             fed,
-            cancel=handle.cancel_event,
-            on_progress=progress,
+            self.prompt_tokens[-1:],
+            sampler=RowSampler(self.settings),
+            processors=build_processors(self.settings),
+            constraint=self.row_constraint,
         )
-        if runtime is not None:
-            tokens = runtime.decode(
-                model,
-                cache,
-                prompt_tokens[-1:],
-                fed,
-                sampler=sampler,
-                processors=processors,
-                history=prompt_tokens,
-            )
+
+    def take(self, token: int) -> StopReason | None:
+        """A token of the reply, sampled or forced: stream its text; a reason ends the reply."""
+        self._last_token_at = time.perf_counter()
+        self._first_token_at = self._first_token_at or self._last_token_at
+        if token in self.ends:
+            return StopReason.EOS
+        self.generated.append(token)
+        if delta := self._text.add(token):
+            self._emit_text(delta)
+        if self._text.stopped:
+            return StopReason.STOP_STRING
+        if len(self.generated) >= self.budget:
+            return StopReason.LENGTH
+        return None
+
+    def _emit_text(self, delta: str) -> None:
+        if self._splitter is None:
+            self.handle.emit(TextDelta(delta))
         else:
-            tokens = decode_free(
-                model,
-                cache,
-                prompt_tokens[-1:],
-                fed,
-                sampler=sampler,
-                processors=processors,
-                history=prompt_tokens,
-            )
-        try:
-            for token in tokens:
-                last_token_at = time.perf_counter()
-                first_token_at = first_token_at or last_token_at
-                if handle.cancelled:
-                    stop_reason = StopReason.CANCELLED
-                    break
-                if token in ends:
-                    stop_reason = StopReason.EOS
-                    break
-                generated.append(token)
-                if delta := reply.add(token):
-                    emit_text(delta)
-                if reply.stopped:
-                    stop_reason = StopReason.STOP_STRING
-                    break
-                if runtime is not None and runtime.finished:  # also on the budget's last token
-                    stop_reason = StopReason.EOS
-                    break
-                if len(generated) >= budget:
-                    stop_reason = StopReason.LENGTH
-                    break
-            else:  # the decoder ended the reply without a token (closed where it stood)
-                if runtime is not None and runtime.finished:
-                    stop_reason = StopReason.EOS
-        finally:
-            tokens.close()
-    except Cancelled:
-        stop_reason = StopReason.CANCELLED
-    finally:
-        prompt_cache.store(fed, cache)
+            for event in self._splitter.feed(delta):
+                self.handle.emit(event)
 
-    if delta := reply.finish():
-        emit_text(delta)
-    if splitter is not None:
-        for event in splitter.finish():
-            handle.emit(event)
-    now = time.perf_counter()
-    stats.generated_tokens = len(generated)
-    stats.stop_reason = stop_reason.value
-    stats.total_s = now - started
-    if first_token_at is not None:
-        stats.ttft_s = first_token_at - started
-        new_tokens = len(prompt_tokens) - n_cached
-        stats.prefill_tps = new_tokens / stats.ttft_s if stats.ttft_s > 0 else 0.0
-        if len(generated) > 1 and last_token_at > first_token_at:
-            stats.decode_tps = (len(generated) - 1) / (last_token_at - first_token_at)
-    notes: list[str] = []
-    tight: list[str] = []
-    if runtime is not None:
-        runtime.fill_stats(stats)
-        incomplete = stop_reason == StopReason.LENGTH or not runtime.accepting
-        if stop_reason == StopReason.CANCELLED:
-            incomplete = True
-        if tool_plan is None:
-            from engine.constraints.validate import constraint_notes
+    def result(self, stop_reason: StopReason, fed: list[int]) -> ChatResult:
+        """The finished reply (its last text deltas are emitted first); `fed` holds every
+        token given to the model."""
+        if delta := self._text.finish():
+            self._emit_text(delta)
+        if self._splitter is not None:
+            for event in self._splitter.finish():
+                self.handle.emit(event)
+        stats = self.stats
+        stats.cached_tokens = self.n_cached
+        stats.generated_tokens = len(self.generated)
+        stats.stop_reason = stop_reason.value
+        stats.total_s = time.perf_counter() - self.started
+        first, last = self._first_token_at, self._last_token_at
+        if first is not None:
+            stats.ttft_s = first - self.started
+            new_tokens = len(self.prompt_tokens) - self.n_cached
+            stats.prefill_tps = new_tokens / stats.ttft_s if stats.ttft_s > 0 else 0.0
+            if len(self.generated) > 1 and last > first:
+                stats.decode_tps = (len(self.generated) - 1) / (last - first)
+        incomplete = False
+        notes: list[str] = []
+        tight: list[str] = []
+        runtime = self.row_constraint
+        if runtime is not None:
+            runtime.fill_stats(stats)
+            incomplete = stop_reason == StopReason.LENGTH or not runtime.accepting
+            if stop_reason == StopReason.CANCELLED:
+                incomplete = True
+            if self.tool_plan is None:
+                from engine.constraints.validate import constraint_notes
 
-            notes, tight = constraint_notes(runtime.constraint)
-        if incomplete and stop_reason == StopReason.LENGTH and request.close_to_fit:
-            notes.append(_unclosed(runtime.closing_needed, budget))
+                notes, tight = constraint_notes(runtime.constraint)
+            if incomplete and stop_reason == StopReason.LENGTH and self._close_to_fit:
+                notes.append(_unclosed(runtime.closing_needed, self.budget))
 
-    text, calls = reply.text, list[ToolCall]()
-    if tool_plan is not None:
-        text, calls = tool_plan.parse(reply.text)
-        if splitter is not None:
-            calls = splitter.with_ids(calls)
-    return ChatResult(
-        text=text,
-        stop_reason=stop_reason,
-        stats=stats,
-        incomplete=incomplete,
-        constraint_name=constraint.name or constraint.kind if constraint is not None else None,
-        tool_calls=calls,
-        constraint_use=constraint_use,
-        warnings=tool_plan.warnings if tool_plan is not None else notes,
-        tight=tight,
-        token_ids=list(fed),
-        prompt_length=len(prompt_tokens),
-    )
+        text, calls = self._text.text, list[ToolCall]()
+        if self.tool_plan is not None:
+            text, calls = self.tool_plan.parse(self._text.text)
+            if self._splitter is not None:
+                calls = self._splitter.with_ids(calls)
+        constraint = self.constraint
+        return ChatResult(
+            text=text,
+            stop_reason=stop_reason,
+            stats=stats,
+            incomplete=incomplete,
+            constraint_name=constraint.name or constraint.kind if constraint is not None else None,
+            tool_calls=calls,
+            constraint_use=self.constraint_use,
+            warnings=self.tool_plan.warnings if self.tool_plan is not None else notes,
+            tight=tight,
+            token_ids=list(fed),
+            prompt_length=len(self.prompt_tokens),
+        )
 
 
 def _unclosed(needed: int | None, max_tokens: int) -> str:

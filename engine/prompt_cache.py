@@ -23,11 +23,13 @@ prompt) stays recent. When the last entry below a branching node is evicted, it 
 compact copy of that shared prefix rather than dropped, so the shared prefix is the last to go.
 An entry larger than the whole budget is not kept and evicts nothing.
 
-Protocol, one request at a time on the engine thread that owns the model (not thread-safe):
-`cache, n = trie.fetch(model, prompt)`, prefill `prompt[n:]`, decode, then always (finished,
-cancelled or stopped) `trie.store(prompt + fed_tokens, cache)`. The cache's own length decides
-what is kept: after a cancel mid-prefill only the computed part is stored; a token fed past the
-list is trimmed. If the model raised mid-evaluation, `store` drops a state it cannot evaluate.
+Protocol, on the engine thread that owns the model (not thread-safe): `cache, n =
+trie.fetch(model, prompt)`, prefill `prompt[n:]`, decode, then always (finished, cancelled or
+stopped) `trie.store(prompt + fed_tokens, cache)`. Replies decoded side by side interleave these
+calls, each with its own cache. The cache's own length decides what is kept: after a cancel
+mid-prefill only the computed part is stored; a token fed past the list is trimmed. If the model
+raised mid-evaluation, `store` drops a state it cannot evaluate. `reserve(n)` counts n bytes of
+KV state held outside the trie (the rows decoding) against the budget.
 """
 
 from __future__ import annotations
@@ -169,6 +171,7 @@ class PromptCacheTrie:
         `make_prompt_cache`). A divergent tail of at most `steal_tail_tokens` is trimmed off the
         stored entry in place rather than kept by copying the shared part."""
         self._budget = max(0, int(budget_bytes))
+        self._reserved = 0
         self._make_cache = make_cache or mlx_cache.make_prompt_cache
         self._steal_tail = steal_tail_tokens
         self._model_ref: Any = None
@@ -183,6 +186,21 @@ class PromptCacheTrie:
     @budget_bytes.setter
     def budget_bytes(self, value: int) -> None:
         self._budget = max(0, int(value))
+        self._evict_to_budget()
+
+    def store_copy(self, tokens: Sequence[int], cache: KVState) -> None:
+        """Keep a copy of `cache` (holding `tokens`) that shares its buffers until either is
+        written to (MLX copies then), leaving `cache` to the caller: a prompt's state kept
+        for the prompts that share it while it goes on decoding."""
+        n = cache_length(cache)
+        if n is None:  # no layer tracks its length: nothing can be sliced
+            return
+        self.store(tokens, self._slice_cache(cache, n))
+
+    def reserve(self, nbytes: int) -> None:
+        """Count `nbytes` of KV state held elsewhere (the rows decoding) against the budget,
+        evicting entries to make room."""
+        self._reserved = max(0, int(nbytes))
         self._evict_to_budget()
 
     def clear(self) -> None:
@@ -327,6 +345,7 @@ class PromptCacheTrie:
             stored_tokens=sum(e.node.depth for e in self._entries),
             **c,
             hit_rate=c["cached_tokens_total"] / max(1, c["prompt_tokens_total"]),
+            reserved_bytes=self._reserved,
         )
 
     # -- the two operations on a cache (a subclass may mirror them elsewhere) ------------------
@@ -447,7 +466,7 @@ class PromptCacheTrie:
             self._handed_out = None
 
     def _evict_to_budget(self) -> None:
-        while self._bytes > self._budget and self._entries:
+        while self._bytes + self._reserved > self._budget and self._entries:
             victim = min(self._entries, key=lambda e: (e.node.touched, -e.node.depth))
             target = None
             if victim.trimmable:

@@ -1,4 +1,8 @@
-"""Turn SamplingSettings into mlx-lm samplers and logits processors, and find end tokens."""
+"""Turn SamplingSettings into samplers and logits processors, and find end tokens.
+
+A reply samples with its own PRNG key, seeded from its settings, rather than MLX's global
+generator: replies decoded side by side each draw the same tokens as they would alone.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,16 @@ from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.sample_utils import make_logits_processors, make_sampler
+from mlx_lm.sample_utils import (
+    apply_min_p,
+    apply_top_k,
+    apply_top_p,
+    make_logits_processors,
+)
 
 from engine.tokenizer import ModelTokenizer
 from engine.types import SamplingSettings
 
-Sampler = Callable[[mx.array], mx.array]
 LogitsProcessor = Callable[[mx.array, mx.array], mx.array]
 
 # End-of-turn markers of common chat templates; a model ends its reply with any of them.
@@ -27,14 +35,32 @@ _END_MARKERS = (
 )
 
 
-def build_sampler(settings: SamplingSettings) -> Sampler:
-    """A sampler over log-probabilities; temperature 0 is greedy."""
-    return make_sampler(
-        temp=settings.temperature,
-        top_p=settings.top_p if settings.top_p < 1.0 else 0.0,
-        min_p=settings.min_p,
-        top_k=settings.top_k,
-    )
+class RowSampler:
+    """How one reply picks its next token from logits (1, vocab): the argmax when greedy,
+    else mlx-lm's filters (top-p, min-p, top-k, in mlx-lm's order) on the log-probabilities
+    and a draw with the reply's own key, split afresh for every token."""
+
+    def __init__(self, settings: SamplingSettings) -> None:
+        self.greedy = settings.temperature == 0
+        self._scale = 0.0 if self.greedy else 1.0 / settings.temperature
+        self._filters: list[Callable[[mx.array], mx.array]] = []
+        if 0 < settings.top_p < 1.0:
+            self._filters.append(lambda x: apply_top_p(x, settings.top_p))
+        if settings.min_p:
+            self._filters.append(lambda x: apply_min_p(x, settings.min_p))
+        if settings.top_k > 0:
+            self._filters.append(lambda x: apply_top_k(x, settings.top_k))
+        self.seed = generation_seed(settings)
+        self._key = mx.random.key(self.seed % 2**64)  # MLX keys take 64-bit seeds
+
+    def __call__(self, logits: mx.array) -> mx.array:
+        if self.greedy:
+            return mx.argmax(logits, axis=-1)
+        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+        for keep in self._filters:
+            logprobs = keep(logprobs)
+        self._key, key = mx.random.split(self._key)
+        return mx.random.categorical(logprobs * self._scale, key=key)
 
 
 def build_processors(settings: SamplingSettings) -> list[LogitsProcessor]:
@@ -47,11 +73,11 @@ def build_processors(settings: SamplingSettings) -> list[LogitsProcessor]:
     )
 
 
-def seed_generation(settings: SamplingSettings) -> int:
-    """Seed MLX's generator for this request: the user's seed, or a fresh random one."""
-    seed = settings.seed if settings.seed is not None else int.from_bytes(os.urandom(4), "little")
-    mx.random.seed(seed)
-    return seed
+def generation_seed(settings: SamplingSettings) -> int:
+    """The seed a reply samples with: the user's, or a fresh random one."""
+    if settings.seed is not None:
+        return settings.seed
+    return int.from_bytes(os.urandom(4), "little")
 
 
 def end_token_ids(tokenizer: Any) -> set[int]:

@@ -5,12 +5,17 @@ Nothing here touches MLX, so the GUI can import it freely.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict
 
 if TYPE_CHECKING:
     from engine.constraints.compiled import CompiledGrammar
+
+
+# Replies the engine decodes side by side at most, unless told otherwise (the app's
+# Preferences, `serve --max-rows`).
+DEFAULT_MAX_ROWS = 8
 
 
 class StopReason(StrEnum):
@@ -229,6 +234,20 @@ class ChatRequest:
     # the server's /v1/completions. Special-token text in it counts as those tokens.
     raw_prompt: str | None = None
 
+    def alternatives(self, n: int) -> list[ChatRequest]:
+        """`n` requests for different replies to this one (OpenAI's `n`, Regenerate ×N):
+        with a seed, reply i samples with seed + i, so the set repeats as a whole."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        seed = self.sampling.seed
+        return [
+            replace(
+                self,
+                sampling=replace(self.sampling, seed=None if seed is None else seed + i),
+            )
+            for i in range(n)
+        ]
+
 
 @dataclass
 class GenerationStats:
@@ -417,6 +436,7 @@ class CacheStats:
     cached_tokens_total: int = 0
     prompt_tokens_total: int = 0
     hit_rate: float = 0.0  # cached prompt tokens over all prompt tokens
+    reserved_bytes: int = 0  # KV state of the replies decoding, counted against the budget
 
     def to_dict(self) -> dict[str, int | float]:
         return asdict(self)

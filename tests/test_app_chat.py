@@ -138,6 +138,36 @@ def test_regenerate_keeps_the_old_reply_as_a_branch(qtbot, tmp_path, tiny_engine
     close_window(window)
 
 
+def test_regenerate_several_versions_at_once(qtbot, tmp_path, tiny_engine):
+    """Regenerate ×3 (the Versions button's menu): three new versions decoded side by
+    side, saved as branches beside the old reply, the first of them shown."""
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=12, seed=9)
+    _send(qtbot, window, "Hello")
+    wait_idle(qtbot, window)
+    first = window.chat.message_widgets()[-1].message
+    button = window.chat.message_widgets()[-1].action_buttons["Versions"]
+    (three,) = [a for a in button.menu().actions() if a.text() == "Regenerate ×3"]
+    streamed: list[str] = []
+    window.controller.replyText.connect(streamed.append)
+    three.trigger()
+    assert window.controller.busy
+    wait_idle(qtbot, window)
+    widgets = window.chat.message_widgets()
+    shown = widgets[-1]
+    assert len(widgets) == 2 and shown.switcher is not None
+    assert shown.switcher.label.text() == "2/4"  # the old reply, then the three new ones
+    versions = window.store.siblings(shown.message)
+    assert [m.id for m in versions][0] == first.id
+    texts = [m.content for m in versions[1:]]
+    assert len(set(texts)) == 3  # seed, seed + 1, seed + 2: three different replies
+    assert shown.message.id == versions[1].id and streamed[-1] == texts[0]
+    screenshot(window, "chat_regenerate_versions")
+    shown.switcher.next.click()
+    assert window.chat.message_widgets()[-1].switcher.label.text() == "3/4"
+    close_window(window)
+
+
 def test_edit_branches_and_switches_back(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=12)

@@ -248,3 +248,24 @@ def test_a_download_past_the_memory_budget_waits_for_the_users_word(
         finally:
             close_window(window)
             eng.close()
+
+
+def test_a_refresh_asked_during_a_scan_scans_again_after_it(
+    qtbot, stores: dict, tiny_model_dir: Path
+) -> None:
+    """A model opened while the first scan still runs shows up: that scan started before
+    the model was recent, so the job scans once more when it ends (the picker missed the
+    model it had just loaded when the load beat the first scan)."""
+    from app.jobs.library_job import LibraryJob
+
+    job = LibraryJob(lambda: BIG)
+    scans: list[object] = []
+    job.scanned.connect(scans.append)
+    job.refresh()
+    job.recent_paths = [str(tiny_model_dir)]
+    job.refresh()  # while the first scan runs: not doubled, but not lost either
+    job.refresh()
+    qtbot.waitUntil(lambda: len(scans) == 2 and not job.busy, timeout=30_000)
+    assert job.present == {str(tiny_model_dir)}
+    qtbot.wait(200)
+    assert len(scans) == 2  # two asks during one scan make one more scan, not two

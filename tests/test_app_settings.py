@@ -44,6 +44,8 @@ def test_preferences_apply_at_once_and_are_remembered(qtbot, tmp_path, tiny_engi
         dialog.max_tokens.setValue(256)
         dialog.tool_boxes["calculator"].setChecked(True)
         dialog.kv_budget.setValue(512)
+        dialog.max_rows.setValue(3)
+        assert tiny_engine.max_rows == 3  # at once: the engine admits at most 3 replies
         dialog.default_model.setCurrentIndex(dialog.default_model.findData("default"))
         screenshot(dialog, "preferences")
         dialog.close()
@@ -53,6 +55,8 @@ def test_preferences_apply_at_once_and_are_remembered(qtbot, tmp_path, tiny_engi
         assert again.prefs.appearance == "dark" and theme.colors().dark
         assert again.prefs.chat_font_pt == int(size) + 4
         assert again.prefs.kv_budget_mb == 512 and again.prefs.default_model == "default"
+        assert again.prefs.max_rows == 3 and tiny_engine.max_rows == 3
+        again.bridge.set_max_rows(8)  # the session's shared engine goes back to the default
         assert again.store.get_setting("model_spec") == "default"  # where the app starts
         again.store.add_message(again.controller.conversation_id, None, "user", "hi")
         conv = again.controller.conversation

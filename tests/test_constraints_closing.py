@@ -57,6 +57,25 @@ def test_the_policy_ends_any_prefix_validly(lltok, prefix):
     assert matcher.consume_tokens(ending) and matcher.is_accepting()
 
 
+def test_a_long_walk_gives_up_when_the_reply_is_cancelled(lltok):
+    """An ending thousands of tokens long takes seconds to walk: a cancelled reply must not
+    wait for it (Stop, or an HTTP client hanging up, ends the reply at once)."""
+    from engine.constraints.sources import regex_constraint
+
+    spec = compile_constraint(regex_constraint("[a-z ]{2500,}"))
+    policy = ClosingPolicy.for_tokenizer(lltok)
+    asks: list[int] = []
+
+    def cancelled() -> bool:
+        asks.append(1)
+        return len(asks) > 2
+
+    assert policy.ending(spec.compiled.matcher(lltok), 3000, None, cancelled) is None
+    assert len(asks) == 3
+    whole = policy.ending(spec.compiled.matcher(lltok), 3000)
+    assert whole is not None and len(lltok.decode_str(whole)) >= 2500
+
+
 @pytest.mark.parametrize("max_tokens", [36, 60])
 def test_a_reply_that_would_run_out_is_closed_valid_within_the_budget(tiny_engine, max_tokens):
     result = chat(tiny_engine, json_schema_constraint(SCHEMA), max_tokens)

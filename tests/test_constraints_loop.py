@@ -172,14 +172,14 @@ def test_cancel_stops_a_constrained_reply(tiny_engine):
 
 
 def decode(engine, spec, *, serial=False, ends=None, processors=(), max_tokens=60):
-    """Run ConstrainedDecoder like generation.py does; return what a test needs to see."""
-    import mlx.core as mx
+    """Run one constrained row through the decode loop alone; return what a test needs."""
     from mlx_lm.models.cache import make_prompt_cache
 
-    from engine.constraints.loop import ConstrainedDecoder
+    from engine.batch import decode_alone
+    from engine.constraints.row import RowConstraint
     from engine.decode import prefill
     from engine.prompt import encode_chat
-    from engine.sampling import build_sampler, end_token_ids
+    from engine.sampling import RowSampler, end_token_ids
 
     def job(loaded):
         model, tok = loaded.model, loaded.tokenizer
@@ -188,21 +188,21 @@ def decode(engine, spec, *, serial=False, ends=None, processors=(), max_tokens=6
         fed: list[int] = []
         prefill(model, cache, prompt[:-1], fed, cancel=threading.Event())
         end = end_token_ids(tok) if ends is None else set(ends)
-        mx.random.seed(0)
-        runtime = ConstrainedDecoder(tok, spec, end, serial=serial)
-        tokens = runtime.decode(
+        runtime = RowConstraint(tok, spec, end, on_pool=not serial)
+        tokens = decode_alone(
             model,
             cache,
             prompt[-1:],
             fed,
-            sampler=build_sampler(GREEDY),
+            sampler=RowSampler(GREEDY),
             processors=list(processors),
-            history=prompt,
+            constraint=runtime,
+            overlap=not serial,
         )
         out = []
         for token in tokens:
             out.append(token)
-            if token in end or len(out) >= max_tokens or runtime.finished:
+            if token in end or len(out) >= max_tokens:
                 break
         tokens.close()
         stats = GenerationStats()

@@ -122,6 +122,40 @@ def test_streaming_matches_usage(client: openai.OpenAI, model: str) -> None:
     assert len({c.id for c in chunks}) == 1
 
 
+def test_n_choices_decode_side_by_side(client: openai.OpenAI, model: str) -> None:
+    """`n` choices: each its own reply (seed + i), every index once, usage summed; the
+    same request gives the same choices again, streamed or not."""
+    ask = {
+        "model": model,
+        "messages": _user("Name a colour."),
+        "max_tokens": 8,
+        "temperature": 1.5,
+        "seed": 4,
+        "n": 3,
+    }
+    reply = client.chat.completions.create(**ask)
+    texts = [c.message.content for c in reply.choices]
+    assert [c.index for c in reply.choices] == [0, 1, 2]
+    assert len(set(texts)) > 1
+    assert reply.usage is not None and 3 <= reply.usage.completion_tokens <= 3 * 8
+    figures = reply.model_extra["corral"]  # type: ignore[index]
+    assert len(figures["choices"]) == 3
+    stream = client.chat.completions.create(
+        **ask, stream=True, stream_options={"include_usage": True}
+    )
+    streamed = ["", "", ""]
+    finishes = [None, None, None]
+    chunks = list(stream)
+    for chunk in chunks:
+        for choice in chunk.choices:
+            streamed[choice.index] += choice.delta.content or ""
+            finishes[choice.index] = finishes[choice.index] or choice.finish_reason
+    assert streamed == texts
+    assert all(finishes)
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == reply.usage.completion_tokens
+
+
 def test_json_schema_reply_validates(client: openai.OpenAI, model: str) -> None:
     reply = client.chat.completions.create(
         model=model,
@@ -652,7 +686,7 @@ def test_schema_and_grammar_errors_carry_diagnostics(client: openai.OpenAI, mode
 @pytest.mark.parametrize(
     ("extra", "param", "words"),
     [
-        ({"n": 2}, "n", "n > 1 is not supported yet"),
+        ({"n": 17}, "n", "at most 16 choices"),
         ({"logprobs": True}, "logprobs", "not supported yet"),
         ({"presence_penalty": 0.5}, "presence_penalty", "repetition_penalty"),
         ({"frequency_penalty": 0.5}, "frequency_penalty", "repetition_penalty"),

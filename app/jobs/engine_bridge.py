@@ -113,6 +113,7 @@ class EngineBridge(QObject):
         self._engine = engine
         self._make_engine: Callable[[], Engine] | None = None  # None: a local Engine
         self._failure_told: str | None = None
+        self._max_rows: int | None = None  # the user's setting, for an engine made later
         self._jobs: set[ReplyJob] = set()
         self.loading_spec: str | None = None
         self.model_spec: str | None = None  # the spec of the model loaded last
@@ -124,6 +125,8 @@ class EngineBridge(QObject):
             from engine.engine import Engine
 
             self._engine = (self._make_engine or Engine)()
+            if self._max_rows is not None:
+                self._engine.set_max_rows(self._max_rows)
         return self._engine
 
     def use_engine(self, make_engine: Callable[[], Engine] | None) -> None:
@@ -211,6 +214,17 @@ class EngineBridge(QObject):
         job.handle = self.engine.submit(request, on_event=job.on_event)
         return job
 
+    def submit_many(self, requests: list[ChatRequest]) -> list[ReplyJob]:
+        """Queue several replies at once (Regenerate ×N): they decode side by side."""
+        jobs = [ReplyJob(request, self) for request in requests]
+        for job in jobs:
+            self._jobs.add(job)
+            job.finished.connect(lambda _result, job=job: self._retire(job))
+        handles = self.engine.submit_many(requests, lambda i, event: jobs[i].on_event(event))
+        for job, handle in zip(jobs, handles, strict=True):
+            job.handle = handle
+        return jobs
+
     def _retire(self, job: ReplyJob) -> None:
         self._jobs.discard(job)
         job.deleteLater()  # after the slots of this `finished` have run
@@ -223,6 +237,12 @@ class EngineBridge(QObject):
 
             return validate_constraint(spec)
         return self._engine.check_constraint(spec)
+
+    def set_max_rows(self, max_rows: int) -> None:
+        """How many replies the engine writes side by side at most."""
+        self._max_rows = max_rows
+        if self._engine is not None:
+            self._engine.set_max_rows(max_rows)
 
     def set_cache_budget(self, nbytes: int | None) -> None:
         """The user's KV-cache budget (None: automatic, sized by the engine's memory plan)."""

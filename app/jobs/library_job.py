@@ -69,10 +69,14 @@ class LibraryJob(QObject):
         self.default_origin: str | None = None
         self.resolved: dict[str, str] = {}
         self.present: set[str] = set()
+        self._again = False  # asked to scan while a scan ran: what it saw may be stale
 
     def refresh(self) -> None:
-        """Scan again in the background (a scan already running is not doubled)."""
+        """Scan again in the background. A scan already running is not doubled: one more
+        follows it, since it may have started before what this call wants seen (a model
+        just opened, a copy just deleted)."""
         if self.busy:
+            self._again = True
             return
         self.busy = True
         self.scanning.emit()
@@ -93,9 +97,12 @@ class LibraryJob(QObject):
         self.busy = False
         if error is not None or result is None:
             self.failed.emit(f"The library could not be read: {error}")
-            return
-        self.models, self.default_origin, self.resolved, self.present = result
-        self.scanned.emit(self.models)
+        else:
+            self.models, self.default_origin, self.resolved, self.present = result
+            self.scanned.emit(self.models)
+        if self._again:
+            self._again = False
+            self.refresh()
 
     def repo_ids(self) -> list[str]:
         """Repo ids the library knows, for completing the repo field."""

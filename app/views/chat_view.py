@@ -52,7 +52,7 @@ class ChatView(QScrollArea):
     """Shows the active path and the streaming reply; forwards the widgets' requests."""
 
     editSubmitted = Signal(int, str)
-    regenerateRequested = Signal()
+    regenerateRequested = Signal(int)  # how many new versions
     retryRequested = Signal(int)
     continueRequested = Signal(int)
     branchStepped = Signal(int, int)

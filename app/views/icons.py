@@ -18,6 +18,8 @@ PATHS = {
     "check": '<path d="M5 12.5l4.5 4.5L19 7.5"/>',
     "edit": '<path d="M4.5 19.5h3.8L19 8.8 15.2 5 4.5 15.7z"/><path d="M13 7.2l3.8 3.8"/>',
     "regenerate": '<path d="M19.5 12a7.5 7.5 0 1 1-2.2-5.3"/><path d="M19.5 4.5v4.7h-4.7"/>',
+    "versions": '<path d="M12 4 4 8.5l8 4.5 8-4.5z"/><path d="M4 12.5l8 4.5 8-4.5"/>'
+    '<path d="M4 16.5l8 4.5 8-4.5"/>',
     "continue": '<path d="M5 12h13"/><path d="M13 6.5l5.5 5.5-5.5 5.5"/>',
     "send": '<path d="M12 18.5v-13"/><path d="M6.5 11L12 5.5 17.5 11"/>',
     "stop": '<rect x="7" y="7" width="10" height="10" rx="1.5" fill="currentColor"/>',

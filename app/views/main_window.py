@@ -73,6 +73,7 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.store = store
         self.bridge = bridge
         self.prefs = Preferences.load(store)
+        bridge.set_max_rows(self.prefs.max_rows)
         theme.set_chat_pt(self.prefs.chat_font_pt)
         theme.apply_appearance(self.prefs.appearance)
         self.controller = ChatController(store, bridge, self)
@@ -436,9 +437,10 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
     def stop(self) -> None:
         self.controller.stop()
 
-    def regenerate(self) -> None:
+    def regenerate(self, count: int = 1) -> None:
+        """Write `count` new versions of the last reply, side by side."""
         self.settings_panel.flush()
-        self.controller.regenerate()
+        self.controller.regenerate(count)
 
     def retry(self, message_id: int) -> None:
         self.settings_panel.flush()
@@ -478,6 +480,7 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.composer.set_busy(busy)
         self.chat.set_interactive(not busy)
         self.actions_by_name["regenerate"].setEnabled(not busy)
+        self.actions_by_name["regenerate_many"].setEnabled(not busy)
         if not busy:
             self.composer.edit.setFocus()
 

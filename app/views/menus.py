@@ -64,6 +64,9 @@ def build_menus(window: Any) -> dict[str, QAction]:
     chat = bar.addMenu("&Chat")
     acts["stop"] = _action(chat, "&Stop", window.stop, "Esc", "Ctrl+.")
     acts["regenerate"] = _action(chat, "&Regenerate Reply", window.regenerate, "Ctrl+R")
+    acts["regenerate_many"] = _action(
+        chat, "Regenerate ×&3", lambda: window.regenerate(3), "Ctrl+Shift+R"
+    )
     chat.addSeparator()
     acts["constrain_editor"] = _action(
         chat, "Reply &Format: Write or Paste…", window.open_constraint_editor, "Ctrl+G"

@@ -2,8 +2,10 @@
 user's words sit in a tinted bubble on the right, exactly as typed; replies run the width
 of the column as rendered Markdown. Under each message, icon actions with tooltips appear
 on hover (always on the last reply), with the branch switcher and, for replies, the
-figures in plain words. A note under a reply says honestly how it ended ("Stopped",
-"Stopped at the 1024-token limit" with Continue, an error with Retry)."""
+figures in plain words. Beside the last reply's Regenerate, Versions writes several at once
+(×2, ×3, ×4), which come back as versions ‹ 1/N ›. A note under a reply says
+honestly how it ended ("Stopped", "Stopped at the 1024-token limit" with Continue, an
+error with Retry)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ from PySide6.QtGui import QEnterEvent, QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
+    QMenu,
     QPushButton,
     QSizePolicy,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -31,13 +35,14 @@ from app.views.message_parts import BranchSwitcher, Note, ToolCallCard, label, r
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "tool": "Tool"}
 NOTE_WRAP_WIDTH = 280  # px: a note longer than this wraps
+REGENERATE_COUNTS = (2, 3, 4)  # Regenerate's menu: this many versions at once
 
 
 class MessageWidget(QFrame):
     """A user message, a saved reply, or (with `message` None) the reply being streamed."""
 
     editSubmitted = Signal(int, str)
-    regenerateRequested = Signal()
+    regenerateRequested = Signal(int)  # how many new versions
     retryRequested = Signal(int)  # the message to answer again (a user message or a reply)
     continueRequested = Signal(int)  # the reply to continue
     branchStepped = Signal(int, int)  # message id, -1 or +1
@@ -197,9 +202,18 @@ class MessageWidget(QFrame):
                     "Regenerate",
                     "regenerate",
                     "Write a new version of this reply",
-                    self.regenerateRequested.emit,
+                    lambda: self.regenerateRequested.emit(1),
                     on,
                 )
+                self._action(
+                    actions,
+                    "Versions",
+                    "versions",
+                    "Write several new versions at once",
+                    lambda: None,
+                    on,
+                )
+                self._versions_menu(self.action_buttons["Versions"])
             if branch[1] > 1:
                 switcher = BranchSwitcher(*branch, parent=self.footer)
                 switcher.setEnabled(on)
@@ -231,15 +245,24 @@ class MessageWidget(QFrame):
         row.addWidget(button)
         self.action_buttons[name] = button
 
+    def _versions_menu(self, button: QToolButton) -> None:
+        menu = QMenu(button)
+        for count in REGENERATE_COUNTS:
+            action = menu.addAction(f"Regenerate ×{count}")
+            action.triggered.connect(lambda _=False, n=count: self.regenerateRequested.emit(n))
+        button.setMenu(menu)
+        button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+
     def _content(self) -> str:
         return self.message.content if self.message is not None else ""
 
     # ---- state ----
 
     def set_last_reply(self, last: bool) -> None:
-        """Only the last reply offers Regenerate, and keeps its actions in view."""
-        if "Regenerate" in self.action_buttons:
-            self.action_buttons["Regenerate"].setVisible(last)
+        """Only the last reply offers Regenerate (and Versions), and keeps its actions in view."""
+        for name in ("Regenerate", "Versions"):
+            if name in self.action_buttons:
+                self.action_buttons[name].setVisible(last)
         self._always_show_actions = last
         self._update_actions()
 

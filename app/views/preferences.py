@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.preferences import Preferences
+from app.preferences import MAX_ROWS_LIMIT, Preferences
 from app.views import theme
 from app.views.settings_panel import hint, section
 from engine.types import ToolDefinition
@@ -109,6 +109,17 @@ class PreferencesDialog(QDialog):
                 self,
             )
         )
+        self.max_rows = QSpinBox(self, minimum=1, maximum=MAX_ROWS_LIMIT, suffix=" replies")
+        self.max_rows.setValue(prefs.max_rows)
+        form.addRow("Write at once", self.max_rows)
+        form.addRow(
+            hint(
+                "Replies the model writes side by side (Versions, and apps using the local "
+                "server): together they take far less time than one after another. Each "
+                "needs its own memory; 1 writes them one at a time.",
+                self,
+            )
+        )
         for widget in model_sections:
             self.page.addSpacing(theme.SPACE.S)
             self.page.addWidget(widget)
@@ -182,6 +193,7 @@ class PreferencesDialog(QDialog):
         self.chat_size.valueChanged.connect(self._edited)
         self.default_model.currentIndexChanged.connect(self._edited)
         self.kv_budget.valueChanged.connect(self._edited)
+        self.max_rows.valueChanged.connect(self._edited)
         for box in (self.allow_extra, self.strict_schema, self.close_loops):
             box.toggled.connect(self._edited)
         self.new_prompt.currentIndexChanged.connect(self._edited)
@@ -246,6 +258,7 @@ class PreferencesDialog(QDialog):
             chat_font_pt=None if size == round(theme.default_chat_pt()) else size,
             default_model=str(self.default_model.currentData() or ""),
             kv_budget_mb=self.kv_budget.value(),
+            max_rows=self.max_rows.value(),
             new_chat=new_chat,
             new_chat_tools=tools,
             allow_extra_properties=self.allow_extra.isChecked(),

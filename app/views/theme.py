@@ -357,6 +357,7 @@ QMainWindow, #shell {{ background: {css(c.window)}; }}
 }}
 #chip:hover, #constrainButton:hover, #toolsChip:hover {{ border-color: {css(c.faint)}; }}
 #toolsChip::menu-indicator, #constrainButton::menu-indicator {{ width: 0; image: none; }}
+#actionVersions::menu-indicator {{ width: 0; image: none; }}
 #chipRemove {{ border: none; padding: 0; }}
 #modelPicker {{
     border: 1px solid {css(c.border)}; border-radius: {RADIUS_S}px; background: {css(c.surface)};

@@ -189,6 +189,8 @@ class WindowModel(QMainWindow):
             self.composer.restyle()
         if prefs.kv_budget_mb != old.kv_budget_mb:
             self._apply_cache_budget()
+        if prefs.max_rows != old.max_rows:
+            self.bridge.set_max_rows(prefs.max_rows)
 
     def update_status(self) -> None:
         info = self.bridge.model_info

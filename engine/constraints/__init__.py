@@ -1,10 +1,11 @@
-"""Constrained decoding: grammar sources, validation, llguidance matchers and the masked loop.
+"""Constrained decoding: grammar sources, validation, llguidance matchers and masks.
 
 `sources` turns files and pasted text into ConstraintSpecs, `validate` compiles them to
-llguidance grammars and reports problems as Diagnostics, `loop` runs the overlapped decode
-loop. Imports run one way: sources, then validate, then loop. Only `loop` and `masking`
-import MLX; the rest is safe for the GUI thread. This module holds the error they raise;
-the Diagnostics it carries are plain data in `engine.types`.
+llguidance grammars and reports problems as Diagnostics, `row` runs one reply's matcher
+on the mask pool for the decode loop (`engine.batch`), `masking` applies the masks.
+Imports run one way: sources, then validate, then row. Only `row` and `masking` import
+MLX; the rest is safe for the GUI thread. This module holds the error they raise; the
+Diagnostics it carries are plain data in `engine.types`.
 """
 
 from __future__ import annotations

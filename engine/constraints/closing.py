@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import llguidance
@@ -32,6 +32,7 @@ FIRST_CHECK = 64  # tokens left when the ending is first computed (or half the b
 MARGIN = 6  # tokens kept in hand: an ending can grow by a few tokens between checks
 LOOKAHEAD = 32  # the walk goes this far past the budget, to say how much was missing
 CANDIDATES = 48  # allowed tokens tried one step ahead when nothing closes
+CANCEL_EVERY = 16  # walk steps between looks at whether the reply was cancelled
 
 # Short values, tried wherever a value may start.
 _VALUES = (b"0", b"1", b'""', b"{}", b"[]", b"null", b"true", b"false", b",")
@@ -111,10 +112,15 @@ class ClosingPolicy:
             return found[1]
 
     def ending(
-        self, matcher: LLMatcher, limit: int, nesting: Nesting | None = None
+        self,
+        matcher: LLMatcher,
+        limit: int,
+        nesting: Nesting | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> list[int] | None:
         """Tokens that take `matcher`'s state (not changed: a copy walks) to one the grammar
-        accepts; [] if it accepts already; None if no ending shows within `limit` tokens.
+        accepts; [] if it accepts already; None if no ending shows within `limit` tokens
+        or `cancelled()` turns true on the way (a long walk takes about 1 ms a token).
         `nesting` is the reply's text so far, seen lexically (not changed)."""
         walk = matcher.deep_copy()
         nest = nesting.copy() if nesting is not None else Nesting()
@@ -126,6 +132,8 @@ class ClosingPolicy:
             if walk.is_accepting():
                 return out
             if walk.is_stopped() or len(out) > limit:
+                return None
+            if cancelled is not None and len(out) % CANCEL_EVERY == 0 and cancelled():
                 return None
             forced = walk.compute_ff_tokens()
             if forced:
@@ -243,6 +251,7 @@ class ClosingTracker:
         *,
         repetition: bool = True,
         margin: int = MARGIN,
+        cancelled: Callable[[], bool] | None = None,
     ) -> None:
         policy = (
             tokenizer
@@ -256,6 +265,7 @@ class ClosingTracker:
         self._next_check = max(0, max_tokens - max(FIRST_CHECK, max_tokens // 2))
         self._repeats = RepetitionDetector(policy.texts) if repetition else None
         self._nesting = Nesting()
+        self._cancelled = cancelled
 
     def after(self, matcher: LLMatcher, tokens: list[int], generated: int) -> list[int] | None:
         """`matcher` has consumed the reply's newest `tokens`; the reply now holds
@@ -269,7 +279,7 @@ class ClosingTracker:
             return None
         left = self.max_tokens - generated
         self.state.checks += 1
-        ending = self.policy.ending(matcher, left + LOOKAHEAD, self._nesting)
+        ending = self.policy.ending(matcher, left + LOOKAHEAD, self._nesting, self._cancelled)
         if ending is None:
             self.state.needed = -1
             self._next_check = generated + max(1, left // 4)

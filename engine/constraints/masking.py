@@ -42,12 +42,14 @@ def bitmask_to_bias(bitmask: np.ndarray, out: np.ndarray | None = None) -> np.nd
 
 
 def apply_bias(logits: mx.array, bias: np.ndarray) -> mx.array:
-    """`logits` (..., vocab) plus `bias`, trimmed or padded with -inf to the vocabulary size."""
-    vocab = logits.shape[-1]
-    if bias.size > vocab:
-        bias = bias[:vocab]
-    elif bias.size < vocab:
-        bias = np.concatenate([bias, np.full(vocab - bias.size, -np.inf, np.float32)])
+    """`logits` (..., vocab) plus `bias` (vocab,) or (rows, vocab), trimmed or padded with
+    -inf to the vocabulary size."""
+    vocab, have = logits.shape[-1], bias.shape[-1]
+    if have > vocab:
+        bias = bias[..., :vocab]
+    elif have < vocab:
+        pad = np.full((*bias.shape[:-1], vocab - have), -np.inf, np.float32)
+        bias = np.concatenate([bias, pad], axis=-1)
     b = mx.array(bias)
     if b.dtype != logits.dtype:
         b = b.astype(logits.dtype)
@@ -60,12 +62,13 @@ def apply_token_bitmask_portable(logits: mx.array, bitmask: np.ndarray) -> mx.ar
 
 
 def apply_token_bitmask_metal(logits: mx.array, bitmask: np.ndarray) -> mx.array:
-    """Mask `logits` with llguidance's Metal kernel (Metal only)."""
+    """Mask `logits` (..., vocab) with llguidance's Metal kernel (Metal only): one row of
+    `bitmask` per row of logits."""
     from llguidance.mlx import apply_token_bitmask
 
-    words = np.ascontiguousarray(bitmask, dtype=np.int32).reshape(1, -1)
-    flat = logits.reshape(1, -1)
-    return apply_token_bitmask(flat, words).reshape(logits.shape)
+    rows = logits.reshape(-1, logits.shape[-1])
+    words = np.ascontiguousarray(bitmask, dtype=np.int32).reshape(rows.shape[0], -1)
+    return apply_token_bitmask(rows, words).reshape(logits.shape)
 
 
 def apply_token_bitmask(logits: mx.array, bitmask: np.ndarray) -> mx.array:
@@ -94,3 +97,30 @@ class TokenMasker:
         if self.use_metal:
             return apply_token_bitmask_metal(logits, prepared)
         return apply_bias(logits, prepared)
+
+
+def apply_masks(logits: mx.array, masks: list[np.ndarray | None], *, use_metal: bool) -> mx.array:
+    """Mask each row of `logits` (rows, vocab) by its TokenMasker-prepared mask in one
+    operation; a row whose mask is None is left as it is. With one row the prepared mask
+    is used as is (no copy): the single-reply path costs what it did before batching."""
+    if len(masks) == 1 and masks[0] is not None:
+        prepared = masks[0]
+        if use_metal:
+            return apply_token_bitmask_metal(logits, prepared)
+        return apply_bias(logits, prepared)
+    size = next(m.shape[-1] for m in masks if m is not None)
+    if use_metal:  # words: all bits set lets every token through
+        words = np.full((len(masks), size), -1, np.int32)
+        for i, m in enumerate(masks):
+            if m is not None:
+                words[i] = m
+        return apply_token_bitmask_metal(logits, words)
+    vocab = logits.shape[-1]
+    bias = np.full((len(masks), vocab), -0.0, np.float32)  # x + -0.0 == x
+    for i, m in enumerate(masks):
+        if m is not None:  # as apply_bias: tokens the mask does not cover are masked
+            n = min(vocab, m.shape[-1])
+            bias[i, :n] = m[:n]
+            bias[i, n:] = -np.inf
+    b = mx.array(bias)
+    return logits + (b if b.dtype == logits.dtype else b.astype(logits.dtype))

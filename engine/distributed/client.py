@@ -12,6 +12,7 @@ stopped, and `failure` says why (the app then offers to go on with this machine 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import os
 import queue
@@ -19,7 +20,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, Listener
@@ -201,6 +202,21 @@ class DistributedEngine(Engine):
         plain, grammar = strip_request(request)
         self._outbox.put(("submit", handle.id, plain, grammar))
         return handle
+
+    def submit_many(
+        self,
+        requests: Sequence[ChatRequest],
+        on_event: Callable[[int, ChatEvent], None] | None = None,
+    ) -> list[RequestHandle]:
+        """Each request on its own: rank 0 decodes the group's replies one at a time (the
+        other ranks mirror one KV state per request, not a batch)."""
+        return [
+            self.submit(request, functools.partial(on_event, i) if on_event else None)
+            for i, request in enumerate(requests)
+        ]
+
+    def set_max_rows(self, max_rows: int) -> None:
+        """Nothing to change: a sharded model decodes one reply at a time."""
 
     def check_constraint(self, spec: ConstraintSpec) -> ValidationReport:
         """Checked by rank 0 with the loaded model's tokenizer (or here, without one, when no

@@ -75,7 +75,9 @@ class Leader:
         _, self.hosts, settings = first
         self.mode = settings.get("shard", "auto")
         self.kv_setting = settings.get("kv_budget_bytes")
-        self.engine = Engine(kv_budget_bytes=self.kv_setting, loader=self._load)
+        # One reply at a time: the other ranks mirror each request's own KV state by id,
+        # which a batch (rows merged into one cache) would not keep.
+        self.engine = Engine(kv_budget_bytes=self.kv_setting, loader=self._load, max_rows=1)
         self.send(("ready", pids))
         while True:
             try:

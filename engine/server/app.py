@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from engine.engine import Engine
+from engine.errors import EngineBusyError
 from engine.server.activity import RequestRecord, ServerActivity
 from engine.server.config import ServerConfig
 from engine.server.errors import (
@@ -36,8 +37,10 @@ from engine.server.errors import (
 from engine.server.guard import Guard
 from engine.server.responses import (
     ChunkWriter,
+    IndexedEvent,
     chat_completion,
     error_message,
+    failure,
     new_id,
     status_for,
     text_completion,
@@ -251,63 +254,67 @@ class Service:
         started = time.perf_counter()
         first_token: list[float] = []
         endpoint = request.url.path
+        n = prepared.n
+        results: list[ChatResult | None] = [None] * n
 
-        def on_event(event: ChatEvent) -> None:  # engine thread
+        def on_event(index: int, event: ChatEvent) -> None:  # engine thread
             if not first_token and isinstance(event, TextDelta | ToolCallDelta):
                 first_token.append(time.perf_counter())
             if isinstance(event, Finished):
-                ttft = (first_token[0] - started) * 1e3 if first_token else None
-                self.activity.end(
-                    _record(arrived, endpoint, body.stream, prepared, event.result, ttft)
-                )
-            channel.push(event)
+                results[index] = event.result
+                done = [r for r in results if r is not None]
+                if len(done) == n:
+                    ttft = (first_token[0] - started) * 1e3 if first_token else None
+                    self.activity.end(_record(arrived, endpoint, body.stream, prepared, done, ttft))
+            channel.push((index, event))
 
-        handle = self.engine.submit(prepared.request, on_event)
+        requests = prepared.request.alternatives(n) if n > 1 else [prepared.request]
+        try:
+            handles = self.engine.submit_many(requests, on_event)
+        except EngineBusyError as exc:
+            refusal = APIError(503, str(exc), code="queue_full", headers={"Retry-After": "1"})
+            self.activity.end(RequestRecord(arrived, endpoint, 503, error=refusal.message))
+            raise refusal from None
         completion_id = new_id("chatcmpl" if chat else "cmpl")
+        options = body.stream_options
+        include_usage = bool(body.stream and options and options.include_usage)
+        writer = ChunkWriter(
+            completion_id,
+            model,
+            chat=chat,
+            include_usage=include_usage,
+            warnings=prepared.warnings,
+            n=n,
+        )
         gone = asyncio.ensure_future(_until_disconnect(request))
         try:
             events = await self._next(channel, gone)
-            if body.stream and not _finished(events):
-                include_usage = bool(body.stream_options and body.stream_options.include_usage)
-                writer = ChunkWriter(
-                    completion_id,
-                    model,
-                    chat=chat,
-                    include_usage=include_usage,
-                    warnings=prepared.warnings,
-                )
+            if body.stream and _finished(events) < n:
                 gone.cancel()  # the streaming response listens for the disconnect itself
                 return StreamingResponse(
-                    sse_stream(writer, events, channel, handle),
+                    sse_stream(writer, events, channel, handles),
                     media_type="text/event-stream",
                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
                 )
-            while not _finished(events):
+            while _finished(events) < n:
                 events += await self._next(channel, gone)
         except ClientGone:
-            handle.cancel()
+            for handle in handles:
+                handle.cancel()
             return Response(status_code=CLIENT_GONE)
         finally:
             gone.cancel()
-        result = _result(events)
-        _raise_for_result(result)
+        finished = _results(events)
+        _raise_for_results(finished)
         if body.stream:  # finished before any token: a one-shot stream
-            include_usage = bool(body.stream_options and body.stream_options.include_usage)
-            writer = ChunkWriter(
-                completion_id,
-                model,
-                chat=chat,
-                include_usage=include_usage,
-                warnings=prepared.warnings,
-            )
             return StreamingResponse(
-                sse_stream(writer, events, None, handle), media_type="text/event-stream"
+                sse_stream(writer, events, None, handles), media_type="text/event-stream"
             )
         build = chat_completion if chat else text_completion
-        return JSONResponse(build(completion_id, model, result, prepared.warnings))
+        return JSONResponse(build(completion_id, model, finished, prepared.warnings))
 
     @staticmethod
-    async def _next(channel: EventChannel, gone: asyncio.Future[None]) -> list[ChatEvent]:
+    async def _next(channel: EventChannel, gone: asyncio.Future[None]) -> list[IndexedEvent]:
         get = asyncio.ensure_future(channel.next_batch())
         waiting: set[asyncio.Future[Any]] = {get, gone}
         done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -343,23 +350,24 @@ def _unencodable_text(data: Any) -> str | None:
     return None
 
 
-def _finished(events: list[ChatEvent]) -> bool:
-    return bool(events) and isinstance(events[-1], Finished)
+def _finished(events: list[IndexedEvent]) -> int:
+    """How many choices have finished among `events`."""
+    return sum(isinstance(event, Finished) for _, event in events)
 
 
-def _result(events: list[ChatEvent]) -> ChatResult:
-    last = events[-1]
-    assert isinstance(last, Finished)
-    return last.result
+def _results(events: list[IndexedEvent]) -> list[ChatResult]:
+    """Each choice's result, in choice order."""
+    found = {i: event.result for i, event in events if isinstance(event, Finished)}
+    return [found[i] for i in sorted(found)]
 
 
-def _raise_for_result(result: ChatResult) -> None:
-    """APIError for a reply the engine could not produce."""
-    if result.error is None and result.stop_reason != StopReason.CANCELLED:
-        return
-    raise GenerationFailed(
-        status_for(result), error_message(result), code=result.error_code or "generation_failed"
-    )
+def _raise_for_results(results: list[ChatResult]) -> None:
+    """APIError for a request whose replies the engine could not all produce."""
+    failed = failure(results)
+    if failed is not None:
+        raise GenerationFailed(
+            status_for(failed), error_message(failed), code=failed.error_code or "generation_failed"
+        )
 
 
 def _record(
@@ -367,14 +375,17 @@ def _record(
     endpoint: str,
     stream: bool,
     prepared: Prepared,
-    result: ChatResult,
+    results: list[ChatResult],
     ttft_ms: float | None,
 ) -> RequestRecord:
+    """The log line of a request: its first choice's figures, every choice's tokens."""
+    result = results[0]
+    failed = failure(results)
     s = result.stats
-    if result.stop_reason == StopReason.CANCELLED:
+    if failed is not None and failed.stop_reason == StopReason.CANCELLED:
         status = CLIENT_GONE
-    elif result.error:
-        status = status_for(result)
+    elif failed is not None:
+        status = status_for(failed)
     else:
         status = 200
     return RequestRecord(
@@ -383,13 +394,13 @@ def _record(
         status=status,
         stream=stream,
         prompt_tokens=s.prompt_tokens,
-        completion_tokens=s.generated_tokens,
+        completion_tokens=sum(r.stats.generated_tokens for r in results),
         cached_tokens=s.cached_tokens,
         ttft_ms=round(ttft_ms, 1) if ttft_ms is not None else None,
         decode_tps=round(s.decode_tps, 1),
         constraint=prepared.constraint,
-        stop_reason=s.stop_reason,
-        error=error_message(result) if result.error else None,
+        stop_reason=(failed or result).stats.stop_reason,
+        error=error_message(failed) if failed is not None and failed.error else None,
     )
 
 

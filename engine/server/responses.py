@@ -1,9 +1,11 @@
 """Engine results and events in OpenAI's response shapes, plus Corral's `corral` statistics.
 
-`ChunkWriter` turns a stream of engine events into `chat.completion.chunk` (or
-`text_completion`) payloads: a first chunk with the role, content deltas, tool-call deltas
-(id and name first, then argument fragments, as the `openai` client accumulates them), a
-last chunk with `finish_reason`, and the usage chunk when `include_usage` asks for it.
+A request asks for `n` choices (1 by default); choice i's events and result carry index i.
+`ChunkWriter` turns the stream of engine events into `chat.completion.chunk` (or
+`text_completion`) payloads: a first chunk with the role per choice, content deltas,
+tool-call deltas (id and name first, then argument fragments, as the `openai` client
+accumulates them), a last chunk per choice with its `finish_reason`, and once every choice
+has finished the usage chunk when `include_usage` asks for it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ import uuid
 from typing import Any
 
 from engine.types import ChatEvent, ChatResult, Finished, StopReason, TextDelta, ToolCallDelta
+
+# What the engine streams for a request of n choices: (choice index, event).
+IndexedEvent = tuple[int, ChatEvent]
 
 
 def new_id(prefix: str) -> str:
@@ -40,13 +45,21 @@ def error_message(result: ChatResult) -> str:
     return rest if sep and head.endswith("Error") and head.isidentifier() else message
 
 
-def usage(result: ChatResult) -> dict[str, Any]:
-    s = result.stats
+def failure(results: list[ChatResult]) -> ChatResult | None:
+    """The first choice the engine could not produce (failed or cancelled), if any."""
+    return next((r for r in results if r.error or r.stop_reason == StopReason.CANCELLED), None)
+
+
+def usage(results: list[ChatResult]) -> dict[str, Any]:
+    """Token counts of a request: its prompt once (the choices share it), every choice's
+    completion."""
+    first = results[0].stats
+    completion = sum(r.stats.generated_tokens for r in results)
     return {
-        "prompt_tokens": s.prompt_tokens,
-        "completion_tokens": s.generated_tokens,
-        "total_tokens": s.prompt_tokens + s.generated_tokens,
-        "prompt_tokens_details": {"cached_tokens": s.cached_tokens},
+        "prompt_tokens": first.prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": first.prompt_tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": first.cached_tokens},
     }
 
 
@@ -83,9 +96,16 @@ def tool_calls_json(result: ChatResult) -> list[dict[str, Any]]:
     ]
 
 
-def chat_completion(
-    completion_id: str, model: str, result: ChatResult, warnings: list[str]
-) -> dict[str, Any]:
+def corral_figures(results: list[ChatResult], warnings: list[str]) -> dict[str, Any]:
+    """`corral` of a response: the first choice's figures, and with several choices each
+    one's under `choices`."""
+    figures = corral_stats(results[0], warnings)
+    if len(results) > 1:
+        figures["choices"] = [corral_stats(r, warnings) for r in results]
+    return figures
+
+
+def _message(result: ChatResult) -> dict[str, Any]:
     message: dict[str, Any] = {
         "role": "assistant",
         "content": result.text if result.text or not result.tool_calls else None,
@@ -93,6 +113,12 @@ def chat_completion(
     }
     if result.tool_calls:
         message["tool_calls"] = tool_calls_json(result)
+    return message
+
+
+def chat_completion(
+    completion_id: str, model: str, results: list[ChatResult], warnings: list[str]
+) -> dict[str, Any]:
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -101,19 +127,20 @@ def chat_completion(
         "system_fingerprint": None,
         "choices": [
             {
-                "index": 0,
-                "message": message,
+                "index": i,
+                "message": _message(result),
                 "logprobs": None,
                 "finish_reason": finish_reason(result),
             }
+            for i, result in enumerate(results)
         ],
-        "usage": usage(result),
-        "corral": corral_stats(result, warnings),
+        "usage": usage(results),
+        "corral": corral_figures(results, warnings),
     }
 
 
 def text_completion(
-    completion_id: str, model: str, result: ChatResult, warnings: list[str]
+    completion_id: str, model: str, results: list[ChatResult], warnings: list[str]
 ) -> dict[str, Any]:
     return {
         "id": completion_id,
@@ -123,14 +150,15 @@ def text_completion(
         "system_fingerprint": None,
         "choices": [
             {
-                "index": 0,
+                "index": i,
                 "text": result.text,
                 "logprobs": None,
                 "finish_reason": finish_reason(result),
             }
+            for i, result in enumerate(results)
         ],
-        "usage": usage(result),
-        "corral": corral_stats(result, warnings),
+        "usage": usage(results),
+        "corral": corral_figures(results, warnings),
     }
 
 
@@ -146,7 +174,8 @@ SSE_DONE = b"data: [DONE]\n\n"
 
 
 class ChunkWriter:
-    """Streamed chunks for one reply (`chat`: chat.completion.chunk, else text_completion)."""
+    """Streamed chunks for the `n` choices of one request (`chat`: chat.completion.chunk,
+    else text_completion)."""
 
     def __init__(
         self,
@@ -156,6 +185,7 @@ class ChunkWriter:
         chat: bool,
         include_usage: bool,
         warnings: list[str],
+        n: int = 1,
     ) -> None:
         self._base: dict[str, Any] = {
             "id": completion_id,
@@ -167,7 +197,15 @@ class ChunkWriter:
         self._chat = chat
         self._include_usage = include_usage
         self._warnings = warnings
-        self.result: ChatResult | None = None
+        self.results: list[ChatResult | None] = [None] * n
+
+    @property
+    def done(self) -> bool:
+        """Every choice has finished."""
+        return all(r is not None for r in self.results)
+
+    def finished(self) -> list[ChatResult]:
+        return [r for r in self.results if r is not None]
 
     def _chunk(self, choice: dict[str, Any] | None, **extra: Any) -> dict[str, Any]:
         chunk = dict(self._base, choices=[choice] if choice is not None else [])
@@ -176,33 +214,44 @@ class ChunkWriter:
         chunk.update(extra)
         return chunk
 
-    def _delta(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    def _delta(
+        self, index: int, delta: dict[str, Any], finish: str | None = None
+    ) -> dict[str, Any]:
         if self._chat:
             return self._chunk(
-                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
             )
         text = delta.get("content", "")
-        return self._chunk({"index": 0, "text": text, "logprobs": None, "finish_reason": finish})
+        return self._chunk(
+            {"index": index, "text": text, "logprobs": None, "finish_reason": finish}
+        )
 
     def opening(self) -> list[dict[str, Any]]:
-        """The first chunk: the assistant role (chat only)."""
-        return [self._delta({"role": "assistant", "content": ""})] if self._chat else []
+        """The first chunks: the assistant role of each choice (chat only)."""
+        if not self._chat:
+            return []
+        role = {"role": "assistant", "content": ""}
+        return [self._delta(i, dict(role)) for i in range(len(self.results))]
 
-    def chunks(self, events: list[ChatEvent]) -> list[dict[str, Any]]:
-        """Chunks for a batch of events, neighbouring pieces of one kind merged."""
+    def chunks(self, events: list[IndexedEvent]) -> list[dict[str, Any]]:
+        """Chunks for a batch of events, neighbouring pieces of one kind and choice merged."""
         out: list[dict[str, Any]] = []
         text: list[str] = []
         calls: list[dict[str, Any]] = []
+        current = 0  # the choice the pieces being merged belong to
 
         def flush() -> None:
             if text:
-                out.append(self._delta({"content": "".join(text)}))
+                out.append(self._delta(current, {"content": "".join(text)}))
                 text.clear()
             if calls:
-                out.append(self._delta({"tool_calls": list(calls)}))
+                out.append(self._delta(current, {"tool_calls": list(calls)}))
                 calls.clear()
 
-        for event in events:
+        for index, event in events:
+            if index != current:
+                flush()
+                current = index
             if isinstance(event, TextDelta):
                 if calls:
                     flush()
@@ -225,17 +274,18 @@ class ChunkWriter:
                     calls.append({"index": event.index, "function": {"arguments": event.arguments}})
             elif isinstance(event, Finished):
                 flush()
-                self.result = event.result
-                out += self._closing(event.result)
+                self.results[index] = event.result
+                out += self._closing(index, event.result)
         flush()
         return out
 
-    def _closing(self, result: ChatResult) -> list[dict[str, Any]]:
+    def _closing(self, index: int, result: ChatResult) -> list[dict[str, Any]]:
         if result.error or result.stop_reason == StopReason.CANCELLED:
             return []  # the caller sends an error event instead
-        last = self._delta({}, finish_reason(result))
+        last = self._delta(index, {}, finish_reason(result))
         last["corral"] = corral_stats(result, self._warnings)
         out = [last]
-        if self._include_usage:
-            out.append(self._chunk(None, usage=usage(result)))
+        results = self.finished()
+        if self.done and self._include_usage and failure(results) is None:
+            out.append(self._chunk(None, usage=usage(results)))
         return out

@@ -50,6 +50,10 @@ if TYPE_CHECKING:
     from engine.engine import Engine
 
 
+# Choices one request may ask for (`n`): they decode side by side, one row each.
+MAX_CHOICES = 16
+
+
 @dataclass
 class Prepared:
     """A request ready for the engine, with what the server reports beside the reply."""
@@ -57,6 +61,7 @@ class Prepared:
     request: ChatRequest
     constraint: str | None = None  # what constrains the reply, for the log
     warnings: list[str] = field(default_factory=list)
+    n: int = 1  # choices: replies to the request, decoded side by side
 
 
 Check = Callable[[ConstraintSpec], "CheckedConstraint"]
@@ -112,7 +117,7 @@ def chat_request(body: ChatCompletionBody, config: ServerConfig, check: Check) -
         tool_choice=tool_choice,
         parallel_tool_calls=body.parallel_tool_calls is not False,
     )
-    return Prepared(request, label, warnings)
+    return Prepared(request, label, warnings, _choices(body))
 
 
 def completion_request(body: CompletionBody, config: ServerConfig, check: Check) -> Prepared:
@@ -151,7 +156,7 @@ def completion_request(body: CompletionBody, config: ServerConfig, check: Check)
         constraint=constraint,
         raw_prompt=prompt,
     )
-    return Prepared(request, constraint.kind if constraint else None, warnings)
+    return Prepared(request, constraint.kind if constraint else None, warnings, _choices(body))
 
 
 # ---- pieces ----
@@ -161,9 +166,14 @@ def _unsupported(param: str, message: str) -> APIError:
     return APIError(400, message, param=param, code="unsupported_parameter")
 
 
+def _choices(body: _Generation) -> int:
+    n = body.n or 1
+    if n > MAX_CHOICES:
+        raise APIError(400, f"n: at most {MAX_CHOICES} choices per request, got {n}", param="n")
+    return n
+
+
 def _refuse_unsupported(body: _Generation) -> None:
-    if body.n is not None and body.n > 1:
-        raise _unsupported("n", "n > 1 is not supported yet: send one request per choice")
     if body.logprobs not in (None, False, 0):
         raise _unsupported("logprobs", "logprobs are not supported yet")
     if body.logit_bias:

@@ -1,0 +1,454 @@
+"""The decode loop: every reply in flight advances by one model forward pass per step.
+
+Each step, for the rows of the batch together:
+
+1. one forward pass: each row feeds the token it sampled last step (still lazy: the pass
+   is built before that token is read back, as in mlx-lm's `generate_step`) or tokens it
+   already knows (the prompt's last token when it joins, tokens its grammar forced);
+2. the tokens sampled last step are read back and handed to their replies (text, stop
+   strings, limits) and to their rows' matchers, whose masks for the next token are
+   computed on the mask pool while the forward pass runs (`engine.constraints.row`);
+3. the masks are applied as one (rows, vocab) bias, then each row's penalties and its own
+   sampler (settings, seeded key) pick its next token;
+4. finished, cancelled and failed rows leave with their own KV state; rows whose prompts
+   are ready join (`join`), merged into the batch's cache.
+
+A row alone keeps mlx-lm's plain KV cache, so a single reply runs the same single-row
+forward pass as before batching; from two rows on, the caches are merged into mlx-lm's
+batch caches (`BatchKVCache`: rows left-padded to a common length). Forced tokens save
+work: a row feeds all of them in one step, the rows with fewer tokens right-padded
+(`prepare`/`finalize`, as mlx-lm's batched prefill does), and alone a row whose mask was
+narrow waits for its matcher, to feed its next token together with the tokens forced
+after it rather than spend a forward pass on it alone. Only the engine thread runs this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any, Protocol, cast
+
+import mlx.core as mx
+import numpy as np
+from mlx_lm.models import cache as mlx_cache
+
+from engine.constraints.masking import apply_masks, metal_available
+from engine.constraints.row import RowConstraint
+from engine.sampling import LogitsProcessor, RowSampler
+from engine.types import StopReason
+
+KVState = list[Any]
+
+# Batch caches that can take rows of different lengths in one step (right padding).
+_PADDABLE = tuple(
+    getattr(mlx_cache, name)
+    for name in ("BatchKVCache", "BatchRotatingKVCache")
+    if hasattr(mlx_cache, name)
+)
+
+
+class RowOwner(Protocol):
+    """Whoever a row decodes for (a reply): takes its tokens and may cancel it."""
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    def take(self, token: int) -> StopReason | None:
+        """A token of the reply, sampled or forced; a reason ends the row."""
+        ...
+
+
+class DecodeRow:
+    """One reply in the batch: its KV state, what it feeds next, how it picks tokens.
+
+    `fed` always holds exactly the tokens whose KV state has been computed (or is being
+    computed by the forward pass in flight), so the prompt cache can keep the row's cache.
+    """
+
+    def __init__(
+        self,
+        owner: RowOwner,
+        cache: KVState,
+        fed: list[int],
+        tail: list[int],
+        *,
+        sampler: RowSampler,
+        processors: list[LogitsProcessor] | None = None,
+        constraint: RowConstraint | None = None,
+    ) -> None:
+        """`cache` holds `fed` (the prompt but `tail`, its last token(s), fed when joining)."""
+        self.owner = owner
+        self.cache: KVState | None = cache  # its own until it joins; given back when it leaves
+        self.fed = fed
+        self.pending = list(tail)  # tokens to feed next step
+        self.sampled = False  # the batch's last samples hold a token of this row, unread
+        self.sampler = sampler
+        self.processors = processors or []
+        self.context = mx.array(fed, dtype=mx.uint32) if self.processors else None
+        self.constraint = constraint
+        self.awaiting = constraint is not None  # a matcher job whose answer is not taken
+        self.mask: np.ndarray | None = None  # what its next token is sampled under
+        self.narrow = False
+        self.at_limit = False  # its last allowed token is out; its matcher says how it ended
+        self.stop_reason: StopReason | None = None
+        self.error: Exception | None = None
+
+    def finish(self, reason: StopReason, error: Exception | None = None) -> None:
+        if self.stop_reason is None:
+            self.stop_reason, self.error = reason, error
+
+    @property
+    def done(self) -> bool:
+        return self.stop_reason is not None
+
+
+def can_batch(cache: KVState) -> bool:
+    """Whether rows with caches like `cache` can share a batch (mlx-lm can merge them)."""
+    return all(hasattr(c, "merge") for c in cache)
+
+
+class DecodeBatch:
+    """The rows decoding together and their shared KV cache (engine thread only).
+
+    `overlap=False` is the benchmark's serial baseline: masks are computed after the
+    forward pass, on the decode thread, and nothing is held back for forced tokens.
+    """
+
+    def __init__(self, model: Any, *, overlap: bool = True) -> None:
+        self.model = model
+        self.overlap = overlap
+        self.rows: list[DecodeRow] = []
+        self.cache: KVState | None = None  # one row: its plain cache; more: mlx-lm batch caches
+        self._y: mx.array | None = None  # last step's samples, one per row (unsampled rows: 0)
+        self._joining: list[DecodeRow] = []
+        self._left: list[DecodeRow] = []  # rows that ended before their first step
+        self._cpu = mx.default_device() == mx.cpu
+        self._metal_masks = metal_available()
+        self._steps = 0
+
+    @property
+    def size(self) -> int:
+        """Rows decoding or about to join."""
+        return len(self.rows) + len(self._joining)
+
+    @property
+    def busy(self) -> bool:
+        """Rows decode, join or wait to be handed back by `step`."""
+        return bool(self.rows or self._joining or self._left)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the batch's KV cache."""
+        return sum(int(c.nbytes) for c in self.cache or [])
+
+    def join(self, row: DecodeRow) -> None:
+        """Add `row` at the next step. A grammar that forces the reply's first tokens has
+        them fed with the prompt's last token."""
+        if row.constraint is not None and row.constraint.ready:
+            self._take_mask_step(row)
+        (self._left if row.done else self._joining).append(row)
+
+    def step(self) -> list[DecodeRow]:
+        """Advance every row by one forward pass. Returns the rows that ended, each with
+        its own KV state in `cache` (holding `fed`, maybe one token more)."""
+        self._merge_joining()
+        if not self.rows:
+            return self._leave()
+        logits = self._forward()
+        previous = self._y
+        if not any(row.constraint is not None for row in self.rows):
+            # No masks to wait for: the whole step is known, start it now.
+            self._y = self._sample(logits, None)
+            mx.async_eval(self._y)
+            self._hand_over(self._read(previous))
+        else:
+            # Matchers get the tokens as early as possible, to work during the forward
+            # pass. (On the CPU backend async_eval blocks until the forward pass is nearly
+            # done: read the tokens before it.)
+            tokens = self._read(previous) if self._cpu else None
+            mx.async_eval(logits)
+            if tokens is None:
+                tokens = self._read(previous)
+            if not self.overlap:
+                mx.eval(logits)  # serial baseline: matchers start after the forward pass
+            self._hand_over(tokens)
+            for row in self.rows:
+                if row.awaiting and not row.done:
+                    self._take_mask_step(row)
+            masks = [row.mask if _samples(row) else None for row in self.rows]
+            self._y = self._sample(logits, masks)
+            mx.async_eval(self._y)  # sampling runs while this thread goes on to the next step
+        for row in self.rows:
+            row.sampled = _samples(row)
+        if self.overlap and len(self.rows) == 1 and self.rows[0].sampled and self.rows[0].narrow:
+            self._hold(self.rows[0])
+        self._steps += 1
+        if self._steps % 256 == 0:
+            mx.clear_cache()
+        return self._leave()
+
+    def abandon(self) -> list[DecodeRow]:
+        """Every row, without its KV state (after a failed forward pass nothing in the
+        batch's cache can be trusted); the batch is empty afterwards."""
+        rows = self.rows + self._joining + self._left
+        for row in rows:
+            row.cache = None
+        self.rows, self._joining, self._left = [], [], []
+        self.cache, self._y = None, None
+        return rows
+
+    # ---- the parts of a step ----
+
+    def _forward(self) -> mx.array:
+        """Build the forward pass of every row's next input; the logits of each row's last
+        fed position (rows, vocab), lazy."""
+        rows = self.rows
+        assert self.cache is not None
+        can_pad = len(rows) == 1 or isinstance(self.cache[0], _PADDABLE)
+        width = max(max(len(row.pending) for row in rows), 1) if can_pad else 1
+        inputs = self._y[:, None] if self._y is not None else None
+        counts = [1] * len(rows)
+        if any(row.pending for row in rows):
+            known = np.zeros((len(rows), width), np.uint32)
+            for i, row in enumerate(rows):
+                take, row.pending = row.pending[:width], row.pending[width:]
+                known[i, : len(take)] = take
+                row.fed.extend(take)
+                counts[i] = len(take) or 1
+            from_y = np.array([[row.sampled] for row in rows])
+            if inputs is not None and from_y.any():
+                first = mx.array(from_y) & (mx.arange(width) == 0)
+                inputs = mx.where(first, inputs, mx.array(known))
+            else:
+                inputs = mx.array(known)
+        assert inputs is not None, "every row feeds a sampled or a known token"
+        for i, row in enumerate(rows):
+            if row.processors:
+                assert row.context is not None
+                row.context = mx.concatenate([row.context, inputs[i, : counts[i]]])
+            if row.constraint is not None:
+                row.constraint.forward_passes += 1
+        padding = [width - n for n in counts]
+        if max(padding):  # shorter rows are right-padded, then realigned (mlx-lm's prefill)
+            for c in self.cache:
+                c.prepare(right_padding=padding)
+        out: mx.array = self.model(inputs, cache=self.cache)
+        if max(padding):
+            for c in self.cache:
+                c.finalize()
+        if width == 1:
+            return out[:, -1, :]
+        return out[mx.arange(len(rows)), mx.array(counts) - 1]
+
+    def _read(self, y: mx.array | None) -> list[int]:
+        """Wait for last step's samples; start each constrained row's matcher on its token."""
+        rows = self.rows
+        if y is None or not any(row.sampled for row in rows):
+            return []
+        tokens: list[int] = y.tolist()  # type: ignore[assignment]
+        for row, token in zip(rows, tokens, strict=True):
+            if row.sampled:
+                row.fed.append(token)
+                if row.constraint is not None:
+                    row.constraint.advance(token)
+                    row.awaiting = True
+        return tokens
+
+    def _hand_over(self, tokens: list[int]) -> None:
+        """Give each row's sampled token to its reply, which may end it; end cancelled rows."""
+        for i, row in enumerate(self.rows):
+            if row.owner.cancelled:
+                row.finish(StopReason.CANCELLED)
+            elif row.sampled:
+                self._give(row, tokens[i])
+
+    def _take_mask_step(self, row: DecodeRow) -> None:
+        """Take the answer of `row`'s matcher: forced tokens (handed to the reply and fed
+        next), the end of the grammar (its own, or the closing policy's ending), and the
+        mask its next token is sampled under."""
+        constraint = row.constraint
+        assert constraint is not None
+        row.awaiting = False
+        try:
+            step = constraint.collect()
+        except Exception as exc:  # this reply's grammar failed; the others go on
+            row.finish(StopReason.ERROR, exc)
+            return
+        if row.owner.cancelled:  # cancelled while its matcher worked (a closing can take long)
+            row.finish(StopReason.CANCELLED)
+            return
+        if row.at_limit:  # its last token: a complete reply if the grammar ended with it
+            ended = step.stopped or step.closing == []
+            row.finish(StopReason.EOS if ended else StopReason.LENGTH)
+            return
+        for i, token in enumerate(step.ff):
+            if self._give(row, token, ends_grammar=step.stopped and i == len(step.ff) - 1):
+                return
+            constraint.forced_tokens += 1
+        if step.closing is not None:
+            try:
+                constraint.close(step.closing)
+            except Exception as exc:
+                row.finish(StopReason.ERROR, exc)
+                return
+            for i, token in enumerate(step.closing):
+                if self._give(row, token, ends_grammar=i == len(step.closing) - 1):
+                    return
+            row.finish(StopReason.EOS)
+            return
+        if step.stopped:
+            row.finish(StopReason.EOS)
+        row.pending += step.ff
+        row.mask, row.narrow = step.mask, step.narrow
+
+    def _give(self, row: DecodeRow, token: int, *, ends_grammar: bool = False) -> bool:
+        """Hand `token` to `row`'s reply; True if the row is done with it. A constrained
+        reply reaching its length limit on a sampled token waits for its matcher: if the
+        grammar ended with that token, the reply is complete (`at_limit`)."""
+        if row.done or row.at_limit:
+            return True
+        try:
+            reason = row.owner.take(token)
+        except Exception as exc:  # the reply's own failure ends it alone
+            row.finish(StopReason.ERROR, exc)
+            return True
+        if reason is StopReason.LENGTH and ends_grammar:
+            reason = StopReason.EOS  # the grammar's own end, on the budget's last token
+        elif reason is StopReason.LENGTH and row.constraint is not None and row.awaiting:
+            row.at_limit = True  # the matcher's answer for this token decides
+            return True
+        if reason is not None:
+            row.finish(reason)
+        return row.done
+
+    def _sample(self, logits: mx.array, masks: list[np.ndarray | None] | None) -> mx.array:
+        """Each row's next token from `logits` (rows, vocab), lazy: masks first (nothing
+        below can revive a masked token), then each row's penalties and sampler."""
+        rows = self.rows
+        if masks is not None and any(m is not None for m in masks):
+            logits = apply_masks(logits, masks, use_metal=self._metal_masks)
+        if any(row.processors for row in rows):
+            parts = []
+            for i, row in enumerate(rows):
+                part = logits[i : i + 1]
+                for process in row.processors:
+                    assert row.context is not None
+                    part = process(row.context, part)
+                parts.append(part)
+            logits = mx.concatenate(parts)
+        if all(row.sampler.greedy for row in rows):  # one argmax, nothing to normalize
+            return mx.argmax(logits, axis=-1)
+        return mx.concatenate([row.sampler(logits[i : i + 1]) for i, row in enumerate(rows)])
+
+    def _hold(self, row: DecodeRow) -> None:
+        """Alone, at a narrow mask: read the token now and wait for its matcher, so that it
+        is fed together with the tokens forced after it (usually some follow)."""
+        assert row.constraint is not None and self._y is not None
+        token = cast(int, self._y.item())
+        row.sampled = False
+        row.constraint.advance(token, held=True)
+        row.awaiting = True
+        if self._give(row, token):
+            return
+        row.pending = [token]
+        self._take_mask_step(row)
+
+    # ---- rows joining and leaving ----
+
+    def _merge_joining(self) -> None:
+        joining, self._joining = self._joining, []
+        if not joining:
+            return
+        caches: list[KVState] = []
+        for row in joining:
+            assert row.cache is not None
+            caches.append(row.cache)
+        if not self.rows:
+            # alone: the row's own plain cache; together: one batch cache
+            self.cache = caches[0] if len(joining) == 1 else _merge(caches)
+        elif len(self.rows) == 1:
+            assert self.cache is not None
+            self.cache = _merge([self.cache, *caches])  # the lone row's plain cache too
+        else:
+            assert self.cache is not None
+            for c, new in zip(self.cache, _merge(caches), strict=True):
+                c.extend(new)
+        for row in joining:
+            row.cache = None
+        zeros = mx.zeros(len(joining), dtype=mx.uint32)
+        self._y = zeros if self._y is None else mx.concatenate([self._y, zeros])
+        self.rows += joining
+
+    def _leave(self) -> list[DecodeRow]:
+        """Take out the rows that ended, each with its own cache."""
+        gone, self._left = self._left, []
+        ended = [i for i, row in enumerate(self.rows) if row.done]
+        if not ended:
+            return gone
+        keep = [i for i, row in enumerate(self.rows) if not row.done]
+        cache = self.cache
+        assert cache is not None
+        batched = len(self.rows) > 1
+        for i in ended:
+            row = self.rows[i]
+            row.cache = [c.extract(i) for c in cache] if batched else cache
+            row.sampled = False
+            gone.append(row)
+        if not keep:
+            self.cache, self._y = None, None
+        elif len(keep) == 1:  # alone again: back to a plain cache
+            self.cache = [c.extract(keep[0]) for c in cache]
+        else:
+            for c in cache:
+                c.filter(keep)
+        if self._y is not None:
+            self._y = self._y[mx.array(keep)]
+        self.rows = [self.rows[i] for i in keep]
+        return gone
+
+
+def _merge(caches: list[KVState]) -> KVState:
+    """One batch cache per layer holding every row of `caches` (each one row's cache)."""
+    return [type(layer[0]).merge(list(layer)) for layer in zip(*caches, strict=True)]
+
+
+def decode_alone(
+    model: Any,
+    cache: KVState,
+    tail: list[int],
+    fed: list[int],
+    *,
+    sampler: RowSampler,
+    processors: list[LogitsProcessor] | None = None,
+    constraint: RowConstraint | None = None,
+    overlap: bool = True,
+) -> Generator[int, None, None]:
+    """Yield one reply's tokens, sampled or forced, from the decode loop with that reply
+    alone in it (for benchmarks and tests). `cache` holds `fed`; `tail` is fed first.
+    Stop iterating when done: `fed` then holds what `cache` holds."""
+    got: list[int] = []
+
+    class Collect:
+        cancelled = False
+
+        def take(self, token: int) -> StopReason | None:
+            got.append(token)
+            return None
+
+    row = DecodeRow(
+        Collect(), cache, fed, tail, sampler=sampler, processors=processors, constraint=constraint
+    )
+    batch = DecodeBatch(model, overlap=overlap)
+    batch.join(row)
+    while True:
+        yield from got
+        got.clear()
+        if row.done:
+            break
+        batch.step()
+    if row.error is not None:
+        raise row.error
+
+
+def _samples(row: DecodeRow) -> bool:
+    """Whether `row` takes its next token from this step's logits."""
+    return not row.pending and not row.done and not row.at_limit

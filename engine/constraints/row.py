@@ -1,0 +1,344 @@
+"""One reply's constraint: its llguidance matcher, advanced on the mask pool beside the forward.
+
+The decode loop (`engine.batch`) owns the order of events; this component owns the
+matcher. For each token a row samples, the loop calls `advance(token)` as soon as the
+token is read back: a worker thread of the mask pool consumes it, takes the tokens the
+grammar forces next (`compute_ff_tokens`), and fills the mask for the token after them
+(llguidance releases the GIL), while the model's forward pass runs. `collect()` then
+hands the loop a MaskStep: the forced tokens, whether the grammar is done, and the mask
+prepared for `engine.constraints.masking.apply_masks`. The first job, started by the
+constructor, compiles the grammar (or copies its compiled matcher) and fills the first
+mask while the prompt is prefilled.
+
+End tokens are llguidance EOS tokens, allowed exactly when the grammar accepts. With
+`max_tokens`, the closing policy (`engine.constraints.closing`) tracks the reply on the
+same jobs and may answer with an ending instead of a mask: tokens that close the reply
+validly within the budget (or when it loops inside a value), which the loop hands to the
+reply after `close` has fed them to the matcher; they count like the model's. With
+`on_pool=False` (the benchmark's serial baseline) jobs run on the caller's thread when
+collected instead. Every public method runs on the engine thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from llguidance import LLMatcher
+
+from engine.constraints import ConstraintError, Diagnostic
+from engine.constraints.closing import ClosingTracker
+from engine.constraints.masking import TokenMasker
+from engine.constraints.tokenizer import ll_tokenizer
+from engine.constraints.validate import compile_constraint, parse_message
+from engine.types import KIND_NAMES, ConstraintSpec, GenerationStats
+
+# A mask allowing at most this many tokens marks a structural position (after a JSON value,
+# inside an enum or a keyword), where forced tokens tend to follow the next token.
+NARROW_MASK = 1024
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def mask_pool() -> ThreadPoolExecutor:
+    """The worker threads that run matcher jobs (shared by every row of every engine)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            workers = max(2, min(8, os.cpu_count() or 2))
+            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="corral-mask")
+        return _pool
+
+
+@dataclass
+class MaskStep:
+    """What the matcher says after consuming a token: forced tokens, stop, the next mask."""
+
+    ff: list[int] = field(default_factory=list)
+    stopped: bool = False
+    mask: np.ndarray | None = None  # prepared for masking.apply_masks; None when stopped
+    error: str | None = None
+    narrow: bool = False  # few tokens allowed: forced tokens often follow the next one
+    closing: list[int] | None = None  # end the reply with these tokens now (closing policy)
+    ready_at: float = 0.0  # perf_counter() when the job finished
+
+
+class RowConstraint:
+    """One constrained reply's matcher: takes `constraint`'s compiled grammar (converting it
+    first if nothing has) and answers each token with a MaskStep.
+
+    With `max_tokens`, the closing policy ends the reply validly within that many tokens
+    when the budget runs short, or when it loops inside a value (`close_loops`)."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        constraint: ConstraintSpec,
+        ends: set[int],
+        *,
+        forced_tokens: bool = True,
+        on_pool: bool = True,
+        max_tokens: int | None = None,
+        close_loops: bool = True,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> None:
+        """`cancelled` says whether the reply was cancelled: a long closing walk gives up."""
+        self._started = time.perf_counter()
+        # Converted here if no validation did: syntax errors it can see raise right away.
+        self.constraint = compile_constraint(constraint)
+        assert self.constraint.compiled is not None
+        self._grammar = self.constraint.compiled
+        self.on_pool = on_pool
+        self._use_ff = forced_tokens
+        self._tokenizer = tokenizer
+        self._end_ids = set(ends)
+        # set by _compile (on the mask thread, with the matcher)
+        self._words = self._words_u32 = np.zeros(0, np.uint32)
+        self._ends: list[tuple[int, np.uint32]] = []
+        self._masker: TokenMasker | None = None
+        self._matcher: LLMatcher | None = None
+        # figures
+        self.compile_ms = 0.0
+        self.forced_tokens = 0  # counted by the loop as it hands them to the reply
+        self.forced_at_start = 0  # tokens the grammar forces before the first sampled one
+        self.forward_passes = 0
+        self._mask_s: list[float] = []  # matcher work per token
+        self._inline_s = 0.0  # jobs run on the caller's thread: the loop stood still
+        self._submitted_at = 0.0
+        self._held = False  # the latest job's token waits for it before being fed
+        self._token_at: list[float] = []  # on the pool: when each token was handed over ...
+        self._latency_s: list[float] = []  # ... and how long its matcher job took from then
+        self._held_wait_s = 0.0
+        self._step: MaskStep | None = None
+        self._error: str | None = None
+        self._advanced = False  # a sampled token has been consumed
+        self._max_tokens, self._close_loops = max_tokens, close_loops
+        self._cancelled = cancelled
+        self._tracker: ClosingTracker | None = None  # set by _compile, with the matcher
+        self._generated = 0  # reply tokens the matcher has consumed (sampled and forced)
+        self.closed_to_fit = False  # the reply ended on the closing policy's tokens
+        # the latest matcher job: a Future (on the pool) or run when collected. Last: the
+        # compile job reads everything above on the mask thread.
+        self._inline = False  # the latest job waits to be run by collect()
+        self._job: Callable[[], MaskStep] = self._compile
+        self._pending: Future[MaskStep] | None = mask_pool().submit(self._job)
+
+    # ---- what the loop reads ----
+
+    @property
+    def ready(self) -> bool:
+        """The latest job is done: collecting it will not wait (the grammar has compiled
+        once the first one is)."""
+        return self._pending is None or self._pending.done()
+
+    @property
+    def finished(self) -> bool:
+        """The grammar allows no further token, or the reply was closed to fit."""
+        self._drain()
+        if self.closed_to_fit:
+            return True
+        return self._step is not None and self._step.stopped and not self._error
+
+    @property
+    def closing_needed(self) -> int | None:
+        """The last ending the closing policy computed, in tokens (-1: none in reach)."""
+        return self._tracker.state.needed if self._tracker is not None else None
+
+    @property
+    def accepting(self) -> bool:
+        """The text so far is a complete match of the constraint."""
+        self._drain()
+        m = self._matcher
+        return m is not None and not self._error and not m.is_error() and m.is_accepting()
+
+    def fill_stats(self, stats: GenerationStats) -> None:
+        """Add the constraint's figures to a reply's statistics.
+
+        `grammar_compile_ms` runs from the constructor to the first mask. `mask_overhead_ms`
+        is how long the forward passes waited for masks: for jobs run inline all of it; for
+        jobs on the pool the part of each that outlasted the forward pass running beside it
+        (a forward pass starts when the previous token is handed over and lasts at least
+        the shortest token-to-token interval seen), plus the whole job for tokens held back
+        to be fed with their forced tokens.
+        """
+        self._drain()
+        times = np.array(self._mask_s) * 1e3
+        stats.constrained = True
+        stats.grammar_compile_ms = self.compile_ms
+        stats.mask_mean_ms = float(times.mean()) if times.size else 0.0
+        stats.mask_p99_ms = float(np.percentile(times, 99)) if times.size else 0.0
+        stats.mask_overhead_ms = self._overhead_s() * 1e3
+        stats.forced_tokens = self.forced_tokens
+        stats.forward_passes = self.forward_passes
+        if self._tracker is not None:
+            state = self._tracker.state
+            stats.closed_to_fit = self.closed_to_fit
+            stats.close_reason = state.reason if self.closed_to_fit else ""
+            stats.closing_tokens = state.tokens if self.closed_to_fit else 0
+            stats.closing_checks = state.checks
+            stats.close_loops = self._close_loops
+
+    def close(self, tokens: list[int]) -> None:
+        """Feed the closing policy's ending to the matcher (idle: its answer was collected).
+        Raises ConstraintError if the grammar rejects it."""
+        matcher = self._matcher
+        assert matcher is not None and self._pending is None
+        if tokens and not matcher.consume_tokens(tokens):
+            self._error = matcher.get_error() or "the closing tokens were rejected"
+            self._raise_if_error()
+        self.closed_to_fit = True
+
+    # ---- matcher jobs ----
+
+    def advance(self, token: int, *, held: bool = False) -> None:
+        """Start consuming `token` (on the pool, or when collected if not `on_pool`).
+        `held`: the loop waits for the answer before feeding the token."""
+        job = functools.partial(self._advance, token)
+        self._step = None
+        self._held = held
+        self._submitted_at = time.perf_counter()
+        self._job = job
+        self._inline = not self.on_pool
+        self._pending = None if self._inline else mask_pool().submit(job)
+
+    def collect(self) -> MaskStep:
+        """The latest job's MaskStep, waiting for it (or running it) if need be. Raises
+        ConstraintError if the matcher failed."""
+        if self._pending is None and not self._inline:
+            assert self._step is not None
+            return self._step
+        pending, self._pending = self._pending, None
+        try:
+            if pending is None:  # inline: the loop stands still for it
+                self._inline = False
+                waited = time.perf_counter()
+                step = self._job()
+                self._inline_s += time.perf_counter() - waited
+            else:
+                # On a busy machine the mask thread may not have been scheduled yet: then
+                # doing the job here beats waiting for a core to free up.
+                step = self._job() if pending.cancel() else pending.result()
+        except Exception as exc:  # a bug or a tokenizer llguidance cannot read: stop for good
+            self._step = MaskStep(stopped=True, error=f"{type(exc).__name__}: {exc}")
+            self._error = self._error or self._step.error
+            raise
+        if pending is not None and self._submitted_at:
+            latency = max(0.0, step.ready_at - self._submitted_at)
+            self._token_at.append(self._submitted_at)
+            if self._held:
+                self._held_wait_s += latency
+            else:
+                self._latency_s.append(latency)
+        self._submitted_at = 0.0
+        self._step = step
+        self._error = self._error or step.error
+        self._raise_if_error()
+        return step
+
+    def _drain(self) -> None:
+        """Let an in-flight job finish so the matcher is idle (inline jobs wait for collect)."""
+        if self._pending is not None:
+            try:
+                self.collect()
+            except Exception:  # already raised to the loop, or about to be
+                pass
+
+    def _overhead_s(self) -> float:
+        if not self.on_pool:
+            return self._inline_s
+        latency = np.array(self._latency_s)
+        if len(self._token_at) < 2:
+            return float(latency.sum()) + self._held_wait_s
+        shortest_forward = np.diff(np.array(self._token_at)).min()
+        overlapped = np.clip(latency - shortest_forward, 0.0, None).sum()
+        return float(overlapped) + self._held_wait_s
+
+    def _compile(self) -> MaskStep:
+        lltok = ll_tokenizer(self._tokenizer, self._end_ids)  # ~1 s the first time per model
+        n_words = (lltok.vocab_size + 31) // 32
+        self._words = np.zeros(n_words, np.int32)
+        self._words_u32 = self._words.view(np.uint32)
+        self._ends = [
+            (t >> 5, np.uint32(1 << (t & 31))) for t in sorted(self._end_ids) if t < n_words * 32
+        ]
+        self._masker = TokenMasker(n_words)
+        matcher = self._grammar.matcher(lltok)  # a copy, once the grammar is compiled
+        if matcher.is_error():
+            return MaskStep(stopped=True, error=matcher.get_error())
+        self._matcher = matcher
+        if self._max_tokens is not None:
+            self._tracker = ClosingTracker(
+                lltok, self._max_tokens, repetition=self._close_loops, cancelled=self._cancelled
+            )
+        step = self._after_consume(time.perf_counter(), [], record=False)
+        self.forced_at_start = len(step.ff)
+        self.compile_ms = (time.perf_counter() - self._started) * 1e3
+        return step
+
+    def _advance(self, token: int) -> MaskStep:
+        started = time.perf_counter()
+        matcher = self._matcher
+        assert matcher is not None
+        self._advanced = True
+        if not matcher.consume_token(token):
+            error = matcher.get_error() or f"token {token} was rejected"
+            return MaskStep(stopped=True, error=error)
+        return self._after_consume(started, [token])
+
+    def _after_consume(self, started: float, tokens: list[int], *, record: bool = True) -> MaskStep:
+        matcher = self._matcher
+        assert matcher is not None
+        ff = matcher.compute_ff_tokens() if self._use_ff else []
+        if ff and not matcher.consume_tokens(ff):
+            return MaskStep(stopped=True, error=matcher.get_error())
+        step = MaskStep(ff=ff, stopped=matcher.is_stopped())
+        self._generated += len(tokens) + len(ff)
+        if not step.stopped and self._tracker is not None:
+            step.closing = self._tracker.after(matcher, tokens + ff, self._generated)
+        if not step.stopped and step.closing is None:
+            step.mask = self._fill_mask(matcher)
+            step.narrow = _allowed(self._words_u32) <= NARROW_MASK
+        if matcher.is_error():
+            step.error = matcher.get_error()
+        step.ready_at = time.perf_counter()
+        if record:
+            self._mask_s.append(step.ready_at - started)
+        return step
+
+    def _fill_mask(self, matcher: LLMatcher) -> np.ndarray:
+        words = self._words
+        matcher.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
+        # every end token exactly when the grammar accepts (llguidance sets only its own EOS)
+        accepting = matcher.is_accepting()
+        u32 = self._words_u32
+        for index, bit in self._ends:
+            u32[index] = (u32[index] | bit) if accepting else (u32[index] & ~bit)
+        assert self._masker is not None
+        return self._masker.prepare(words)
+
+    def _raise_if_error(self) -> None:
+        if self._error is None:
+            return
+        diag = parse_message(self._error, self.constraint.kind)
+        if self._error.startswith("NoExtension") and self._advanced:
+            diag = Diagnostic(
+                "the reply reached a dead end of the constraint: no text can "
+                "continue it (a rule that can never be completed)"
+            )
+        label = self.constraint.name or KIND_NAMES.get(self.constraint.kind, "constraint")
+        raise ConstraintError(f"{label}: {diag}", [diag])
+
+
+def _allowed(words: np.ndarray) -> int:
+    """How many tokens a packed mask allows."""
+    if hasattr(np, "bitwise_count"):  # numpy >= 2
+        return int(np.bitwise_count(words).sum())
+    return int(np.unpackbits(words.view(np.uint8)).sum())
