@@ -217,3 +217,22 @@ def test_out_of_range_alternatives_fail_the_request(tiny_engine):
     request.logprobs = 21
     result = tiny_engine.chat(request)
     assert result.error_kind == "input" and "between 0 and 20, got 21" in (result.error or "")
+
+
+def test_cli_chat_logprobs_json(tiny_model_dir, tmp_path, capsys):
+    import json
+
+    from engine.cli import main
+
+    schema = tmp_path / "person.json"
+    schema.write_text(json.dumps(SCHEMA))
+    args = ["chat", "--model", str(tiny_model_dir), "--prompt", "A person", "--temperature", "0"]
+    args += ["--max-tokens", "12", "--json-schema", str(schema), "--logprobs", "3", "--json"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    tokens = [TokenLogprob.from_dict(t) for t in data["logprobs"]]
+    assert len(tokens) == data["stats"]["generated_tokens"]
+    assert tokens[0].forced and tokens[0].overridden and len(tokens[0].top) == 3
+    assert any(not t.forced and t.allowed for t in tokens)
+    assert main([*args[:-3], "--logprobs", "21", "--json"]) == 1
+    assert "between 0 and 20, got 21" in capsys.readouterr().err
