@@ -49,7 +49,8 @@ def run_inspector_bench(engine: Engine, args: Any) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     for name, (prompt, constraint) in cases.items():
         _tps(engine, prompt, 8, True, constraint)  # warm-up: kernels, the grammar
-        plain, recorded = [], []
+        plain: list[float] = []
+        recorded: list[float] = []
         for i in range(args.repeats):
             order = (False, True) if i % 2 == 0 else (True, False)
             for record in order:
