@@ -43,6 +43,7 @@ class RecordingRow(Protocol):
     at_limit: bool
     constraint: Any
     mask: np.ndarray | None
+    processors: list[Any]
 
     @property
     def done(self) -> bool: ...
@@ -226,7 +227,10 @@ class BatchRecorder:
         if inner is not None:
             parts.append(inner[0])
         logits = parts[0] if len(parts) == 1 else mx.concatenate(parts)
-        lse = mx.logsumexp(logits, axis=-1, keepdims=True)
+        # log-sum-exp by hand: the exponentials also give the mass a mask keeps
+        peak = mx.max(logits, axis=-1, keepdims=True)
+        weights = mx.exp(logits - peak)
+        lse = peak + mx.log(mx.sum(weights, axis=-1, keepdims=True))
         vocab = logits.shape[-1]
         ids = (
             mx.argmax(logits, axis=-1, keepdims=True)
@@ -247,7 +251,11 @@ class BatchRecorder:
                 masked, masked_lse = logits[:n], lse[:n]
             else:
                 masked = final if select is None else final[select]
-                masked_lse = mx.logsumexp(masked, axis=-1, keepdims=True)
+                if any(rows[i].processors for i in index):  # penalties changed the logits
+                    masked_lse = mx.logsumexp(masked, axis=-1, keepdims=True)
+                else:  # a mask alone: the allowed tokens' share of the same exponentials
+                    kept = mx.where(masked > -mx.inf, weights[:n], 0.0)
+                    masked_lse = peak[:n] + mx.log(mx.sum(kept, axis=-1, keepdims=True))
             after = mx.take_along_axis(masked, target[:n, None], axis=-1) - masked_lse
             allowed = mx.take_along_axis(masked, ids[:n], axis=-1) > -mx.inf
             extra = len(all_slots) - n
