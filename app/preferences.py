@@ -2,7 +2,7 @@
 text size, the model to start with, the KV-cache budget, how many replies are written at
 once, what a new chat starts from (system prompt, sampling, built-in tools; a new chat never
 inherits a constraint), and how JSON schemas are followed (tight defaults, strict schemas,
-closing loops)."""
+closing loops), and whether replies record their token probabilities (Inspect)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ KEYS = {
     "allow_extra_properties": "allow_extra_properties",
     "strict_schema": "strict_schema",
     "close_loops": "close_loops",
+    "record_tokens": "record_tokens",
 }
 
 
@@ -43,6 +44,8 @@ class Preferences:
     allow_extra_properties: bool = False
     strict_schema: bool = False
     close_loops: bool = True
+    # record each reply's token probabilities, for Inspect
+    record_tokens: bool = True
 
     @property
     def schema_options(self) -> SchemaOptions:
@@ -66,7 +69,7 @@ class Preferences:
             prefs.max_rows = rows
         prefs.new_chat = ChatSettings.from_dict(_dict(get(KEYS["new_chat"])))
         prefs.new_chat_tools = ToolsConfig.from_dict(_dict(get(KEYS["new_chat_tools"])))
-        for name in ("allow_extra_properties", "strict_schema", "close_loops"):
+        for name in ("allow_extra_properties", "strict_schema", "close_loops", "record_tokens"):
             value = get(KEYS[name], getattr(prefs, name))
             if isinstance(value, bool):
                 setattr(prefs, name, value)
@@ -80,7 +83,7 @@ class Preferences:
         store.set_setting(KEYS["max_rows"], self.max_rows)
         store.set_setting(KEYS["new_chat"], self.new_chat.to_dict())
         store.set_setting(KEYS["new_chat_tools"], self.new_chat_tools.to_dict())
-        for name in ("allow_extra_properties", "strict_schema", "close_loops"):
+        for name in ("allow_extra_properties", "strict_schema", "close_loops", "record_tokens"):
             store.set_setting(KEYS[name], getattr(self, name))
 
 

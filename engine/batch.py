@@ -34,6 +34,7 @@ from mlx_lm.models import cache as mlx_cache
 from engine.constraints.masking import apply_masks, metal_available
 from engine.constraints.row import RowConstraint
 from engine.sampling import LogitsProcessor, RowSampler
+from engine.token_record import BatchRecorder, RowTrace
 from engine.types import StopReason
 
 KVState = list[Any]
@@ -74,8 +75,10 @@ class DecodeRow:
         sampler: RowSampler,
         processors: list[LogitsProcessor] | None = None,
         constraint: RowConstraint | None = None,
+        trace: RowTrace | None = None,
     ) -> None:
-        """`cache` holds `fed` (the prompt but `tail`, its last token(s), fed when joining)."""
+        """`cache` holds `fed` (the prompt but `tail`, its last token(s), fed when joining).
+        `trace` records each token's log-probabilities (`engine.token_record`)."""
         self.owner = owner
         self.cache: KVState | None = cache  # its own until it joins; given back when it leaves
         self.fed = fed
@@ -91,6 +94,7 @@ class DecodeRow:
         self.at_limit = False  # its last allowed token is out; its matcher says how it ended
         self.stop_reason: StopReason | None = None
         self.error: Exception | None = None
+        self.trace = trace
 
     def finish(self, reason: StopReason, error: Exception | None = None) -> None:
         if self.stop_reason is None:
@@ -124,6 +128,7 @@ class DecodeBatch:
         self._cpu = mx.default_device() == mx.cpu
         self._metal_masks = metal_available()
         self._steps = 0
+        self._recorder = BatchRecorder()  # rows with a trace: their tokens' log-probabilities
 
     @property
     def size(self) -> int:
@@ -235,6 +240,8 @@ class DecodeBatch:
         if max(padding):
             for c in self.cache:
                 c.finalize()
+        if any(row.trace is not None for row in rows):
+            self._recorder.forward(rows, out, counts)
         if width == 1:
             return out[:, -1, :]
         return out[mx.arange(len(rows)), mx.array(counts) - 1]
@@ -242,6 +249,7 @@ class DecodeBatch:
     def _read(self, y: mx.array | None) -> list[int]:
         """Wait for last step's samples; start each constrained row's matcher on its token."""
         rows = self.rows
+        self._recorder.read(self._steps)  # figures computed with `y`: ready with it
         if y is None or not any(row.sampled for row in rows):
             return []
         tokens: list[int] = y.tolist()  # type: ignore[assignment]
@@ -324,6 +332,7 @@ class DecodeBatch:
         """Each row's next token from `logits` (rows, vocab), lazy: masks first (nothing
         below can revive a masked token), then each row's penalties and sampler."""
         rows = self.rows
+        raw = logits
         if masks is not None and any(m is not None for m in masks):
             logits = apply_masks(logits, masks, use_metal=self._metal_masks)
         if any(row.processors for row in rows):
@@ -336,8 +345,12 @@ class DecodeBatch:
                 parts.append(part)
             logits = mx.concatenate(parts)
         if all(row.sampler.greedy for row in rows):  # one argmax, nothing to normalize
-            return mx.argmax(logits, axis=-1)
-        return mx.concatenate([row.sampler(logits[i : i + 1]) for i, row in enumerate(rows)])
+            y = mx.argmax(logits, axis=-1)
+        else:
+            y = mx.concatenate([row.sampler(logits[i : i + 1]) for i, row in enumerate(rows)])
+        if any(row.trace is not None for row in rows):
+            self._recorder.sample(rows, raw, logits, y, self._steps)
+        return y
 
     def _hold(self, row: DecodeRow) -> None:
         """Alone, at a narrow mask: read the token now and wait for its matcher, so that it

@@ -24,6 +24,7 @@ from engine.types import (
     SchemaOptions,
     TextDelta,
     ToolDefinition,
+    inspection_summary,
 )
 
 
@@ -89,6 +90,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         tool_choice=args.tool_choice,
         schema_options=_schema_options(args),
         close_loops=not args.no_close_loops,
+        logprobs=args.logprobs,
     )
     engine = make_engine(args)
     if args.mcp:
@@ -122,6 +124,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
         s = result.stats
         if result.tight:
             print(f"[tight: {'; '.join(result.tight)}]", file=sys.stderr)
+        if result.logprobs is not None:
+            print(f"[inspector: {inspection_summary(result.logprobs)}]", file=sys.stderr)
         if result.closed_to_fit:
             print(
                 f"[closed to fit: the last {s.closing_tokens} tokens end the reply validly "
@@ -232,6 +236,13 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--seed", type=int)
     chat.add_argument("--stop", action="append", help="stop string (repeatable)")
     chat.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    chat.add_argument(
+        "--logprobs",
+        type=int,
+        metavar="N",
+        help="record each token's log-probabilities with its N most likely alternatives "
+        "(0-20), before and after the constraint's mask (in --json: `logprobs`)",
+    )
     group = chat.add_mutually_exclusive_group()
     group.add_argument("--json-schema", metavar="FILE", help="constrain to a JSON schema file")
     group.add_argument(

@@ -29,6 +29,7 @@ from engine.types import (
     PrefillProgress,
     StopReason,
     TextDelta,
+    TokenLogprobs,
     ToolCall,
 )
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from engine.engine import RequestHandle
     from engine.models import LoadedModel
     from engine.prompt_cache import KVState
+    from engine.token_record import RowTrace, TokenText
     from engine.tools import ToolPlan
 
 
@@ -117,6 +119,13 @@ class Reply:
                 cancelled=lambda: self.handle.cancelled,
             )
         self._close_to_fit = request.close_to_fit
+        self.trace: RowTrace | None = None
+        self._token_text: TokenText | None = None
+        if request.logprobs is not None:
+            from engine.token_record import RowTrace, TokenText
+
+            self.trace = RowTrace(request.logprobs, len(prompt_tokens))
+            self._token_text = TokenText(tokenizer)
 
     @property
     def cancelled(self) -> bool:
@@ -138,6 +147,7 @@ class Reply:
             sampler=RowSampler(self.settings),
             processors=build_processors(self.settings),
             constraint=self.row_constraint,
+            trace=self.trace,
         )
 
     def take(self, token: int) -> StopReason | None:
@@ -147,6 +157,11 @@ class Reply:
         if token in self.ends:
             return StopReason.EOS
         self.generated.append(token)
+        if self.trace is not None:
+            assert self._token_text is not None
+            self.trace.given(token)
+            if ready := self.trace.ready(self._token_text):
+                self.handle.emit(TokenLogprobs(tuple(ready)))
         if delta := self._text.add(token):
             self._emit_text(delta)
         if self._text.stopped:
@@ -170,6 +185,12 @@ class Reply:
         if self._splitter is not None:
             for event in self._splitter.finish():
                 self.handle.emit(event)
+        logprobs = None
+        if self.trace is not None:
+            assert self._token_text is not None
+            logprobs, rest = self.trace.finish(self._token_text)
+            if rest:
+                self.handle.emit(TokenLogprobs(tuple(rest)))
         stats = self.stats
         stats.cached_tokens = self.n_cached
         stats.generated_tokens = len(self.generated)
@@ -216,6 +237,7 @@ class Reply:
             tight=tight,
             token_ids=list(fed),
             prompt_length=len(self.prompt_tokens),
+            logprobs=logprobs,
         )
 
 

@@ -233,6 +233,10 @@ class ChatRequest:
     # Text continued as written, without the chat template (`messages` is then ignored):
     # the server's /v1/completions. Special-token text in it counts as those tokens.
     raw_prompt: str | None = None
+    # Record every reply token's log-probabilities (the token inspector, OpenAI's
+    # `logprobs`): None is off; N keeps the N most likely alternatives (0 to
+    # MAX_TOP_LOGPROBS) of each token, before the constraint's mask.
+    logprobs: int | None = None
 
     def alternatives(self, n: int) -> list[ChatRequest]:
         """`n` requests for different replies to this one (OpenAI's `n`, Regenerate ×N):
@@ -247,6 +251,106 @@ class ChatRequest:
             )
             for i in range(n)
         ]
+
+
+# Alternatives a recorded token keeps at most (OpenAI's `top_logprobs` limit).
+MAX_TOP_LOGPROBS = 20
+
+
+@dataclass(frozen=True)
+class TokenAlternative:
+    """A token the model could have written instead: its log-probability before the
+    constraint's mask and whether the mask allowed it."""
+
+    token: int
+    text: str
+    logprob: float
+    allowed: bool = True
+    bytes: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "token": self.token,
+            "text": self.text,
+            "logprob": self.logprob,
+            "allowed": self.allowed,
+            "bytes": list(self.bytes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TokenAlternative:
+        return cls(
+            int(data["token"]),
+            str(data["text"]),
+            float(data["logprob"]),
+            bool(data.get("allowed", True)),
+            tuple(int(b) for b in data.get("bytes", ())),
+        )
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """What was known about one reply token when it was written.
+
+    `logprob` is its log-probability after the constraint's mask and the penalties (the
+    distribution it was sampled from, before temperature; 0.0 for a forced token), and
+    `model_logprob` before the mask (what the model wanted; None where no forward pass
+    predicted it, as for the closing policy's tokens). `top` are the most likely tokens
+    before the mask, best first, each with whether the mask allowed it. `allowed` counts
+    the tokens the grammar allowed (None: no constraint). `forced`: the grammar (or the
+    closing policy) left this one token, fed without sampling. `overridden`: the model's
+    own first choice was not allowed.
+    """
+
+    token: int
+    text: str
+    logprob: float
+    model_logprob: float | None
+    top: tuple[TokenAlternative, ...] = ()
+    allowed: int | None = None
+    forced: bool = False
+    overridden: bool = False
+    bytes: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "token": self.token,
+            "text": self.text,
+            "logprob": self.logprob,
+            "model_logprob": self.model_logprob,
+            "top": [a.to_dict() for a in self.top],
+            "allowed": self.allowed,
+            "forced": self.forced,
+            "overridden": self.overridden,
+            "bytes": list(self.bytes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TokenLogprob:
+        model = data.get("model_logprob")
+        allowed = data.get("allowed")
+        return cls(
+            int(data["token"]),
+            str(data["text"]),
+            float(data["logprob"]),
+            None if model is None else float(model),
+            tuple(TokenAlternative.from_dict(a) for a in data.get("top", ())),
+            None if allowed is None else int(allowed),
+            bool(data.get("forced", False)),
+            bool(data.get("overridden", False)),
+            tuple(int(b) for b in data.get("bytes", ())),
+        )
+
+
+def inspection_summary(tokens: list[TokenLogprob]) -> str:
+    """One line about a recorded reply: where the constraint overrode the model, and how
+    many tokens it forced."""
+    overridden = sum(t.overridden for t in tokens)
+    forced = sum(t.forced for t in tokens)
+    return (
+        f"the constraint overrode the model at {overridden} of {len(tokens)} tokens; "
+        f"{forced} forced"
+    )
 
 
 @dataclass
@@ -326,6 +430,8 @@ class ChatResult:
     # measuring cache reuse on the tokens actually sent; not part of the JSON form.
     token_ids: list[int] = field(default_factory=list, repr=False)
     prompt_length: int = 0
+    # each reply token's log-probabilities, when the request asked (ChatRequest.logprobs)
+    logprobs: list[TokenLogprob] | None = None
 
     @property
     def closed_to_fit(self) -> bool:
@@ -346,6 +452,11 @@ class ChatResult:
             "warnings": list(self.warnings),
             "tool_calls": [c.to_dict() for c in self.tool_calls],
             "stats": self.stats.to_dict(),
+            **(
+                {"logprobs": [t.to_dict() for t in self.logprobs]}
+                if self.logprobs is not None
+                else {}
+            ),
         }
 
 
@@ -369,6 +480,14 @@ class ToolCallDelta:
 
 
 @dataclass(frozen=True)
+class TokenLogprobs:
+    """Recorded tokens of the reply, in order, as soon as their figures are read back
+    (only for requests that ask: ChatRequest.logprobs)."""
+
+    tokens: tuple[TokenLogprob, ...]
+
+
+@dataclass(frozen=True)
 class PrefillProgress:
     """Prompt processing progress, so a UI can show it during long prompts."""
 
@@ -383,7 +502,7 @@ class Finished:
     result: ChatResult
 
 
-ChatEvent = TextDelta | ToolCallDelta | PrefillProgress | Finished
+ChatEvent = TextDelta | ToolCallDelta | TokenLogprobs | PrefillProgress | Finished
 
 
 @dataclass(frozen=True)

@@ -146,4 +146,14 @@ STABLE_KEYS: dict[str, set[str]] = {
         "batch_tokens_per_reply",
         "batch_runs",
     },
+    "inspector": {
+        "inspector_tps_ratio",
+        "inspector_plain_tps",
+        "inspector_recorded_tps",
+        "inspector_constrained_tps_ratio",
+        "inspector_constrained_plain_tps",
+        "inspector_constrained_recorded_tps",
+        "inspector_top_logprobs",
+        "inspector_runs",
+    },
 }

@@ -687,7 +687,8 @@ def test_schema_and_grammar_errors_carry_diagnostics(client: openai.OpenAI, mode
     ("extra", "param", "words"),
     [
         ({"n": 17}, "n", "at most 16 choices"),
-        ({"logprobs": True}, "logprobs", "not supported yet"),
+        ({"top_logprobs": 3}, "top_logprobs", "needs logprobs set to true"),
+        ({"logprobs": 1}, "logprobs", "must be true or false"),
         ({"presence_penalty": 0.5}, "presence_penalty", "repetition_penalty"),
         ({"frequency_penalty": 0.5}, "frequency_penalty", "repetition_penalty"),
         ({"logit_bias": {"1": 5}}, "logit_bias", "not supported"),

@@ -28,6 +28,7 @@ from engine.types import (
     ModelInfo,
     PrefillProgress,
     TextDelta,
+    TokenLogprobs,
 )
 
 if TYPE_CHECKING:
@@ -67,6 +68,8 @@ class ReplyJob(QObject):
 
     def on_event(self, event: ChatEvent) -> None:
         """Engine thread: buffer the event and wake the GUI thread if it is not already due."""
+        if isinstance(event, TokenLogprobs):
+            return  # the recorded tokens come with the result (stored for Inspect)
         with self._lock:
             if isinstance(event, TextDelta):
                 self._pieces.append(event.text)

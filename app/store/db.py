@@ -88,7 +88,21 @@ def _v1_initial(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_v1_initial]
+def _v2_token_logprobs(db: sqlite3.Connection) -> None:
+    # Each recorded reply token's log-probabilities (the token inspector), apart from the
+    # messages: loaded only when a reply is inspected or exported.
+    _run(
+        db,
+        """
+        CREATE TABLE token_logprobs (
+            message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+            tokens TEXT NOT NULL
+        );
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [_v1_initial, _v2_token_logprobs]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

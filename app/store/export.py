@@ -80,6 +80,11 @@ def to_json(store: Store, conversation_id: int) -> dict[str, Any]:
                 "content": m.content,
                 "meta": m.meta,
                 "created_at": m.created_at,
+                **(
+                    {"logprobs": [t.to_dict() for t in tokens]}
+                    if (tokens := store.token_logprobs(m.id))
+                    else {}
+                ),
             }
             for m in messages
             if m is not None

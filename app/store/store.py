@@ -23,6 +23,7 @@ from app.store.db import (
     set_aside,
 )
 from app.store.records import ChatSettings, Conversation, Message, ToolsConfig
+from engine.types import TokenLogprob
 
 DB_NAME = "corral.sqlite3"
 DEFAULT_TITLE = "New chat"
@@ -197,6 +198,29 @@ class Store:
         assert message is not None
         return message
 
+    def set_token_logprobs(self, message_id: int, tokens: list[TokenLogprob]) -> None:
+        """Keep a reply's recorded tokens (the token inspector) with its message."""
+        data = [_compact(t.to_dict()) for t in tokens]
+        self.db.execute(
+            "INSERT OR REPLACE INTO token_logprobs (message_id, tokens) VALUES (?, ?)",
+            (message_id, json.dumps(data, ensure_ascii=False, separators=(",", ":"))),
+        )
+
+    def token_logprobs(self, message_id: int) -> list[TokenLogprob] | None:
+        """A reply's recorded tokens, or None if none were recorded (or they cannot be read)."""
+        row = self.db.execute(
+            "SELECT tokens FROM token_logprobs WHERE message_id = ?", (message_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        try:
+            return [TokenLogprob.from_dict(t) for t in json.loads(row["tokens"])]
+        except (ValueError, TypeError, KeyError) as exc:
+            logging.getLogger(__name__).warning(
+                "message %d: recorded tokens cannot be read (%s)", message_id, exc
+            )
+            return None
+
     def children(self, conversation_id: int, parent_id: int | None) -> list[Message]:
         rows = self.db.execute(
             "SELECT * FROM messages WHERE conversation_id = ? AND parent_id IS ?"
@@ -341,6 +365,24 @@ class Store:
             except (OSError, ValueError, KeyError):
                 continue  # a damaged bundled preset must not stop the app
         self.set_setting("presets_seeded", True)
+
+
+def _compact(token: dict[str, Any]) -> dict[str, Any]:
+    """A recorded token as stored: figures to 5 decimals, no bytes (the app shows text)."""
+    out = {k: v for k, v in token.items() if k != "bytes"}
+    for key in ("logprob", "model_logprob"):
+        if isinstance(out.get(key), float):
+            out[key] = round(out[key], 5)
+    out["top"] = [
+        {
+            "token": a["token"],
+            "text": a["text"],
+            "logprob": round(a["logprob"], 5),
+            "allowed": a["allowed"],
+        }
+        for a in token["top"]
+    ]
+    return out
 
 
 def _row_id(cursor: sqlite3.Cursor) -> int:

@@ -87,6 +87,7 @@ class ChatView(QScrollArea):
         self.order: list[MessageWidget] = []
         self.reply: MessageWidget | None = None
         self.card_factory: Any = None  # (call, parent) -> a card for MCP calls, or None
+        self.token_loader: Any = None  # message id -> its recorded tokens (Inspect), or None
         self._reply_text = ""
         self._handoff: MarkdownBody | None = None  # a finished reply's rendered body
         self._render_timer = QTimer(self, singleShot=True, interval=RENDER_INTERVAL_MS)
@@ -162,6 +163,7 @@ class ChatView(QScrollArea):
             body=body,
             note=entry.note,
             card_factory=self.card_factory,
+            token_loader=self.token_loader,
             parent=self.column_widget,
         )
         widget.editSubmitted.connect(self.editSubmitted)

@@ -39,6 +39,7 @@ PATHS = {
     "file": '<path d="M13.5 3.5H7a2 2 0 0 0-2 2v13a2 2 0 0 0 2 2h10a2 2 0 0 0 2-2V9z"/>'
     '<path d="M13.5 3.5V9H19"/><path d="M12 11.5v6M9.2 14.8l2.8 2.8 2.8-2.8"/>',
     "search": '<circle cx="11" cy="11" r="6"/><path d="M19.5 19.5l-4.2-4.2"/>',
+    "inspect": '<path d="M4.5 19.5h15"/><path d="M7.5 16v-4M12 16V6.5M16.5 16V9.5"/>',
     "alert": '<circle cx="12" cy="12" r="8.5"/><path d="M12 7.8v5"/>'
     '<circle cx="12" cy="16.2" r=".9" fill="currentColor"/>',
     "model": '<rect x="5.5" y="5.5" width="13" height="13" rx="2.5"/>'

@@ -80,6 +80,8 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.controller.new_chat_settings = self.prefs.new_chat
         self.controller.new_chat_tools = self.prefs.new_chat_tools
         self.controller.set_schema_preferences(self.prefs.schema_options, self.prefs.close_loops)
+        if not self.prefs.record_tokens:
+            self.controller.record_tokens = None
         self.model_defaults = ModelDefaults()
         self._model_name: str | None = None  # what is loaded now
         self._loaded_spec: str | None = None
@@ -121,6 +123,7 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.chat_area.setObjectName("chatArea")
         self.notice = NoticeBar(self.chat_area)
         self.chat = ChatView(self.chat_area)
+        self.chat.token_loader = self.store.token_logprobs
         self.loading_strip = LoadingStrip(self.chat_area)
         self.constraint_bar = ConstraintBar(self.chat_area)
         self.tools_chip = ToolsChip(self.chat_area)

@@ -9,6 +9,7 @@ error with Retry)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, Signal
@@ -32,6 +33,8 @@ from app.views.format import reply_details, reply_summary
 from app.views.icons import IconButton
 from app.views.markdown_view import MarkdownBody, PlainTextView
 from app.views.message_parts import BranchSwitcher, Note, ToolCallCard, label, reply_note
+from app.views.token_view import TokenView
+from engine.types import TokenLogprob
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "tool": "Tool"}
 NOTE_WRAP_WIDTH = 280  # px: a note longer than this wraps
@@ -61,11 +64,13 @@ class MessageWidget(QFrame):
         body: MarkdownBody | None = None,
         note: Note | None = None,
         card_factory: Any = None,
+        token_loader: Callable[[int], list[TokenLogprob] | None] | None = None,
         parent: QWidget | None = None,
     ) -> None:
         """`body` may be the already rendered body of the streamed reply, adopted as is;
         `note` overrides the note computed from a reply (a user message without a reply);
-        `card_factory(call, parent)` may supply a call's card (MCP calls), else None."""
+        `card_factory(call, parent)` may supply a call's card (MCP calls), else None;
+        `token_loader(message id)` gives a reply's recorded tokens, for Inspect."""
         super().__init__(parent)
         self.message = message
         self.role = message.role if message is not None else "assistant"
@@ -79,6 +84,8 @@ class MessageWidget(QFrame):
         self.switcher: BranchSwitcher | None = None
         self._hovered = False
         self._always_show_actions = False
+        self._token_loader = token_loader
+        self.token_view: TokenView | None = None
 
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 0, 0, 0)
@@ -214,6 +221,16 @@ class MessageWidget(QFrame):
                     on,
                 )
                 self._versions_menu(self.action_buttons["Versions"])
+                if meta.get("inspect") and self._token_loader is not None:
+                    self._action(
+                        actions,
+                        "Inspect",
+                        "inspect",
+                        "Inspect: each token's probability and what the constraint changed",
+                        self.toggle_inspect,
+                        True,
+                    )
+                    self.action_buttons["Inspect"].setCheckable(True)
             if branch[1] > 1:
                 switcher = BranchSwitcher(*branch, parent=self.footer)
                 switcher.setEnabled(on)
@@ -252,6 +269,24 @@ class MessageWidget(QFrame):
             action.triggered.connect(lambda _=False, n=count: self.regenerateRequested.emit(n))
         button.setMenu(menu)
         button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+
+    def toggle_inspect(self) -> None:
+        """Show the reply as its recorded tokens (the token inspector), or as text again."""
+        if self.message is None or self._token_loader is None:
+            return
+        if self.token_view is None:
+            tokens = self._token_loader(self.message.id)
+            if not tokens:
+                self.action_buttons["Inspect"].setChecked(False)
+                self.action_buttons["Inspect"].setToolTip("No recorded tokens for this reply")
+                return
+            self.token_view = TokenView(tokens, self)
+            self._layout.insertWidget(self._layout.indexOf(self.body) + 1, self.token_view)
+            self.token_view.setVisible(False)
+        inspecting = not self.token_view.isVisible()
+        self.token_view.setVisible(inspecting)
+        self.body.setVisible(not inspecting)
+        self.action_buttons["Inspect"].setChecked(inspecting)
 
     def _content(self) -> str:
         return self.message.content if self.message is not None else ""

@@ -142,6 +142,13 @@ class PreferencesDialog(QDialog):
         self.close_loops = QCheckBox("End a reply that repeats itself inside a value", self)
         self.close_loops.setChecked(prefs.close_loops)
         form.addRow("", self.close_loops)
+        self.record_tokens = QCheckBox("Record token probabilities (Inspect a reply)", self)
+        self.record_tokens.setToolTip(
+            "Keep what the model wanted at each token and what the constraint allowed, "
+            "shown by a reply's Inspect action"
+        )
+        self.record_tokens.setChecked(prefs.record_tokens)
+        form.addRow("", self.record_tokens)
 
         # New chats
         form = self._section("New chats start with")
@@ -194,7 +201,7 @@ class PreferencesDialog(QDialog):
         self.default_model.currentIndexChanged.connect(self._edited)
         self.kv_budget.valueChanged.connect(self._edited)
         self.max_rows.valueChanged.connect(self._edited)
-        for box in (self.allow_extra, self.strict_schema, self.close_loops):
+        for box in (self.allow_extra, self.strict_schema, self.close_loops, self.record_tokens):
             box.toggled.connect(self._edited)
         self.new_prompt.currentIndexChanged.connect(self._edited)
         self.follow_model.toggled.connect(self._edited)
@@ -264,6 +271,7 @@ class PreferencesDialog(QDialog):
             allow_extra_properties=self.allow_extra.isChecked(),
             strict_schema=self.strict_schema.isChecked(),
             close_loops=self.close_loops.isChecked(),
+            record_tokens=self.record_tokens.isChecked(),
         )
         self.changed.emit(self.prefs)
 

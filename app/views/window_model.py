@@ -12,6 +12,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QFileDialog, QMainWindow
 
+from app.controller import INSPECT_ALTERNATIVES
 from app.jobs.library_job import model_disk_size
 from app.jobs.thread import run_task
 from app.preferences import Preferences
@@ -176,6 +177,7 @@ class WindowModel(QMainWindow):
         self.controller.new_chat_settings = prefs.new_chat
         self.controller.new_chat_tools = prefs.new_chat_tools
         self.controller.set_schema_preferences(prefs.schema_options, prefs.close_loops)
+        self.controller.record_tokens = INSPECT_ALTERNATIVES if prefs.record_tokens else None
         if prefs.default_model:
             self.store.set_setting("model_spec", prefs.default_model)
         elif self._loaded_spec:

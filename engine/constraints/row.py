@@ -67,6 +67,7 @@ class MaskStep:
     mask: np.ndarray | None = None  # prepared for masking.apply_masks; None when stopped
     error: str | None = None
     narrow: bool = False  # few tokens allowed: forced tokens often follow the next one
+    allowed: int = 0  # how many tokens the mask allows
     closing: list[int] | None = None  # end the reply with these tokens now (closing policy)
     ready_at: float = 0.0  # perf_counter() when the job finished
 
@@ -110,6 +111,7 @@ class RowConstraint:
         self.forced_tokens = 0  # counted by the loop as it hands them to the reply
         self.forced_at_start = 0  # tokens the grammar forces before the first sampled one
         self.forward_passes = 0
+        self.allowed = 0  # tokens the mask last collected allows (the token inspector)
         self._mask_s: list[float] = []  # matcher work per token
         self._inline_s = 0.0  # jobs run on the caller's thread: the loop stood still
         self._submitted_at = 0.0
@@ -239,6 +241,7 @@ class RowConstraint:
                 self._latency_s.append(latency)
         self._submitted_at = 0.0
         self._step = step
+        self.allowed = step.allowed
         self._error = self._error or step.error
         self._raise_if_error()
         return step
@@ -305,7 +308,8 @@ class RowConstraint:
             step.closing = self._tracker.after(matcher, tokens + ff, self._generated)
         if not step.stopped and step.closing is None:
             step.mask = self._fill_mask(matcher)
-            step.narrow = _allowed(self._words_u32) <= NARROW_MASK
+            step.allowed = _allowed(self._words_u32)
+            step.narrow = step.allowed <= NARROW_MASK
         if matcher.is_error():
             step.error = matcher.get_error()
         step.ready_at = time.perf_counter()

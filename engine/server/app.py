@@ -285,6 +285,7 @@ class Service:
             include_usage=include_usage,
             warnings=prepared.warnings,
             n=n,
+            top=prepared.request.logprobs or 0,
         )
         gone = asyncio.ensure_future(_until_disconnect(request))
         try:
@@ -311,7 +312,8 @@ class Service:
                 sse_stream(writer, events, None, handles), media_type="text/event-stream"
             )
         build = chat_completion if chat else text_completion
-        return JSONResponse(build(completion_id, model, finished, prepared.warnings))
+        top = prepared.request.logprobs or 0
+        return JSONResponse(build(completion_id, model, finished, prepared.warnings, top))
 
     @staticmethod
     async def _next(channel: EventChannel, gone: asyncio.Future[None]) -> list[IndexedEvent]:

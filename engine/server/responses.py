@@ -15,7 +15,17 @@ import time
 import uuid
 from typing import Any
 
-from engine.types import ChatEvent, ChatResult, Finished, StopReason, TextDelta, ToolCallDelta
+from engine.server.logprobs import chat_entry, chat_logprobs, completion_logprobs
+from engine.types import (
+    ChatEvent,
+    ChatResult,
+    Finished,
+    StopReason,
+    TextDelta,
+    TokenLogprob,
+    TokenLogprobs,
+    ToolCallDelta,
+)
 
 # What the engine streams for a request of n choices: (choice index, event).
 IndexedEvent = tuple[int, ChatEvent]
@@ -117,8 +127,9 @@ def _message(result: ChatResult) -> dict[str, Any]:
 
 
 def chat_completion(
-    completion_id: str, model: str, results: list[ChatResult], warnings: list[str]
+    completion_id: str, model: str, results: list[ChatResult], warnings: list[str], top: int = 0
 ) -> dict[str, Any]:
+    """A chat.completion; `top`: alternatives per token where the request asked for logprobs."""
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -129,7 +140,7 @@ def chat_completion(
             {
                 "index": i,
                 "message": _message(result),
-                "logprobs": None,
+                "logprobs": chat_logprobs(result.logprobs, top),
                 "finish_reason": finish_reason(result),
             }
             for i, result in enumerate(results)
@@ -140,7 +151,7 @@ def chat_completion(
 
 
 def text_completion(
-    completion_id: str, model: str, results: list[ChatResult], warnings: list[str]
+    completion_id: str, model: str, results: list[ChatResult], warnings: list[str], top: int = 0
 ) -> dict[str, Any]:
     return {
         "id": completion_id,
@@ -152,7 +163,7 @@ def text_completion(
             {
                 "index": i,
                 "text": result.text,
-                "logprobs": None,
+                "logprobs": completion_logprobs(result.logprobs, top),
                 "finish_reason": finish_reason(result),
             }
             for i, result in enumerate(results)
@@ -186,7 +197,9 @@ class ChunkWriter:
         include_usage: bool,
         warnings: list[str],
         n: int = 1,
+        top: int = 0,
     ) -> None:
+        """`top`: alternatives per token where the request asked for logprobs."""
         self._base: dict[str, Any] = {
             "id": completion_id,
             "object": "chat.completion.chunk" if chat else "text_completion",
@@ -198,6 +211,10 @@ class ChunkWriter:
         self._include_usage = include_usage
         self._warnings = warnings
         self.results: list[ChatResult | None] = [None] * n
+        self._top = top
+        # recorded tokens not sent yet, per choice, and the text offset of each choice
+        self._tokens: list[list[TokenLogprob]] = [[] for _ in range(n)]
+        self._offsets = [0] * n
 
     @property
     def done(self) -> bool:
@@ -217,13 +234,22 @@ class ChunkWriter:
     def _delta(
         self, index: int, delta: dict[str, Any], finish: str | None = None
     ) -> dict[str, Any]:
+        tokens, self._tokens[index] = self._tokens[index], []
         if self._chat:
+            logprobs = (
+                {"content": [chat_entry(t, self._top) for t in tokens], "refusal": None}
+                if tokens
+                else None
+            )
             return self._chunk(
-                {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+                {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
             )
         text = delta.get("content", "")
+        offset = self._offsets[index]
+        self._offsets[index] += sum(len(t.text) for t in tokens)
+        logprobs = completion_logprobs(tokens, self._top, offset) if tokens else None
         return self._chunk(
-            {"index": index, "text": text, "logprobs": None, "finish_reason": finish}
+            {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}
         )
 
     def opening(self) -> list[dict[str, Any]]:
@@ -272,6 +298,8 @@ class ChunkWriter:
                     calls[-1]["function"]["arguments"] += event.arguments
                 else:
                     calls.append({"index": event.index, "function": {"arguments": event.arguments}})
+            elif isinstance(event, TokenLogprobs):
+                self._tokens[index] += event.tokens
             elif isinstance(event, Finished):
                 flush()
                 self.results[index] = event.result

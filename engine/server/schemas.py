@@ -2,8 +2,9 @@
 
 Top-level fields are closed (an unknown argument is a 400 naming it), so a client never
 believes a setting took effect when it did not. Fields the API defines that Corral cannot
-honour yet (`logprobs`, `logit_bias`, ...) are declared so they can be refused with a
-message that says so; `logprobs` is where the token inspector will slot in. `n` choices
+honour (`logit_bias`, ...) are declared so they can be refused with a message that says
+so. `logprobs` is a boolean in chat completions and a count in text completions (checked
+in translate.py). `n` choices
 decode side by side. Message objects accept extra keys: clients echo back whole
 assistant messages (`refusal`, `annotations`, `audio`: null). Types are strict, as OpenAI's
 are: `"0.5"` is not a temperature, `true` is not a token count, `"true"` does not stream.

@@ -38,6 +38,7 @@ from engine.server.schemas import (
 from engine.tools import ToolDefinitionError, validate_tools
 from engine.tools.grammar import resolve_choice
 from engine.types import (
+    MAX_TOP_LOGPROBS,
     ChatMessage,
     ChatRequest,
     ConstraintSpec,
@@ -116,6 +117,7 @@ def chat_request(body: ChatCompletionBody, config: ServerConfig, check: Check) -
         tools=tools,
         tool_choice=tool_choice,
         parallel_tool_calls=body.parallel_tool_calls is not False,
+        logprobs=_chat_logprobs(body),
     )
     return Prepared(request, label, warnings, _choices(body))
 
@@ -155,6 +157,7 @@ def completion_request(body: CompletionBody, config: ServerConfig, check: Check)
         sampling=_sampling(body, body.max_tokens, config),
         constraint=constraint,
         raw_prompt=prompt,
+        logprobs=_completion_logprobs(body),
     )
     return Prepared(request, constraint.kind if constraint else None, warnings, _choices(body))
 
@@ -173,9 +176,31 @@ def _choices(body: _Generation) -> int:
     return n
 
 
+def _chat_logprobs(body: ChatCompletionBody) -> int | None:
+    """Alternatives to record per token (ChatRequest.logprobs), or None: `logprobs` is a
+    boolean and `top_logprobs` (0 to 20) needs it, as in OpenAI's API."""
+    if body.logprobs is not None and not isinstance(body.logprobs, bool):
+        raise APIError(400, "logprobs: must be true or false", param="logprobs")
+    if body.top_logprobs is not None and not body.logprobs:
+        raise APIError(400, "top_logprobs: needs logprobs set to true", param="top_logprobs")
+    return (body.top_logprobs or 0) if body.logprobs else None
+
+
+def _completion_logprobs(body: CompletionBody) -> int | None:
+    """Alternatives to record per token for a text completion: `logprobs` is their number."""
+    value = body.logprobs
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOP_LOGPROBS:
+        raise APIError(
+            400,
+            f"logprobs: the number of alternatives per token, 0 to {MAX_TOP_LOGPROBS}",
+            param="logprobs",
+        )
+    return value
+
+
 def _refuse_unsupported(body: _Generation) -> None:
-    if body.logprobs not in (None, False, 0):
-        raise _unsupported("logprobs", "logprobs are not supported yet")
     if body.logit_bias:
         raise _unsupported("logit_bias", "logit_bias is not supported")
     for name in ("presence_penalty", "frequency_penalty"):
@@ -188,8 +213,6 @@ def _refuse_unsupported(body: _Generation) -> None:
 
 
 def _refuse_chat_only(body: ChatCompletionBody) -> None:
-    if body.top_logprobs:
-        raise _unsupported("top_logprobs", "top_logprobs are not supported yet")
     if body.modalities not in (None, ["text"]):
         raise _unsupported("modalities", "only text output is supported")
     for name in ("audio", "prediction", "web_search_options", "functions", "function_call"):

@@ -1,0 +1,15 @@
+"""The inspector bench section on the tiny model: every figure it promises, measured."""
+
+from argparse import Namespace
+
+from bench_keys import STABLE_KEYS
+
+from benchmarks.inspector import run_inspector_bench
+
+
+def test_inspector_section_reports_every_figure(tiny_engine):
+    figures = run_inspector_bench(tiny_engine, Namespace(tokens=6, repeats=1))
+    assert STABLE_KEYS["inspector"] <= set(figures), sorted(STABLE_KEYS["inspector"] - set(figures))
+    assert figures["inspector_top_logprobs"] == 20 and figures["inspector_runs"] == 1
+    for key in STABLE_KEYS["inspector"]:
+        assert figures[key] > 0, key
