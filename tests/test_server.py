@@ -283,6 +283,8 @@ def _required_call(client: openai.OpenAI, model: str, stream: bool) -> tuple[str
         messages=_user("What is the weather in Paris?"),
         tools=[WEATHER],
         tool_choice="required",
+        parallel_tool_calls=False,  # one call to check (unseeded, a second call sometimes followed)
+        temperature=0,
         max_tokens=60,
     )
     if not stream:
