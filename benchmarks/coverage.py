@@ -141,28 +141,47 @@ def enforced_schema(schema: Any, warnings: list[str]) -> Any:
     return strip(schema)
 
 
-def reply_for(engine: Any, path: Path, max_tokens: int, **options: Any) -> tuple[Any, bool]:
-    """(the ChatResult, whether it is complete and valid against the schema Corral
-    enforced: as written, less what its warnings name as ignored; see `enforced_schema`)."""
-    import jsonschema
-
+def request_for(path: Path, max_tokens: int, **options: Any) -> ChatRequest:
+    """The greedy request for a schema file, with its prompt, at `max_tokens`."""
     schema, prompt = load_schema(path)
-    request = ChatRequest(
+    return ChatRequest(
         [{"role": "user", "content": prompt}],
         SamplingSettings(temperature=0.0, max_tokens=max_tokens),
         constraint=json_schema_constraint(schema, path.name),
         **options,
     )
-    result = engine.chat(request)
+
+
+def check_reply(path: Path, result: Any) -> bool:
+    """Whether `result` is complete and valid against the schema in `path` as Corral
+    enforced it: as written, less what its warnings name as ignored (`enforced_schema`)."""
+    import jsonschema
+
     if result.error or result.incomplete:
-        return result, False
+        return False
     try:
         value = json.loads(result.text)
     except ValueError:
-        return result, False
-    checked = enforced_schema(schema, result.warnings)
+        return False
+    checked = enforced_schema(load_schema(path)[0], result.warnings)
     validator = jsonschema.validators.validator_for(checked, jsonschema.Draft202012Validator)
-    return result, bool(validator(checked).is_valid(value))
+    return bool(validator(checked).is_valid(value))
+
+
+def reply_for(engine: Any, path: Path, max_tokens: int, **options: Any) -> tuple[Any, bool]:
+    """(the ChatResult for the schema in `path`, whether it is complete and valid)."""
+    result = engine.chat(request_for(path, max_tokens, **options))
+    return result, check_reply(path, result)
+
+
+def replies_for(
+    engine: Any, paths: list[Path], max_tokens: int, **options: Any
+) -> list[tuple[Any, bool]]:
+    """`reply_for` over `paths`, submitted together: they decode side by side, as many at
+    once as the engine's rows allow (greedy rows give what they give alone)."""
+    handles = [engine.submit(request_for(path, max_tokens, **options)) for path in paths]
+    results = [handle.result() for handle in handles]
+    return [(r, check_reply(path, r)) for path, r in zip(paths, results, strict=True)]
 
 
 def run_coverage_bench(engine: Any, args: Any = None, max_tokens: int = 200) -> dict[str, Any]:
@@ -178,8 +197,7 @@ def run_coverage_bench(engine: Any, args: Any = None, max_tokens: int = 200) -> 
     figures, compiled = compile_coverage(lltok.result(), files)
     sample = generation_sample(compiled)
     complete = closed = 0
-    for path in sample:
-        result, ok = reply_for(engine, path, max_tokens)
+    for result, ok in replies_for(engine, sample, max_tokens):
         complete += ok
         closed += result.closed_to_fit
     figures["coverage_sample"] = len(sample)
