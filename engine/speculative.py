@@ -64,42 +64,51 @@ class Drafter(Protocol):
 
 class PromptLookup:
     """Prompt-lookup drafting: match the context's last n tokens (n from the longest of
-    LOOKUP_NGRAMS) against earlier text and propose what followed their latest occurrence.
+    LOOKUP_NGRAMS) against earlier text and propose what followed their latest occurrence
+    (or their first, when too little follows the latest: inside a repeating run the latest
+    occurrence overlaps the end).
 
-    The context only ever grows by accepted tokens, so an index from each n-gram to where
-    it last ended is kept up to date incrementally (O(new tokens) per proposal)."""
+    The context only ever grows by accepted tokens, so the index from each n-gram to where
+    it occurs is kept up to date incrementally (O(new tokens) per proposal)."""
 
     def __init__(self, ngrams: tuple[int, ...] = LOOKUP_NGRAMS) -> None:
         self.ngrams = tuple(sorted(ngrams, reverse=True))
-        self._index: dict[tuple[int, ...], int] = {}  # n-gram -> end of its latest occurrence
+        self._first: dict[tuple[int, ...], int] = {}  # n-gram -> end of its first occurrence
+        self._latest: dict[tuple[int, ...], int] = {}  # ... and of its latest
         self._indexed = 0  # n-grams ending at or before this position are indexed
         self._context: list[int] = []
 
     def propose(self, context: list[int], k: int) -> list[int]:
-        """Up to `k` tokens that followed the latest earlier occurrence of the longest
-        matching suffix of `context`."""
+        """Up to `k` tokens that followed an earlier occurrence of the longest matching
+        suffix of `context`."""
         if k <= 0 or len(context) < 2:
             return []
         if self._context[: self._indexed] != context[: self._indexed]:
-            self._index, self._indexed = {}, 0  # not an extension: start over
+            self.release()  # not an extension of the context indexed: start over
         self._context = context
         # Index every n-gram ending before the last position (a match must lie earlier).
         end = len(context) - 1
         for e in range(self._indexed + 1, end + 1):
             for n in self.ngrams:
                 if e >= n:
-                    self._index[tuple(context[e - n : e])] = e
+                    gram = tuple(context[e - n : e])
+                    self._first.setdefault(gram, e)
+                    self._latest[gram] = e
         self._indexed = max(self._indexed, end)
         for n in self.ngrams:
             if len(context) <= n:
                 continue
-            at = self._index.get(tuple(context[-n:]))
-            if at is not None:
-                return context[at : at + k]
+            gram = tuple(context[-n:])
+            at = self._latest.get(gram)
+            if at is None:
+                continue
+            if len(context) - at < k:
+                at = self._first[gram]
+            return context[at : at + k]
         return []
 
     def release(self) -> None:
-        self._index, self._indexed, self._context = {}, 0, []
+        self._first, self._latest, self._indexed, self._context = {}, {}, 0, []
 
 
 class DraftModel:
@@ -262,6 +271,8 @@ class Speculator:
         """The draft to feed after `context` in a batch of `rows` rows: proposed, cut to
         what `validate` (the grammar) accepts. Empty when drafting does not pay (drafting
         pauses then)."""
+        if self.room() <= 1:
+            return []  # the budget has room for the model's own next token only
         k = self.length(cost, rows)
         if k == 0:
             self._stop()
