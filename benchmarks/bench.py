@@ -7,7 +7,8 @@ decoding), `trie` and `session` (the prefix cache), `server` (HTTP streaming wit
 rates, time to first mask, complete and valid replies within the budget), `library` (GGUF
 import time and peak memory, the error each GGUF type's conversion adds), `distributed` (the
 model sharded over two loopback ranks against one process), `batch` (replies decoded side by
-side against one after another and against mlx-lm's BatchGenerator). Each returns a flat
+side against one after another and against mlx-lm's BatchGenerator), `speculative`
+(speculative decoding against plain decoding on grounded and open-ended tasks). Each returns a flat
 dict of figures; `--json` prints them merged into one object whose keys stay stable (new
 figures add keys).
 """
@@ -132,6 +133,12 @@ def _section_batch(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
     return run_batch_bench(engine, args)
 
 
+def _section_speculative(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.speculative import run_speculative_bench
+
+    return run_speculative_bench(engine, args)
+
+
 SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "decode": bench_decode,
     "constraints": _section_constraints,
@@ -142,6 +149,7 @@ SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "library": _section_library,
     "distributed": _section_distributed,
     "batch": _section_batch,
+    "speculative": _section_speculative,
 }
 
 

@@ -127,7 +127,8 @@ class DecodeBatch:
     forward pass, on the decode thread, and nothing is held back for forced tokens.
     """
 
-    def __init__(self, model: Any, *, overlap: bool = True) -> None:
+    def __init__(self, model: Any, *, overlap: bool = True, cost: PassCost | None = None) -> None:
+        """`cost` is where step times are learnt (kept by the engine across batches)."""
         self.model = model
         self.overlap = overlap
         self.rows: list[DecodeRow] = []
@@ -138,7 +139,7 @@ class DecodeBatch:
         self._cpu = mx.default_device() == mx.cpu
         self._metal_masks = metal_available()
         self._steps = 0
-        self.cost = PassCost()  # how much a wider step costs, for the speculators
+        self.cost = cost or PassCost()  # how much a wider step costs, for the speculators
         self._step_started = 0.0
         self._last_step: tuple[float, tuple[int, int]] | None = None  # start, (rows, width)
         self._draft_logits: dict[int, mx.array] = {}  # row index -> logits of its draft

@@ -204,6 +204,7 @@ class Engine:
         self.speculative = speculative
         # Engine thread only: the draft model and its own prompt cache.
         self._draft: tuple[LoadedModel, PromptCacheStore] | None = None
+        self._pass_cost: Any = None  # engine.speculative.PassCost of the loaded model
         self._worker = acquire_worker()
         self._drained = threading.Event()
 
@@ -413,7 +414,9 @@ class Engine:
         publish it, and build llguidance's tokenizer for it in the background."""
         from engine.memory import WiredLimit
         from engine.sampling import end_token_ids
+        from engine.speculative import PassCost
 
+        self._pass_cost = PassCost()
         self._wired = WiredLimit()
         self._plan_memory(loaded)
         self._publish()
@@ -464,6 +467,7 @@ class Engine:
     def _unload(self) -> None:
         self.prompt_cache.clear()
         self._draft = None
+        self._pass_cost = None
         if self._wired is not None:
             self._wired.restore()
             self._wired = None
@@ -491,6 +495,7 @@ class Engine:
             deliver=self._deliver,
             speculative=self.speculative,
             draft=self._draft,
+            pass_cost=self._pass_cost,
         )
         self._scheduler = scheduler
         try:

@@ -38,7 +38,7 @@ from engine.context import annotate_error
 from engine.decode import PREFILL_CHUNK, feed
 from engine.errors import CorralError
 from engine.generation import Reply
-from engine.speculative import Drafter, DraftModel, PromptLookup
+from engine.speculative import Drafter, DraftModel, PassCost, PromptLookup
 from engine.types import ChatResult, GenerationStats, StopReason
 
 if TYPE_CHECKING:
@@ -77,10 +77,12 @@ class Scheduler:
         deliver: Deliver,
         speculative: bool = False,
         draft: tuple[LoadedModel, PromptCacheStore] | None = None,
+        pass_cost: PassCost | None = None,
     ) -> None:
         """`deliver(handle, result)` finishes a request (after its cache is stored).
         `speculative`: replies draft tokens to verify (`engine.speculative`), with the
-        `draft` model (and its prompt cache) if given, else by prompt lookup."""
+        `draft` model (and its prompt cache) if given, else by prompt lookup; `pass_cost`
+        holds what wider steps cost on this model (learnt across schedulers)."""
         self.loaded = loaded
         self.prompt_cache = prompt_cache
         self.max_rows = max(1, max_rows)
@@ -89,7 +91,7 @@ class Scheduler:
         # A sharded model's caches are mirrored on other machines: no trimming of its own.
         self.speculative = speculative and loaded.make_prompt_cache is None
         self.draft = draft
-        self.batch = DecodeBatch(loaded.model)
+        self.batch = DecodeBatch(loaded.model, cost=pass_cost)
         self.prompts: deque[_Prompt] = deque()
         self._batchable = True  # the model's caches can be merged (learnt at the first prompt)
         self._token_bytes = 0  # KV bytes per token, learnt from the first prefilled prompt
