@@ -1,7 +1,8 @@
 """Speculative decoding (the `speculative` bench section), side by side in one run.
 
-Each task is decoded greedily with speculation and without it, the two runs alternating
-(which goes first swaps from task to task), on the same engine with its prompt cache (the
+Each task is decoded greedily with speculation and without it, twice each in the order
+on-off-off-on (off-on-on-off for every other task, so drift on a busy machine cancels
+out), on the same engine with its prompt cache (the
 prompt is computed once, by whichever run comes first; the figures are decode figures).
 Tokens per second are a task group's generated tokens (after the first of each reply) over
 its decode time (from each reply's first token to its last).
@@ -119,10 +120,13 @@ def run_speculative_bench(engine: Engine, args: Any) -> dict[str, Any]:
         totals = {True: [0, 0.0], False: [0, 0.0]}
         drafted = accepted = 0
         for i, (name, (text, constraint)) in enumerate(tasks.items()):
-            results = {}
-            for on in (i % 2 == 0, i % 2 != 0):
-                results[on] = _reply(engine, text, constraint, tokens, on=on)
-                n, seconds = _decode(results[on])
+            results: dict[bool, ChatResult] = {}
+            first = i % 2 == 0
+            for on in (first, not first, not first, first):
+                result = _reply(engine, text, constraint, tokens, on=on)
+                identical = identical and result.text == results.get(on, result).text
+                results[on] = result
+                n, seconds = _decode(result)
                 totals[on][0] += n
                 totals[on][1] += seconds
             spec, plain = results[True], results[False]

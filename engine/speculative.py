@@ -47,7 +47,9 @@ LOOKUP_NGRAMS = (3, 2, 1)
 PAUSE_STEPS = 16
 MAX_PAUSE_STEPS = 512
 # A draft of k tokens must promise this much more than a plain pass to be fed.
-MIN_GAIN = 1.05
+MIN_GAIN = 1.1
+# A match of a single token is a weak guess: its draft is cut to this many tokens.
+SHORT_MATCH_DRAFT = 2
 
 
 class Drafter(Protocol):
@@ -104,7 +106,7 @@ class PromptLookup:
                 continue
             if len(context) - at < k:
                 at = self._first[gram]
-            return context[at : at + k]
+            return context[at : at + (k if n > 1 else min(k, SHORT_MATCH_DRAFT))]
         return []
 
     def release(self) -> None:
@@ -234,7 +236,7 @@ class Speculator:
         self.room = room
         self.max_draft = max_draft
         self.stats = SpecStats()
-        self.rate = 0.7  # recent acceptance per draft token (optimistic start)
+        self.rate = 0.5  # recent acceptance per draft token (a fair start)
         self.paused = 0  # passes left without drafting
         self._pause = PAUSE_STEPS
         self._failures = 0  # drafts in a row that did not pay
