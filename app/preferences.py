@@ -1,8 +1,8 @@
 """The user's app-wide preferences, kept in the store's settings table: appearance, chat
 text size, the model to start with, the KV-cache budget, how many replies are written at
-once, what a new chat starts from (system prompt, sampling, built-in tools; a new chat never
-inherits a constraint), and how JSON schemas are followed (tight defaults, strict schemas,
-closing loops)."""
+once, whether they are written speculatively, what a new chat starts from (system prompt,
+sampling, built-in tools; a new chat never inherits a constraint), and how JSON schemas are
+followed (tight defaults, strict schemas, closing loops)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ KEYS = {
     "allow_extra_properties": "allow_extra_properties",
     "strict_schema": "strict_schema",
     "close_loops": "close_loops",
+    "speculative": "speculative_decoding",
 }
 
 
@@ -35,6 +36,7 @@ class Preferences:
     default_model: str = ""  # a model spec; "" starts with the last model used
     kv_budget_mb: int = 0  # 0: automatic
     max_rows: int = DEFAULT_MAX_ROWS  # replies written side by side at most
+    speculative: bool = True  # guess ahead from the conversation, verify in one pass
     new_chat: ChatSettings = field(default_factory=ChatSettings)
     new_chat_tools: ToolsConfig = field(default_factory=ToolsConfig)
     # JSON schemas: use all the freedom they leave (no tight defaults); refuse keywords
@@ -66,7 +68,7 @@ class Preferences:
             prefs.max_rows = rows
         prefs.new_chat = ChatSettings.from_dict(_dict(get(KEYS["new_chat"])))
         prefs.new_chat_tools = ToolsConfig.from_dict(_dict(get(KEYS["new_chat_tools"])))
-        for name in ("allow_extra_properties", "strict_schema", "close_loops"):
+        for name in ("allow_extra_properties", "strict_schema", "close_loops", "speculative"):
             value = get(KEYS[name], getattr(prefs, name))
             if isinstance(value, bool):
                 setattr(prefs, name, value)
@@ -80,7 +82,7 @@ class Preferences:
         store.set_setting(KEYS["max_rows"], self.max_rows)
         store.set_setting(KEYS["new_chat"], self.new_chat.to_dict())
         store.set_setting(KEYS["new_chat_tools"], self.new_chat_tools.to_dict())
-        for name in ("allow_extra_properties", "strict_schema", "close_loops"):
+        for name in ("allow_extra_properties", "strict_schema", "close_loops", "speculative"):
             store.set_setting(KEYS[name], getattr(self, name))
 
 

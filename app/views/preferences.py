@@ -120,6 +120,17 @@ class PreferencesDialog(QDialog):
                 self,
             )
         )
+        self.speculative = QCheckBox("Guess ahead from the conversation", self)
+        self.speculative.setChecked(prefs.speculative)
+        form.addRow("Speculative writing", self.speculative)
+        form.addRow(
+            hint(
+                "The model checks several guessed words at once (guesses copied from the "
+                "conversation): the same replies, sooner where they repeat what was said. "
+                "It stops guessing by itself where guesses do not pay.",
+                self,
+            )
+        )
         for widget in model_sections:
             self.page.addSpacing(theme.SPACE.S)
             self.page.addWidget(widget)
@@ -194,6 +205,7 @@ class PreferencesDialog(QDialog):
         self.default_model.currentIndexChanged.connect(self._edited)
         self.kv_budget.valueChanged.connect(self._edited)
         self.max_rows.valueChanged.connect(self._edited)
+        self.speculative.toggled.connect(self._edited)
         for box in (self.allow_extra, self.strict_schema, self.close_loops):
             box.toggled.connect(self._edited)
         self.new_prompt.currentIndexChanged.connect(self._edited)
@@ -259,6 +271,7 @@ class PreferencesDialog(QDialog):
             default_model=str(self.default_model.currentData() or ""),
             kv_budget_mb=self.kv_budget.value(),
             max_rows=self.max_rows.value(),
+            speculative=self.speculative.isChecked(),
             new_chat=new_chat,
             new_chat_tools=tools,
             allow_extra_properties=self.allow_extra.isChecked(),
