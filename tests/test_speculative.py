@@ -349,3 +349,37 @@ def test_drafting_pauses_when_wide_passes_cost_as_much_as_their_tokens() -> None
 def test_no_draft_past_the_reply_budget(room: int) -> None:
     spec = Speculator(PromptLookup(), lambda: room)
     assert spec.draft([1, 2, 1, 2, 1], PassCost(), 1) == [] and spec.active
+
+
+def test_a_draft_model_drafts_and_the_replies_stay_the_same(tiny_model_dir) -> None:
+    """The tiny model drafting for itself: its greedy guesses are the model's own tokens,
+    so every draft token is kept, and the replies equal plain decoding's (free and JSON
+    schema); without a loaded model a draft model is refused."""
+    engine = Engine()
+    try:
+        with pytest.raises(ValueError, match="load a model"):
+            engine.load_draft_model(str(tiny_model_dir)).result()
+        engine.load_model(str(tiny_model_dir)).result()
+        assert engine.load_draft_model(str(tiny_model_dir)).result() is not None
+        assert engine.draft_model is not None
+        requests = [
+            ChatRequest(
+                [{"role": "user", "content": "Tell me about rain."}],
+                SamplingSettings(temperature=0.0, max_tokens=16),
+            ),
+            ChatRequest(
+                [{"role": "user", "content": f"Rewrite with age 50: {DOC}"}],
+                SamplingSettings(temperature=0.0, max_tokens=30),
+                constraint=json_schema_constraint(PERSON, "person"),
+            ),
+        ]
+        plain = _run(engine, requests, speculative=False, together=False)
+        spec = _run(engine, requests, speculative=True, together=False)
+        for p, s in zip(plain, spec, strict=True):
+            _same(p, s)
+        assert spec[0].stats.drafted_tokens > 0
+        assert spec[0].stats.accepted_tokens == spec[0].stats.drafted_tokens
+        engine.load_draft_model(None).result()
+        assert engine.draft_model is None
+    finally:
+        engine.close()
