@@ -483,12 +483,17 @@ class DecodeBatch:
             kept += 1
             if row.done or row.at_limit:
                 return kept
-            # tokens the grammar forced after it: the draft went on with them (validated)
-            n = min(len(row.pending), len(draft) - kept)
-            assert row.pending[:n] == draft[kept : kept + n]
+            # Tokens the grammar forced after it (the reply has them): the draft may have
+            # gone on with them, or with another tokenization of the same text, which the
+            # grammar allows too; from where they differ, the forced tokens are fed next.
+            n = 0
+            while n < len(row.pending) and kept + n < len(draft):
+                if row.pending[n] != draft[kept + n]:
+                    break
+                n += 1
             row.pending = row.pending[n:]
             kept += n
-            if row.pending:  # the draft ended inside the forced tokens: fed next
+            if row.pending:
                 return kept
 
     def _time_step(self) -> None:
