@@ -1,8 +1,9 @@
 """The user's app-wide preferences, kept in the store's settings table: appearance, chat
 text size, the model to start with, the KV-cache budget, how many replies are written at
-once, what a new chat starts from (system prompt, sampling, built-in tools; a new chat never
-inherits a constraint), and how JSON schemas are followed (tight defaults, strict schemas,
-closing loops), and whether replies record their token probabilities (Inspect)."""
+once, whether they are written speculatively, what a new chat starts from (system prompt,
+sampling, built-in tools; a new chat never inherits a constraint), how JSON schemas are
+followed (tight defaults, strict schemas, closing loops), and whether replies record their
+token probabilities (Inspect)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ KEYS = {
     "strict_schema": "strict_schema",
     "close_loops": "close_loops",
     "record_tokens": "record_tokens",
+    "speculative": "speculative_decoding",
 }
 
 
@@ -36,6 +38,7 @@ class Preferences:
     default_model: str = ""  # a model spec; "" starts with the last model used
     kv_budget_mb: int = 0  # 0: automatic
     max_rows: int = DEFAULT_MAX_ROWS  # replies written side by side at most
+    speculative: bool = True  # guess ahead from the conversation, verify in one pass
     new_chat: ChatSettings = field(default_factory=ChatSettings)
     new_chat_tools: ToolsConfig = field(default_factory=ToolsConfig)
     # JSON schemas: use all the freedom they leave (no tight defaults); refuse keywords
@@ -69,7 +72,13 @@ class Preferences:
             prefs.max_rows = rows
         prefs.new_chat = ChatSettings.from_dict(_dict(get(KEYS["new_chat"])))
         prefs.new_chat_tools = ToolsConfig.from_dict(_dict(get(KEYS["new_chat_tools"])))
-        for name in ("allow_extra_properties", "strict_schema", "close_loops", "record_tokens"):
+        for name in (
+            "allow_extra_properties",
+            "strict_schema",
+            "close_loops",
+            "record_tokens",
+            "speculative",
+        ):
             value = get(KEYS[name], getattr(prefs, name))
             if isinstance(value, bool):
                 setattr(prefs, name, value)
@@ -83,7 +92,13 @@ class Preferences:
         store.set_setting(KEYS["max_rows"], self.max_rows)
         store.set_setting(KEYS["new_chat"], self.new_chat.to_dict())
         store.set_setting(KEYS["new_chat_tools"], self.new_chat_tools.to_dict())
-        for name in ("allow_extra_properties", "strict_schema", "close_loops", "record_tokens"):
+        for name in (
+            "allow_extra_properties",
+            "strict_schema",
+            "close_loops",
+            "record_tokens",
+            "speculative",
+        ):
             store.set_setting(KEYS[name], getattr(self, name))
 
 

@@ -8,7 +8,8 @@ rates, time to first mask, complete and valid replies within the budget), `libra
 import time and peak memory, the error each GGUF type's conversion adds), `distributed` (the
 model sharded over two loopback ranks against one process), `batch` (replies decoded side by
 side against one after another and against mlx-lm's BatchGenerator), `inspector` (decoding with
-each token's log-probabilities recorded against without). Each returns a flat
+each token's log-probabilities recorded against without), `speculative` (speculative decoding
+against plain decoding on grounded and open-ended tasks). Each returns a flat
 dict of figures; `--json` prints them merged into one object whose keys stay stable (new
 figures add keys).
 """
@@ -139,6 +140,12 @@ def _section_inspector(engine: Engine, args: argparse.Namespace) -> dict[str, An
     return run_inspector_bench(engine, args)
 
 
+def _section_speculative(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.speculative import run_speculative_bench
+
+    return run_speculative_bench(engine, args)
+
+
 SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "decode": bench_decode,
     "constraints": _section_constraints,
@@ -150,6 +157,7 @@ SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
     "distributed": _section_distributed,
     "batch": _section_batch,
     "inspector": _section_inspector,
+    "speculative": _section_speculative,
 }
 
 
@@ -179,7 +187,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks") -> i
 def run_bench(args: argparse.Namespace) -> int:
     """Run the chosen sections and print their figures (or one JSON object)."""
     chosen = args.only or list(SECTIONS)
-    engine = Engine()
+    # Speculation off: each section measures what its keys always measured (the decode loop
+    # itself); the `speculative` section turns it on for its own runs.
+    engine = Engine(speculative=False)
     figures: dict[str, Any] = {}
     try:
         info = engine.load_model(args.model).result()

@@ -19,11 +19,18 @@ batch caches (`BatchKVCache`: rows left-padded to a common length). Forced token
 work: a row feeds all of them in one step, the rows with fewer tokens right-padded
 (`prepare`/`finalize`, as mlx-lm's batched prefill does), and alone a row whose mask was
 narrow waits for its matcher, to feed its next token together with the tokens forced
-after it rather than spend a forward pass on it alone. Only the engine thread runs this.
+after it rather than spend a forward pass on it alone.
+
+Speculative decoding (`engine.speculative`) rides on the same mechanism: a speculating row
+reads its token at the end of the step, then feeds it with a draft of the tokens expected
+after it (checked first by its grammar); the logits of every fed position verify the draft
+(`_verify_drafts`), and the rejected positions leave the KV cache and `fed`. Only the
+engine thread runs this.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator
 from typing import Any, Protocol, cast
 
@@ -34,6 +41,7 @@ from mlx_lm.models import cache as mlx_cache
 from engine.constraints.masking import apply_masks, metal_available
 from engine.constraints.row import RowConstraint
 from engine.sampling import LogitsProcessor, RowSampler
+from engine.speculative import PassCost, Speculator, rollback_cache
 from engine.token_record import BatchRecorder, RowTrace
 from engine.types import StopReason
 
@@ -76,9 +84,12 @@ class DecodeRow:
         processors: list[LogitsProcessor] | None = None,
         constraint: RowConstraint | None = None,
         trace: RowTrace | None = None,
+        speculator: Speculator | None = None,
     ) -> None:
         """`cache` holds `fed` (the prompt but `tail`, its last token(s), fed when joining).
-        `trace` records each token's log-probabilities (`engine.token_record`)."""
+        `trace` records each token's log-probabilities (`engine.token_record`). A
+        `speculator` drafts tokens to verify (not with `processors`, which read the tokens
+        one by one, nor with a `trace`, which records one sampled token per step)."""
         self.owner = owner
         self.cache: KVState | None = cache  # its own until it joins; given back when it leaves
         self.fed = fed
@@ -88,6 +99,9 @@ class DecodeRow:
         self.processors = processors or []
         self.context = mx.array(fed, dtype=mx.uint32) if self.processors else None
         self.constraint = constraint
+        self.speculator = speculator if not self.processors and trace is None else None
+        self.draft: list[int] = []  # draft tokens at the end of the tokens fed this step
+        self.position = 0  # of the token this step's last fed position predicts
         self.awaiting = constraint is not None  # a matcher job whose answer is not taken
         self.mask: np.ndarray | None = None  # what its next token is sampled under
         self.narrow = False
@@ -117,7 +131,8 @@ class DecodeBatch:
     forward pass, on the decode thread, and nothing is held back for forced tokens.
     """
 
-    def __init__(self, model: Any, *, overlap: bool = True) -> None:
+    def __init__(self, model: Any, *, overlap: bool = True, cost: PassCost | None = None) -> None:
+        """`cost` is where step times are learnt (kept by the engine across batches)."""
         self.model = model
         self.overlap = overlap
         self.rows: list[DecodeRow] = []
@@ -129,6 +144,10 @@ class DecodeBatch:
         self._metal_masks = metal_available()
         self._steps = 0
         self._recorder = BatchRecorder()  # rows with a trace: their tokens' log-probabilities
+        self.cost = cost or PassCost()  # how much a wider step costs, for the speculators
+        self._step_started = 0.0
+        self._last_step: tuple[float, tuple[int, int]] | None = None  # start, (rows, width)
+        self._draft_logits: dict[int, mx.array] = {}  # row index -> logits of its draft
 
     @property
     def size(self) -> int:
@@ -157,7 +176,9 @@ class DecodeBatch:
         its own KV state in `cache` (holding `fed`, maybe one token more)."""
         self._merge_joining()
         if not self.rows:
+            self._last_step = None
             return self._leave()
+        self._time_step()
         logits = self._forward()
         previous = self._y
         if not any(row.constraint is not None for row in self.rows):
@@ -165,6 +186,7 @@ class DecodeBatch:
             self._y = self._sample(logits, None)
             mx.async_eval(self._y)
             self._hand_over(self._read(previous))
+            self._verify_drafts()
         else:
             # Matchers get the tokens as early as possible, to work during the forward
             # pass. (On the CPU backend async_eval blocks until the forward pass is nearly
@@ -179,6 +201,7 @@ class DecodeBatch:
             for row in self.rows:
                 if row.awaiting and not row.done:
                     self._take_mask_step(row)
+            self._verify_drafts()
             masks = [row.mask if _samples(row) else None for row in self.rows]
             self._y = self._sample(logits, masks)
             mx.async_eval(self._y)  # sampling runs while this thread goes on to the next step
@@ -186,6 +209,7 @@ class DecodeBatch:
             row.sampled = _samples(row)
         if self.overlap and len(self.rows) == 1 and self.rows[0].sampled and self.rows[0].narrow:
             self._hold(self.rows[0])
+        self._draft_rows()
         self._steps += 1
         if self._steps % 256 == 0:
             mx.clear_cache()
@@ -242,6 +266,12 @@ class DecodeBatch:
                 c.finalize()
         if any(row.trace is not None for row in rows):
             self._recorder.forward(rows, out, counts)
+        self._draft_logits = {}
+        for i, row in enumerate(rows):
+            row.position = len(row.fed) + row.sampled  # a sampled input is not in `fed` yet
+            if row.draft:  # every position from the one predicting the draft's first token
+                self._draft_logits[i] = out[i, counts[i] - 1 - len(row.draft) : counts[i]]
+        self._last_step = (self._step_started, (len(rows), width))
         if width == 1:
             return out[:, -1, :]
         return out[mx.arange(len(rows)), mx.array(counts) - 1]
@@ -347,7 +377,9 @@ class DecodeBatch:
         if all(row.sampler.greedy for row in rows):  # one argmax, nothing to normalize
             y = mx.argmax(logits, axis=-1)
         else:
-            y = mx.concatenate([row.sampler(logits[i : i + 1]) for i, row in enumerate(rows)])
+            y = mx.concatenate(
+                [row.sampler(logits[i : i + 1], row.position) for i, row in enumerate(rows)]
+            )
         if any(row.trace is not None for row in rows):
             self._recorder.sample(rows, raw, logits, y, self._steps)
         return y
@@ -364,6 +396,130 @@ class DecodeBatch:
             return
         row.pending = [token]
         self._take_mask_step(row)
+
+    # ---- speculative decoding ----
+
+    def _speculation_ok(self) -> bool:
+        """Whether the batch's cache can drop a row's rejected positions: a lone row's plain
+        KV cache, or mlx-lm's batch KV cache (not rotating caches)."""
+        cache = self.cache
+        if not cache:
+            return False
+        kind = mlx_cache.KVCache if len(self.rows) == 1 else mlx_cache.BatchKVCache
+        return all(type(c) is kind for c in cache)
+
+    def _draft_rows(self) -> None:
+        """Each speculating row reads its token now (if it sampled one) and queues a draft
+        of the tokens expected after it, cut to what its grammar accepts."""
+        if not any(row.speculator is not None for row in self.rows):
+            return
+        ok = self._speculation_ok()
+        for i, row in enumerate(self.rows):
+            spec = row.speculator
+            if spec is None or row.done or row.at_limit:
+                continue
+            if not ok or not spec.active:
+                spec.wait()
+                continue
+            if row.sampled:  # its token is in the batch's samples: read it to draft after it
+                self._read_now(row, i)
+                if row.done or row.at_limit or row.awaiting:
+                    continue
+            constraint = row.constraint
+            draft = spec.draft(
+                row.fed + row.pending,
+                self.cost,
+                len(self.rows),
+                constraint.validate if constraint is not None else None,
+            )
+            if draft:
+                row.draft = draft
+                row.pending += draft
+            else:
+                spec.no_draft()
+
+    def _read_now(self, row: DecodeRow, i: int) -> None:
+        """Read `row`'s sampled token at once and take it as the next token to feed."""
+        assert self._y is not None
+        token = cast(int, self._y[i].item())
+        row.sampled = False
+        self._take(row, token, fed=False)
+
+    def _take(self, row: DecodeRow, token: int, *, fed: bool) -> None:
+        """Give `token` to `row`'s reply and matcher, waiting for the matcher's answer (its
+        forced tokens go to `pending`). `fed`: its KV state is computed (a kept draft
+        token); otherwise it is fed next."""
+        if row.constraint is not None:
+            row.constraint.advance(token, held=True)
+            row.awaiting = True
+        if self._give(row, token):
+            if row.at_limit and row.awaiting:
+                self._take_mask_step(row)  # the matcher says how the reply ended
+            return
+        if not fed:
+            row.pending = [token]
+        if row.constraint is not None:
+            self._take_mask_step(row)
+
+    def _verify_drafts(self) -> None:
+        """Keep each row's draft tokens up to the first one the model disagrees with, take
+        the model's own token after them, and drop the rest from the cache and `fed`."""
+        if not self._draft_logits:
+            return
+        rejected = [0] * len(self.rows)
+        for i, logits in self._draft_logits.items():
+            row = self.rows[i]
+            draft, row.draft = row.draft, []
+            kept = 0 if row.done else self._verify(row, logits, draft)
+            rejected[i] = len(draft) - kept
+            assert row.speculator is not None
+            row.speculator.verified(len(draft), kept)
+        self._draft_logits = {}
+        if any(rejected):
+            assert self.cache is not None
+            rollback_cache(self.cache, rejected, batched=len(self.rows) > 1)
+            for row, n in zip(self.rows, rejected, strict=True):
+                if n:
+                    del row.fed[-n:]
+
+    def _verify(self, row: DecodeRow, logits: mx.array, draft: list[int]) -> int:
+        """Walk `row`'s fed draft with the model's logits (one row per position, from the
+        one predicting the draft's first token): how many draft tokens it keeps."""
+        base = row.position - len(draft)
+        kept = 0
+        while True:
+            scores = logits[kept : kept + 1]
+            if row.constraint is not None and row.mask is not None:
+                scores = apply_masks(scores, [row.mask], use_metal=self._metal_masks)
+            token = cast(int, row.sampler(scores, base + kept).item())
+            agree = kept < len(draft) and token == draft[kept]
+            self._take(row, token, fed=agree)
+            if not agree:
+                return kept  # the model's own token (and its forced tokens) go next
+            kept += 1
+            if row.done or row.at_limit:
+                return kept
+            # Tokens the grammar forced after it (the reply has them): the draft may have
+            # gone on with them, or with another tokenization of the same text, which the
+            # grammar allows too; from where they differ, the forced tokens are fed next.
+            n = 0
+            while n < len(row.pending) and kept + n < len(draft):
+                if row.pending[n] != draft[kept + n]:
+                    break
+                n += 1
+            row.pending = row.pending[n:]
+            kept += n
+            if row.pending:
+                return kept
+
+    def _time_step(self) -> None:
+        """Note how long the previous step took, for its (rows, width)."""
+        now = time.perf_counter()
+        if self._last_step is not None:
+            started, shape = self._last_step
+            self.cost.record(shape, now - started)
+            self._last_step = None
+        self._step_started = now
 
     # ---- rows joining and leaving ----
 

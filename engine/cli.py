@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.errors import CorralError
 from engine.types import (
@@ -20,12 +21,16 @@ from engine.types import (
     ChatRequest,
     ConstraintSpec,
     LoadProgress,
+    ModelInfo,
     SamplingSettings,
     SchemaOptions,
     TextDelta,
     ToolDefinition,
     inspection_summary,
 )
+
+if TYPE_CHECKING:
+    from engine.engine import Engine
 
 
 def _progress_printer(enabled: bool) -> Callable[[LoadProgress], None]:
@@ -65,6 +70,36 @@ def _tools_from_args(args: argparse.Namespace) -> list[ToolDefinition] | None:
     return load_tools(args.tools)
 
 
+def add_speculative_arguments(parser: argparse.ArgumentParser) -> None:
+    """--speculative/--no-speculative and --draft-model (for chat and serve)."""
+    parser.add_argument(
+        "--speculative",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="draft tokens and verify them in one forward pass (default: on; the same "
+        "replies, faster where they repeat their input; it switches itself off where "
+        "drafts do not pay)",
+    )
+    parser.add_argument(
+        "--draft-model",
+        metavar="MODEL",
+        help="draft with this small model (same tokenizer) instead of prompt lookup",
+    )
+
+
+def load_with_speculation(
+    engine: Engine, args: argparse.Namespace, progress: Callable[[LoadProgress], None]
+) -> ModelInfo:
+    """Load `args.model` and set speculative decoding as the arguments say."""
+    info = engine.load_model(args.model, progress).result()
+    engine.set_speculative(args.speculative)
+    if args.draft_model:
+        if not args.speculative:
+            raise CorralError("--draft-model needs speculative decoding (not --no-speculative)")
+        engine.load_draft_model(args.draft_model).result()
+    return info
+
+
 def cmd_chat(args: argparse.Namespace) -> int:
     from engine.distributed.cli import make_engine
 
@@ -97,12 +132,12 @@ def cmd_chat(args: argparse.Namespace) -> int:
         from engine.mcp.cli import run_chat
 
         try:
-            engine.load_model(args.model, _progress_printer(not args.json)).result()
+            load_with_speculation(engine, args, _progress_printer(not args.json))
             return run_chat(args, engine, request)
         finally:
             engine.close()
     try:
-        engine.load_model(args.model, _progress_printer(not args.json)).result()
+        load_with_speculation(engine, args, _progress_printer(not args.json))
         handle = engine.submit(request)
         try:
             for event in handle.events():
@@ -135,7 +170,12 @@ def cmd_chat(args: argparse.Namespace) -> int:
         print(
             f"[{result.stop_reason.value}] {s.prompt_tokens} prompt tokens "
             f"({s.cached_tokens} cached), {s.generated_tokens} generated, "
-            f"TTFT {s.ttft_s:.2f}s, {s.decode_tps:.1f} tok/s",
+            f"TTFT {s.ttft_s:.2f}s, {s.decode_tps:.1f} tok/s"
+            + (
+                f", {s.accepted_tokens}/{s.drafted_tokens} drafted tokens accepted"
+                if s.drafted_tokens
+                else ""
+            ),
             file=sys.stderr,
         )
     if result.error:
@@ -179,7 +219,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engine = make_engine(args)
     engine.set_max_rows(args.max_rows)
     try:
-        info = engine.load_model(args.model, _progress_printer(True)).result()
+        info = load_with_speculation(engine, args, _progress_printer(True))
         server = HTTPServer(engine, config)
         server.activity.on_record = lambda record: print(record.line(), file=sys.stderr, flush=True)
 
@@ -271,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     from engine.distributed.cli import add_arguments as add_distributed_arguments
     from engine.mcp.cli import add_arguments as add_mcp_arguments
 
+    add_speculative_arguments(chat)
     add_mcp_arguments(chat)
     add_distributed_arguments(chat)
     chat.set_defaults(func=cmd_chat)
@@ -295,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_ROWS,
         help=f"replies decoded side by side at most (default {DEFAULT_MAX_ROWS}; 1: one at a time)",
     )
+    add_speculative_arguments(serve)
     add_distributed_arguments(serve)
     serve.set_defaults(func=cmd_serve)
 

@@ -165,13 +165,16 @@ class Engine:
         max_rows: int = DEFAULT_MAX_ROWS,
         max_queued: int = DEFAULT_MAX_QUEUED,
         loader: Loader | None = None,
+        speculative: bool = True,
     ) -> None:
         """`prompt_cache` replaces the KV-cache store (default: an LRU token trie sized by
         the memory plan at each load); `kv_budget_bytes` is the user's budget setting
         (None: automatic); `reuse_prefixes=False` recomputes every prompt (for benchmarks).
         `max_rows` replies decode together at most (1: one after another); `submit`
         refuses a request when `max_queued` are already waiting for a row.
-        `loader(spec, progress)` replaces `engine.models.load_model` (engine.distributed)."""
+        `loader(spec, progress)` replaces `engine.models.load_model` (engine.distributed).
+        `speculative`: replies draft tokens and verify them (`engine.speculative`): by
+        prompt lookup, or with a draft model (`load_draft_model`)."""
         self._ids = itertools.count(1)
         self._closed = False
         self.max_rows = max(1, max_rows)
@@ -198,6 +201,10 @@ class Engine:
         self._constraint_tokenizer: llguidance.LLTokenizer | None = None
         self._constraint_source: tuple[Any, set[int]] | None = None  # tokenizer, end ids
         self._loader = loader
+        self.speculative = speculative
+        # Engine thread only: the draft model and its own prompt cache.
+        self._draft: tuple[LoadedModel, PromptCacheStore] | None = None
+        self._pass_cost: Any = None  # engine.speculative.PassCost of the loaded model
         self._worker = acquire_worker()
         self._drained = threading.Event()
 
@@ -245,6 +252,42 @@ class Engine:
         ]
         self._enqueue(handles)
         return handles
+
+    def set_speculative(self, on: bool) -> None:
+        """Turn speculative decoding on or off (from the next admission on)."""
+        self.speculative = on
+        scheduler = self._scheduler
+        if scheduler is not None:
+            scheduler.speculative = on and scheduler.loaded.make_prompt_cache is None
+
+    def load_draft_model(self, spec: str | None) -> Future[ModelInfo | None]:
+        """Load `spec` as the draft model of speculative decoding (None: none, prompt
+        lookup drafts). It must use the loaded model's tokenizer: raises ValueError
+        otherwise, or when no model is loaded. Unloading the model drops it."""
+
+        def job() -> ModelInfo | None:
+            from engine.models import load_model
+            from engine.prompt_cache import PromptCacheTrie
+
+            self._draft = None
+            if spec is None:
+                return None
+            if self._loaded is None:
+                raise ValueError("load a model before its draft model")
+            draft = load_model(spec)
+            check_same_tokenizer(self._loaded.tokenizer, draft.tokenizer, draft.info.name)
+            plan = self._memory_plan
+            budget = plan.kv_budget_bytes // 8 if plan is not None else 64 << 20
+            self._draft = (draft, PromptCacheTrie(budget))
+            return draft.info
+
+        return self._submit_call(job)
+
+    @property
+    def draft_model(self) -> ModelInfo | None:
+        """The draft model loaded, if any."""
+        draft = self._draft
+        return draft[0].info if draft is not None else None
 
     def set_max_rows(self, max_rows: int) -> None:
         """Change how many replies may decode together (from the next admission on)."""
@@ -371,7 +414,9 @@ class Engine:
         publish it, and build llguidance's tokenizer for it in the background."""
         from engine.memory import WiredLimit
         from engine.sampling import end_token_ids
+        from engine.speculative import PassCost
 
+        self._pass_cost = PassCost()
         self._wired = WiredLimit()
         self._plan_memory(loaded)
         self._publish()
@@ -421,6 +466,8 @@ class Engine:
 
     def _unload(self) -> None:
         self.prompt_cache.clear()
+        self._draft = None
+        self._pass_cost = None
         if self._wired is not None:
             self._wired.restore()
             self._wired = None
@@ -446,6 +493,9 @@ class Engine:
             max_rows=self.max_rows,
             kv_budget_bytes=plan.kv_budget_bytes if plan is not None else None,
             deliver=self._deliver,
+            speculative=self.speculative,
+            draft=self._draft,
+            pass_cost=self._pass_cost,
         )
         self._scheduler = scheduler
         try:
@@ -460,6 +510,19 @@ class Engine:
         self._requests_done += 1
         self._publish()  # before Finished: whoever waits for the reply sees its effect
         handle.emit(Finished(result))
+
+
+def check_same_tokenizer(main: Any, draft: Any, name: str) -> None:
+    """Raise ValueError unless `draft` reads text into the same token ids as `main`."""
+    from engine.tokenizer import ModelTokenizer
+
+    a, b = ModelTokenizer.of(main).hf, ModelTokenizer.of(draft).hf
+    if a.get_vocab() != b.get_vocab():
+        raise ValueError(
+            f"draft model {name}: its tokenizer differs from the loaded model's "
+            f"({len(b.get_vocab())} vs {len(a.get_vocab())} tokens); a draft model must "
+            "share the model's tokenizer"
+        )
 
 
 def _error_result(message: str, started: float) -> ChatResult:

@@ -20,6 +20,7 @@ from engine.context import reply_budget, tool_definition_tokens
 from engine.prompt import encode_chat, render_continuation
 from engine.reply_text import ReplyText
 from engine.sampling import RowSampler, build_processors, end_token_ids
+from engine.speculative import Drafter, Speculator
 from engine.tokenizer import ModelTokenizer
 from engine.types import (
     ChatResult,
@@ -105,6 +106,7 @@ class Reply:
         self._first_token_at: float | None = None
         self._last_token_at = 0.0
         self.row_constraint: RowConstraint | None = None
+        self.speculator: Speculator | None = None
         if constraint is not None:
             from engine.constraints.row import RowConstraint
 
@@ -135,19 +137,24 @@ class Reply:
         """`done` prompt tokens of this reply are in its KV state."""
         self.handle.emit(PrefillProgress(done, len(self.prompt_tokens)))
 
-    def row(self, cache: KVState, fed: list[int]) -> DecodeRow:
+    def row(self, cache: KVState, fed: list[int], drafter: Drafter | None = None) -> DecodeRow:
         """This reply as a row of the decode batch; `cache` holds `fed`, the prompt but its
-        last token, which the row feeds first."""
+        last token, which the row feeds first. With a `drafter` it decodes speculatively
+        (unless a repetition penalty reads its tokens one by one)."""
         assert fed == self.prompt_tokens[:-1]
+        processors = build_processors(self.settings)
+        if drafter is not None and not processors and self.trace is None:
+            self.speculator = Speculator(drafter, lambda: self.budget - len(self.generated))
         return DecodeRow(
             self,
             cache,
             fed,
             self.prompt_tokens[-1:],
             sampler=RowSampler(self.settings),
-            processors=build_processors(self.settings),
+            processors=processors,
             constraint=self.row_constraint,
             trace=self.trace,
+            speculator=self.speculator,
         )
 
     def take(self, token: int) -> StopReason | None:
@@ -206,6 +213,11 @@ class Reply:
         incomplete = False
         notes: list[str] = []
         tight: list[str] = []
+        if self.speculator is not None:
+            spec = self.speculator.stats
+            stats.speculative = True
+            stats.drafted_tokens, stats.accepted_tokens = spec.drafted, spec.accepted
+            stats.acceptance_rate = round(spec.acceptance_rate, 4)
         runtime = self.row_constraint
         if runtime is not None:
             runtime.fill_stats(stats)

@@ -1,7 +1,10 @@
 """Turn SamplingSettings into samplers and logits processors, and find end tokens.
 
-A reply samples with its own PRNG key, seeded from its settings, rather than MLX's global
-generator: replies decoded side by side each draw the same tokens as they would alone.
+A reply samples with its own PRNG keys rather than MLX's global generator: the token at
+each position is drawn with a key fixed by the reply's seed and that position. Replies
+decoded side by side draw the same tokens as they would alone, and a reply draws the same
+tokens whether or not speculative decoding verified a draft at that position
+(`engine.speculative`).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ _END_MARKERS = (
 class RowSampler:
     """How one reply picks its next token from logits (1, vocab): the argmax when greedy,
     else mlx-lm's filters (top-p, min-p, top-k, in mlx-lm's order) on the log-probabilities
-    and a draw with the reply's own key, split afresh for every token."""
+    and a draw with the key of the token's position (`position_key`)."""
 
     def __init__(self, settings: SamplingSettings) -> None:
         self.greedy = settings.temperature == 0
@@ -51,16 +54,26 @@ class RowSampler:
         if settings.top_k > 0:
             self._filters.append(lambda x: apply_top_k(x, settings.top_k))
         self.seed = generation_seed(settings)
-        self._key = mx.random.key(self.seed % 2**64)  # MLX keys take 64-bit seeds
 
-    def __call__(self, logits: mx.array) -> mx.array:
+    def __call__(self, logits: mx.array, position: int) -> mx.array:
+        """The token at `position` (of the whole sequence, prompt included), lazily."""
         if self.greedy:
             return mx.argmax(logits, axis=-1)
         logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
         for keep in self._filters:
             logprobs = keep(logprobs)
-        self._key, key = mx.random.split(self._key)
+        key = mx.random.key(position_key(self.seed, position))
         return mx.random.categorical(logprobs * self._scale, key=key)
+
+
+def position_key(seed: int, position: int) -> int:
+    """A 64-bit PRNG seed for the token at `position` of a reply seeded with `seed`
+    (splitmix64 of both: keys of nearby seeds and positions are unrelated, so seed + i
+    alternatives never share draws)."""
+    x = (seed * 0x9E3779B97F4A7C15 + position * 0xBF58476D1CE4E5B9 + 0x94D049BB133111EB) % 2**64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) % 2**64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) % 2**64
+    return x ^ (x >> 31)
 
 
 def build_processors(settings: SamplingSettings) -> list[LogitsProcessor]:

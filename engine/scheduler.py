@@ -38,6 +38,7 @@ from engine.context import annotate_error
 from engine.decode import PREFILL_CHUNK, feed
 from engine.errors import CorralError
 from engine.generation import Reply
+from engine.speculative import Drafter, DraftModel, PassCost, PromptLookup
 from engine.types import ChatResult, GenerationStats, StopReason
 
 if TYPE_CHECKING:
@@ -74,14 +75,23 @@ class Scheduler:
         max_rows: int,
         kv_budget_bytes: int | None,
         deliver: Deliver,
+        speculative: bool = False,
+        draft: tuple[LoadedModel, PromptCacheStore] | None = None,
+        pass_cost: PassCost | None = None,
     ) -> None:
-        """`deliver(handle, result)` finishes a request (after its cache is stored)."""
+        """`deliver(handle, result)` finishes a request (after its cache is stored).
+        `speculative`: replies draft tokens to verify (`engine.speculative`), with the
+        `draft` model (and its prompt cache) if given, else by prompt lookup; `pass_cost`
+        holds what wider steps cost on this model (learnt across schedulers)."""
         self.loaded = loaded
         self.prompt_cache = prompt_cache
         self.max_rows = max(1, max_rows)
         self.kv_budget = kv_budget_bytes
         self.deliver = deliver
-        self.batch = DecodeBatch(loaded.model)
+        # A sharded model's caches are mirrored on other machines: no trimming of its own.
+        self.speculative = speculative and loaded.make_prompt_cache is None
+        self.draft = draft
+        self.batch = DecodeBatch(loaded.model, cost=pass_cost)
         self.prompts: deque[_Prompt] = deque()
         self._batchable = True  # the model's caches can be merged (learnt at the first prompt)
         self._token_bytes = 0  # KV bytes per token, learnt from the first prefilled prompt
@@ -157,7 +167,8 @@ class Scheduler:
             if self._may_join(prompt):
                 self.prompts.remove(prompt)
                 assert prompt.cache is not None
-                self.batch.join(prompt.reply.row(prompt.cache, prompt.fed))
+                row = prompt.reply.row(prompt.cache, prompt.fed, self._drafter())
+                self.batch.join(row)
                 prompt.cache = None
 
     def _prefill_chunk(self, prompt: _Prompt, budget: int) -> int:
@@ -182,6 +193,13 @@ class Scheduler:
             self._learn_token_bytes(prompt)
             self._share(prompt)
         return len(chunk)
+
+    def _drafter(self) -> Drafter | None:
+        if not self.speculative:
+            return None
+        if self.draft is not None:
+            return DraftModel(self.draft[0].model, self.draft[1])
+        return PromptLookup()
 
     def _may_join(self, prompt: _Prompt) -> bool:
         if not self.batch.size:
@@ -242,6 +260,8 @@ class Scheduler:
     def _finish_row(self, row: DecodeRow) -> None:
         reply = row.owner
         assert isinstance(reply, Reply) and row.stop_reason is not None
+        if row.speculator is not None:
+            row.speculator.drafter.release()
         if row.error is not None:
             self._store(row.cache, row.fed)
             self.deliver(reply.handle, error_result(row.error, reply.started))

@@ -381,6 +381,12 @@ class GenerationStats:
     closing_tokens: int = 0
     closing_checks: int = 0
     close_loops: bool = False
+    # speculative decoding (engine.speculative): whether the reply drafted, draft tokens
+    # fed to the model, how many it kept, and the share kept
+    speculative: bool = False
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    acceptance_rate: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -51,6 +51,13 @@ def test_summary_and_details_in_plain_words():
     assert reply_summary({}, "text") == "" and reply_details({}) == ""
 
 
+def test_speculative_figures_show_under_the_reply():
+    stats = {**LONGER, "speculative": True, "drafted_tokens": 40, "accepted_tokens": 25}
+    summary = reply_summary(stats, " ".join(["word"] * 45))
+    assert summary.endswith(f" · 62%{NBSP}of guesses kept")
+    assert f"Guessed ahead: 40{NBSP}tokens, 25 kept (62%{NBSP}acceptance)" in reply_details(stats)
+
+
 @pytest.mark.parametrize(("seconds", "shown"), [(0.08, "80 ms"), (0.4, "0.4 s"), (12.4, "12 s")])
 def test_durations(seconds, shown):
     assert format_seconds(seconds) == shown.replace(" ", NBSP)

@@ -46,6 +46,8 @@ def test_preferences_apply_at_once_and_are_remembered(qtbot, tmp_path, tiny_engi
         dialog.kv_budget.setValue(512)
         dialog.max_rows.setValue(3)
         assert tiny_engine.max_rows == 3  # at once: the engine admits at most 3 replies
+        dialog.speculative.setChecked(False)
+        assert not tiny_engine.speculative  # at once: replies stop guessing ahead
         dialog.default_model.setCurrentIndex(dialog.default_model.findData("default"))
         screenshot(dialog, "preferences")
         dialog.close()
@@ -56,7 +58,9 @@ def test_preferences_apply_at_once_and_are_remembered(qtbot, tmp_path, tiny_engi
         assert again.prefs.chat_font_pt == int(size) + 4
         assert again.prefs.kv_budget_mb == 512 and again.prefs.default_model == "default"
         assert again.prefs.max_rows == 3 and tiny_engine.max_rows == 3
+        assert not again.prefs.speculative and not tiny_engine.speculative
         again.bridge.set_max_rows(8)  # the session's shared engine goes back to the default
+        again.bridge.set_speculative(True)
         assert again.store.get_setting("model_spec") == "default"  # where the app starts
         again.store.add_message(again.controller.conversation_id, None, "user", "hi")
         conv = again.controller.conversation

@@ -117,6 +117,7 @@ class EngineBridge(QObject):
         self._make_engine: Callable[[], Engine] | None = None  # None: a local Engine
         self._failure_told: str | None = None
         self._max_rows: int | None = None  # the user's setting, for an engine made later
+        self._speculative: bool | None = None  # likewise
         self._jobs: set[ReplyJob] = set()
         self.loading_spec: str | None = None
         self.model_spec: str | None = None  # the spec of the model loaded last
@@ -130,6 +131,8 @@ class EngineBridge(QObject):
             self._engine = (self._make_engine or Engine)()
             if self._max_rows is not None:
                 self._engine.set_max_rows(self._max_rows)
+            if self._speculative is not None:
+                self._engine.set_speculative(self._speculative)
         return self._engine
 
     def use_engine(self, make_engine: Callable[[], Engine] | None) -> None:
@@ -246,6 +249,12 @@ class EngineBridge(QObject):
         self._max_rows = max_rows
         if self._engine is not None:
             self._engine.set_max_rows(max_rows)
+
+    def set_speculative(self, on: bool) -> None:
+        """Whether replies are written speculatively (drafts verified in one pass)."""
+        self._speculative = on
+        if self._engine is not None:
+            self._engine.set_speculative(on)
 
     def set_cache_budget(self, nbytes: int | None) -> None:
         """The user's KV-cache budget (None: automatic, sized by the engine's memory plan)."""

@@ -50,6 +50,10 @@ def reply_summary(stats: dict[str, Any], text: str) -> str:
     words = count_words(text)
     if tokens > 1 and words > 1 and streaming > 0:
         parts.append(f"{_rate(words / streaming)}{NBSP}words/s")
+    drafted = int(stats.get("drafted_tokens") or 0)
+    if drafted:  # speculative decoding guessed ahead
+        kept = int(stats.get("accepted_tokens") or 0)
+        parts.append(f"{100 * kept / drafted:.0f}%{NBSP}of guesses kept")
     return " · ".join(parts)
 
 
@@ -74,6 +78,13 @@ def reply_details(stats: dict[str, Any]) -> str:
     prompt, cached = int(stats.get("prompt_tokens") or 0), int(stats.get("cached_tokens") or 0)
     if prompt:
         lines.append(f"Prompt: {_count(prompt, 'token')}, {cached} reused from the cache")
+    drafted = int(stats.get("drafted_tokens") or 0)
+    if drafted:
+        kept = int(stats.get("accepted_tokens") or 0)
+        lines.append(
+            f"Guessed ahead: {_count(drafted, 'token')}, {kept} kept "
+            f"({100 * kept / drafted:.0f}%{NBSP}acceptance)"
+        )
     if stats.get("constrained"):
         forced = int(stats.get("forced_tokens") or 0)
         lines.append(f"Forced by the grammar: {_count(forced, 'token')}")

@@ -74,6 +74,7 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.bridge = bridge
         self.prefs = Preferences.load(store)
         bridge.set_max_rows(self.prefs.max_rows)
+        bridge.set_speculative(self.prefs.speculative)
         theme.set_chat_pt(self.prefs.chat_font_pt)
         theme.apply_appearance(self.prefs.appearance)
         self.controller = ChatController(store, bridge, self)

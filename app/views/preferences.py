@@ -120,6 +120,21 @@ class PreferencesDialog(QDialog):
                 self,
             )
         )
+        self.speculative = QCheckBox("Guess ahead from the conversation", self)
+        self.speculative.setChecked(prefs.speculative)
+        self.speculative.setToolTip(
+            "Guess the next tokens from the conversation and check them in one pass; the reply"
+            " is the same. Replies that record token probabilities (Inspect) do not guess."
+        )
+        form.addRow("Speculative writing", self.speculative)
+        form.addRow(
+            hint(
+                "The model checks several guessed words at once (guesses copied from the "
+                "conversation): the same replies, sooner where they repeat what was said. "
+                "It stops guessing by itself where guesses do not pay.",
+                self,
+            )
+        )
         for widget in model_sections:
             self.page.addSpacing(theme.SPACE.S)
             self.page.addWidget(widget)
@@ -201,6 +216,7 @@ class PreferencesDialog(QDialog):
         self.default_model.currentIndexChanged.connect(self._edited)
         self.kv_budget.valueChanged.connect(self._edited)
         self.max_rows.valueChanged.connect(self._edited)
+        self.speculative.toggled.connect(self._edited)
         for box in (self.allow_extra, self.strict_schema, self.close_loops, self.record_tokens):
             box.toggled.connect(self._edited)
         self.new_prompt.currentIndexChanged.connect(self._edited)
@@ -266,6 +282,7 @@ class PreferencesDialog(QDialog):
             default_model=str(self.default_model.currentData() or ""),
             kv_budget_mb=self.kv_budget.value(),
             max_rows=self.max_rows.value(),
+            speculative=self.speculative.isChecked(),
             new_chat=new_chat,
             new_chat_tools=tools,
             allow_extra_properties=self.allow_extra.isChecked(),

@@ -193,6 +193,8 @@ class WindowModel(QMainWindow):
             self._apply_cache_budget()
         if prefs.max_rows != old.max_rows:
             self.bridge.set_max_rows(prefs.max_rows)
+        if prefs.speculative != old.speculative:
+            self.bridge.set_speculative(prefs.speculative)
 
     def update_status(self) -> None:
         info = self.bridge.model_info

@@ -198,6 +198,17 @@ class RowConstraint:
             self._raise_if_error()
         self.closed_to_fit = True
 
+    def validate(self, tokens: list[int]) -> int:
+        """How many of `tokens` (a draft) the grammar accepts from where the matcher is
+        (idle: its latest answer collected). A draft stops before an end token: where the
+        reply ends is the model's to say, token by token."""
+        self._drain()
+        matcher = self._matcher
+        if matcher is None or self._error or matcher.is_error():
+            return 0
+        cut = next((i for i, t in enumerate(tokens) if t in self._end_ids), len(tokens))
+        return int(matcher.validate_tokens(tokens[:cut])) if cut else 0
+
     # ---- matcher jobs ----
 
     def advance(self, token: int, *, held: bool = False) -> None:
