@@ -53,6 +53,23 @@ DOC = '{"name": "Ada", "city": "London", "age": 36}'
 TOPICS = ["the sea", "a lighthouse", "bread", "rain", "an old map", "the moon", "a clock"]
 
 
+def test_a_reply_that_records_its_tokens_does_not_guess(tiny_engine) -> None:
+    """The token recorder reads one sampled token per step: a reply asking for logprobs
+    decodes without drafts, beside rows that draft, and records every token it wrote."""
+    from dataclasses import replace
+
+    cases = [r for k, r in _prompts() if k in ("free", "json")][:4]
+    recording = [replace(cases[0], logprobs=5), replace(cases[-1], logprobs=5)]
+    plain = _run(tiny_engine, recording, speculative=False, together=False)
+    mixed = _run(tiny_engine, [*recording, *cases[1:3]], speculative=True, together=True)
+    for p, m in zip(plain, mixed[:2], strict=True):
+        _same(p, m)
+        assert not m.stats.speculative and m.stats.drafted_tokens == 0
+        assert m.logprobs is not None and len(m.logprobs) == len(p.logprobs or [])
+        assert [t.token for t in m.logprobs] == [t.token for t in p.logprobs or []]
+    assert any(r.stats.drafted_tokens for r in mixed[2:])  # the others did guess
+
+
 def _prompts() -> list[tuple[str, ChatRequest]]:
     """32 requests: free text (some repeating their input), JSON schema, Lark and tools."""
     out: list[tuple[str, ChatRequest]] = []

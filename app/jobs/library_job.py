@@ -70,11 +70,20 @@ class LibraryJob(QObject):
         self.resolved: dict[str, str] = {}
         self.present: set[str] = set()
         self._again = False  # asked to scan while a scan ran: what it saw may be stale
+        self._closed = False
+
+    def close(self) -> None:
+        """The window is closing: no more scans, and a running scan's result is dropped
+        (what it would update, and the store it reads, are going)."""
+        self._closed = True
+        self._again = False
 
     def refresh(self) -> None:
         """Scan again in the background. A scan already running is not doubled: one more
         follows it, since it may have started before what this call wants seen (a model
         just opened, a copy just deleted)."""
+        if self._closed:
+            return
         if self.busy:
             self._again = True
             return
@@ -95,6 +104,8 @@ class LibraryJob(QObject):
 
     def _scanned(self, result: Any, error: BaseException | None) -> None:
         self.busy = False
+        if self._closed:
+            return
         if error is not None or result is None:
             self.failed.emit(f"The library could not be read: {error}")
         else:

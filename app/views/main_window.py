@@ -534,6 +534,7 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.controller.stop()
         self.server.shutdown()
         self.mcp.close()  # no server outlives the window
+        self.library.close()
         super().closeEvent(event)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
