@@ -89,7 +89,7 @@ def validator(schema: object) -> jsonschema.protocols.Validator:
         st.none()
         | st.booleans()
         | st.integers()
-        | st.floats(allow_nan=False)
+        | st.floats(allow_nan=False, allow_infinity=False)  # JSON has neither
         | st.text(max_size=4),
         lambda inner: (
             st.lists(inner, max_size=3)
