@@ -11,10 +11,12 @@ there). The result is a short valid ending, not always the shortest.
 `ClosingTracker` decides, for one reply (one row of a batch), when to compute that ending
 and when to follow it: rarely while the budget is far (first when at most half of it, or
 `FIRST_CHECK` tokens, remain, then whenever half of the slack left at the last check is
-used up), every token near the end, and at once when `RepetitionDetector` sees the reply
-repeat itself inside one value. A decode loop calls `after` on the mask thread each time
-the matcher has consumed the reply's newest tokens; when it returns tokens, the loop emits
-them and stops: the reply ends accepted by the grammar, `closed_to_fit`.
+used up; the slack counted against the longest ending seen, since an ending's length
+swings with where the reply is), every token near the end, and at once when
+`RepetitionDetector` sees the reply repeat itself inside one value. A decode loop calls
+`after` on the mask thread each time the matcher has consumed the reply's newest tokens;
+when it returns tokens, the loop emits them and stops: the reply ends accepted by the
+grammar, `closed_to_fit`.
 """
 
 from __future__ import annotations
@@ -266,6 +268,7 @@ class ClosingTracker:
         self._repeats = RepetitionDetector(policy.texts) if repetition else None
         self._nesting = Nesting()
         self._cancelled = cancelled
+        self._longest = 0  # the longest ending any check found
 
     def after(self, matcher: LLMatcher, tokens: list[int], generated: int) -> list[int] | None:
         """`matcher` has consumed the reply's newest `tokens`; the reply now holds
@@ -285,7 +288,12 @@ class ClosingTracker:
             self._next_check = generated + max(1, left // 4)
             return None
         self.state.needed = len(ending)
-        slack = left - len(ending) - self.margin
+        # An ending's length swings with where the reply is (between two items a bracket
+        # or two; inside a date-time string most of a date), and can outgrow what is left
+        # between two checks. So the slack is kept against the longest ending seen so far,
+        # while the ending followed is the current one.
+        self._longest = max(self._longest, len(ending))
+        slack = left - self._longest - self.margin
         if len(ending) <= left and (looping or slack <= 0):
             self.state.reason = "repetition" if looping and slack > 0 else "budget"
             self.state.tokens = len(ending)
