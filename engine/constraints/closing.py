@@ -269,6 +269,7 @@ class ClosingTracker:
         self._nesting = Nesting()
         self._cancelled = cancelled
         self._longest = 0  # the longest ending any check found
+        self._lookahead = LOOKAHEAD  # how far past the budget a walk goes
 
     def after(self, matcher: LLMatcher, tokens: list[int], generated: int) -> list[int] | None:
         """`matcher` has consumed the reply's newest `tokens`; the reply now holds
@@ -282,10 +283,14 @@ class ClosingTracker:
             return None
         left = self.max_tokens - generated
         self.state.checks += 1
-        ending = self.policy.ending(matcher, left + LOOKAHEAD, self._nesting, self._cancelled)
+        ending = self.policy.ending(matcher, left + self._lookahead, self._nesting, self._cancelled)
         if ending is None:
+            # Out of reach (a long minLength string, say): each walk costs about a mask per
+            # token and stalls the reply's row, so look again less often and no further
+            # than the budget (how far past it an ending lies is known by now).
             self.state.needed = -1
-            self._next_check = generated + max(1, left // 4)
+            self._lookahead = 0
+            self._next_check = generated + max(1, left // 2)
             return None
         self.state.needed = len(ending)
         # An ending's length swings with where the reply is (between two items a bracket
