@@ -6,6 +6,7 @@ cache, `fed` or the prompt cache."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import mlx.core as mx
 import numpy as np
@@ -56,7 +57,6 @@ TOPICS = ["the sea", "a lighthouse", "bread", "rain", "an old map", "the moon", 
 def test_a_reply_that_records_its_tokens_does_not_guess(tiny_engine) -> None:
     """The token recorder reads one sampled token per step: a reply asking for logprobs
     decodes without drafts, beside rows that draft, and records every token it wrote."""
-    from dataclasses import replace
 
     cases = [r for k, r in _prompts() if k in ("free", "json")][:4]
     recording = [replace(cases[0], logprobs=5), replace(cases[-1], logprobs=5)]
@@ -91,8 +91,9 @@ def _prompts() -> list[tuple[str, ChatRequest]]:
         request = ChatRequest([{"role": "user", "content": text}], tools=[LIGHT])
         request.tool_choice = "required"
         out.append(("tools", request))
-    for _, request in out:
-        request.sampling = greedy
+    for kind, request in out:
+        # a JSON rewrite gets room to copy before the closing policy ends it to fit
+        request.sampling = replace(greedy, max_tokens=64) if kind == "json" else greedy
     return out
 
 
@@ -112,10 +113,13 @@ def _same(plain, spec) -> None:
     assert [c.to_dict() for c in spec.tool_calls] == [c.to_dict() for c in plain.tool_calls]
 
 
-def test_greedy_replies_are_identical_with_speculation(tiny_engine) -> None:
+def test_greedy_replies_are_identical_with_speculation(tiny_engine, monkeypatch) -> None:
     """32 greedy replies on the tiny model, each alone and all side by side in batches of
     8, give exactly the text (and tool calls) they give without speculation; drafts were
     fed and some were kept."""
+    # Draft wherever a match is found: whether drafting pays is timed on the machine, and a
+    # busy machine (the whole suite) can pause it, which would leave nothing to compare.
+    monkeypatch.setattr(speculative, "MIN_GAIN", 0.0)
     cases = _prompts()
     assert len(cases) >= 30
     requests = [r for _, r in cases]
