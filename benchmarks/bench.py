@@ -17,15 +17,18 @@ figures add keys).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import statistics
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from engine.engine import Engine
 from engine.types import ChatRequest, SamplingSettings
+
+Section = Callable[[Engine, argparse.Namespace], dict[str, Any]]
 
 BENCH_PROMPT = "Write a long, detailed story about a lighthouse keeper and a storm."
 
@@ -81,10 +84,15 @@ def bench_decode(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _section_constraints(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    from benchmarks.constraints import run_constraint_bench
+def _lazy(module: str, function: str) -> Section:
+    """A section that takes (engine, args) as they are, its module imported when it runs
+    (some import what a run of other sections does not need: uvicorn, mlx.launch, gguf)."""
 
-    return run_constraint_bench(engine, args)
+    def section(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+        run = getattr(importlib.import_module(module), function)
+        return cast(dict[str, Any], run(engine, args))
+
+    return section
 
 
 def _section_trie(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
@@ -104,60 +112,18 @@ def _section_session(engine: Engine, args: argparse.Namespace) -> dict[str, Any]
     return figures
 
 
-def _section_coverage(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    from benchmarks.coverage import run_coverage_bench
-
-    return run_coverage_bench(engine, args)
-
-
-def _section_server(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    from benchmarks.server import run_server_bench
-
-    return run_server_bench(engine, args)
-
-
-def _section_library(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    from benchmarks.library import run_library_bench
-
-    return run_library_bench(engine, args)
-
-
-def _section_distributed(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    from benchmarks.distributed import run_distributed_bench
-
-    return run_distributed_bench(engine, args)
-
-
-def _section_batch(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    from benchmarks.batch import run_batch_bench
-
-    return run_batch_bench(engine, args)
-
-
-def _section_inspector(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    from benchmarks.inspector import run_inspector_bench
-
-    return run_inspector_bench(engine, args)
-
-
-def _section_speculative(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    from benchmarks.speculative import run_speculative_bench
-
-    return run_speculative_bench(engine, args)
-
-
-SECTIONS: dict[str, Callable[[Engine, argparse.Namespace], dict[str, Any]]] = {
+SECTIONS: dict[str, Section] = {
     "decode": bench_decode,
-    "constraints": _section_constraints,
+    "constraints": _lazy("benchmarks.constraints", "run_constraint_bench"),
     "trie": _section_trie,
     "session": _section_session,
-    "server": _section_server,
-    "coverage": _section_coverage,
-    "library": _section_library,
-    "distributed": _section_distributed,
-    "batch": _section_batch,
-    "inspector": _section_inspector,
-    "speculative": _section_speculative,
+    "server": _lazy("benchmarks.server", "run_server_bench"),
+    "coverage": _lazy("benchmarks.coverage", "run_coverage_bench"),
+    "library": _lazy("benchmarks.library", "run_library_bench"),
+    "distributed": _lazy("benchmarks.distributed", "run_distributed_bench"),
+    "batch": _lazy("benchmarks.batch", "run_batch_bench"),
+    "inspector": _lazy("benchmarks.inspector", "run_inspector_bench"),
+    "speculative": _lazy("benchmarks.speculative", "run_speculative_bench"),
 }
 
 
