@@ -28,8 +28,8 @@ from app.jobs.thread import run_task
 from app.store import DEFAULT_TITLE, ChatSettings, Conversation, Message, Store, ToolsConfig
 from app.tools import enabled_tool_definitions, enabled_tool_warnings
 from engine.constraints.validate import constraint_notes
-from engine.context import CONTEXT_LENGTH_EXCEEDED, error_text
 from engine.mcp.turn import DEFAULT_MAX_STEPS, tool_choice_for_step
+from engine.runtime.context import CONTEXT_LENGTH_EXCEEDED, error_text
 from engine.types import (
     ChatMessage,
     ChatRequest,

@@ -48,7 +48,7 @@ def run_self_test(model: str = "default") -> int:
     report: dict[str, Any] = {"ok": False, "frozen": frozen}
 
     import engine  # noqa: F401  (loads OpenBLAS before MLX: engine/blas.py)
-    from engine.models import bundled_default_model
+    from engine.library.load import bundled_default_model
 
     bundled = bundled_default_model()
     if frozen and bundled is None and model == "default":

@@ -29,7 +29,7 @@ from typing import Any
 from benchmarks.constraints import RECORD_PROMPT, RECORD_SCHEMA
 from engine.constraints.sources import json_schema_constraint
 from engine.engine import Engine
-from engine.prompt import encode_chat
+from engine.prompt.chat import encode_chat
 from engine.types import ChatRequest, ChatResult, ConstraintSpec, SamplingSettings, StopReason
 
 TOPICS = ("a lighthouse keeper", "a mountain village", "a night train", "an old library")
@@ -94,7 +94,7 @@ def _together_tps(engine: Engine, requests: list[ChatRequest]) -> float:
 def _mlx_lm_tps(loaded: Any, requests: list[ChatRequest], tokens: int) -> float:
     """mlx-lm's BatchGenerator on the same prompt tokens (run on the engine thread)."""
     generate = importlib.import_module("mlx_lm.generate")
-    from engine.sampling import end_token_ids
+    from engine.runtime.sampling import end_token_ids
 
     prompts = [encode_chat(loaded.tokenizer, r.messages) for r in requests]
     ends = sorted(end_token_ids(loaded.tokenizer))
@@ -131,10 +131,10 @@ def _forced_tps(loaded: Any, spec: ConstraintSpec, tokens: int, forced: bool) ->
 
     from mlx_lm.models.cache import make_prompt_cache
 
-    from engine.batch import DecodeBatch, DecodeRow
     from engine.constraints.row import RowConstraint
-    from engine.decode import prefill
-    from engine.sampling import RowSampler, end_token_ids
+    from engine.runtime.batch import DecodeBatch, DecodeRow
+    from engine.runtime.prefill import prefill
+    from engine.runtime.sampling import RowSampler, end_token_ids
 
     ends = end_token_ids(loaded.tokenizer)
     batch = DecodeBatch(loaded.model)

@@ -49,7 +49,7 @@ def _mlx_lm_decode_tps(loaded: Any, tokens: int) -> tuple[float, int]:
     from mlx_lm import stream_generate
     from mlx_lm.sample_utils import make_sampler
 
-    from engine.prompt import encode_chat
+    from engine.prompt.chat import encode_chat
 
     prompt = encode_chat(loaded.tokenizer, [{"role": "user", "content": BENCH_PROMPT}])
     stamps = []

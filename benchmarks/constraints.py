@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.limits import measure_depth_check
-from engine.batch import decode_alone
 from engine.constraints.row import RowConstraint
 from engine.constraints.sources import constraint_from_file, json_schema_constraint
 from engine.constraints.tokenizer import ll_tokenizer
 from engine.constraints.validate import validate_constraint
-from engine.decode import prefill
-from engine.prompt import encode_chat
-from engine.sampling import RowSampler, build_processors, end_token_ids
+from engine.prompt.chat import encode_chat
+from engine.runtime.batch import decode_alone
+from engine.runtime.prefill import prefill
+from engine.runtime.sampling import RowSampler, build_processors, end_token_ids
 from engine.types import ConstraintSpec, GenerationStats, SamplingSettings
 
 # The example a new user drops first (resources/grammars/recipe.json).
@@ -127,7 +127,7 @@ def measure_constraints(
         import mlx_lm
 
         from benchmarks.tiny_model import build_tiny_model
-        from engine.models import ensure_default_model
+        from engine.library.load import ensure_default_model
 
         with tempfile.TemporaryDirectory(prefix="corral-tiny-") as folder:
             build_tiny_model(folder, ensure_default_model())

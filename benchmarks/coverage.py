@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from engine.constraints import ConstraintError
+from engine.constraints.compiled import compiled_of
 from engine.constraints.sources import json_schema_constraint
 from engine.constraints.validate import compile_constraint
 from engine.types import ChatRequest, ConstraintSpec, SamplingSettings, SchemaOptions
@@ -58,7 +59,7 @@ def first_mask_ms(spec: ConstraintSpec, lltok: Any) -> float | None:
     """ms from the schema to its first mask for `lltok`, or None if it does not compile."""
     started = time.perf_counter()
     try:
-        compiled = compile_constraint(spec).compiled
+        compiled = compiled_of(compile_constraint(spec))
     except ConstraintError:
         return None
     assert compiled is not None
@@ -187,7 +188,7 @@ def replies_for(
 def run_coverage_bench(engine: Any, args: Any = None, max_tokens: int = 200) -> dict[str, Any]:
     """The coverage figures for the model loaded in `engine` (an engine.engine.Engine)."""
     from engine.constraints.tokenizer import ll_tokenizer
-    from engine.sampling import end_token_ids
+    from engine.runtime.sampling import end_token_ids
 
     bench = bench_dir()
     files = schema_files(bench)

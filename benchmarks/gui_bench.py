@@ -104,7 +104,7 @@ def stall_while_streaming(model: str, tokens: int) -> dict[str, object]:
     spec, temperature = model, 0.7
     if model == "tiny":
         from benchmarks.tiny_model import build_tiny_model
-        from engine.models import ensure_default_model
+        from engine.library.load import ensure_default_model
 
         spec = str(build_tiny_model(tempfile.mkdtemp(), ensure_default_model()))
         temperature = 10.0  # the random model only varies its words when sampled hot

@@ -30,7 +30,7 @@ TYPES = (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1,
 _CHILD = """
 import json, resource, sys, time
 t0 = time.perf_counter()
-from engine.gguf_import import import_gguf
+from engine.library.gguf_import import import_gguf
 import mlx.core, gguf.quants, tokenizers
 ready = time.perf_counter()
 if sys.argv[1] != "-":
@@ -138,7 +138,7 @@ def requantization_errors(rows: int = 256, cols: int = 4096, seed: int = 0) -> d
 
 def run_library_bench(engine: Any = None, args: argparse.Namespace | None = None) -> dict[str, Any]:
     """All of the library's figures (the engine is not used: imports run in children)."""
-    from engine.models import default_gguf_path
+    from engine.library.load import default_gguf_path
 
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="corral-bench-library-") as tmp:

@@ -22,7 +22,7 @@ from engine.constraints.limits import check_lark, check_schema_text
 from engine.constraints.sources import constraint_from_file
 from engine.constraints.tokenizer import ll_tokenizer
 from engine.constraints.validate import to_grammar, validate_constraint
-from engine.sampling import end_token_ids
+from engine.runtime.sampling import end_token_ids
 
 DROPPED_GRAMMAR = Path(__file__).resolve().parents[1] / "resources" / "grammars" / "recipe.json"
 

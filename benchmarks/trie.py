@@ -19,8 +19,9 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models import cache as mlx_cache
 
-from engine.memory import model_nbytes, plan_memory
-from engine.prompt_cache import KVState, PromptCacheTrie, cache_arrays
+from engine.memory.plan import model_nbytes, plan_memory
+from engine.memory.prompt_cache import PromptCacheTrie, cache_arrays
+from engine.memory.store import KVState
 
 _WORDS = (
     "the planet orbit moon star light system water ice rock gas giant ring storm wind dust "

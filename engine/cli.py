@@ -185,14 +185,14 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_import_gguf(args: argparse.Namespace) -> int:
-    from engine.gguf_import import import_gguf
-    from engine.models import ensure_gguf_imported
+    from engine.library.gguf_import import import_gguf
+    from engine.library.load import ensure_gguf_imported
 
     def show(stage: str, fraction: float) -> None:
         print(f"[{fraction:4.0%}] {stage}", file=sys.stderr, flush=True)
 
     if str(args.file) == "default":
-        from engine.models import ensure_default_model
+        from engine.library.load import ensure_default_model
 
         out = ensure_default_model(show)
     elif args.out:

@@ -4,7 +4,7 @@ MLX streams belong to the thread that created them, so loading, prefill and deco
 all run on the engine's own thread, which alone touches the model, the prompt cache and
 the matchers. Callers submit work and get events back through a callback (called on the
 engine thread) or a blocking iterator. Chat requests wait in a queue (at most
-`max_queued`) and are served by `engine.scheduler`: up to `max_rows` replies decode
+`max_queued`) and are served by `engine.runtime.scheduler`: up to `max_rows` replies decode
 together, one forward pass per token for all of them, each joining as soon as its prompt
 is processed. Other work (loading a model, `run`) waits for the replies submitted before
 it, and replies submitted after it wait for it. What other threads may read about the
@@ -16,141 +16,41 @@ from __future__ import annotations
 
 import functools
 import itertools
-import queue
 import threading
-import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.errors import EngineBusyError, EngineClosedError
+from engine.memory.store import NoPromptCache, PromptCacheStore
+from engine.runtime.handle import EventFn, RequestHandle
+from engine.runtime.worker import acquire_worker, release_worker
 from engine.types import (
     DEFAULT_MAX_ROWS,
-    CacheStats,
     ChatEvent,
     ChatRequest,
     ChatResult,
     ConstraintSpec,
     EngineSnapshot,
     Finished,
-    GenerationStats,
     LoadProgress,
     MemoryPlan,
     ModelInfo,
-    StopReason,
     ValidationReport,
 )
-from engine.worker import acquire_worker, release_worker
 
 if TYPE_CHECKING:
     import llguidance
 
-    from engine.memory import WiredLimit
-    from engine.models import LoadedModel
-    from engine.prompt_cache import KVState, PromptCacheTrie
+    from engine.library.load import LoadedModel
+    from engine.memory.plan import WiredLimit
+    from engine.memory.prompt_cache import PromptCacheTrie
 
 T = TypeVar("T")
-EventFn = Callable[[ChatEvent], None]
 Loader = Callable[[str, "Callable[[str, float], None] | None"], "LoadedModel"]
 
 DEFAULT_MAX_QUEUED = 64  # requests waiting for a row
-
-
-class PromptCacheStore(Protocol):
-    """Where KV states come from and go back to between requests (engine thread only)."""
-
-    def fetch(self, model: Any, tokens: list[int]) -> tuple[KVState, int]: ...
-    def store(self, tokens: list[int], cache: KVState) -> None: ...
-    def store_copy(self, tokens: list[int], cache: KVState) -> None: ...
-    def reserve(self, nbytes: int) -> None: ...
-    def stats(self) -> CacheStats: ...
-    def clear(self) -> None: ...
-
-
-class NoPromptCache:
-    """Recompute every prompt from scratch (the baseline the prefix cache is measured against)."""
-
-    def fetch(self, model: Any, tokens: list[int]) -> tuple[KVState, int]:
-        from mlx_lm.models.cache import make_prompt_cache
-
-        return make_prompt_cache(model), 0
-
-    def store(self, tokens: list[int], cache: KVState) -> None:
-        pass
-
-    def store_copy(self, tokens: list[int], cache: KVState) -> None:
-        pass
-
-    def reserve(self, nbytes: int) -> None:
-        pass
-
-    def stats(self) -> CacheStats:
-        return CacheStats()
-
-    def clear(self) -> None:
-        pass
-
-
-class RequestHandle:
-    """A submitted chat request: cancel it, and take its events or wait for its result.
-
-    Events go to the `on_event` callback (on the engine thread) when one is given, else
-    into a queue that `events()` drains: never both, so a long reply is held once.
-    """
-
-    def __init__(
-        self, request_id: int, request: ChatRequest, on_event: EventFn | None = None
-    ) -> None:
-        self.id = request_id
-        self.request = request
-        self.on_event = on_event
-        self.seq = 0  # its place among everything submitted to the engine
-        self.cancel_event = threading.Event()
-        self._events: queue.Queue[ChatEvent] | None = queue.Queue() if on_event is None else None
-        self._done: Future[ChatResult] = Future()
-
-    def cancel(self) -> None:
-        """Stop the request as soon as possible (within one prefill chunk or one token)."""
-        self.cancel_event.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self.cancel_event.is_set()
-
-    @property
-    def backlog(self) -> int:
-        """Events emitted and not taken by `events()` yet (always 0 with a callback)."""
-        return self._events.qsize() if self._events is not None else 0
-
-    def done(self) -> bool:
-        return self._done.done()
-
-    def result(self, timeout: float | None = None) -> ChatResult:
-        """Block until the reply is finished and return it."""
-        return self._done.result(timeout)
-
-    def events(self, timeout: float | None = None) -> Iterator[ChatEvent]:
-        """Yield this request's events until (and including) its Finished event.
-
-        Only for requests submitted without a callback (the callback has them otherwise)."""
-        if self._events is None:
-            raise RuntimeError("this request's events go to its on_event callback")
-        while True:
-            event = self._events.get(timeout=timeout)
-            yield event
-            if isinstance(event, Finished):
-                return
-
-    def emit(self, event: ChatEvent) -> None:
-        """Engine thread: hand `event` to the callback or the queue."""
-        if self.on_event is not None:
-            self.on_event(event)
-        else:
-            assert self._events is not None
-            self._events.put(event)
-        if isinstance(event, Finished):
-            self._done.set_result(event.result)
 
 
 class Engine:
@@ -172,8 +72,8 @@ class Engine:
         (None: automatic); `reuse_prefixes=False` recomputes every prompt (for benchmarks).
         `max_rows` replies decode together at most (1: one after another); `submit`
         refuses a request when `max_queued` are already waiting for a row.
-        `loader(spec, progress)` replaces `engine.models.load_model` (engine.distributed).
-        `speculative`: replies draft tokens and verify them (`engine.speculative`): by
+        `loader(spec, progress)` replaces `engine.library.load.load_model` (engine.distributed).
+        `speculative`: replies draft tokens and verify them (`engine.runtime.speculative`): by
         prompt lookup, or with a draft model (`load_draft_model`)."""
         self._ids = itertools.count(1)
         self._closed = False
@@ -185,7 +85,7 @@ class Engine:
         self._queue: deque[RequestHandle] = deque()
         self._seq = itertools.count(1)
         self._fences: set[int] = set()
-        self._scheduler: Any = None  # engine.scheduler.Scheduler while replies run
+        self._scheduler: Any = None  # engine.runtime.scheduler.Scheduler while replies run
         # Engine thread only: the model, the prompt cache, the wired limit.
         self._loaded: LoadedModel | None = None
         self._prompt_cache_override = prompt_cache
@@ -204,7 +104,7 @@ class Engine:
         self.speculative = speculative
         # Engine thread only: the draft model and its own prompt cache.
         self._draft: tuple[LoadedModel, PromptCacheStore] | None = None
-        self._pass_cost: Any = None  # engine.speculative.PassCost of the loaded model
+        self._pass_cost: Any = None  # engine.runtime.speculative.PassCost of the loaded model
         self._worker = acquire_worker()
         self._drained = threading.Event()
 
@@ -216,7 +116,7 @@ class Engine:
         """Load `spec` ("default", a folder, a .gguf file or a repo id) on the engine thread."""
 
         def job() -> ModelInfo:
-            from engine.models import load_model
+            from engine.library.load import load_model
 
             report = (lambda s, f: on_progress(LoadProgress(s, f))) if on_progress else None
             self._unload()
@@ -266,8 +166,8 @@ class Engine:
         otherwise, or when no model is loaded. Unloading the model drops it."""
 
         def job() -> ModelInfo | None:
-            from engine.models import load_model
-            from engine.prompt_cache import PromptCacheTrie
+            from engine.library.load import load_model
+            from engine.memory.prompt_cache import PromptCacheTrie
 
             self._draft = None
             if spec is None:
@@ -412,9 +312,9 @@ class Engine:
     def _after_load(self, loaded: LoadedModel) -> None:
         """Plan memory for the model that just loaded (wired limit and prompt-cache budget),
         publish it, and build llguidance's tokenizer for it in the background."""
-        from engine.memory import WiredLimit
-        from engine.sampling import end_token_ids
-        from engine.speculative import PassCost
+        from engine.memory.plan import WiredLimit
+        from engine.runtime.sampling import end_token_ids
+        from engine.runtime.speculative import PassCost
 
         self._pass_cost = PassCost()
         self._wired = WiredLimit()
@@ -444,8 +344,8 @@ class Engine:
             self._constraint_tokenizer = built
 
     def _plan_memory(self, loaded: LoadedModel) -> None:
-        from engine.memory import plan_memory
-        from engine.prompt_cache import PromptCacheTrie
+        from engine.memory.plan import plan_memory
+        from engine.memory.prompt_cache import PromptCacheTrie
 
         if loaded.plan_memory is not None:  # a sharded model: the group's plan
             plan = loaded.plan_memory(self._kv_budget_setting)
@@ -480,11 +380,9 @@ class Engine:
         """Serve the queued chat requests until none is left in flight."""
         if self._loaded is None:
             while (handle := self._take()) is not None:
-                result = _error_result("no model is loaded", time.perf_counter())
-                result.error_kind = "unavailable"
-                self._deliver(handle, result)
+                self._deliver(handle, ChatResult.failed("no model is loaded", kind="unavailable"))
             return
-        from engine.scheduler import Scheduler
+        from engine.runtime.scheduler import Scheduler
 
         plan = self._memory_plan
         scheduler = Scheduler(
@@ -514,7 +412,7 @@ class Engine:
 
 def check_same_tokenizer(main: Any, draft: Any, name: str) -> None:
     """Raise ValueError unless `draft` reads text into the same token ids as `main`."""
-    from engine.tokenizer import ModelTokenizer
+    from engine.prompt.tokenizer import ModelTokenizer
 
     a, b = ModelTokenizer.of(main).hf, ModelTokenizer.of(draft).hf
     if a.get_vocab() != b.get_vocab():
@@ -523,9 +421,3 @@ def check_same_tokenizer(main: Any, draft: Any, name: str) -> None:
             f"({len(b.get_vocab())} vs {len(a.get_vocab())} tokens); a draft model must "
             "share the model's tokenizer"
         )
-
-
-def _error_result(message: str, started: float) -> ChatResult:
-    stats = GenerationStats(stop_reason=StopReason.ERROR.value)
-    stats.total_s = time.perf_counter() - started
-    return ChatResult("", StopReason.ERROR, stats, error=message)

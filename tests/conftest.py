@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="session")
 def default_model_dir() -> Path:
-    from engine.models import ensure_default_model
+    from engine.library.load import ensure_default_model
 
     return ensure_default_model()
 
@@ -81,6 +81,6 @@ def default_engine(default_model_dir: Path):
 
 @pytest.fixture(scope="session")
 def default_gguf() -> Path:
-    from engine.models import default_gguf_path
+    from engine.library.load import default_gguf_path
 
     return default_gguf_path()

@@ -84,7 +84,7 @@ def make_stores(tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.Monkey
     _ollama(ollama, "ghost", "latest", None)
 
     # Corral's own: a GGUF import, a finished download, an unfinished one
-    from engine.models import ensure_gguf_imported
+    from engine.library.load import ensure_gguf_imported
 
     imported = ensure_gguf_imported(q6k)
     done = corral / "downloads" / "mlx-community--Tiny-4bit"

@@ -100,7 +100,7 @@ def test_the_loading_strip_says_what_is_happening(qtbot):
     later = " You can type already: your message is sent when it is ready."
     strip.start("SmolLM2-135M-Instruct")
     assert strip.label.text() == "Loading SmolLM2-135M-Instruct…" + later
-    strip.progress("Reading GGUF", 0.4)  # the stages engine/gguf_import.py reports
+    strip.progress("Reading GGUF", 0.4)  # the stages engine/library/gguf_import.py reports
     text = "Importing SmolLM2-135M-Instruct — only on its first use… 40%."
     assert strip.label.text() == text + later
     strip.progress("Dequantizing for the CPU backend", 0.95)
@@ -109,14 +109,14 @@ def test_the_loading_strip_says_what_is_happening(qtbot):
 
 
 def test_the_strip_knows_every_stage_the_import_reports():
-    """The strip tells an import from a load by the stage names engine/gguf_import.py
+    """The strip tells an import from a load by the stage names engine/library/gguf_import.py
     reports: a renamed stage would quietly turn "Importing…" back into "Loading…"."""
     import ast
     from pathlib import Path
 
     from app.views.notice_bar import _IMPORT_STAGES
 
-    source = Path(__file__).resolve().parents[1] / "engine" / "gguf_import.py"
+    source = Path(__file__).resolve().parents[1] / "engine" / "library" / "gguf_import.py"
     stages = {
         node.args[0].value
         for node in ast.walk(ast.parse(source.read_text()))

@@ -10,7 +10,7 @@ from PySide6.QtCore import QCoreApplication, QEvent
 
 from app.jobs.engine_bridge import ReplyJob
 from app.store import ChatSettings
-from engine.engine import RequestHandle
+from engine.runtime.handle import RequestHandle
 
 REPLIES = 200
 

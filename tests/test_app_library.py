@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit, QMessageBox
 
 from app.views.format import format_bytes
-from engine.library.budget import GiB, MemoryBudget
+from engine.memory.budget import GiB, MemoryBudget
 from tests.app_helpers import close_window, make_window
 from tests.hf_hub_server import HubServer
 from tests.library_support import make_stores

@@ -232,7 +232,7 @@ def test_app_starts_and_never_imports_mlx(tmp_path):
         "import app.__main__, app.views.main_window, app.controller\n"
         "from app.constraints import check_file, check_source\n"
         "from app.tools import parse_tools_text, builtin_tools\n"
-        "from engine.model_defaults import sampling_defaults\n"
+        "from engine.library.defaults import sampling_defaults\n"
         f"p = pathlib.Path({str(tmp_path)!r}) / 'g.lark'\n"
         "p.write_text('start: \"a\"')\n"
         "assert check_file(p).ok and check_source('regex', 'a+').ok\n"

@@ -175,11 +175,11 @@ def decode(engine, spec, *, serial=False, ends=None, processors=(), max_tokens=6
     """Run one constrained row through the decode loop alone; return what a test needs."""
     from mlx_lm.models.cache import make_prompt_cache
 
-    from engine.batch import decode_alone
     from engine.constraints.row import RowConstraint
-    from engine.decode import prefill
-    from engine.prompt import encode_chat
-    from engine.sampling import RowSampler, end_token_ids
+    from engine.prompt.chat import encode_chat
+    from engine.runtime.batch import decode_alone
+    from engine.runtime.prefill import prefill
+    from engine.runtime.sampling import RowSampler, end_token_ids
 
     def job(loaded):
         model, tok = loaded.model, loaded.tokenizer

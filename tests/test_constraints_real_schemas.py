@@ -25,7 +25,7 @@ MAX_TOKENS = 120
 def sample(default_engine):
     """A fixed spread of schemas that compile for the default model's tokenizer."""
     from engine.constraints.tokenizer import ll_tokenizer
-    from engine.sampling import end_token_ids
+    from engine.runtime.sampling import end_token_ids
 
     bench = dataset("jsonschemabench")
     lltok = default_engine.run(

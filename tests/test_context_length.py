@@ -10,8 +10,8 @@ import pytest
 from conftest import SHORT_CONTEXT
 from server_support import serving
 
-from engine.context import CONTEXT_LENGTH_EXCEEDED, ContextLengthError, reply_budget
 from engine.engine import Engine
+from engine.runtime.context import CONTEXT_LENGTH_EXCEEDED, ContextLengthError, reply_budget
 from engine.types import ChatRequest, SamplingSettings, StopReason
 
 

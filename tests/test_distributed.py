@@ -23,7 +23,8 @@ from engine.distributed import (
     DistributedError,
     loopback_hostfile,
 )
-from engine.engine import Engine, RequestHandle
+from engine.engine import Engine
+from engine.runtime.handle import RequestHandle
 from engine.types import (
     ChatEvent,
     ChatRequest,

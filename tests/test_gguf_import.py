@@ -10,8 +10,8 @@ import pytest
 from gguf_support import write_arch_gguf
 
 from engine.errors import ModelLoadError
-from engine.gguf_import import import_gguf
-from engine.models import resolve_model
+from engine.library.gguf_import import import_gguf
+from engine.library.load import resolve_model
 
 PROMPT_IDS = [1, 4093, 198, 3575, 314, 253, 5356, 30, 2, 198, 1, 520, 9531, 198]
 
@@ -148,7 +148,7 @@ def test_missing_path_and_folder_without_weights(tmp_path: Path) -> None:
 def test_default_model_is_imported_once(
     default_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine import models
+    from engine.library import load as models
 
     monkeypatch.setenv("CORRAL_CACHE_DIR", str(tmp_path / "cache"))
     stages: list[str] = []

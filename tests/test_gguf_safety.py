@@ -23,9 +23,9 @@ from gguf_support import header_only_gguf, write_tiny_gguf
 
 from engine.errors import ModelLoadError
 from engine.files import OutsideFolder, remove_tree
-from engine.gguf_import import import_gguf
-from engine.import_cache import MARKER, TEMP_PREFIX, safe_folder_name
 from engine.library.gguf_file import read_header
+from engine.library.gguf_import import import_gguf
+from engine.library.import_cache import MARKER, TEMP_PREFIX, safe_folder_name
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -98,7 +98,7 @@ def test_output_may_be_new_empty_or_corrals_import_of_the_same_file(tmp_path: Pa
 def test_an_import_finished_meanwhile_by_another_process_is_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine import gguf_import
+    from engine.library import gguf_import
 
     gguf = write_tiny_gguf(tmp_path / "tiny.gguf")
     out = tmp_path / "model"
@@ -176,7 +176,7 @@ def test_removal_outside_corrals_folder_is_refused(tmp_path: Path) -> None:
 def test_same_name_and_size_but_other_content_gets_its_own_import(
     cache: Path, tmp_path: Path
 ) -> None:
-    from engine.models import ensure_gguf_imported
+    from engine.library.load import ensure_gguf_imported
 
     path = tmp_path / "model.gguf"
     write_tiny_gguf(path, seed=0)
@@ -202,7 +202,7 @@ def test_an_import_reads_the_header_once(
 ) -> None:
     """The check before hashing and the conversion share one read of the header."""
     from engine.library import gguf_file
-    from engine.models import ensure_gguf_imported
+    from engine.library.load import ensure_gguf_imported
 
     reads: list[Path] = []
     read = gguf_file._read
@@ -223,7 +223,7 @@ def test_an_import_reads_the_header_once(
 _KILLED_IMPORT = """
 import os, signal, sys
 from pathlib import Path
-from engine.import_cache import make_temp_folder
+from engine.library.import_cache import make_temp_folder
 tmp = make_temp_folder(Path(sys.argv[1]))
 (tmp / "model.safetensors").write_bytes(b"half written")
 os.kill(os.getpid(), signal.SIGKILL)
@@ -247,10 +247,10 @@ def test_temp_folders_of_killed_imports_are_removed_at_start(cache: Path) -> Non
     mine.mkdir()
     (mine / "todo.txt").write_text("keep")
     os.utime(mine, (hour_ago, hour_ago))
-    from engine.import_cache import make_temp_folder
+    from engine.library.import_cache import make_temp_folder
 
     live = make_temp_folder(models)  # this process is alive: its import is under way
-    from engine import models as model_module
+    from engine.library import load as model_module
 
     model_module._cleaned.clear()
     model_module.models_dir()

@@ -10,7 +10,7 @@ from gguf_support import sentencepiece_token_type, train_sentencepiece
 from tokenizers import Tokenizer
 
 from engine.errors import ModelLoadError
-from engine.gguf_tokenizer import build_tokenizer_files
+from engine.library.gguf_tokenizer import build_tokenizer_files
 
 SAMPLES = [
     "Hello world, the engine runs 42 models!",

@@ -19,7 +19,7 @@ from benchmarks.gguf_fixtures import (
     write_family_gguf,
 )
 from engine.errors import ModelLoadError
-from engine.gguf_import import import_gguf
+from engine.library.gguf_import import import_gguf
 
 IDS = [5, 17, 42, 99, 7, 3, 250, 61, 18, 33, 200, 12]
 
@@ -40,7 +40,7 @@ def _reference_logits(arch: str, weights: dict[str, np.ndarray], vocab: int) -> 
 
 
 def _imported(arch: str, tmp_path: Path, linear_type: T = T.F32):
-    from engine.models import load_model
+    from engine.library.load import load_model
 
     family = FAMILIES[arch]
     tok = tokenizer_metadata(family)

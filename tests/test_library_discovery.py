@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from engine.errors import LibraryError, ModelLoadError
-from engine.library.budget import GiB, MemoryBudget
 from engine.library.discovery import LibraryRoots, ollama_blob, scan_library
 from engine.library.paths import delete_own_copy
+from engine.memory.budget import GiB, MemoryBudget
 from tests.library_support import make_stores
 
 BIG = MemoryBudget(False, 64 * GiB)
@@ -87,7 +87,7 @@ def test_memory_budget_decides_can_run(stores: dict) -> None:
 
 
 def test_ollama_model_loads_by_name_and_a_missing_blob_is_clear(stores: dict) -> None:
-    from engine.models import load_model
+    from engine.library.load import load_model
 
     loaded = load_model("ollama:tinyllama:q4k")
     assert loaded.info.name == "tinyllama:q4k"

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from engine.errors import LibraryError
-from engine.library.budget import GiB, MemoryBudget
 from engine.library.downloads import (
     MARKER,
     PARTIAL,
@@ -21,6 +20,7 @@ from engine.library.downloads import (
     download,
     plan_download,
 )
+from engine.memory.budget import GiB, MemoryBudget
 from tests.hf_hub_server import HubServer
 
 REPO = "corral-test/tiny-llama"
@@ -59,7 +59,7 @@ def test_download_reports_progress_and_the_model_loads(
     assert (folder / MARKER).exists() and not (folder / PARTIAL).exists()
 
     # Typed again, the repo id loads from Corral's copy: no network needed.
-    from engine.models import load_model, resolve_model
+    from engine.library.load import load_model, resolve_model
 
     monkeypatch.setenv("CORRAL_CACHE_DIR", str(root))
     hub.httpd.shutdown()

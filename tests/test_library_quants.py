@@ -20,9 +20,9 @@ from gguf import GGMLQuantizationType as T
 
 from benchmarks.gguf_fixtures import random_quant_blocks, write_quant_gguf
 from engine.errors import ModelLoadError
-from engine.gguf_import import import_gguf
 from engine.library import quants
 from engine.library.gguf_file import open_gguf, tensor_bytes
+from engine.library.gguf_import import import_gguf
 
 _MLX_NAMES = {
     "token_embd": "model.embed_tokens",

@@ -12,7 +12,7 @@ from gguf_support import sentencepiece_token_type, train_sentencepiece
 from tokenizers import Tokenizer
 
 from benchmarks.gguf_fixtures import FAMILIES, corpus, tokenizer_metadata, train_byte_level_bpe
-from engine.gguf_tokenizer import build_tokenizer_files
+from engine.library.gguf_tokenizer import build_tokenizer_files
 
 SAMPLES = [
     "Hello world, the engine runs 42 models and 12345 tokens!",

@@ -5,7 +5,7 @@ import engine  # noqa: F401  (OpenBLAS before mlx)
 # isort: split
 import mlx.core as mx
 
-from engine.memory import GiB, WiredLimit, machine_memory_bytes, model_nbytes, plan_memory
+from engine.memory.plan import GiB, WiredLimit, machine_memory_bytes, model_nbytes, plan_memory
 
 MAC_16GB = {"max_recommended_working_set_size": int(10.7 * GiB), "device_name": "Apple M2"}
 

@@ -1,11 +1,11 @@
-"""Each model's recommended sampling (engine/model_defaults.py), and continuing a reply cut
+"""Each model's recommended sampling (engine/library/defaults.py), and continuing a reply cut
 at its length limit (ChatRequest.continue_final_message)."""
 
 from __future__ import annotations
 
 import json
 
-from engine.model_defaults import GENERATION_CONFIG, from_generation_config, sampling_defaults
+from engine.library.defaults import GENERATION_CONFIG, from_generation_config, sampling_defaults
 from engine.types import ChatRequest, SamplingSettings
 
 

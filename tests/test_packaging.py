@@ -163,7 +163,7 @@ def test_frozen_launcher_points_the_engine_at_the_bundled_model(tmp_path, monkey
     monkeypatch.setenv("CORRAL_BUNDLED_MODEL", "")  # so teardown removes what the launcher sets
     monkeypatch.delenv("CORRAL_BUNDLED_MODEL")
     assert launcher.use_bundled_model() == model
-    from engine.models import ensure_default_model
+    from engine.library.load import ensure_default_model
 
     assert ensure_default_model() == model
 

@@ -15,7 +15,7 @@ from mlx_lm.models.cache import (
     make_prompt_cache,
 )
 
-from engine.prompt_cache import PromptCacheTrie, cache_length, cache_nbytes
+from engine.memory.prompt_cache import PromptCacheTrie, cache_length, cache_nbytes
 
 SYSTEM = "You are a concise assistant who answers questions about the solar system."
 MiB = 1 << 20

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from tools_support import load_fixture_tokenizer
 
-from engine.prompt import encode_chat, render_chat, render_continuation
-from engine.tokenizer import ModelTokenizer
+from engine.prompt.chat import encode_chat, render_chat, render_continuation
+from engine.prompt.tokenizer import ModelTokenizer
 from engine.tools import prepare_tool_request
 from engine.types import ChatRequest, SamplingSettings
 

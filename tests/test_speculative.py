@@ -12,13 +12,13 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from engine import speculative
-from engine.batch import DecodeBatch, DecodeRow
 from engine.constraints.sources import json_schema_constraint
 from engine.engine import Engine
-from engine.prompt import encode_chat
-from engine.sampling import RowSampler
-from engine.speculative import PassCost, PromptLookup, Speculator
+from engine.prompt.chat import encode_chat
+from engine.runtime import speculative
+from engine.runtime.batch import DecodeBatch, DecodeRow
+from engine.runtime.sampling import RowSampler
+from engine.runtime.speculative import PassCost, PromptLookup, Speculator
 from engine.types import ChatRequest, ConstraintSpec, SamplingSettings, StopReason
 
 PERSON = {
@@ -250,7 +250,7 @@ def _lone_and_batched_rows(loaded, prompts: list[str], settings: SamplingSetting
     """Rows of the given prompts, prefilled, each with a prompt-lookup speculator."""
     from mlx_lm.models.cache import make_prompt_cache
 
-    from engine.decode import feed
+    from engine.runtime.prefill import feed
 
     rows = []
     for text in prompts:

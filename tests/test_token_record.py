@@ -1,4 +1,4 @@
-"""The token inspector's figures (engine.token_record), checked against the model and the
+"""The token inspector's figures (engine.runtime.logprobs), checked against the model and the
 grammar computed independently: the model's logits from one forward pass over the whole
 reply, the masks from a fresh llguidance matcher fed the same tokens."""
 
@@ -15,7 +15,7 @@ import pytest
 from engine.constraints.sources import json_schema_constraint
 from engine.constraints.tokenizer import ll_tokenizer
 from engine.constraints.validate import compile_constraint
-from engine.sampling import end_token_ids
+from engine.runtime.sampling import end_token_ids
 from engine.types import (
     ChatRequest,
     ChatResult,

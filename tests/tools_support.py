@@ -65,7 +65,7 @@ FIXTURES: dict[str, dict[str, Any]] = {
 
 
 def default_model_dir() -> Path:
-    from engine.models import ensure_default_model
+    from engine.library.load import ensure_default_model
 
     return ensure_default_model()
 

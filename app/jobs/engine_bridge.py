@@ -32,7 +32,8 @@ from engine.types import (
 )
 
 if TYPE_CHECKING:
-    from engine.engine import Engine, RequestHandle
+    from engine.engine import Engine
+    from engine.runtime.handle import RequestHandle
     from engine.types import ValidationReport
 
 

@@ -17,12 +17,12 @@ from PySide6.QtCore import QObject, Signal
 from app.jobs.thread import run_task
 
 if TYPE_CHECKING:
-    from engine.library.budget import MemoryBudget
     from engine.library.downloads import DownloadPlan, DownloadProgress
+    from engine.memory.budget import MemoryBudget
 
 
 def corral_root() -> Path:
-    from engine.models import cache_dir
+    from engine.library.load import cache_dir
 
     return cache_dir()
 
@@ -39,7 +39,7 @@ def model_disk_size(path: str) -> int:
 def _default_origin() -> str | None:
     """The built-in model's GGUF as its import records it (resolved), if installed."""
     from engine.errors import ModelLoadError
-    from engine.models import default_gguf_path
+    from engine.library.load import default_gguf_path
 
     try:
         return str(default_gguf_path().resolve())

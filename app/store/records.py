@@ -18,7 +18,7 @@ DEFAULT_MAX_TOKENS = 1024
 @dataclass
 class ChatSettings:
     """A conversation's system prompt and sampling settings. A sampling value left at None
-    follows the loaded model's recommendation (engine.model_defaults), else the engine's
+    follows the loaded model's recommendation (engine.library.defaults), else the engine's
     default."""
 
     system_prompt: str = ""

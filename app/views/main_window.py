@@ -58,7 +58,7 @@ from app.views.welcome import Example
 from app.views.window_actions import WindowActions
 from app.views.window_library import WindowLibrary
 from app.views.window_model import WindowModel
-from engine.model_defaults import ModelDefaults
+from engine.library.defaults import ModelDefaults
 from engine.types import ConstraintSpec
 
 DEFAULT_SIZE = (1180, 780)

@@ -16,7 +16,7 @@ from app.jobs.library_job import DownloadJob, LibraryJob
 from app.views.download_dialog import DownloadDialog
 from app.views.library_window import LibraryWindow
 from app.views.model_menu import menu_entries
-from engine.library.budget import MemoryBudget
+from engine.memory.budget import MemoryBudget
 
 
 class WindowLibrary(QMainWindow):

@@ -21,7 +21,7 @@ from app.views import theme
 from app.views.format import format_bytes
 from app.views.model_menu import DEFAULT_NAME, remember
 from app.views.preferences import PreferencesDialog
-from engine.model_defaults import ModelDefaults, sampling_defaults
+from engine.library.defaults import ModelDefaults, sampling_defaults
 from engine.types import ModelInfo, ToolDefinition
 
 _UNSAFE_FILENAME = re.compile(r'[\\/:*?"<>|\x00-\x1f]+')

@@ -2,7 +2,7 @@
 
 `sources` turns files and pasted text into ConstraintSpecs, `validate` compiles them to
 llguidance grammars and reports problems as Diagnostics, `row` runs one reply's matcher
-on the mask pool for the decode loop (`engine.batch`), `masking` applies the masks.
+on the mask pool for the decode loop (`engine.runtime.batch`), `masking` applies the masks.
 Imports run one way: sources, then validate, then row. Only `row` and `masking` import
 MLX; the rest is safe for the GUI thread. This module holds the error they raise; the
 Diagnostics it carries are plain data in `engine.types`.

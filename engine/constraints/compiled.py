@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llguidance
 from llguidance import LLMatcher
+
+if TYPE_CHECKING:
+    from engine.types import ConstraintSpec
 
 
 class CompiledGrammar:
@@ -84,3 +87,12 @@ class CompiledGrammar:
             pristine = self._pristine
         # A grammar that failed to compile stays failed: the copy carries the error.
         return pristine.deep_copy()
+
+
+def compiled_of(spec: ConstraintSpec) -> CompiledGrammar | None:
+    """The CompiledGrammar validation hung on `spec` (engine.types sees it only as a
+    CompiledConstraint: that package imports nothing of llguidance's)."""
+    compiled = spec.compiled
+    if compiled is not None and not isinstance(compiled, CompiledGrammar):
+        raise TypeError(f"{spec.name or spec.kind}: compiled by something else: {compiled!r}")
+    return compiled

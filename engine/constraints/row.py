@@ -1,6 +1,6 @@
 """One reply's constraint: its llguidance matcher, advanced on the mask pool beside the forward.
 
-The decode loop (`engine.batch`) owns the order of events; this component owns the
+The decode loop (`engine.runtime.batch`) owns the order of events; this component owns the
 matcher. For each token a row samples, the loop calls `advance(token)` as soon as the
 token is read back: a worker thread of the mask pool consumes it, takes the tokens the
 grammar forces next (`compute_ff_tokens`), and fills the mask for the token after them
@@ -35,6 +35,7 @@ from llguidance import LLMatcher
 
 from engine.constraints import ConstraintError, Diagnostic
 from engine.constraints.closing import ClosingTracker
+from engine.constraints.compiled import compiled_of
 from engine.constraints.masking import TokenMasker
 from engine.constraints.tokenizer import ll_tokenizer
 from engine.constraints.validate import compile_constraint, parse_message
@@ -95,8 +96,9 @@ class RowConstraint:
         self._started = time.perf_counter()
         # Converted here if no validation did: syntax errors it can see raise right away.
         self.constraint = compile_constraint(constraint)
-        assert self.constraint.compiled is not None
-        self._grammar = self.constraint.compiled
+        compiled = compiled_of(self.constraint)
+        assert compiled is not None
+        self._grammar = compiled
         self.on_pool = on_pool
         self._use_ff = forced_tokens
         self._tokenizer = tokenizer

@@ -17,7 +17,7 @@ from typing import Any
 import llguidance
 
 from engine.constraints import ConstraintError
-from engine.tokenizer import ModelTokenizer
+from engine.prompt.tokenizer import ModelTokenizer
 
 _lock = threading.Lock()
 _by_tokenizer: weakref.WeakKeyDictionary[Any, dict[tuple[int, ...], llguidance.LLTokenizer]] = (

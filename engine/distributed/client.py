@@ -36,8 +36,9 @@ from engine.distributed.protocol import (
     rebuild_error,
     strip_request,
 )
-from engine.engine import Engine, EventFn, RequestHandle
+from engine.engine import Engine
 from engine.errors import EngineClosedError
+from engine.runtime.handle import EventFn, RequestHandle
 from engine.types import (
     ChatEvent,
     ChatRequest,
@@ -45,11 +46,9 @@ from engine.types import (
     ConstraintSpec,
     EngineSnapshot,
     Finished,
-    GenerationStats,
     LoadProgress,
     MemoryPlan,
     ModelInfo,
-    StopReason,
     ValidationReport,
 )
 
@@ -121,11 +120,7 @@ class RemoteRequestHandle(RequestHandle):
 
 def failed_result(message: str) -> ChatResult:
     """The result of a reply the group could not finish."""
-    result = ChatResult(
-        "", StopReason.ERROR, GenerationStats(stop_reason=StopReason.ERROR.value), error=message
-    )
-    result.error_kind = "unavailable"
-    return result
+    return ChatResult.failed(message, kind="unavailable")
 
 
 class DistributedEngine(Engine):

@@ -24,8 +24,9 @@ from engine.distributed.loading import load_on_rank
 from engine.distributed.protocol import HEARTBEAT, HEARTBEAT_S
 from engine.distributed.shard import SHARD_MODES
 from engine.errors import ModelLoadError
-from engine.memory import WiredLimit
-from engine.prompt_cache import KVState, slice_cache, trim_cache
+from engine.memory.plan import WiredLimit
+from engine.memory.prompt_cache import slice_cache, trim_cache
+from engine.memory.store import KVState
 
 
 def heartbeat_line(rank: int, seq: int) -> str:

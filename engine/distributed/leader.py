@@ -19,7 +19,7 @@ from typing import Any
 
 import mlx.core as mx
 
-from engine.constraints.compiled import CompiledGrammar
+from engine.constraints.compiled import CompiledGrammar, compiled_of
 from engine.distributed.channel import LeaderChannel, Op, encode_text
 from engine.distributed.comm import replay_probe
 from engine.distributed.info import GroupInfo
@@ -32,8 +32,9 @@ from engine.distributed.protocol import (
     with_grammar,
 )
 from engine.distributed.shard import SHARD_MODES, ShardMode
-from engine.engine import Engine, RequestHandle
-from engine.models import LoadedModel, resolve_model
+from engine.engine import Engine
+from engine.library.load import LoadedModel, resolve_model
+from engine.runtime.handle import RequestHandle
 from engine.types import ChatEvent, ChatRequest, ConstraintSpec, Finished, LoadProgress
 
 GRAMMARS_KEPT = 32
@@ -169,9 +170,10 @@ class Leader:
             self.send(("failed", call, error_kind(exc), str(exc) or type(exc).__name__))
             return
         grammar = None
-        if report.spec.compiled is not None:  # requests with this grammar find it compiled
-            grammar = report.spec.compiled.grammar
-            self._grammars[grammar] = report.spec.compiled
+        compiled = compiled_of(report.spec)
+        if compiled is not None:  # requests with this grammar find it compiled
+            grammar = compiled.grammar
+            self._grammars[grammar] = compiled
             self._compiled(grammar)
         self.send(("done", call, (strip_report(report), grammar)))
 

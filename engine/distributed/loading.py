@@ -26,7 +26,7 @@ from engine.distributed.plan import (
 )
 from engine.distributed.shard import ShardMode, shard_model
 from engine.errors import ModelLoadError
-from engine.models import LoadedModel, load_model
+from engine.library.load import LoadedModel, load_model
 
 ProgressFn = Callable[[str, float], None]
 

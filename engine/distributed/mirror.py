@@ -24,7 +24,8 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from engine.distributed.channel import LeaderChannel, Op
 from engine.errors import CorralError
-from engine.prompt_cache import KVState, PromptCacheTrie
+from engine.memory.prompt_cache import PromptCacheTrie
+from engine.memory.store import KVState
 
 
 class ShardedKV(list[Any]):

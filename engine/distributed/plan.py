@@ -2,7 +2,7 @@
 
 Every rank measures what it holds (its weights, the KV bytes one token takes in its layers) and
 what its machine offers; rank 0 gathers the figures and plans each rank with the same
-`engine.memory.plan_memory` as on one machine. The prompt cache on rank 0 decides for all
+`engine.memory.plan.plan_memory` as on one machine. The prompt cache on rank 0 decides for all
 ranks, so its budget is the number of tokens the tightest rank can keep, in rank 0's bytes.
 """
 
@@ -15,7 +15,7 @@ import mlx.core as mx
 import numpy as np
 
 from engine.distributed.info import RankPlan
-from engine.memory import machine_memory_bytes, plan_memory
+from engine.memory.plan import machine_memory_bytes, plan_memory
 from engine.types import MemoryPlan
 
 KIB = 1024

@@ -8,8 +8,8 @@ import sys
 import threading
 import time
 
-from engine.library.budget import gb
 from engine.library.discovery import LibraryModel
+from engine.memory.budget import gb
 
 _COLUMNS = ("Name", "Arch", "Params", "Quant", "Size", "Context", "Source", "Runs")
 
@@ -47,9 +47,9 @@ def print_table(models: list[LibraryModel]) -> None:
 
 def cmd_models(args: argparse.Namespace) -> int:
     from engine.library.discovery import LibraryRoots, scan_library
+    from engine.library.load import cache_dir
     from engine.library.paths import delete_own_copy
-    from engine.memory import memory_budget
-    from engine.models import cache_dir
+    from engine.memory.plan import memory_budget
 
     root = cache_dir()
     if args.delete:
@@ -69,8 +69,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_download(args: argparse.Namespace) -> int:
     from engine.library.downloads import DownloadProgress, download, plan_download
-    from engine.memory import memory_budget
-    from engine.models import cache_dir
+    from engine.library.load import cache_dir
+    from engine.memory.plan import memory_budget
 
     plan = plan_download(args.repo, cache_dir(), memory_budget())
     print(plan.describe(), file=sys.stderr)

@@ -23,9 +23,9 @@ from gguf import LlamaFileType
 
 from engine.errors import ModelLoadError
 from engine.library.architectures import ARCHITECTURES
-from engine.library.budget import MemoryBudget, gb
 from engine.library.gguf_file import GGUFHeader, read_header
 from engine.library.quants import CHOICES, SUPPORTED_TYPES
+from engine.memory.budget import MemoryBudget, gb
 
 SOURCES = ("corral", "huggingface", "lmstudio", "ollama")
 OLLAMA_PREFIX = "ollama:"
@@ -42,7 +42,7 @@ class LibraryModel:
     """One model found on disk, as the library lists it."""
 
     name: str
-    spec: str  # what `engine.models.load_model` takes
+    spec: str  # what `engine.library.load.load_model` takes
     path: str  # the file or folder
     source: str  # one of SOURCES
     kind: str  # "gguf" or "mlx"

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import LibraryError
-from engine.library.budget import MemoryBudget, gb
 from engine.library.paths import is_inside, own_folder
+from engine.memory.budget import MemoryBudget, gb
 
 MARKER = "corral_download.json"
 PARTIAL = ".partial"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from engine.engine import RequestHandle
+from engine.runtime.handle import RequestHandle
 from engine.server.errors import APIError
 from engine.server.responses import (
     SSE_DONE,

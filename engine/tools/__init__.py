@@ -17,9 +17,9 @@ from typing import Any
 
 from llguidance import LLMatcher
 
-from engine.constraints.compiled import CompiledGrammar
+from engine.constraints.compiled import CompiledGrammar, compiled_of
 from engine.constraints.validate import compile_constraint
-from engine.plain_text import TextShield
+from engine.prompt.shield import TextShield
 from engine.tools.definitions import (
     DEFAULT_OPTIONS,
     ToolDefinitionError,
@@ -174,8 +174,9 @@ def _reply_constraint(
         return tools_only, None, notes
     label = user.name or KIND_NAMES.get(user.kind, user.kind)
     if choice.mode == "auto":
-        assert user.compiled is not None
-        joined = with_user_grammar(fmt, specs, user.compiled, parallel, options)
+        user_grammar = compiled_of(user)
+        assert user_grammar is not None
+        joined = with_user_grammar(fmt, specs, user_grammar, parallel, options)
         if joined is not None:
             both = ConstraintSpec(
                 kind="lark",

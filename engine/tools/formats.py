@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from engine.tokenizer import ModelTokenizer
+from engine.prompt.tokenizer import ModelTokenizer
 
 RawCall = tuple[str, dict[str, Any]]  # (name, arguments)
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.prompt import KNOWN_ROLES, render_chat
+from engine.prompt.chat import KNOWN_ROLES, render_chat
 from engine.tools.definitions import ToolDefinitionError, ToolSpec
 from engine.tools.formats import ToolFormat
 

@@ -4,7 +4,7 @@ A reply samples with its own PRNG keys rather than MLX's global generator: the t
 each position is drawn with a key fixed by the reply's seed and that position. Replies
 decoded side by side draw the same tokens as they would alone, and a reply draws the same
 tokens whether or not speculative decoding verified a draft at that position
-(`engine.speculative`).
+(`engine.runtime.speculative`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from mlx_lm.sample_utils import (
     make_logits_processors,
 )
 
-from engine.tokenizer import ModelTokenizer
+from engine.prompt.tokenizer import ModelTokenizer
 from engine.types import SamplingSettings
 
 LogitsProcessor = Callable[[mx.array, mx.array], mx.array]

@@ -18,7 +18,7 @@ from typing import Any, cast
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
-from engine.library.budget import MemoryBudget, headroom_bytes
+from engine.memory.budget import MemoryBudget, headroom_bytes
 from engine.types import MemoryPlan
 
 GiB = 1 << 30

@@ -2,12 +2,12 @@
 
 `Reply` is everything about one reply that does not depend on which other replies decode
 beside it: it builds the prompt (chat template, tools, a continuation or a raw prompt),
-checks it fits the model's context (`engine.context`), starts its constraint's matcher
+checks it fits the model's context (`engine.runtime.context`), starts its constraint's matcher
 (which compiles while the prompt is prefilled, with the closing policy's budget), takes
 the tokens the decode loop hands it (streaming text deltas and tool-call deltas, applying
 stop strings, end tokens and the length limit), and turns the ending into the ChatResult
-with the reply's statistics. `engine.scheduler` prefills its prompt from the prompt
-cache's longest prefix and runs it as a row of the decode batch (`engine.batch`).
+with the reply's statistics. `engine.runtime.scheduler` prefills its prompt from the prompt
+cache's longest prefix and runs it as a row of the decode batch (`engine.runtime.batch`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from engine.batch import DecodeRow
-from engine.context import reply_budget, tool_definition_tokens
-from engine.prompt import encode_chat, render_continuation
-from engine.reply_text import ReplyText
-from engine.sampling import RowSampler, build_processors, end_token_ids
-from engine.speculative import Drafter, Speculator
-from engine.tokenizer import ModelTokenizer
+from engine.prompt.chat import encode_chat, render_continuation
+from engine.prompt.tokenizer import ModelTokenizer
+from engine.runtime.batch import DecodeRow
+from engine.runtime.context import reply_budget, tool_definition_tokens
+from engine.runtime.reply_text import ReplyText
+from engine.runtime.sampling import RowSampler, build_processors, end_token_ids
+from engine.runtime.speculative import Drafter, Speculator
 from engine.types import (
     ChatResult,
     ConstraintSpec,
@@ -36,10 +36,10 @@ from engine.types import (
 
 if TYPE_CHECKING:
     from engine.constraints.row import RowConstraint
-    from engine.engine import RequestHandle
-    from engine.models import LoadedModel
-    from engine.prompt_cache import KVState
-    from engine.token_record import RowTrace, TokenText
+    from engine.library.load import LoadedModel
+    from engine.memory.store import KVState
+    from engine.runtime.handle import RequestHandle
+    from engine.runtime.logprobs import RowTrace, TokenText
     from engine.tools import ToolPlan
 
 
@@ -124,7 +124,7 @@ class Reply:
         self.trace: RowTrace | None = None
         self._token_text: TokenText | None = None
         if request.logprobs is not None:
-            from engine.token_record import RowTrace, TokenText
+            from engine.runtime.logprobs import RowTrace, TokenText
 
             self.trace = RowTrace(request.logprobs, len(prompt_tokens))
             self._token_text = TokenText(tokenizer)

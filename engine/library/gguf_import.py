@@ -18,8 +18,10 @@ from pathlib import Path
 
 from engine.errors import ModelLoadError
 from engine.files import remove_tree
-from engine.gguf_tokenizer import build_tokenizer_files
-from engine.import_cache import (
+from engine.library.convert import convert_gguf
+from engine.library.gguf_file import MappedGGUF, open_gguf
+from engine.library.gguf_tokenizer import build_tokenizer_files
+from engine.library.import_cache import (
     OWNER,
     clean_stale_temp_folders,
     file_sha256,
@@ -30,8 +32,6 @@ from engine.import_cache import (
     read_marker,
     write_marker,
 )
-from engine.library.convert import convert_gguf
-from engine.library.gguf_file import MappedGGUF, open_gguf
 
 ProgressFn = Callable[[str, float], None]
 

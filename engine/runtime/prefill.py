@@ -1,8 +1,8 @@
 """Prompt processing: a prompt's tokens fed into a KV cache in chunks.
 
 Every token fed to the model is appended to `fed`, so the caller always knows exactly which
-tokens the KV cache holds (for the prefix cache). The scheduler (`engine.scheduler`) feeds
-one chunk at a time between decode steps; the decode loop is `engine.batch`.
+tokens the KV cache holds (for the prefix cache). The scheduler (`engine.runtime.scheduler`) feeds
+one chunk at a time between decode steps; the decode loop is `engine.runtime.batch`.
 """
 
 from __future__ import annotations

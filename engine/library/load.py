@@ -14,16 +14,6 @@ import platformdirs
 
 from engine.errors import ModelLoadError
 from engine.files import check_inside
-from engine.gguf_import import import_gguf
-from engine.import_cache import (
-    clean_stale_temp_folders,
-    file_sha256,
-    find_by_fingerprint,
-    is_import_of,
-    remember_fingerprint,
-    safe_folder_name,
-)
-from engine.library.budget import CPU_DEQUANTIZE_LIMIT
 from engine.library.discovery import (
     OLLAMA_PREFIX,
     LibraryRoots,
@@ -32,10 +22,20 @@ from engine.library.discovery import (
     ollama_blob,
 )
 from engine.library.gguf_file import is_gguf_file, open_gguf
+from engine.library.gguf_import import import_gguf
+from engine.library.import_cache import (
+    clean_stale_temp_folders,
+    file_sha256,
+    find_by_fingerprint,
+    is_import_of,
+    remember_fingerprint,
+    safe_folder_name,
+)
+from engine.memory.budget import CPU_DEQUANTIZE_LIMIT
 from engine.types import MemoryPlan, ModelInfo
 
 if TYPE_CHECKING:
-    from engine.prompt_cache import PromptCacheTrie
+    from engine.memory.prompt_cache import PromptCacheTrie
 
 ProgressFn = Callable[[str, float], None]
 
@@ -104,7 +104,7 @@ def ensure_gguf_imported(
 ) -> Path:
     """Import `gguf` into the cache once; later calls return the cached folder at once.
 
-    The cache is keyed by the file's SHA-256 (engine/import_cache.py says why); a file
+    The cache is keyed by the file's SHA-256 (engine/library/import_cache.py says why); a file
     whose status has not changed since it was hashed is found without hashing it again.
     """
     gguf = Path(gguf).expanduser().resolve()
@@ -170,7 +170,7 @@ def _resolve_repo(repo_id: str, report: ProgressFn) -> Path:
     """A Hugging Face repo: Corral's finished download, the Hugging Face cache's copy, or
     a download now (with progress) into Corral's cache."""
     from engine.library.downloads import completed_download, download, plan_download
-    from engine.memory import memory_budget
+    from engine.memory.plan import memory_budget
 
     root = cache_dir()
     found = completed_download(root, repo_id) or hf_snapshot(
@@ -242,7 +242,7 @@ def load_model(
     import mlx_lm
     from mlx.utils import tree_flatten
 
-    from engine.memory import model_nbytes
+    from engine.memory.plan import model_nbytes
 
     report = on_progress or (lambda stage, fraction: None)
     target = resolve_model(spec, report)

@@ -1,7 +1,7 @@
 """Speculative decoding: guess a row's next tokens, verify them in the row's own step.
 
 A speculating row feeds, in one forward pass, the token it knows next plus a draft of the
-tokens it expects after it (`engine.batch`). The logits of every fed position then say
+tokens it expects after it (`engine.runtime.batch`). The logits of every fed position then say
 which draft tokens the model itself would have produced: the agreeing prefix is kept, the
 first disagreement is replaced by the model's own token, and the rest is dropped from the
 KV cache (`rollback_cache`) as if it had never been fed.
@@ -12,7 +12,7 @@ draft model with the same tokenizer (`DraftModel`). Under a constraint the gramm
 draft before the model does (`RowConstraint.validate`), so only a valid prefix is fed.
 
 Exactness. Every reply token is drawn with a key fixed by the reply's seed and the token's
-position (`engine.sampling.RowSampler`), so the model's token at a position is the same
+position (`engine.runtime.sampling.RowSampler`), so the model's token at a position is the same
 whether or not a draft was fed there. A draft token is accepted exactly when it equals that
 token. Drafts are deterministic (q is a point mass at the draft token d), for which the
 standard speculative rule (accept with probability min(1, p(d)/q(d)) = p(d), otherwise draw
@@ -36,7 +36,7 @@ from typing import Any, Protocol, cast
 
 import mlx.core as mx
 
-from engine.prompt_cache import trim_cache
+from engine.memory.prompt_cache import trim_cache
 
 # Longest draft fed in one pass.
 MAX_DRAFT = 8

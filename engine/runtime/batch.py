@@ -21,7 +21,7 @@ work: a row feeds all of them in one step, the rows with fewer tokens right-padd
 narrow waits for its matcher, to feed its next token together with the tokens forced
 after it rather than spend a forward pass on it alone.
 
-Speculative decoding (`engine.speculative`) rides on the same mechanism: a speculating row
+Speculative decoding (`engine.runtime.speculative`) rides on the same mechanism: a speculating row
 reads its token at the end of the step, then feeds it with a draft of the tokens expected
 after it (checked first by its grammar); the logits of every fed position verify the draft
 (`_verify_drafts`), and the rejected positions leave the KV cache and `fed`. Only the
@@ -40,12 +40,11 @@ from mlx_lm.models import cache as mlx_cache
 
 from engine.constraints.masking import apply_masks, metal_available
 from engine.constraints.row import RowConstraint
-from engine.sampling import LogitsProcessor, RowSampler
-from engine.speculative import PassCost, Speculator, rollback_cache
-from engine.token_record import BatchRecorder, RowTrace
+from engine.memory.store import KVState
+from engine.runtime.logprobs import BatchRecorder, RowTrace
+from engine.runtime.sampling import LogitsProcessor, RowSampler
+from engine.runtime.speculative import PassCost, Speculator, rollback_cache
 from engine.types import StopReason
-
-KVState = list[Any]
 
 # Batch caches that can take rows of different lengths in one step (right padding).
 _PADDABLE = tuple(
@@ -87,7 +86,7 @@ class DecodeRow:
         speculator: Speculator | None = None,
     ) -> None:
         """`cache` holds `fed` (the prompt but `tail`, its last token(s), fed when joining).
-        `trace` records each token's log-probabilities (`engine.token_record`). A
+        `trace` records each token's log-probabilities (`engine.runtime.logprobs`). A
         `speculator` drafts tokens to verify (not with `processors`, which read the tokens
         one by one, nor with a `trace`, which records one sampled token per step)."""
         self.owner = owner

@@ -1,5 +1,5 @@
 """How much memory a model may take here, without MLX: the library and the download check use
-the same headroom as the engine's memory plan (`engine.memory.plan_memory`)."""
+the same headroom as the engine's memory plan (`engine.memory.plan.plan_memory`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from engine.types import MemoryPlan
 
 GiB = 1 << 30
-# On the CPU backend the engine runs small quantized models in float32 (engine.models).
+# On the CPU backend the engine runs small quantized models in float32 (engine.library.load).
 CPU_DEQUANTIZE_LIMIT = 2 * GiB
 
 

@@ -2,7 +2,7 @@
 OpenAI's `logprobs`).
 
 A reply that asks (`ChatRequest.logprobs`) decodes with a `RowTrace`. The decode loop
-(`engine.batch`) hands `BatchRecorder` the logits its forward pass already computed; for
+(`engine.runtime.batch`) hands `BatchRecorder` the logits its forward pass already computed; for
 the rows that record, and only for them, one step adds:
 
 - for each position some logits predict (the row's last position, and inside a pass
@@ -29,12 +29,12 @@ from typing import Any, Protocol
 import mlx.core as mx
 import numpy as np
 
-from engine.tokenizer import ModelTokenizer
+from engine.prompt.tokenizer import ModelTokenizer
 from engine.types import MAX_TOP_LOGPROBS, TokenAlternative, TokenLogprob
 
 
 class RecordingRow(Protocol):
-    """What the recorder reads of a decode row (`engine.batch.DecodeRow`)."""
+    """What the recorder reads of a decode row (`engine.runtime.batch.DecodeRow`)."""
 
     trace: RowTrace | None
     fed: list[int]

@@ -43,10 +43,8 @@ import mlx.core as mx
 from mlx.utils import tree_flatten, tree_map
 from mlx_lm.models import cache as mlx_cache
 
+from engine.memory.store import KVState
 from engine.types import CacheStats
-
-# The KV state of some tokens: mlx-lm's prompt cache, one cache object per layer.
-KVState = list[Any]
 
 
 def _classes(*names: str) -> tuple[type[Any], ...]:

@@ -4,8 +4,8 @@ their prompts are ready, and leave the moment they end.
 `Scheduler.run` serves until no request is left. Each turn of its loop:
 
 1. admit queued requests while fewer than `max_rows` replies are in flight: build each
-   prompt and start its constraint's compilation (`engine.generation.Reply`);
-2. run one decode step for the rows decoding (`engine.batch.DecodeBatch`), and finish the
+   prompt and start its constraint's compilation (`engine.runtime.reply.Reply`);
+2. run one decode step for the rows decoding (`engine.runtime.batch.DecodeBatch`), and finish the
    rows that ended: each one's KV state goes back to the prompt cache with exactly its
    tokens, then its result is delivered;
 3. prefill at most one chunk's worth of tokens (`PREFILL_CHUNK`) of the admitted prompts,
@@ -33,18 +33,18 @@ from typing import TYPE_CHECKING
 
 import mlx.core as mx
 
-from engine.batch import DecodeBatch, DecodeRow, can_batch
-from engine.context import annotate_error
-from engine.decode import PREFILL_CHUNK, feed
 from engine.errors import CorralError
-from engine.generation import Reply
-from engine.speculative import Drafter, DraftModel, PassCost, PromptLookup
-from engine.types import ChatResult, GenerationStats, StopReason
+from engine.runtime.batch import DecodeBatch, DecodeRow, can_batch
+from engine.runtime.context import annotate_error
+from engine.runtime.prefill import PREFILL_CHUNK, feed
+from engine.runtime.reply import Reply
+from engine.runtime.speculative import Drafter, DraftModel, PassCost, PromptLookup
+from engine.types import ChatResult, ErrorKind, GenerationStats, StopReason
 
 if TYPE_CHECKING:
-    from engine.engine import PromptCacheStore, RequestHandle
-    from engine.models import LoadedModel
-    from engine.prompt_cache import KVState
+    from engine.library.load import LoadedModel
+    from engine.memory.store import KVState, PromptCacheStore
+    from engine.runtime.handle import RequestHandle
 
 # A prompt sharing at least this many tokens with one that just finished prefilling starts
 # from the latter's state (the trie keeps a shared copy for it).
@@ -80,7 +80,7 @@ class Scheduler:
         pass_cost: PassCost | None = None,
     ) -> None:
         """`deliver(handle, result)` finishes a request (after its cache is stored).
-        `speculative`: replies draft tokens to verify (`engine.speculative`), with the
+        `speculative`: replies draft tokens to verify (`engine.runtime.speculative`), with the
         `draft` model (and its prompt cache) if given, else by prompt lookup; `pass_cost`
         holds what wider steps cost on this model (learnt across schedulers)."""
         self.loaded = loaded
@@ -223,7 +223,7 @@ class Scheduler:
     # ---- memory ----
 
     def _learn_token_bytes(self, prompt: _Prompt) -> None:
-        from engine.prompt_cache import cache_nbytes
+        from engine.memory.prompt_cache import cache_nbytes
 
         if self._token_bytes or prompt.cache is None or not prompt.fed:
             return
@@ -286,10 +286,8 @@ class Scheduler:
 def error_result(exc: BaseException, started: float) -> ChatResult:
     """The result of a request that failed with `exc`: "input" when the request was at
     fault (settings, grammar, a conversation the template cannot render)."""
-    stats = GenerationStats(stop_reason=StopReason.ERROR.value)
-    stats.total_s = time.perf_counter() - started
-    result = ChatResult("", StopReason.ERROR, stats, error=f"{type(exc).__name__}: {exc}")
-    result.error_kind = "input" if isinstance(exc, CorralError | ValueError) else "internal"
+    kind: ErrorKind = "input" if isinstance(exc, CorralError | ValueError) else "internal"
+    result = ChatResult.failed(f"{type(exc).__name__}: {exc}", kind=kind, started=started)
     annotate_error(result, exc)  # a code (and the prompt's length) a front end can act on
     return result
 

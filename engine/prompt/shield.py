@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from engine.tokenizer import ModelTokenizer
+from engine.prompt.tokenizer import ModelTokenizer
 
 _OPEN, _CLOSE = "\ue000", "\ue001"
 _PLACEHOLDER = re.compile(f"{_OPEN}(\\d+){_CLOSE}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.tokenizer import ModelTokenizer
+from engine.prompt.tokenizer import ModelTokenizer
 
 
 class ReplyText:

@@ -4,7 +4,7 @@
 tools and messages in `engine.tools.prompt` and render here too), so the same history gives
 the same text, and shares the prompt cache, with tools on or off. Messages are untrusted:
 their roles must be known ones, and `encode_chat` tokenizes their text as plain text, so
-only the template's own markers become control tokens (`engine.plain_text`).
+only the template's own markers become control tokens (`engine.prompt.shield`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.plain_text import TextShield
-from engine.tokenizer import ModelTokenizer
+from engine.prompt.shield import TextShield
+from engine.prompt.tokenizer import ModelTokenizer
 
 KNOWN_ROLES = ("system", "user", "assistant", "tool")
 

@@ -1,4 +1,5 @@
-"""The allowed range of every sampling setting, checked where a request enters the engine.
+"""How the next token is picked (SamplingSettings), and the allowed range of every setting,
+checked where a request enters the engine.
 
 Settings come from the app, the command line, the server and saved conversations; NaN,
 negative values, `seed: -1` or a string where a number belongs would otherwise reach the
@@ -9,10 +10,8 @@ range it allows, and the value it got.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from engine.types import SamplingSettings
+from dataclasses import dataclass, field
+from typing import Any
 
 MAX_TEMPERATURE = 100.0
 MAX_REPETITION_PENALTY = 100.0
@@ -83,3 +82,22 @@ def check_sampling(settings: SamplingSettings) -> None:
                 f"stop[{index}] must be a string of 1 to {MAX_STOP_CHARS:,} characters, "
                 f"got {_shown(text)}"
             )
+
+
+@dataclass
+class SamplingSettings:
+    """How the next token is picked. `temperature == 0` means greedy."""
+
+    temperature: float = 0.7
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    repetition_context: int = 64
+    seed: int | None = None
+    max_tokens: int = 512
+    stop: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first setting that is out of range (and the range)."""
+        check_sampling(self)

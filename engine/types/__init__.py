@@ -1,0 +1,106 @@
+"""Plain data passed between the engine and its callers: requests, settings, events, results.
+
+Nothing here touches MLX or imports the rest of the engine (tests/test_layers.py checks it),
+so the GUI, the server and every engine layer can import it freely. One module per concern;
+this package re-exports them all, so `from engine.types import ChatRequest` is the way in.
+"""
+
+from engine.types.diagnostics import (
+    Diagnostic,
+    ValidationReport,
+)
+from engine.types.events import (
+    ChatEvent,
+    Finished,
+    LoadProgress,
+    PrefillProgress,
+    TextDelta,
+    TokenLogprobs,
+    ToolCallDelta,
+)
+from engine.types.request import (
+    KIND_NAMES,
+    ChatMessage,
+    ChatRequest,
+    ChatRole,
+    CompiledConstraint,
+    ConstraintKind,
+    ConstraintSpec,
+    ConstraintUse,
+    FunctionCall,
+    FunctionChoice,
+    FunctionDefinition,
+    JSONObject,
+    NamedToolChoice,
+    SchemaOptions,
+    ToolCallMessage,
+    ToolChoiceOption,
+    ToolDefinition,
+)
+from engine.types.result import (
+    MAX_TOP_LOGPROBS,
+    ChatResult,
+    ErrorKind,
+    GenerationStats,
+    StopReason,
+    TokenAlternative,
+    TokenLogprob,
+    ToolCall,
+    inspection_summary,
+)
+from engine.types.sampling import (
+    SamplingSettings,
+    check_sampling,
+)
+from engine.types.state import (
+    DEFAULT_MAX_ROWS,
+    CacheStats,
+    EngineSnapshot,
+    MemoryPlan,
+    ModelInfo,
+)
+
+__all__ = [
+    "CacheStats",
+    "ChatEvent",
+    "ChatMessage",
+    "ChatRequest",
+    "ChatResult",
+    "ChatRole",
+    "CompiledConstraint",
+    "ConstraintKind",
+    "ConstraintSpec",
+    "ConstraintUse",
+    "DEFAULT_MAX_ROWS",
+    "Diagnostic",
+    "EngineSnapshot",
+    "ErrorKind",
+    "Finished",
+    "FunctionCall",
+    "FunctionChoice",
+    "FunctionDefinition",
+    "GenerationStats",
+    "JSONObject",
+    "KIND_NAMES",
+    "LoadProgress",
+    "MAX_TOP_LOGPROBS",
+    "MemoryPlan",
+    "ModelInfo",
+    "NamedToolChoice",
+    "PrefillProgress",
+    "SamplingSettings",
+    "SchemaOptions",
+    "StopReason",
+    "TextDelta",
+    "TokenAlternative",
+    "TokenLogprob",
+    "TokenLogprobs",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolCallMessage",
+    "ToolChoiceOption",
+    "ToolDefinition",
+    "ValidationReport",
+    "check_sampling",
+    "inspection_summary",
+]

@@ -1,0 +1,255 @@
+"""What the engine hands back for a reply: its text, why it stopped, its figures and the
+log-probabilities of its tokens when asked.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+from engine.types.request import ConstraintUse
+
+# Whose fault a failed request was (ChatResult.error_kind).
+ErrorKind = Literal["input", "unavailable", "internal"]
+
+
+class StopReason(StrEnum):
+    """Why a reply ended."""
+
+    EOS = "eos"
+    LENGTH = "length"
+    STOP_STRING = "stop"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+
+
+# Alternatives a recorded token keeps at most (OpenAI's `top_logprobs` limit).
+MAX_TOP_LOGPROBS = 20
+
+
+@dataclass(frozen=True)
+class TokenAlternative:
+    """A token the model could have written instead: its log-probability before the
+    constraint's mask and whether the mask allowed it."""
+
+    token: int
+    text: str
+    logprob: float
+    allowed: bool = True
+    bytes: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "token": self.token,
+            "text": self.text,
+            "logprob": self.logprob,
+            "allowed": self.allowed,
+            "bytes": list(self.bytes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TokenAlternative:
+        return cls(
+            int(data["token"]),
+            str(data["text"]),
+            float(data["logprob"]),
+            bool(data.get("allowed", True)),
+            tuple(int(b) for b in data.get("bytes", ())),
+        )
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """What was known about one reply token when it was written.
+
+    `logprob` is its log-probability after the constraint's mask and the penalties (the
+    distribution it was sampled from, before temperature; 0.0 for a forced token), and
+    `model_logprob` before the mask (what the model wanted; None where no forward pass
+    predicted it, as for the closing policy's tokens). `top` are the most likely tokens
+    before the mask, best first, each with whether the mask allowed it. `allowed` counts
+    the tokens the grammar allowed (None: no constraint). `forced`: the grammar (or the
+    closing policy) left this one token, fed without sampling. `overridden`: the model's
+    own first choice was not allowed.
+    """
+
+    token: int
+    text: str
+    logprob: float
+    model_logprob: float | None
+    top: tuple[TokenAlternative, ...] = ()
+    allowed: int | None = None
+    forced: bool = False
+    overridden: bool = False
+    bytes: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "token": self.token,
+            "text": self.text,
+            "logprob": self.logprob,
+            "model_logprob": self.model_logprob,
+            "top": [a.to_dict() for a in self.top],
+            "allowed": self.allowed,
+            "forced": self.forced,
+            "overridden": self.overridden,
+            "bytes": list(self.bytes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TokenLogprob:
+        model = data.get("model_logprob")
+        allowed = data.get("allowed")
+        return cls(
+            int(data["token"]),
+            str(data["text"]),
+            float(data["logprob"]),
+            None if model is None else float(model),
+            tuple(TokenAlternative.from_dict(a) for a in data.get("top", ())),
+            None if allowed is None else int(allowed),
+            bool(data.get("forced", False)),
+            bool(data.get("overridden", False)),
+            tuple(int(b) for b in data.get("bytes", ())),
+        )
+
+
+def inspection_summary(tokens: list[TokenLogprob]) -> str:
+    """One line about a recorded reply: where the constraint overrode the model, and how
+    many tokens it forced."""
+    overridden = sum(t.overridden for t in tokens)
+    forced = sum(t.forced for t in tokens)
+    return (
+        f"the constraint overrode the model at {overridden} of {len(tokens)} tokens; "
+        f"{forced} forced"
+    )
+
+
+@dataclass
+class GenerationStats:
+    """Figures for one reply. Later features add fields; keep defaults so old records load."""
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    generated_tokens: int = 0
+    ttft_s: float = 0.0
+    prefill_tps: float = 0.0
+    decode_tps: float = 0.0
+    total_s: float = 0.0
+    stop_reason: str = StopReason.EOS.value
+    # constrained decoding
+    constrained: bool = False
+    grammar_compile_ms: float = 0.0
+    mask_mean_ms: float = 0.0
+    mask_p99_ms: float = 0.0
+    mask_overhead_ms: float = 0.0
+    forced_tokens: int = 0
+    forward_passes: int = 0
+    # closing within the budget (engine.constraints.closing): whether the reply ended on
+    # the closing policy's tokens, why ("budget" or "repetition"), how many it added, how
+    # often the ending was computed, and whether loops inside a value were closed
+    closed_to_fit: bool = False
+    close_reason: str = ""
+    closing_tokens: int = 0
+    closing_checks: int = 0
+    close_loops: bool = False
+    # speculative decoding (engine.runtime.speculative): whether the reply drafted, draft tokens
+    # fed to the model, how many it kept, and the share kept
+    speculative: bool = False
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    acceptance_rate: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GenerationStats:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class ToolCall:
+    """A parsed tool call from a reply; `arguments` is already-parsed JSON."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass
+class ChatResult:
+    """The finished reply: its text, why it stopped, and its figures."""
+
+    text: str
+    stop_reason: StopReason
+    stats: GenerationStats
+    incomplete: bool = False
+    error: str | None = None
+    # "input" when the request was at fault (settings, grammar, a conversation the template
+    # cannot render), "unavailable" when no model is loaded, "internal" for anything else.
+    error_kind: ErrorKind | None = None
+    # A machine-readable reason where a front end can offer a way out, e.g.
+    # "context_length_exceeded" (stats.prompt_tokens then holds the prompt's length).
+    error_code: str | None = None
+    constraint_name: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    # with tools: what became of the request's own constraint, and what the tools' checks
+    # found (tool schemas llguidance cannot fully enforce, a paused grammar)
+    constraint_use: ConstraintUse | None = None
+    warnings: list[str] = field(default_factory=list)
+    # what the tight defaults did to the reply's JSON schema ("declared keys only", ...)
+    tight: list[str] = field(default_factory=list)
+    # The exact token ids sent and fed (prompt + every token given to the model), for
+    # measuring cache reuse on the tokens actually sent; not part of the JSON form.
+    token_ids: list[int] = field(default_factory=list, repr=False)
+    prompt_length: int = 0
+    # each reply token's log-probabilities, when the request asked (ChatRequest.logprobs)
+    logprobs: list[TokenLogprob] | None = None
+
+    @classmethod
+    def failed(
+        cls,
+        message: str,
+        *,
+        kind: ErrorKind,
+        code: str | None = None,
+        started: float | None = None,
+    ) -> ChatResult:
+        """The result of a request that produced no reply: `message` says why, `kind` whose
+        fault it was, `code` a reason a front end can act on; `started` (a perf_counter
+        reading) when the request began, for its total time."""
+        stats = GenerationStats(stop_reason=StopReason.ERROR.value)
+        if started is not None:
+            stats.total_s = time.perf_counter() - started
+        return cls("", StopReason.ERROR, stats, error=message, error_kind=kind, error_code=code)
+
+    @property
+    def closed_to_fit(self) -> bool:
+        """The reply was ended early, validly, by the closing policy."""
+        return self.stats.closed_to_fit
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "stop_reason": self.stop_reason.value,
+            "incomplete": self.incomplete,
+            "closed_to_fit": self.closed_to_fit,
+            "tight": list(self.tight),
+            "error": self.error,
+            "error_code": self.error_code,
+            "constraint": self.constraint_name,
+            "constraint_use": self.constraint_use,
+            "warnings": list(self.warnings),
+            "tool_calls": [c.to_dict() for c in self.tool_calls],
+            "stats": self.stats.to_dict(),
+            **(
+                {"logprobs": [t.to_dict() for t in self.logprobs]}
+                if self.logprobs is not None
+                else {}
+            ),
+        }
