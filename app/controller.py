@@ -29,7 +29,7 @@ from app.store import DEFAULT_TITLE, ChatSettings, Conversation, Message, Store,
 from app.tools import enabled_tool_definitions, enabled_tool_warnings
 from engine.constraints.validate import constraint_notes
 from engine.mcp.turn import DEFAULT_MAX_STEPS, tool_choice_for_step
-from engine.runtime.context import CONTEXT_LENGTH_EXCEEDED, error_text
+from engine.runtime.context import CONTEXT_LENGTH_EXCEEDED
 from engine.types import (
     ChatMessage,
     ChatRequest,
@@ -627,15 +627,15 @@ class ChatController(QObject):
         result = results[0]
         if not kept and parent is not None and continued is None:
             if result.error:
-                self.unanswered[parent.id] = f"No reply: {error_text(result.error)}"
+                self.unanswered[parent.id] = f"No reply: {result.error}"
                 if result.error_code == CONTEXT_LENGTH_EXCEEDED:
                     self._overflow = (parent.conversation_id, result.stats.prompt_tokens)
-                    text = error_text(result.error)
+                    text = result.error
                     self.contextExceeded.emit(text[:1].upper() + text[1:], self._reply_had_tools)
             elif result.stop_reason == StopReason.CANCELLED:
                 self.unanswered[parent.id] = "Stopped before any reply"
         elif not kept and continued is not None and result.error:
-            self.notice.emit(f"The reply could not be continued: {result.error}")
+            self.notice.emit(f"The reply could not be continued: {result.error_line}")
         self.busyChanged.emit(self.busy)
         self.replyFinished.emit(result)
         self.pathChanged.emit()
@@ -677,7 +677,7 @@ class ChatController(QObject):
         if continued is not None:
             meta["continued_from"] = continued.id
         if result.error:
-            meta["error"] = result.error
+            meta["error"] = result.error_line
         if result.logprobs and continued is None:  # a continuation's cover only its new part
             meta["inspect"] = len(result.logprobs)
         message = self.store.add_message(

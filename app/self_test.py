@@ -92,7 +92,7 @@ def run_self_test(model: str = "default") -> int:
         seconds=round(time.perf_counter() - started, 2),
     )
     if result.error:
-        return _fail(report, f"generation failed: {result.error}")
+        return _fail(report, f"generation failed: {result.error_line}")
     gui = [m for m in report["qt_modules"] if m != "PySide6.QtCore"]
     if gui:
         return _fail(report, f"the self-test imported Qt GUI modules {gui}; it must stay headless")

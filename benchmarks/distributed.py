@@ -18,6 +18,7 @@ import argparse
 import statistics
 from typing import Any
 
+from engine.api import EngineAPI
 from engine.engine import Engine
 from engine.types import ChatRequest, SamplingSettings
 
@@ -26,7 +27,7 @@ MAX_TOKENS = 32
 PROBE_STEPS = 50
 
 
-def _decode_tps(engine: Engine, tokens: int) -> tuple[float, int]:
+def _decode_tps(engine: EngineAPI, tokens: int) -> tuple[float, int]:
     request = ChatRequest(
         [{"role": "user", "content": PROMPT}], SamplingSettings(temperature=0.0, max_tokens=tokens)
     )

@@ -30,7 +30,7 @@ from engine.types import (
 )
 
 if TYPE_CHECKING:
-    from engine.engine import Engine
+    from engine.api import EngineAPI
 
 
 def _progress_printer(enabled: bool) -> Callable[[LoadProgress], None]:
@@ -88,7 +88,7 @@ def add_speculative_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_with_speculation(
-    engine: Engine, args: argparse.Namespace, progress: Callable[[LoadProgress], None]
+    engine: EngineAPI, args: argparse.Namespace, progress: Callable[[LoadProgress], None]
 ) -> ModelInfo:
     """Load `args.model` and set speculative decoding as the arguments say."""
     info = engine.load_model(args.model, progress).result()
@@ -179,7 +179,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if result.error:
-        print(f"error: {result.error}", file=sys.stderr)
+        print(f"error: {result.error_line}", file=sys.stderr)
         return 1
     return 0
 

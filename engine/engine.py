@@ -184,6 +184,11 @@ class Engine:
         return self._submit_call(job)
 
     @property
+    def failure(self) -> str | None:
+        """Always None: an engine on this machine fails request by request, never whole."""
+        return None
+
+    @property
     def draft_model(self) -> ModelInfo | None:
         """The draft model loaded, if any."""
         draft = self._draft

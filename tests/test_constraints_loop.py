@@ -142,7 +142,7 @@ def test_compile_errors_come_back_as_errors(tiny_engine):
     bad = ConstraintSpec("lark", 'start: "a"\nitem: "b" ???\n', "bad.lark")
     result = tiny_engine.chat(ChatRequest(USER, GREEDY, constraint=bad))
     assert result.stop_reason == StopReason.ERROR
-    assert "ConstraintError" in result.error and "bad.lark: line 2" in result.error
+    assert result.error_type == "ConstraintError" and "bad.lark: line 2" in (result.error or "")
     unsupported = json_schema_constraint({"not": {"type": "string"}}, "s.json")
     strict = replace(unsupported, options=SchemaOptions(lenient=False))
     result = tiny_engine.chat(ChatRequest(USER, GREEDY, constraint=strict))

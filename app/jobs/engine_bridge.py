@@ -32,7 +32,7 @@ from engine.types import (
 )
 
 if TYPE_CHECKING:
-    from engine.engine import Engine
+    from engine.api import EngineAPI
     from engine.runtime.handle import RequestHandle
     from engine.types import ValidationReport
 
@@ -102,7 +102,8 @@ class ReplyJob(QObject):
 
 
 class EngineBridge(QObject):
-    """Owns the Engine (created on first use) and re-emits its work as Qt signals."""
+    """Owns an engine (an EngineAPI: the local Engine, created on first use, or a
+    distributed group) and re-emits its work as Qt signals on the GUI thread."""
 
     loadStarted = Signal(str)  # spec
     loadProgress = Signal(str, float)  # stage, fraction
@@ -112,10 +113,10 @@ class EngineBridge(QObject):
     groupFailed = Signal(str)
     _loadDone = Signal(object, object)  # ModelInfo | None, error message | None
 
-    def __init__(self, engine: Engine | None = None, parent: QObject | None = None) -> None:
+    def __init__(self, engine: EngineAPI | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._engine = engine
-        self._make_engine: Callable[[], Engine] | None = None  # None: a local Engine
+        self._make_engine: Callable[[], EngineAPI] | None = None  # None: a local Engine
         self._failure_told: str | None = None
         self._max_rows: int | None = None  # the user's setting, for an engine made later
         self._speculative: bool | None = None  # likewise
@@ -125,7 +126,7 @@ class EngineBridge(QObject):
         self._loadDone.connect(self._on_load_done)
 
     @property
-    def engine(self) -> Engine:
+    def engine(self) -> EngineAPI:
         if self._engine is None:
             from engine.engine import Engine
 
@@ -136,7 +137,7 @@ class EngineBridge(QObject):
                 self._engine.set_speculative(self._speculative)
         return self._engine
 
-    def use_engine(self, make_engine: Callable[[], Engine] | None) -> None:
+    def use_engine(self, make_engine: Callable[[], EngineAPI] | None) -> None:
         """Serve from engines `make_engine` builds (None: a local Engine) from now on. The
         current engine, if any, stops its replies and closes in the background; load a model
         afterwards."""
@@ -149,14 +150,14 @@ class EngineBridge(QObject):
             threading.Thread(target=old.close, name="corral-close-engine", daemon=True).start()
 
     @property
-    def current_engine(self) -> Engine | None:
+    def current_engine(self) -> EngineAPI | None:
         """The engine in use, without starting one."""
         return self._engine
 
     @property
     def group_failure(self) -> str | None:
         """Why the distributed group serving the model stopped, if it did."""
-        return getattr(self._engine, "failure", None)
+        return self._engine.failure if self._engine is not None else None
 
     def _check_group(self) -> None:
         failure = self.group_failure

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from engine.api import EngineAPI
 from engine.distributed.client import DistributedConfig, DistributedEngine
 from engine.engine import Engine
 
@@ -40,7 +41,7 @@ def _positive(text: str) -> float:
     return value
 
 
-def make_engine(args: argparse.Namespace) -> Engine:
+def make_engine(args: argparse.Namespace) -> EngineAPI:
     """A DistributedEngine when `--distributed` was given, else the ordinary Engine."""
     if not getattr(args, "distributed", None):
         return Engine()

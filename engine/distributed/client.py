@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, Listener
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.distributed.hostfile import Hostfile, read_hostfile
 from engine.distributed.info import GroupInfo
@@ -36,7 +36,6 @@ from engine.distributed.protocol import (
     rebuild_error,
     strip_request,
 )
-from engine.engine import Engine
 from engine.errors import EngineClosedError
 from engine.runtime.handle import EventFn, RequestHandle
 from engine.types import (
@@ -51,6 +50,8 @@ from engine.types import (
     ModelInfo,
     ValidationReport,
 )
+
+T = TypeVar("T")
 
 WATCH_S = 0.25
 DIAGNOSE_WAIT_S = 3.0  # after a collective failed on rank 0: time for mlx.launch's verdict
@@ -123,8 +124,11 @@ def failed_result(message: str) -> ChatResult:
     return ChatResult.failed(message, kind="unavailable")
 
 
-class DistributedEngine(Engine):
-    """An Engine whose model is sharded across the machines of a hostfile."""
+class DistributedEngine:
+    """The EngineAPI (engine.api) for a model sharded across the machines of a hostfile.
+
+    Nothing runs here but the threads that talk to rank 0 and watch the group: no engine
+    thread, no prompt cache (rank 0 has them)."""
 
     def __init__(self, config: DistributedConfig, *, kv_budget_bytes: int | None = None) -> None:
         if config.shard not in ("auto", "tensor", "pipeline"):
@@ -134,7 +138,6 @@ class DistributedEngine(Engine):
         hf = config.hostfile
         self.hostfile = hf if isinstance(hf, Hostfile) else read_hostfile(hf)  # bad: raise now
         rank_python(self.hostfile)  # a packaged app needs the hostfile to name a Python
-        super().__init__(kv_budget_bytes=kv_budget_bytes)
         self.config = config
         self.hosts = [self.hostfile.host_name(r) for r in range(self.hostfile.size)]
         self._kv_setting = kv_budget_bytes
@@ -161,7 +164,7 @@ class DistributedEngine(Engine):
         threading.Thread(target=self._run, name="corral-dist-send", daemon=True).start()
         threading.Thread(target=self._watch, name="corral-dist-watch", daemon=True).start()
 
-    # ---- the Engine API ----
+    # ---- the EngineAPI ----
 
     @property
     def failure(self) -> str | None:
@@ -210,8 +213,23 @@ class DistributedEngine(Engine):
             for i, request in enumerate(requests)
         ]
 
+    def chat(self, request: ChatRequest) -> ChatResult:
+        return self.submit(request).result()
+
     def set_max_rows(self, max_rows: int) -> None:
         """Nothing to change: a sharded model decodes one reply at a time."""
+
+    def set_speculative(self, on: bool) -> None:
+        """Nothing to change: rank 0 decodes as the group was started."""
+
+    def load_draft_model(self, spec: str | None) -> Future[ModelInfo | None]:
+        """A group takes no draft model (its replies draft by prompt lookup, if at all)."""
+        future: Future[ModelInfo | None] = Future()
+        if spec is None:
+            future.set_result(None)
+        else:
+            future.set_exception(ValueError("a distributed group takes no draft model"))
+        return future
 
     def check_constraint(self, spec: ConstraintSpec) -> ValidationReport:
         """Checked by rank 0 with the loaded model's tokenizer (or here, without one, when no
@@ -233,8 +251,8 @@ class DistributedEngine(Engine):
         by replaying one step's collectives (the benchmark's `dist_comm_ms_per_token`)."""
         return self._call("probe", (steps,), self.config.timeout_s + steps)
 
-    def run(self, fn: Callable[[Any], Any]) -> Future[Any]:
-        future: Future[Any] = Future()
+    def run(self, fn: Callable[[Any], T]) -> Future[T]:
+        future: Future[T] = Future()
         future.set_exception(
             DistributedError("the model lives in rank 0's process: it cannot run code here")
         )
@@ -261,7 +279,6 @@ class DistributedEngine(Engine):
                 call.future.set_exception(EngineClosedError("the engine was closed"))
         self._outbox.put(None)
         self._shut()
-        super().close()
 
     # ---- calls and messages ----
 
@@ -365,7 +382,7 @@ class DistributedEngine(Engine):
         if handle is None:
             return
         if isinstance(event, Finished):
-            error = event.result.error or ""
+            error = event.result.error_line or ""
             if _collective_failed(error):
                 self._group_down(error)  # finishes this handle too, naming the cause
                 return

@@ -127,6 +127,6 @@ def run_chat(args: argparse.Namespace, engine: Any, request: ChatRequest) -> int
                 print(f"[tool call] {call.name}({arguments})")
         err.write(f"[{outcome.end}] {len(outcome.replies)} replies, {len(outcome.calls)} calls\n")
     if final is not None and final.error:
-        err.write(f"error: {final.error}\n")
+        err.write(f"error: {final.error_line}\n")
         return 1
     return 0

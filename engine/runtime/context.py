@@ -65,12 +65,6 @@ def tool_definition_tokens(tokenizer: Any, request: ChatRequest, prompt_tokens: 
     return prompt_tokens - len(bare.prompt_tokens)
 
 
-def error_text(message: str) -> str:
-    """An engine error without its exception's class name ("ContextLengthError: ...")."""
-    head, sep, rest = message.partition(": ")
-    return rest if sep and head.endswith("Error") and head.isidentifier() else message
-
-
 def annotate_error(result: ChatResult, exc: BaseException) -> None:
     """Put what a front end needs to offer a way out on a failed result: the error's code
     and, for a prompt too long, its length."""

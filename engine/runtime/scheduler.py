@@ -287,7 +287,8 @@ def error_result(exc: BaseException, started: float) -> ChatResult:
     """The result of a request that failed with `exc`: "input" when the request was at
     fault (settings, grammar, a conversation the template cannot render)."""
     kind: ErrorKind = "input" if isinstance(exc, CorralError | ValueError) else "internal"
-    result = ChatResult.failed(f"{type(exc).__name__}: {exc}", kind=kind, started=started)
+    name = type(exc).__name__
+    result = ChatResult.failed(str(exc) or name, kind=kind, error_type=name, started=started)
     annotate_error(result, exc)  # a code (and the prompt's length) a front end can act on
     return result
 

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from engine.engine import Engine
+from engine.api import EngineAPI
 from engine.errors import EngineBusyError
 from engine.server.activity import RequestRecord, ServerActivity
 from engine.server.config import ServerConfig
@@ -77,7 +77,7 @@ async def _until_disconnect(request: Request) -> None:
 class Service:
     """The endpoints. One per app; shares `engine` with whoever else uses it."""
 
-    def __init__(self, engine: Engine, config: ServerConfig, activity: ServerActivity) -> None:
+    def __init__(self, engine: EngineAPI, config: ServerConfig, activity: ServerActivity) -> None:
         self.engine = engine
         self.config = config
         self.activity = activity
@@ -406,7 +406,7 @@ def _record(
     )
 
 
-def create_app(engine: Engine, config: ServerConfig, activity: ServerActivity) -> Starlette:
+def create_app(engine: EngineAPI, config: ServerConfig, activity: ServerActivity) -> Starlette:
     """The ASGI app serving `engine` with `config`; requests are counted in `activity`."""
     service = Service(engine, config, activity)
     routes = [

@@ -49,10 +49,8 @@ def status_for(result: ChatResult) -> int:
 
 
 def error_message(result: ChatResult) -> str:
-    """The engine's error without the exception's class name."""
-    message = result.error or "the reply was cancelled: the server is stopping"
-    head, sep, rest = message.partition(": ")
-    return rest if sep and head.endswith("Error") and head.isidentifier() else message
+    """What a client is told about a reply the engine could not produce."""
+    return result.error or "the reply was cancelled: the server is stopping"
 
 
 def failure(results: list[ChatResult]) -> ChatResult | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import uvicorn
 
-from engine.engine import Engine
+from engine.api import EngineAPI
 from engine.server.activity import ServerActivity
 from engine.server.app import create_app
 from engine.server.config import ServerConfig, ServerConfigError
@@ -50,7 +50,7 @@ class HTTPServer:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: EngineAPI,
         config: ServerConfig,
         activity: ServerActivity | None = None,
     ) -> None:

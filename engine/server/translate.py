@@ -48,7 +48,7 @@ from engine.types import (
 )
 
 if TYPE_CHECKING:
-    from engine.engine import Engine
+    from engine.api import EngineAPI
 
 
 # Choices one request may ask for (`n`): they decode side by side, one row each.
@@ -331,7 +331,7 @@ class ConstraintChecker:
     schema request after request, and the spec it returns carries the compiled grammar,
     which the engine then reuses instead of compiling again."""
 
-    def __init__(self, engine: Engine, size: int = 128) -> None:
+    def __init__(self, engine: EngineAPI, size: int = 128) -> None:
         self._engine = engine
         self._size = size
         self._lock = threading.Lock()

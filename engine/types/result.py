@@ -189,7 +189,10 @@ class ChatResult:
     stop_reason: StopReason
     stats: GenerationStats
     incomplete: bool = False
+    # Why no reply was produced: the message alone, and the exception's class name where
+    # an exception said it ("ConstraintError"); `error_line` joins them for a log or a CLI.
     error: str | None = None
+    error_type: str | None = None
     # "input" when the request was at fault (settings, grammar, a conversation the template
     # cannot render), "unavailable" when no model is loaded, "internal" for anything else.
     error_kind: ErrorKind | None = None
@@ -217,6 +220,7 @@ class ChatResult:
         message: str,
         *,
         kind: ErrorKind,
+        error_type: str | None = None,
         code: str | None = None,
         started: float | None = None,
     ) -> ChatResult:
@@ -226,7 +230,23 @@ class ChatResult:
         stats = GenerationStats(stop_reason=StopReason.ERROR.value)
         if started is not None:
             stats.total_s = time.perf_counter() - started
-        return cls("", StopReason.ERROR, stats, error=message, error_kind=kind, error_code=code)
+        return cls(
+            "",
+            StopReason.ERROR,
+            stats,
+            error=message,
+            error_type=error_type,
+            error_kind=kind,
+            error_code=code,
+        )
+
+    @property
+    def error_line(self) -> str | None:
+        """The error as one line, its type first where known ("ValueError: ..."), for the
+        CLI, logs and the stored message; None when the reply did not fail."""
+        if self.error is None or self.error_type is None or self.error == self.error_type:
+            return self.error
+        return f"{self.error_type}: {self.error}"
 
     @property
     def closed_to_fit(self) -> bool:
@@ -240,7 +260,8 @@ class ChatResult:
             "incomplete": self.incomplete,
             "closed_to_fit": self.closed_to_fit,
             "tight": list(self.tight),
-            "error": self.error,
+            "error": self.error_line,
+            "error_type": self.error_type,
             "error_code": self.error_code,
             "constraint": self.constraint_name,
             "constraint_use": self.constraint_use,
