@@ -112,6 +112,9 @@ case "$mode" in
         check "ruff format --check" "run .venv/bin/ruff format on the files listed above" \
             "$PY" -m ruff format --check --quiet .
         check "mypy" "fix the type errors above" "$PY" -m mypy
+        # The layers of docs/architecture.md, as contracts in pyproject.toml ([tool.importlinter]).
+        check "import contracts" "move the import named above to a layer that may make it" \
+            env PYTHONPATH="$PWD" "$VENV/bin/lint-imports" --no-cache
         say "running the tests"
         export QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}"
         exec "$PY" -m pytest -q "$@"

@@ -54,16 +54,13 @@ def run_self_test(model: str = "default") -> int:
     if frozen and bundled is None and model == "default":
         return _fail(report, "no bundled model in this build (models/default is missing)")
 
-    import mlx.core as mx
-
     from engine.blas import openblas_path
     from engine.engine import Engine
+    from engine.memory.plan import backend_info
     from engine.types import ChatRequest, ConstraintSpec, SamplingSettings
 
     report.update(
-        mlx=getattr(mx, "__version__", "unknown"),
-        device=str(mx.default_device()),
-        metal=bool(mx.metal.is_available()),
+        **backend_info(),
         openblas=openblas_path,
     )
     request = ChatRequest(

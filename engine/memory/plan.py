@@ -28,6 +28,16 @@ def _gb(n: int) -> str:
     return f"{n / 1e9:.1f} GB"
 
 
+def backend_info() -> dict[str, str | bool]:
+    """What MLX runs on here: its version, the default device, whether Metal is there
+    (for the app's self-test report, which must not import MLX itself)."""
+    return {
+        "mlx": str(getattr(mx, "__version__", "unknown")),
+        "device": str(mx.default_device()),
+        "metal": bool(mx.metal.is_available()),
+    }
+
+
 def machine_memory_bytes() -> int:
     """Physical memory of this machine in bytes; 0 if it cannot be read."""
     try:
