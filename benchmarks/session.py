@@ -12,17 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from engine.engine import Engine
+from engine.memory.store import common_prefix
 from engine.types import ChatMessage, ChatRequest, ChatResult, SamplingSettings
 
 SYSTEM = "You are Corral, a concise and friendly assistant running on the user's own Mac."
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 def run_session_hit_rate(engine: Engine, *, max_tokens: int = 12) -> dict[str, Any]:
@@ -40,7 +33,7 @@ def run_session_hit_rate(engine: Engine, *, max_tokens: int = 12) -> dict[str, A
         if result.error:
             raise RuntimeError(result.error)
         prompt = result.token_ids[: result.prompt_length]
-        best = max((_common_prefix(prompt, s) for s in seen), default=0)
+        best = max((common_prefix(prompt, s) for s in seen), default=0)
         best = min(best, len(prompt) - 1)
         cached += result.stats.cached_tokens
         perfect += best

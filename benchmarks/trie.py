@@ -21,7 +21,7 @@ from mlx_lm.models import cache as mlx_cache
 
 from engine.memory.plan import model_nbytes, plan_memory
 from engine.memory.prompt_cache import PromptCacheTrie, cache_arrays
-from engine.memory.store import KVState
+from engine.memory.store import KVState, common_prefix
 
 _WORDS = (
     "the planet orbit moon star light system water ice rock gas giant ring storm wind dust "
@@ -54,14 +54,6 @@ def _render(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
 
 def _encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
-
-
-def _lcp(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
 
 
 def _feed(model: Any, cache: KVState, tokens: list[int], step: int, logits: bool = True) -> None:
@@ -115,7 +107,7 @@ class _Session:
         self.requests = 0
 
     def perfect_reuse(self, prompt: list[int]) -> int:
-        best = max((_lcp(prompt, s) for s in self.computed), default=0)
+        best = max((common_prefix(prompt, s) for s in self.computed), default=0)
         return min(best, len(prompt) - 1)
 
     def request(

@@ -26,7 +26,7 @@ from engine.types import (
     SchemaOptions,
     TextDelta,
     ToolDefinition,
-    inspection_summary,
+    logprobs_summary,
 )
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         if result.tight:
             print(f"[tight: {'; '.join(result.tight)}]", file=sys.stderr)
         if result.logprobs is not None:
-            print(f"[inspector: {inspection_summary(result.logprobs)}]", file=sys.stderr)
+            print(f"[inspector: {logprobs_summary(result.logprobs)}]", file=sys.stderr)
         if result.closed_to_fit:
             print(
                 f"[closed to fit: the last {s.closing_tokens} tokens end the reply validly "

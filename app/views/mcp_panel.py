@@ -4,7 +4,7 @@ and per tool, Restart, Edit mcp.json, Import (button, or drop a file on the pane
 tool loop's settings (steps per turn, call timeout).
 
 Nothing here shows env values or headers: servers are described by their command line or
-URL without secrets (engine.mcp.config.ServerConfig.describe).
+URL without secrets (engine.mcp.config.MCPServerConfig.describe).
 """
 
 from __future__ import annotations

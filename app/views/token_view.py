@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QTextBrowser, QToolTip, QVBoxLayout, QWidget
 
 from app.views import theme
 from app.views.message_parts import label
-from engine.types import TokenLogprob, inspection_summary
+from engine.types import TokenLogprob, logprobs_summary
 
 MAX_HEIGHT = 320  # px: a long reply scrolls inside the inspector
 
@@ -69,7 +69,7 @@ class TokenView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(theme.SPACE.XS)
-        self.summary = label(inspection_summary(tokens), "inspectSummary", self)
+        self.summary = label(logprobs_summary(tokens), "inspectSummary", self)
         self.text = QTextBrowser(self)
         self.text.setObjectName("inspectText")
         self.text.setOpenLinks(False)

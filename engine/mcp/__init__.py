@@ -8,7 +8,7 @@ from engine.mcp.catalog import CatalogTool, ToolCatalog, ToolInfo, build_catalog
 from engine.mcp.config import (
     McpConfig,
     McpConfigError,
-    ServerConfig,
+    MCPServerConfig,
     default_config_path,
     load_config,
     parse_config,
@@ -19,7 +19,7 @@ __all__ = [
     "CatalogTool",
     "McpConfig",
     "McpConfigError",
-    "ServerConfig",
+    "MCPServerConfig",
     "ToolCatalog",
     "ToolInfo",
     "ToolResult",

@@ -7,7 +7,7 @@
 Claude Desktop, Cursor and LM Studio write this format; keys other apps add (`type`,
 `disabled`, `autoApprove`, ...) are accepted or ignored, never an error. Every problem is a
 McpConfigError naming the line it is on. Env values and headers are secrets: nothing here
-prints them (`ServerConfig.__repr__` and `describe` leave them out).
+prints them (`MCPServerConfig.__repr__` and `describe` leave them out).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class McpConfigError(CorralError, ValueError):
 
 
 @dataclass(frozen=True, repr=False)
-class ServerConfig:
+class MCPServerConfig:
     """One server entry: a command to run (stdio) or a URL (Streamable HTTP)."""
 
     name: str
@@ -63,7 +63,7 @@ class ServerConfig:
     line: int = 0  # where the entry starts in the file
 
     def __repr__(self) -> str:  # no env values, no headers: they hold secrets
-        return f"ServerConfig({self.name!r}, {self.transport}, {self.describe()!r})"
+        return f"MCPServerConfig({self.name!r}, {self.transport}, {self.describe()!r})"
 
     def describe(self) -> str:
         """What runs, for display: the command line, or the URL without credentials, query
@@ -96,10 +96,10 @@ class ServerConfig:
 class McpConfig:
     """The servers of one mcp.json, in file order."""
 
-    servers: tuple[ServerConfig, ...] = ()
+    servers: tuple[MCPServerConfig, ...] = ()
     source: str = ""
 
-    def server(self, name: str) -> ServerConfig | None:
+    def server(self, name: str) -> MCPServerConfig | None:
         return next((s for s in self.servers if s.name == name), None)
 
 
@@ -218,7 +218,7 @@ class _Reader:
         hits = [m.start() for m in re.finditer(re.escape(json.dumps(key)) + r"\s*:", self.text)]
         return self.line_at(hits[1] if len(hits) > 1 else 0)
 
-    def server(self, name: str, entry: Any, parent: _Located) -> ServerConfig:
+    def server(self, name: str, entry: Any, parent: _Located) -> MCPServerConfig:
         line = self.key_line(parent, name)
         label = f'server "{name}"'
         if not _SERVER_NAME_RE.match(name):
@@ -249,7 +249,7 @@ class _Reader:
             parts = urlsplit(url) if isinstance(url, str) else None
             if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
                 raise self.error(at(url_key), f'{label}: "url" must be an http(s) URL')
-            return ServerConfig(
+            return MCPServerConfig(
                 name,
                 "http",
                 url=url,
@@ -268,7 +268,7 @@ class _Reader:
         cwd = entry.get("cwd")
         if cwd is not None and (not isinstance(cwd, str) or not cwd):
             raise self.error(at("cwd"), f'{label}: "cwd" must be a folder path')
-        return ServerConfig(
+        return MCPServerConfig(
             name,
             "stdio",
             command=command,

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from engine.mcp.catalog import MAX_TOOLS_PER_SERVER, ToolInfo, check_tool
-from engine.mcp.config import ServerConfig, redact
+from engine.mcp.config import MCPServerConfig, redact
 from engine.mcp.results import ToolResult, from_call_result
 from engine.mcp.transport import StderrTail, StreamWatch, WatchedTransport
 
@@ -69,7 +69,7 @@ class ServerRunner:
 
     def __init__(
         self,
-        config: ServerConfig,
+        config: MCPServerConfig,
         publish: Callable[[ServerSnapshot], None],
         *,
         start_timeout: float = 60.0,

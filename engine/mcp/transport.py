@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import anyio
 
-from engine.mcp.config import ServerConfig
+from engine.mcp.config import MCPServerConfig
 
 TAIL_BYTES = 4096
 _GARBAGE_EXCERPT = 160
@@ -158,7 +158,7 @@ class _WatchedReadStream:
 class WatchedTransport:
     """An MCP transport (async context manager yielding (read, write)) for one server."""
 
-    def __init__(self, config: ServerConfig, watch: StreamWatch, stderr: StderrTail | None):
+    def __init__(self, config: MCPServerConfig, watch: StreamWatch, stderr: StderrTail | None):
         self._config = config
         self._watch = watch
         self._stderr = stderr

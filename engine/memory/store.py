@@ -7,6 +7,7 @@ recomputes every prompt.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from engine.types import CacheStats
@@ -49,3 +50,13 @@ class NoPromptCache:
 
     def clear(self) -> None:
         pass
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens `a` and `b` share: what a KV state computed for one can serve
+    the other (the prompt cache, the scheduler's shared prompts, a draft model's cache)."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n

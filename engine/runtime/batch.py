@@ -41,7 +41,7 @@ from mlx_lm.models import cache as mlx_cache
 from engine.constraints.masking import apply_masks, metal_available
 from engine.constraints.row import RowConstraint
 from engine.memory.store import KVState
-from engine.runtime.logprobs import BatchRecorder, RowTrace
+from engine.runtime.logprobs import BatchLogprobs, RowLogprobs
 from engine.runtime.sampling import LogitsProcessor, RowSampler
 from engine.runtime.speculative import PassCost, Speculator, rollback_cache
 from engine.types import StopReason
@@ -82,13 +82,13 @@ class DecodeRow:
         sampler: RowSampler,
         processors: list[LogitsProcessor] | None = None,
         constraint: RowConstraint | None = None,
-        trace: RowTrace | None = None,
+        row_logprobs: RowLogprobs | None = None,
         speculator: Speculator | None = None,
     ) -> None:
         """`cache` holds `fed` (the prompt but `tail`, its last token(s), fed when joining).
-        `trace` records each token's log-probabilities (`engine.runtime.logprobs`). A
+        `row_logprobs` records each token's log-probabilities (`engine.runtime.logprobs`). A
         `speculator` drafts tokens to verify (not with `processors`, which read the tokens
-        one by one, nor with a `trace`, which records one sampled token per step)."""
+        one by one, nor while it records logprobs, which takes one sampled token per step)."""
         self.owner = owner
         self.cache: KVState | None = cache  # its own until it joins; given back when it leaves
         self.fed = fed
@@ -98,7 +98,7 @@ class DecodeRow:
         self.processors = processors or []
         self.context = mx.array(fed, dtype=mx.uint32) if self.processors else None
         self.constraint = constraint
-        self.speculator = speculator if not self.processors and trace is None else None
+        self.speculator = speculator if not self.processors and row_logprobs is None else None
         self.draft: list[int] = []  # draft tokens at the end of the tokens fed this step
         self.position = 0  # of the token this step's last fed position predicts
         self.awaiting = constraint is not None  # a matcher job whose answer is not taken
@@ -107,7 +107,7 @@ class DecodeRow:
         self.at_limit = False  # its last allowed token is out; its matcher says how it ended
         self.stop_reason: StopReason | None = None
         self.error: Exception | None = None
-        self.trace = trace
+        self.row_logprobs = row_logprobs
 
     def finish(self, reason: StopReason, error: Exception | None = None) -> None:
         if self.stop_reason is None:
@@ -142,7 +142,8 @@ class DecodeBatch:
         self._cpu = mx.default_device() == mx.cpu
         self._metal_masks = metal_available()
         self._steps = 0
-        self._recorder = BatchRecorder()  # rows with a trace: their tokens' log-probabilities
+        # the log-probabilities of the tokens of the rows that record them
+        self._logprobs = BatchLogprobs()
         self.cost = cost or PassCost()  # how much a wider step costs, for the speculators
         self._step_started = 0.0
         self._last_step: tuple[float, tuple[int, int]] | None = None  # start, (rows, width)
@@ -263,8 +264,8 @@ class DecodeBatch:
         if max(padding):
             for c in self.cache:
                 c.finalize()
-        if any(row.trace is not None for row in rows):
-            self._recorder.forward(rows, out, counts)
+        if any(row.row_logprobs is not None for row in rows):
+            self._logprobs.forward(rows, out, counts)
         self._draft_logits = {}
         for i, row in enumerate(rows):
             row.position = len(row.fed) + row.sampled  # a sampled input is not in `fed` yet
@@ -278,7 +279,7 @@ class DecodeBatch:
     def _read(self, y: mx.array | None) -> list[int]:
         """Wait for last step's samples; start each constrained row's matcher on its token."""
         rows = self.rows
-        self._recorder.read(self._steps)  # figures computed with `y`: ready with it
+        self._logprobs.read(self._steps)  # figures computed with `y`: ready with it
         if y is None or not any(row.sampled for row in rows):
             return []
         tokens: list[int] = y.tolist()  # type: ignore[assignment]
@@ -379,8 +380,8 @@ class DecodeBatch:
             y = mx.concatenate(
                 [row.sampler(logits[i : i + 1], row.position) for i, row in enumerate(rows)]
             )
-        if any(row.trace is not None for row in rows):
-            self._recorder.sample(rows, raw, logits, y, self._steps)
+        if any(row.row_logprobs is not None for row in rows):
+            self._logprobs.sample(rows, raw, logits, y, self._steps)
         return y
 
     def _hold(self, row: DecodeRow) -> None:

@@ -1,9 +1,9 @@
 """Per-token log-probabilities recorded inside the decode loop (the token inspector and
 OpenAI's `logprobs`).
 
-A reply that asks (`ChatRequest.logprobs`) decodes with a `RowTrace`. The decode loop
-(`engine.runtime.batch`) hands `BatchRecorder` the logits its forward pass already computed; for
-the rows that record, and only for them, one step adds:
+A reply that asks (`ChatRequest.logprobs`) decodes with a `RowLogprobs`. The decode loop
+(`engine.runtime.batch`) hands `BatchLogprobs` the logits its forward pass already computed;
+for the rows that record, and only for them, one step adds:
 
 - for each position some logits predict (the row's last position, and inside a pass
   that fed several tokens each position before a forced token): the log-sum-exp, one
@@ -36,7 +36,7 @@ from engine.types import MAX_TOP_LOGPROBS, TokenAlternative, TokenLogprob
 class RecordingRow(Protocol):
     """What the recorder reads of a decode row (`engine.runtime.batch.DecodeRow`)."""
 
-    trace: RowTrace | None
+    row_logprobs: RowLogprobs | None
     fed: list[int]
     pending: list[int]
     sampled: bool
@@ -51,9 +51,9 @@ class RecordingRow(Protocol):
 
 @dataclass
 class _Slot:
-    """One position whose logits a step computed, for one row's trace."""
+    """One position whose logits a step computed, for one row's record."""
 
-    trace: RowTrace
+    row_logprobs: RowLogprobs
     pos: int
     sampled: bool  # the row samples its token here (else the token is a forced one)
     allowed: int | None  # tokens the mask allowed (None: no mask)
@@ -82,13 +82,13 @@ class StepRecord:
         self._k = k
 
     def read(self) -> None:
-        """Read the figures back into each slot's trace (once)."""
+        """Read the figures back into each slot's row (once)."""
         if self._slots is None or self._packed is None:
             return
         data = np.asarray(self._packed)
         k = self._k
         for slot, row in zip(self._slots, data, strict=True):
-            slot.trace.figures[slot.pos] = _Figures(
+            slot.row_logprobs.figures[slot.pos] = _Figures(
                 ids=row[:k].astype(np.int64),
                 logprobs=row[k : 2 * k],
                 allowed=row[2 * k : 3 * k] > 0.5,
@@ -104,7 +104,7 @@ class StepRecord:
         return self._slots is None
 
 
-class RowTrace:
+class RowLogprobs:
     """One reply's recording: the tokens handed to it and the figures read back for them.
 
     `start` is the position (in the row's tokens, prompt first) of the reply's first token.
@@ -155,9 +155,9 @@ class RowTrace:
         return records, rest
 
 
-class BatchRecorder:
-    """The decode batch's recording: builds each step's figures for the rows with a trace
-    (`forward`, then `sample`) and reads back earlier steps' (`read`)."""
+class BatchLogprobs:
+    """The decode batch's recording: builds each step's figures for the rows that record
+    logprobs (`forward`, then `sample`) and reads back earlier steps' (`read`)."""
 
     def __init__(self) -> None:
         self._unread: deque[StepRecord] = deque()
@@ -175,16 +175,16 @@ class BatchRecorder:
         slots: list[_Slot] = []
         targets: list[int] = []
         for i, row in enumerate(rows):
-            trace = row.trace
-            if trace is None or row.done or row.at_limit:
+            row_logprobs = row.row_logprobs
+            if row_logprobs is None or row.done or row.at_limit:
                 continue
             start = len(row.fed) if row.sampled else len(row.fed) - counts[i]
             self._last[i] = start + counts[i]
             for j in range(counts[i] - 1):  # position j predicts the forced token after it
                 pos = start + j + 1
-                if pos >= trace.start:
+                if pos >= row_logprobs.start:
                     flat.append(i * width + j)
-                    slots.append(_Slot(trace, pos, sampled=False, allowed=1))
+                    slots.append(_Slot(row_logprobs, pos, sampled=False, allowed=1))
                     targets.append(row.fed[pos])
         if flat:
             inner = out.reshape(-1, out.shape[-1])[mx.array(flat)]
@@ -200,16 +200,22 @@ class BatchRecorder:
         known: list[int] = []
         from_y: list[bool] = []
         for i, row in enumerate(rows):
-            trace = row.trace
+            row_logprobs = row.row_logprobs
             pos = self._last.get(i)
-            if trace is None or pos is None or pos < trace.start or row.done or row.at_limit:
+            if (
+                row_logprobs is None
+                or pos is None
+                or pos < row_logprobs.start
+                or row.done
+                or row.at_limit
+            ):
                 continue
             samples = not row.pending
             if not samples:  # the next token is a forced one: no mask was applied
-                slots.append(_Slot(trace, pos, sampled=False, allowed=1))
+                slots.append(_Slot(row_logprobs, pos, sampled=False, allowed=1))
             else:
                 count = row.constraint.allowed if row.constraint is not None else None
-                slots.append(_Slot(trace, pos, sampled=True, allowed=count))
+                slots.append(_Slot(row_logprobs, pos, sampled=True, allowed=count))
             index.append(i)
             known.append(row.pending[0] if row.pending else 0)
             from_y.append(samples)
@@ -218,7 +224,7 @@ class BatchRecorder:
         if not slots and inner is None:
             return
         all_slots = slots + (inner[1] if inner is not None else [])
-        k = max(1, max(s.trace.top for s in all_slots))
+        k = max(1, max(s.row_logprobs.top for s in all_slots))
         every = len(index) == len(rows)
         select = mx.array(index) if not every else None
         parts: list[mx.array] = []
@@ -271,8 +277,8 @@ class BatchRecorder:
         mx.async_eval(packed)  # with the step's samples: read back together
         record = StepRecord(step, all_slots, packed, k)
         self._unread.append(record)
-        for trace in {id(s.trace): s.trace for s in all_slots}.values():
-            trace.unread.append(record)
+        for row_logprobs in {id(s.row_logprobs): s.row_logprobs for s in all_slots}.values():
+            row_logprobs.unread.append(record)
 
     def read(self, step: int) -> None:
         """Read back the figures of the steps before `step` (already computed: their

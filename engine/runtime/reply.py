@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from engine.library.load import LoadedModel
     from engine.memory.store import KVState
     from engine.runtime.handle import RequestHandle
-    from engine.runtime.logprobs import RowTrace, TokenText
+    from engine.runtime.logprobs import RowLogprobs, TokenText
     from engine.tools import ToolPlan
 
 
@@ -121,12 +121,12 @@ class Reply:
                 cancelled=lambda: self.handle.cancelled,
             )
         self._close_to_fit = request.close_to_fit
-        self.trace: RowTrace | None = None
+        self.row_logprobs: RowLogprobs | None = None
         self._token_text: TokenText | None = None
         if request.logprobs is not None:
-            from engine.runtime.logprobs import RowTrace, TokenText
+            from engine.runtime.logprobs import RowLogprobs, TokenText
 
-            self.trace = RowTrace(request.logprobs, len(prompt_tokens))
+            self.row_logprobs = RowLogprobs(request.logprobs, len(prompt_tokens))
             self._token_text = TokenText(tokenizer)
 
     @property
@@ -143,7 +143,7 @@ class Reply:
         (unless a repetition penalty reads its tokens one by one)."""
         assert fed == self.prompt_tokens[:-1]
         processors = build_processors(self.settings)
-        if drafter is not None and not processors and self.trace is None:
+        if drafter is not None and not processors and self.row_logprobs is None:
             self.speculator = Speculator(drafter, lambda: self.budget - len(self.generated))
         return DecodeRow(
             self,
@@ -153,7 +153,7 @@ class Reply:
             sampler=RowSampler(self.settings),
             processors=processors,
             constraint=self.row_constraint,
-            trace=self.trace,
+            row_logprobs=self.row_logprobs,
             speculator=self.speculator,
         )
 
@@ -164,10 +164,10 @@ class Reply:
         if token in self.ends:
             return StopReason.EOS
         self.generated.append(token)
-        if self.trace is not None:
+        if self.row_logprobs is not None:
             assert self._token_text is not None
-            self.trace.given(token)
-            if ready := self.trace.ready(self._token_text):
+            self.row_logprobs.given(token)
+            if ready := self.row_logprobs.ready(self._token_text):
                 self.handle.emit(TokenLogprobs(tuple(ready)))
         if delta := self._text.add(token):
             self._emit_text(delta)
@@ -193,9 +193,9 @@ class Reply:
             for event in self._splitter.finish():
                 self.handle.emit(event)
         logprobs = None
-        if self.trace is not None:
+        if self.row_logprobs is not None:
             assert self._token_text is not None
-            logprobs, rest = self.trace.finish(self._token_text)
+            logprobs, rest = self.row_logprobs.finish(self._token_text)
             if rest:
                 self.handle.emit(TokenLogprobs(tuple(rest)))
         stats = self.stats

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import mlx.core as mx
 
 from engine.errors import CorralError
+from engine.memory.store import common_prefix
 from engine.runtime.batch import DecodeBatch, DecodeRow, can_batch
 from engine.runtime.context import annotate_error
 from engine.runtime.prefill import PREFILL_CHUNK, feed
@@ -215,7 +216,7 @@ class Scheduler:
         for other in self.prompts:
             if other is done or other.started:
                 continue
-            if _common_prefix(tokens, other.reply.prompt_tokens) >= SHARED_PREFIX_TOKENS:
+            if common_prefix(tokens, other.reply.prompt_tokens) >= SHARED_PREFIX_TOKENS:
                 assert done.cache is not None
                 self.prompt_cache.store_copy(list(done.fed), done.cache)
                 return
@@ -291,14 +292,6 @@ def error_result(exc: BaseException, started: float) -> ChatResult:
     result = ChatResult.failed(str(exc) or name, kind=kind, error_type=name, started=started)
     annotate_error(result, exc)  # a code (and the prompt's length) a front end can act on
     return result
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 def _nbytes(cache: KVState | None) -> int:

@@ -37,6 +37,7 @@ from typing import Any, Protocol, cast
 import mlx.core as mx
 
 from engine.memory.prompt_cache import trim_cache
+from engine.memory.store import common_prefix
 
 # Longest draft fed in one pass.
 MAX_DRAFT = 8
@@ -137,11 +138,7 @@ class DraftModel:
                 from mlx_lm.models.cache import make_prompt_cache
 
                 self.cache, self.fed = make_prompt_cache(self.model), []
-        common = 0
-        for a, b in zip(self.fed, target, strict=False):
-            if a != b:
-                break
-            common += 1
+        common = common_prefix(self.fed, target)
         if common < len(self.fed):
             trim_cache(self.cache, len(self.fed) - common)
             del self.fed[common:]

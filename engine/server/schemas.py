@@ -34,7 +34,7 @@ class ContentPart(_Open):
     text: str | None = None
 
 
-class FunctionCall(_Open):
+class FunctionCallBody(_Open):
     name: str
     arguments: str | dict[str, Any] = "{}"
 
@@ -42,7 +42,7 @@ class FunctionCall(_Open):
 class MessageToolCall(_Open):
     id: str
     type: Literal["function"] = "function"
-    function: FunctionCall
+    function: FunctionCallBody
 
 
 class MessageBody(_Open):

@@ -46,7 +46,7 @@ from engine.types.result import (
     TokenAlternative,
     TokenLogprob,
     ToolCall,
-    inspection_summary,
+    logprobs_summary,
 )
 from engine.types.sampling import (
     SamplingSettings,
@@ -102,5 +102,5 @@ __all__ = [
     "ToolDefinition",
     "ValidationReport",
     "check_sampling",
-    "inspection_summary",
+    "logprobs_summary",
 ]

@@ -114,7 +114,7 @@ class TokenLogprob:
         )
 
 
-def inspection_summary(tokens: list[TokenLogprob]) -> str:
+def logprobs_summary(tokens: list[TokenLogprob]) -> str:
     """One line about a recorded reply: where the constraint overrode the model, and how
     many tokens it forced."""
     overridden = sum(t.overridden for t in tokens)

@@ -23,7 +23,7 @@ from engine.types import (
     SamplingSettings,
     TokenLogprob,
     TokenLogprobs,
-    inspection_summary,
+    logprobs_summary,
 )
 
 SCHEMA = {
@@ -161,7 +161,7 @@ def test_an_override_and_a_forced_token_are_flagged(tiny_engine):
     assert any(a.allowed and a.token == override.token for a in override.top) or (
         override.token not in {a.token for a in override.top}
     )
-    summary = inspection_summary(records)
+    summary = logprobs_summary(records)
     overridden = sum(r.overridden for r in records)
     forced = sum(r.forced for r in records)
     assert summary == (
