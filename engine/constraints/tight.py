@@ -4,33 +4,47 @@ A schema often leaves more freedom than anyone wants used: an object that does n
 `additionalProperties` accepts any extra key, a bare integer any number of digits, `{}`
 any value nested to any depth. Small models use that freedom to run on until the token
 limit. `tighten` rewrites a schema before compilation so that the engine generates only
-the tightest valid output, and every output still validates against the schema as written:
+the tightest valid output. Two promises hold, and tests check both: every instance the
+tight schema accepts, the schema as written accepts; and wherever the schema as written
+has a valid instance, the tight one has one too.
 
 - objects that declare their keys and say nothing about extra ones get
-  `additionalProperties: false` (keys a subschema requires or declares are kept);
+  `additionalProperties: false`, closed to the union of the keys declared by every
+  subschema that applies to the same instance (its `allOf`/`anyOf`/`oneOf` branches,
+  `if`/`then`/`else`, `dependentSchemas`, `dependencies`, `dependentRequired` and what its
+  references reach); a subschema that shares its instance with others is never closed on
+  its own, and an object one of them leaves open (patterns, a schema for extra keys) stays
+  open;
 - integers and numbers without bounds stay within I-JSON's interoperable range (RFC 7493:
   magnitude at most 2^53-1); numbers get at most `FRACTION_DIGITS` fraction digits and no
   exponent (llguidance reads `multipleOf: 1e-6` that way);
 - free-form values (`{}`, `true`, an object without declared keys, an array without
-  `items`) nest at most `FREE_DEPTH` levels.
+  `items`) nest at most `FREE_DEPTH` levels;
+- a key that a required key needs (`dependentRequired`, or `dependencies` listing keys) is
+  made required itself: the same language, which llguidance can enforce.
 
 Narrowing a subschema narrows the whole only where the whole is monotone in it: never
 under `not`, `if` or `contains`, or in the branches of a `oneOf` (making one branch fail
-can make the `oneOf` pass) unless its branches are disjoint, which `disjoint` proves for
-common cases (different types, consts, a required key the other branch forbids); such a
-`oneOf` becomes the equivalent `anyOf`, which llguidance compiles exactly. A `$ref`
-target is rewritten only if every reference to it allows it. Schemas using keywords whose
-meaning depends on what other subschemas evaluated (`unevaluatedProperties`, dynamic
-references) or embedded resources (`$id` below the root) are left as they are.
+can make the `oneOf` pass) unless its branches are disjoint (tight_disjoint.py); such a
+`oneOf` becomes the equivalent `anyOf`, which llguidance compiles exactly, unless a
+reference points into it. A subschema is narrowed only if every way to reach it (its place
+and every `$ref`, anchor or `$id` fragment naming it: tight_refs.py) allows it. Schemas
+with a reference the rewrite cannot follow inside the document, keywords whose meaning
+depends on what other subschemas evaluated (`unevaluatedProperties`, dynamic references)
+or embedded resources (`$id` below the root) are left as they are.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from engine.constraints.tight_disjoint import disjoint, pairwise_disjoint, types_of
+from engine.constraints.tight_refs import Refs, escape
+
+__all__ = ["MAX_SAFE_INTEGER", "FRACTION_DIGITS", "FREE_DEPTH", "Tightened", "disjoint", "tighten"]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 FRACTION_DIGITS = 6
@@ -63,6 +77,8 @@ _MAP_KEYWORDS = ("properties", "patternProperties", "dependentSchemas")
 _ONE_KEYWORDS = ("additionalProperties", "additionalItems", "propertyNames", "then", "else")
 # Narrowing these narrows nothing or may widen the whole.
 _FROZEN_KEYWORDS = ("not", "if", "contains")
+_ITEM_KEYWORDS = ("items", "prefixItems", "additionalItems")
+_NUMERIC_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _NUMBER_TYPES = frozenset({"integer", "number"})
 _ALL_TYPES = ["null", "boolean", "number", "string", "array", "object"]
 
@@ -76,10 +92,16 @@ class Tightened:
     bounded_numbers: int = 0
     bounded_free: int = 0
     exact_one_of: int = 0
+    required_dependents: tuple[str, ...] = ()  # in words: which key became required, why
 
     @property
     def changed(self) -> bool:
-        return bool(self.closed_objects or self.bounded_numbers or self.bounded_free)
+        return bool(
+            self.closed_objects
+            or self.bounded_numbers
+            or self.bounded_free
+            or self.required_dependents
+        )
 
     def notes(self) -> list[str]:
         """What the tight defaults did, in words ("declared keys only" first)."""
@@ -92,13 +114,32 @@ class Tightened:
             )
         if self.bounded_free:
             found.append(f"free-form values at most {FREE_DEPTH} levels deep")
-        return found
+        return found + list(self.required_dependents)
 
 
-@dataclass
+@dataclass(frozen=True)
+class _Group:
+    """What the subschemas applying to one instance (a subschema and, through in-place
+    applicators and references, every subschema applying beside it) say about it."""
+
+    size: int  # how many subschemas
+    keys: frozenset[str]  # keys any of them lists (properties, required, dependencies)
+    typed: frozenset[str]  # keys any of them gives a schema in `properties`
+    shared: frozenset[str]  # keys more than one of them gives a schema
+    open: bool  # one of them allows keys it does not list
+    catchall: int  # how many give extra keys' values a schema (`additionalProperties`)
+    patterns: int  # how many `patternProperties` entries they have together
+    declarers: int  # how many have `properties`
+    items: int  # how many constrain array items (`items`, `prefixItems`, `contains`)
+    numeric: int  # how many bound numbers, besides the first
+    min_properties: int
+
+
+@dataclass(frozen=True)
 class _Context:
     frozen: bool = False  # narrowing here could widen the whole: leave it alone
-    closable: bool = True  # its keys may be limited to the declared ones
+    closable: bool = True  # the only subschema tracked at its instance: it may be narrowed
+    group: _Group | None = None  # its group, where closable
 
 
 @dataclass
@@ -107,141 +148,256 @@ class _Counts:
     numbers: int = 0
     free: int = 0
     one_of: int = 0
+    required: list[str] = field(default_factory=list)
     used_free: set[int] = field(default_factory=set)
 
 
 def tighten(schema: Any) -> Tightened:
     """The tight version of `schema` (a parsed JSON schema; not changed).
 
-    Every instance valid under the result is valid under `schema`.
+    Every instance valid under the result is valid under `schema`, and the result has a
+    valid instance wherever `schema` has one.
     """
     if schema is True or schema == {}:
         schema = {}
     if not isinstance(schema, dict) or _has_untouchable(schema, top=True):
+        return Tightened(copy.deepcopy(schema))
+    refs = Refs(schema)
+    if not refs.complete:  # what such a reference reaches is unknown: nothing is safe
         return Tightened(copy.deepcopy(schema))
     counts = _Counts()
     if not set(schema) - ANNOTATIONS:  # any JSON value at all
         counts.free += 1
         out = {**copy.deepcopy(schema), **_free_ref(FREE_DEPTH, counts)}
     else:
-        out = _rewrite(schema, "", schema, _contexts(schema), counts)
+        out = _rewrite(schema, "", refs, _contexts(refs), counts)
     if counts.used_free:
         defs = out.setdefault("$defs", {})
         if not isinstance(defs, dict):
             return Tightened(copy.deepcopy(schema))
         for level in range(max(counts.used_free) + 1):
             defs[FREE_DEF.format(level)] = _free_def(level)
-    return Tightened(out, counts.closed, counts.numbers, counts.free, counts.one_of)
+    required = tuple(dict.fromkeys(counts.required))
+    return Tightened(out, counts.closed, counts.numbers, counts.free, counts.one_of, required)
 
 
 # ---- pass 1: where narrowing is safe ----
 
 
-def _contexts(root: dict[str, Any]) -> dict[str, _Context]:
+def _contexts(refs: Refs) -> dict[str, _Context]:
     """The context of every subschema reachable from the root (by JSON pointer): frozen if
     any path to it is, closable only if every path to it allows it."""
     found: dict[str, _Context] = {}
-    work: list[tuple[str, Any, _Context]] = [("", root, _Context())]
+    seen: set[tuple[str, bool, bool, _Group | None]] = set()
+    work: list[tuple[str, Any, bool, bool, _Group | None]] = [("", refs.root, False, True, None)]
     while work:
-        pointer, node, ctx = work.pop()
-        seen = found.get(pointer)
-        if seen is not None:
-            merged = _Context(seen.frozen or ctx.frozen, seen.closable and ctx.closable)
-            if merged == seen:
-                continue
-            ctx = found[pointer] = merged
-        else:
-            found[pointer] = ctx
-        if not isinstance(node, dict):
+        pointer, node, frozen, closable, inherited = work.pop()
+        # a closable subschema heads its own group; an in-place one shares its head's
+        group = _group(node, refs) if closable and isinstance(node, dict) else inherited
+        if (pointer, frozen, closable, group) in seen:
             continue
-        keyed = bool(_own_keys(node))
-        for child_pointer, child, child_ctx in _children(node, pointer, ctx, keyed, root):
-            work.append((child_pointer, child, child_ctx))
-        ref = node.get("$ref")
-        if isinstance(ref, str):
-            target = _resolve(root, ref)
-            if target is not None:
-                alone = not (set(node) - ANNOTATIONS - {"$ref"})
-                ref_ctx = _Context(ctx.frozen, ctx.closable and alone)
-                work.append((ref[1:], target[1], ref_ctx))
+        seen.add((pointer, frozen, closable, group))
+        before = found.get(pointer)
+        if before is not None:
+            closable = closable and before.closable
+            frozen = frozen or before.frozen
+        found[pointer] = _Context(frozen, closable, group if closable else None)
+        if isinstance(node, dict):
+            work.extend(_children(node, pointer, frozen, closable, group, refs))
     return found
 
 
 def _children(
-    node: dict[str, Any], pointer: str, ctx: _Context, keyed: bool, root: dict[str, Any]
-) -> Iterator[tuple[str, Any, _Context]]:
-    frozen = ctx.frozen
-    for key in _MAP_KEYWORDS:
+    node: dict[str, Any],
+    pointer: str,
+    frozen: bool,
+    closable: bool,
+    group: _Group | None,
+    refs: Refs,
+) -> list[tuple[str, Any, bool, bool, _Group | None]]:
+    """The subschemas directly below `node`, each with its context."""
+    found: list[tuple[str, Any, bool, bool, _Group | None]] = []
+
+    def in_place(where: str, child: Any, child_frozen: bool = frozen) -> None:
+        found.append((where, child, child_frozen, False, group))
+
+    def new_instance(where: str, child: Any, alone: bool) -> None:
+        found.append((where, child, frozen, alone and group is not None, None))
+
+    # subschemas applying to the same instance: never narrowed on their own
+    for key in ("allOf", "anyOf", "oneOf"):
+        branches = node.get(key)
+        if isinstance(branches, list):
+            branch_frozen = frozen or key == "oneOf" and not pairwise_disjoint(branches, refs)
+            for i, child in enumerate(branches):
+                in_place(f"{pointer}/{key}/{i}", child, branch_frozen)
+    for key in ("then", "else"):
+        if key in node:
+            in_place(f"{pointer}/{key}", node[key])
+    for key in ("dependentSchemas", "dependencies"):
         value = node.get(key)
         if isinstance(value, dict):
             for name, child in value.items():
-                yield f"{pointer}/{key}/{_escape(name)}", child, _Context(frozen)
-    dependencies = node.get("dependencies")
-    if isinstance(dependencies, dict):
-        for name, child in dependencies.items():
-            if isinstance(child, dict | bool):
-                yield f"{pointer}/dependencies/{_escape(name)}", child, _Context(frozen)
-    for key in _ONE_KEYWORDS:
-        if key in node:
-            yield f"{pointer}/{key}", node[key], _Context(frozen)
-    items = node.get("items")
-    if isinstance(items, list):
-        for i, child in enumerate(items):
-            yield f"{pointer}/items/{i}", child, _Context(frozen)
-    elif items is not None:
-        yield f"{pointer}/items", items, _Context(frozen)
-    prefix = node.get("prefixItems")
-    if isinstance(prefix, list):
-        for i, child in enumerate(prefix):
-            yield f"{pointer}/prefixItems/{i}", child, _Context(frozen)
+                if isinstance(child, dict | bool):
+                    in_place(f"{pointer}/{key}/{escape(name)}", child)
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        target = refs.resolve(ref)
+        if target is not None:
+            if closable and not set(node) - ANNOTATIONS - {"$ref"}:
+                found.append((target[0], target[1], frozen, True, None))  # it heads the group
+            else:
+                in_place(*target)
     for key in _FROZEN_KEYWORDS:
         if key in node:
-            yield f"{pointer}/{key}", node[key], _Context(True, False)
-    # Branches are never closed on their own: keys declared beside them would be refused.
-    for key in ("allOf", "anyOf", "oneOf"):
-        branches = node.get(key)
-        if not isinstance(branches, list):
+            found.append((f"{pointer}/{key}", node[key], True, False, None))
+    # subschemas of another instance: alone there unless another subschema of the group
+    # reaches the same value
+    g = group
+    own_catchall = int(isinstance(node.get("additionalProperties"), dict))
+    properties = node.get("properties")
+    if isinstance(properties, dict):
+        for name, child in properties.items():
+            alone = g is not None and not g.patterns and name not in g.shared
+            alone = alone and g is not None and g.catchall == own_catchall
+            new_instance(f"{pointer}/properties/{escape(name)}", child, alone)
+    patterns = node.get("patternProperties")
+    if isinstance(patterns, dict):
+        for name, child in patterns.items():
+            alone = g is not None and g.patterns == 1 and not g.declarers
+            alone = alone and g is not None and g.catchall == own_catchall
+            new_instance(f"{pointer}/patternProperties/{escape(name)}", child, alone)
+    if "additionalProperties" in node:
+        own_declares = int(isinstance(properties, dict) and bool(properties))
+        alone = g is not None and not g.patterns and g.catchall == own_catchall
+        alone = alone and g is not None and g.declarers == own_declares
+        new_instance(f"{pointer}/additionalProperties", node["additionalProperties"], alone)
+    if "propertyNames" in node:
+        new_instance(f"{pointer}/propertyNames", node["propertyNames"], True)
+    for key in _ITEM_KEYWORDS:
+        value = node.get(key)
+        alone = g is not None and g.items == 1
+        if isinstance(value, list):
+            for i, child in enumerate(value):
+                new_instance(f"{pointer}/{key}/{i}", child, alone)
+        elif value is not None:
+            new_instance(f"{pointer}/{key}", value, alone)
+    return found
+
+
+def _group(node: dict[str, Any], refs: Refs) -> _Group:
+    """The group `node` heads: itself and every subschema applying to the same instance."""
+    members: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    stack: list[Any] = [node]
+    while stack:
+        member = stack.pop()
+        if not isinstance(member, dict) or id(member) in seen:
             continue
-        branch_frozen = frozen
-        if key == "oneOf" and not _pairwise_disjoint(branches, root):
-            branch_frozen = True
-        closable = key != "allOf" and not keyed
-        for i, child in enumerate(branches):
-            yield f"{pointer}/{key}/{i}", child, _Context(branch_frozen, closable)
+        seen.add(id(member))
+        members.append(member)
+        for key in ("allOf", "anyOf", "oneOf"):
+            if isinstance(member.get(key), list):
+                stack.extend(member[key])
+        stack.extend(member[key] for key in ("if", "then", "else") if key in member)
+        for key in ("dependentSchemas", "dependencies"):
+            if isinstance(member.get(key), dict):
+                stack.extend(member[key].values())
+        target = refs.resolve(member.get("$ref"))
+        if target is not None:
+            stack.append(target[1])
+    keys: set[str] = set()
+    typed: dict[str, int] = {}
+    open_keys = False
+    catchall = patterns = declarers = items = numeric = min_properties = 0
+    for i, member in enumerate(members):
+        properties = member.get("properties")
+        if isinstance(properties, dict) and properties:
+            declarers += 1
+            for name in properties:
+                typed[name] = typed.get(name, 0) + 1
+        keys |= _listed_keys(member)
+        extra = member.get("additionalProperties", False)
+        open_keys = open_keys or extra is not False or bool(member.get("patternProperties"))
+        catchall += isinstance(extra, dict)
+        if isinstance(member.get("patternProperties"), dict):
+            patterns += len(member["patternProperties"])
+        items += any(k in member for k in _ITEM_KEYWORDS) + ("contains" in member)
+        numeric += bool(i) and any(k in member for k in _NUMERIC_KEYWORDS)
+        if isinstance(member.get("minProperties"), int):
+            min_properties = max(min_properties, member["minProperties"])
+    return _Group(
+        size=len(members),
+        keys=frozenset(keys),
+        typed=frozenset(typed),
+        shared=frozenset(k for k, n in typed.items() if n > 1),
+        open=open_keys,
+        catchall=catchall,
+        patterns=patterns,
+        declarers=declarers,
+        items=items,
+        numeric=numeric,
+        min_properties=min_properties,
+    )
+
+
+def _listed_keys(node: dict[str, Any]) -> set[str]:
+    """Keys `node` names: properties, required keys, and both sides of its dependencies."""
+    keys: set[str] = set()
+    for key in ("properties", "dependentSchemas", "dependentRequired", "dependencies"):
+        value = node.get(key)
+        if isinstance(value, dict):
+            keys |= set(value)
+            for needed in value.values() if key != "properties" else ():
+                if isinstance(needed, list):
+                    keys |= {k for k in needed if isinstance(k, str)}
+    required = node.get("required")
+    if isinstance(required, list):
+        keys |= {k for k in required if isinstance(k, str)}
+    return keys
 
 
 # ---- pass 2: the rewrite ----
 
 
 def _rewrite(
-    node: Any, pointer: str, root: dict[str, Any], contexts: dict[str, _Context], counts: _Counts
+    node: Any, pointer: str, refs: Refs, contexts: dict[str, _Context], counts: _Counts
 ) -> Any:
+    ctx = contexts.get(pointer)
+    safe = ctx is not None and not ctx.frozen
+    head = ctx is not None and safe and ctx.closable and bool(pointer)
     if not isinstance(node, dict):
-        if node is True and _safe(contexts, pointer):
+        if node is True and head:
             counts.free += 1
             return _free_ref(FREE_DEPTH, counts)
         return copy.deepcopy(node)
-    ctx = contexts.get(pointer)
-    safe = ctx is not None and not ctx.frozen
-    if safe and pointer and not (set(node) - ANNOTATIONS):
+    if head and not (set(node) - ANNOTATIONS):
         counts.free += 1
         kept = {k: copy.deepcopy(v) for k, v in node.items() if k not in ("$id", "id")}
         return {**kept, **_free_ref(FREE_DEPTH, counts)}
     out: dict[str, Any] = {}
     for key, value in node.items():
-        out[key] = _rewrite_keyword(key, value, pointer, root, contexts, counts)
+        out[key] = _rewrite_keyword(key, value, pointer, refs, contexts, counts)
     if not safe or "$ref" in node or "enum" in node or "const" in node:
         return out
+    # equivalent rewrites: the same language, which llguidance enforces better
+    disjoint_one_of = "oneOf" in out and "anyOf" not in out
+    if disjoint_one_of and pairwise_disjoint(node["oneOf"], refs):
+        if not refs.reached_below(f"{pointer}/oneOf"):  # a reference into it would break
+            out["anyOf"] = out.pop("oneOf")
+            counts.one_of += 1
+    _require_dependents(node, out, counts)
     assert ctx is not None
-    if "oneOf" in out and "anyOf" not in out and _pairwise_disjoint(node["oneOf"], root):
-        out["anyOf"] = out.pop("oneOf")  # disjoint branches: the same language, compiled exactly
-        counts.one_of += 1
-    types = _types(node)
-    if ctx.closable and _close(node, out, counts):
+    group = ctx.group
+    if not ctx.closable or group is None:
+        return out
+    types = types_of(node)
+    if _close(node, out, group, counts):
         counts.closed += 1
-    if types is not None and types & _NUMBER_TYPES and _bound_number(node, out, types):
-        counts.numbers += 1
-    if _bound_free_containers(node, out, types, counts):
+    if types is not None and types & _NUMBER_TYPES and not group.numeric:
+        if _bound_number(node, out, types):
+            counts.numbers += 1
+    if _bound_free_containers(node, out, types, group, counts):
         counts.free += 1
     return out
 
@@ -250,7 +406,7 @@ def _rewrite_keyword(
     key: str,
     value: Any,
     pointer: str,
-    root: dict[str, Any],
+    refs: Refs,
     contexts: dict[str, _Context],
     counts: _Counts,
 ) -> Any:
@@ -258,86 +414,73 @@ def _rewrite_keyword(
         if not isinstance(value, dict):
             return copy.deepcopy(value)
         return {
-            name: _rewrite(child, f"{pointer}/{key}/{_escape(name)}", root, contexts, counts)
+            name: _rewrite(child, f"{pointer}/{key}/{escape(name)}", refs, contexts, counts)
             if isinstance(child, dict | bool)
             else copy.deepcopy(child)
             for name, child in value.items()
         }
     if key in ("items", "prefixItems", "allOf", "anyOf", "oneOf") and isinstance(value, list):
         return [
-            _rewrite(child, f"{pointer}/{key}/{i}", root, contexts, counts)
+            _rewrite(child, f"{pointer}/{key}/{i}", refs, contexts, counts)
             for i, child in enumerate(value)
         ]
     if key in _ONE_KEYWORDS or key in _FROZEN_KEYWORDS or key == "items":
-        if key == "additionalProperties" and value is True:
-            # Extra keys stay allowed; their values get a bounded depth like any free value.
-            return _rewrite(value, f"{pointer}/{key}", root, contexts, counts)
-        return _rewrite(value, f"{pointer}/{key}", root, contexts, counts)
+        return _rewrite(value, f"{pointer}/{key}", refs, contexts, counts)
     return copy.deepcopy(value)
 
 
-def _close(node: dict[str, Any], out: dict[str, Any], counts: _Counts) -> bool:
-    """Limit `out` to its declared keys if `node` leaves extra keys unspecified."""
-    blockers = {
-        "additionalProperties",
-        "patternProperties",
-        "$ref",
-        "dependentSchemas",
-        "dependencies",
-        "propertyNames",
-    }
-    if blockers & set(node):
+def _require_dependents(node: dict[str, Any], out: dict[str, Any], counts: _Counts) -> None:
+    """Make required the keys that a required key needs (`dependentRequired`, or the list
+    form of `dependencies`): the schema means that already, and llguidance enforces
+    `required` but ignores the dependency."""
+    required = node.get("required")
+    if not isinstance(required, list):
+        return
+    needs: dict[str, list[str]] = {}
+    for key in ("dependentRequired", "dependencies"):
+        value = node.get(key)
+        if isinstance(value, dict):
+            for name, needed in value.items():
+                if isinstance(needed, list):
+                    needs.setdefault(name, []).extend(k for k in needed if isinstance(k, str))
+    have = [k for k in required if isinstance(k, str)]
+    added: dict[str, str] = {}  # key made required -> the required key that needs it
+    queue = list(have)
+    while queue:
+        trigger = queue.pop(0)
+        for needed in needs.get(trigger, []):
+            if needed not in have and needed not in added:
+                added[needed] = trigger
+                queue.append(needed)
+    if added:
+        out["required"] = copy.deepcopy(required) + list(added)
+        for needed, trigger in added.items():
+            counts.required.append(f'"{needed}" required: the required "{trigger}" needs it')
+
+
+def _close(node: dict[str, Any], out: dict[str, Any], group: _Group, counts: _Counts) -> bool:
+    """Limit `out` to the keys its group declares if no subschema of the group says
+    anything about extra keys."""
+    if {"additionalProperties", "propertyNames"} & set(node) or group.open:
         return False
-    types = _types(node)
+    types = types_of(node)
     if types is not None and "object" not in types:
         return False
-    keys = _declared_keys(node, depth=0)
-    if not keys:
+    if not group.keys:
         return False  # a free-form object: its values get a bounded depth instead
-    min_properties = node.get("minProperties")
-    if isinstance(min_properties, int) and min_properties > len(keys):
+    if group.min_properties > len(group.keys):
         return False
     properties = out.get("properties")
     if properties is None:
         properties = out["properties"] = {}
     if not isinstance(properties, dict):
         return False
-    for name in sorted(keys - set(properties)):
-        properties[name] = _free_ref(FREE_DEPTH, counts)  # declared elsewhere: kept open
+    for name in sorted(group.keys - set(properties)):
+        # a key another subschema describes stays as it describes it; a key only named
+        # (required, a dependency) takes any value of bounded depth
+        properties[name] = {} if name in group.typed else _free_ref(FREE_DEPTH, counts)
     out["additionalProperties"] = False
     return True
-
-
-def _declared_keys(node: dict[str, Any], depth: int) -> set[str] | None:
-    """Keys `node` declares itself or in its applicators' branches; None if they cannot
-    be listed (a pattern, a reference)."""
-    if depth > 8:
-        return None
-    keys: set[str] = set()
-    properties = node.get("properties")
-    if isinstance(properties, dict):
-        keys |= set(properties)
-    required = node.get("required")
-    if isinstance(required, list):
-        keys |= {k for k in required if isinstance(k, str)}
-    for key in ("allOf", "anyOf", "oneOf", "if", "then", "else"):
-        value = node.get(key)
-        branches = value if isinstance(value, list) else [value] if value is not None else []
-        for branch in branches:
-            if not isinstance(branch, dict):
-                continue
-            if {"$ref", "patternProperties", "dependentSchemas", "dependencies"} & set(branch):
-                return None
-            found = _declared_keys(branch, depth + 1)
-            if found is None:
-                return None
-            keys |= found
-    return keys
-
-
-def _own_keys(node: dict[str, Any]) -> set[str]:
-    found = _declared_keys(node, 0)
-    return found if found is not None else {"?"}
 
 
 def _bound_number(node: dict[str, Any], out: dict[str, Any], types: set[str]) -> bool:
@@ -375,11 +518,15 @@ def _fraction_room(node: dict[str, Any]) -> bool:
 
 
 def _bound_free_containers(
-    node: dict[str, Any], out: dict[str, Any], types: set[str] | None, counts: _Counts
+    node: dict[str, Any],
+    out: dict[str, Any],
+    types: set[str] | None,
+    group: _Group,
+    counts: _Counts,
 ) -> bool:
     """Give the values of an object without declared keys, and the items of an array
-    without `items`, a bounded depth."""
-    if types is None:
+    without `items`, a bounded depth (where no other subschema applies to them)."""
+    if types is None or group.size != 1:
         return False
     changed = False
     if "object" in types and "additionalProperties" not in out:
@@ -413,153 +560,6 @@ def _free_def(level: int) -> dict[str, Any]:
         return {"type": ["null", "boolean", "number", "string"], **number}
     inner = {"$ref": f"#/$defs/{FREE_DEF.format(level - 1)}"}
     return {"type": list(_ALL_TYPES), **number, "items": inner, "additionalProperties": inner}
-
-
-# ---- oneOf ----
-
-
-def _pairwise_disjoint(branches: Any, root: dict[str, Any]) -> bool:
-    """Whether no instance can match two of `branches` (a proof for common cases; False
-    when it cannot tell)."""
-    if not isinstance(branches, list):
-        return False
-    return all(disjoint(a, b, root) for i, a in enumerate(branches) for b in branches[i + 1 :])
-
-
-def disjoint(a: Any, b: Any, root: dict[str, Any], depth: int = 0) -> bool:
-    """Whether schemas `a` and `b` (in the document `root`) provably share no instance."""
-    if depth > 4:
-        return False
-    a, b = _deref(a, root), _deref(b, root)
-    if a is False or b is False:
-        return True
-    if not isinstance(a, dict) or not isinstance(b, dict):
-        return False
-    ta, tb = _types(a), _types(b)
-    common = _type_meet(ta, tb)
-    if common is not None and not common:
-        return True
-    va, vb = _values(a), _values(b)
-    if va is not None and vb is not None and not any(_same(x, y) for x in va for y in vb):
-        return True
-    if va is not None and tb is not None and not any(_json_type(x) & tb for x in va):
-        return True
-    if vb is not None and ta is not None and not any(_json_type(y) & ta for y in vb):
-        return True
-    if common is None or common != {"object"}:
-        return False
-    return _objects_disjoint(a, b, root, depth) or _objects_disjoint(b, a, root, depth)
-
-
-def _objects_disjoint(a: dict[str, Any], b: dict[str, Any], root: dict[str, Any], d: int) -> bool:
-    """Objects: a key `a` requires that `b` forbids, or a required key whose values
-    cannot agree."""
-    required = a.get("required")
-    if not isinstance(required, list):
-        return False
-    b_props: dict[str, Any] = b.get("properties") or {}
-    a_props: dict[str, Any] = a.get("properties") or {}
-    if not isinstance(a_props, dict) or not isinstance(b_props, dict):
-        return False
-    b_closed = b.get("additionalProperties") is False and "patternProperties" not in b
-    for key in required:
-        if not isinstance(key, str):
-            continue
-        if key not in b_props and b_closed:
-            return True
-        if key in a_props and key in b_props and disjoint(a_props[key], b_props[key], root, d + 1):
-            return True
-    return False
-
-
-def _type_meet(ta: set[str] | None, tb: set[str] | None) -> set[str] | None:
-    if ta is None:
-        return tb
-    if tb is None:
-        return ta
-    meet = ta & tb
-    if "number" in ta and "integer" in tb or "integer" in ta and "number" in tb:
-        meet.add("integer")
-    return meet
-
-
-def _types(node: dict[str, Any]) -> set[str] | None:
-    found = node.get("type")
-    if isinstance(found, str):
-        return {found}
-    if isinstance(found, list) and all(isinstance(t, str) for t in found):
-        return set(found)
-    return None
-
-
-def _values(node: dict[str, Any]) -> list[Any] | None:
-    if "const" in node:
-        return [node["const"]]
-    enum = node.get("enum")
-    return list(enum) if isinstance(enum, list) else None
-
-
-def _json_type(value: Any) -> set[str]:
-    if value is None:
-        return {"null"}
-    if isinstance(value, bool):
-        return {"boolean"}
-    if isinstance(value, int) or isinstance(value, float) and value.is_integer():
-        return {"integer", "number"}
-    if isinstance(value, float):
-        return {"number"}
-    if isinstance(value, str):
-        return {"string"}
-    return {"array"} if isinstance(value, list) else {"object"}
-
-
-def _same(x: Any, y: Any) -> bool:
-    if isinstance(x, bool) or isinstance(y, bool):
-        return type(x) is type(y) and x == y
-    return bool(x == y)
-
-
-# ---- references ----
-
-
-def _deref(node: Any, root: dict[str, Any]) -> Any:
-    for _ in range(8):
-        if not isinstance(node, dict) or set(node) - ANNOTATIONS != {"$ref"}:
-            return node
-        found = _resolve(root, node["$ref"])
-        if found is None:
-            return node
-        node = found[1]
-    return node
-
-
-def _resolve(root: dict[str, Any], ref: Any) -> tuple[str, Any] | None:
-    """(pointer, subschema) for a local reference "#/a/b" or "#"; None otherwise."""
-    if not isinstance(ref, str) or not ref.startswith("#"):
-        return None
-    if ref == "#":
-        return "", root
-    if not ref.startswith("#/"):
-        return None  # an anchor: not followed
-    node: Any = root
-    for part in ref[2:].split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return None
-    return ref[1:], node
-
-
-def _escape(name: str) -> str:
-    return name.replace("~", "~0").replace("/", "~1")
-
-
-def _safe(contexts: dict[str, _Context], pointer: str) -> bool:
-    ctx = contexts.get(pointer)
-    return ctx is not None and not ctx.frozen and bool(pointer)
 
 
 def _has_untouchable(node: Any, top: bool = False) -> bool:

@@ -1,0 +1,133 @@
+"""Whether two JSON schemas share no instance: the proof the tight rewrite needs before it
+reads a `oneOf` as the equivalent `anyOf` (exact in llguidance), and never narrows the
+branches of an overlapping `oneOf` (making one branch fail can make the `oneOf` pass).
+
+The proof covers common cases only (different types, consts or enums, a key one object
+requires that the other forbids or gives a disjoint value); "don't know" is False.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.constraints.tight_refs import Refs
+
+# Keywords that describe without constraining.
+_ANNOTATIONS = frozenset(
+    {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly"}
+    | {"writeOnly", "$schema", "$id", "id", "format", "markdownDescription", "errorMessage"}
+)
+
+
+def pairwise_disjoint(branches: Any, refs: Refs) -> bool:
+    """Whether no instance can match two of `branches` (False when it cannot tell)."""
+    if not isinstance(branches, list):
+        return False
+    return all(disjoint(a, b, refs) for i, a in enumerate(branches) for b in branches[i + 1 :])
+
+
+def disjoint(a: Any, b: Any, refs: Refs | dict[str, Any], depth: int = 0) -> bool:
+    """Whether schemas `a` and `b` (in the document `refs`, or its root) provably share no
+    instance."""
+    if not isinstance(refs, Refs):
+        refs = Refs(refs)
+    if depth > 4:
+        return False
+    a, b = _deref(a, refs), _deref(b, refs)
+    if a is False or b is False:
+        return True
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    ta, tb = types_of(a), types_of(b)
+    common = _type_meet(ta, tb)
+    if common is not None and not common:
+        return True
+    va, vb = _values(a), _values(b)
+    if va is not None and vb is not None and not any(_same(x, y) for x in va for y in vb):
+        return True
+    if va is not None and tb is not None and not any(_json_type(x) & tb for x in va):
+        return True
+    if vb is not None and ta is not None and not any(_json_type(y) & ta for y in vb):
+        return True
+    if common is None or common != {"object"}:
+        return False
+    return _objects_disjoint(a, b, refs, depth) or _objects_disjoint(b, a, refs, depth)
+
+
+def _objects_disjoint(a: dict[str, Any], b: dict[str, Any], refs: Refs, d: int) -> bool:
+    """Objects: a key `a` requires that `b` forbids, or a required key whose values
+    cannot agree."""
+    required = a.get("required")
+    if not isinstance(required, list):
+        return False
+    b_props: dict[str, Any] = b.get("properties") or {}
+    a_props: dict[str, Any] = a.get("properties") or {}
+    if not isinstance(a_props, dict) or not isinstance(b_props, dict):
+        return False
+    b_closed = b.get("additionalProperties") is False and "patternProperties" not in b
+    for key in required:
+        if not isinstance(key, str):
+            continue
+        if key not in b_props and b_closed:
+            return True
+        if key in a_props and key in b_props and disjoint(a_props[key], b_props[key], refs, d + 1):
+            return True
+    return False
+
+
+def _type_meet(ta: set[str] | None, tb: set[str] | None) -> set[str] | None:
+    if ta is None:
+        return tb
+    if tb is None:
+        return ta
+    meet = ta & tb
+    if "number" in ta and "integer" in tb or "integer" in ta and "number" in tb:
+        meet.add("integer")
+    return meet
+
+
+def types_of(node: dict[str, Any]) -> set[str] | None:
+    found = node.get("type")
+    if isinstance(found, str):
+        return {found}
+    if isinstance(found, list) and all(isinstance(t, str) for t in found):
+        return set(found)
+    return None
+
+
+def _values(node: dict[str, Any]) -> list[Any] | None:
+    if "const" in node:
+        return [node["const"]]
+    enum = node.get("enum")
+    return list(enum) if isinstance(enum, list) else None
+
+
+def _json_type(value: Any) -> set[str]:
+    if value is None:
+        return {"null"}
+    if isinstance(value, bool):
+        return {"boolean"}
+    if isinstance(value, int) or isinstance(value, float) and value.is_integer():
+        return {"integer", "number"}
+    if isinstance(value, float):
+        return {"number"}
+    if isinstance(value, str):
+        return {"string"}
+    return {"array"} if isinstance(value, list) else {"object"}
+
+
+def _same(x: Any, y: Any) -> bool:
+    if isinstance(x, bool) or isinstance(y, bool):
+        return type(x) is type(y) and x == y
+    return bool(x == y)
+
+
+def _deref(node: Any, refs: Refs) -> Any:
+    for _ in range(8):
+        if not isinstance(node, dict) or set(node) - _ANNOTATIONS != {"$ref"}:
+            return node
+        found = refs.resolve(node["$ref"])
+        if found is None:
+            return node
+        node = found[1]
+    return node
