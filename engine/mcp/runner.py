@@ -33,6 +33,7 @@ class ServerState(StrEnum):
     STARTING = "starting"
     READY = "ready"
     FAILED = "failed"
+    NEEDS_OK = "needs_ok"  # new or changed: waits for the user's OK (the app's; never the hub's)
 
 
 @dataclass(frozen=True)
