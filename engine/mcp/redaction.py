@@ -89,7 +89,7 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """`text` with every known secret (`secrets`: env and header values, URL credentials)
     and everything that looks like one masked. The one redaction for MCP servers."""
     for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(secret, secret[:2] + MASK)
+        text = text.replace(secret, _mask_word(secret))
     text = _URL.sub(_short_url_in_text, text)
     text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {MASK}", text)
     text = _NAMED_VALUE.sub(_mask_named, text)
@@ -162,8 +162,12 @@ class RedactingFilter(logging.Filter):
 _FILTER = RedactingFilter()
 
 
-def install_log_redaction(names: Iterable[str] = ("httpx", "httpcore", "mcp")) -> None:
-    """Put the redacting filter on these loggers (once; idempotent)."""
+HTTP_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "mcp")
+
+
+def install_log_redaction(names: Iterable[str] = HTTP_LOGGERS) -> None:
+    """Put the redacting filter on these loggers (idempotent). A filter acts on records
+    logged to its own logger, which is where httpx logs each request's URL."""
     for name in names:
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
