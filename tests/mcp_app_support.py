@@ -1,12 +1,14 @@
 """Shared pieces for the MCP GUI tests: a window whose mcp.json (in tmp) lists given servers
 (approved beforehand, as a user who OK'd them earlier, unless told otherwise), waiting for
-servers to settle, and every text a window shows (to look for leaked secrets)."""
+servers to settle, every text a window shows (to look for leaked secrets), and driving the
+tiny model into a tool call and its card."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from app_helpers import set_sampling
 from mcp_support import config_text
 
 
@@ -96,3 +98,52 @@ def widget_texts(root: Any) -> str:
                     texts += [item.text(column), item.toolTip(column)]
                 stack += [item.child(i) for i in range(item.childCount())]
     return "\n".join(t for t in texts if t)
+
+
+def use_tool(window: Any, name: str, max_tokens: int = 48) -> None:
+    """The open conversation's first reply must call `name`; then one step, then text."""
+    from dataclasses import replace
+
+    conv = window.controller.conversation
+    window.store.set_tools(conv.id, replace(conv.tools, tool_choice=name))
+    set_sampling(window, temperature=1.0, max_tokens=max_tokens, seed=3)
+
+
+def cards(window) -> list:
+    """The MCP cards of the messages shown, in order."""
+    from app.views.mcp_card import McpCallCard
+
+    shown = [card for widget in window.chat.message_widgets() for card in widget.cards]
+    return [card for card in shown if isinstance(card, McpCallCard)]
+
+
+def last_card(qtbot, window, state: str | None = None, timeout: int = 30_000):
+    def found():
+        shown = cards(window)
+        return bool(shown) and (state is None or shown[-1].state == state)
+
+    qtbot.waitUntil(found, timeout=timeout)
+    return cards(window)[-1]
+
+
+def card_text(card: Any) -> str:
+    from PySide6.QtWidgets import QLabel
+
+    return "\n".join(label.text() for label in card.findChildren(QLabel))
+
+
+def tool_messages(window) -> list:
+    return [m for m in window.controller.path() if m.role == "tool"]
+
+
+def allow_once(
+    qtbot, window, tool: str, prompt: str, max_tokens: int, results: int | None = None
+) -> None:
+    """Make the reply to `prompt` call `tool` and allow the call once; with `results`, wait
+    until that many tool results are stored and the turn is over."""
+    use_tool(window, tool, max_tokens=max_tokens)
+    window.send(prompt)
+    last_card(qtbot, window, "ask").buttons["once"].click()
+    if results is not None:
+        qtbot.waitUntil(lambda: len(tool_messages(window)) == results, timeout=30_000)
+        qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)

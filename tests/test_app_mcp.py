@@ -10,7 +10,17 @@ import time
 
 import pytest
 from app_helpers import drop_files, screenshot, set_sampling
-from mcp_app_support import open_mcp_window, server_item, wait_ready
+from mcp_app_support import (
+    allow_once,
+    card_text,
+    cards,
+    last_card,
+    open_mcp_window,
+    server_item,
+    tool_messages,
+    use_tool,
+    wait_ready,
+)
 from mcp_support import (
     child_processes,
     config_text,
@@ -50,36 +60,6 @@ def mcp_window(qtbot, tmp_path, tiny_engine):
     assert wait_no_children(before) == []  # quitting leaves no server behind
 
 
-def use_tool(window, name: str, max_tokens: int = 48) -> None:
-    """The open conversation's first reply must call `name`; then one step, then text."""
-    from dataclasses import replace
-
-    conv = window.controller.conversation
-    window.store.set_tools(conv.id, replace(conv.tools, tool_choice=name))
-    set_sampling(window, temperature=1.0, max_tokens=max_tokens, seed=3)
-
-
-def cards(window) -> list:
-    """The MCP cards of the messages shown, in order."""
-    from app.views.mcp_card import McpCallCard
-
-    shown = [card for widget in window.chat.message_widgets() for card in widget.cards]
-    return [card for card in shown if isinstance(card, McpCallCard)]
-
-
-def last_card(qtbot, window, state: str | None = None, timeout: int = 30_000):
-    def found():
-        shown = cards(window)
-        return bool(shown) and (state is None or shown[-1].state == state)
-
-    qtbot.waitUntil(found, timeout=timeout)
-    return cards(window)[-1]
-
-
-def card_text(card) -> str:
-    return "\n".join(label.text() for label in card.findChildren(QLabel))
-
-
 def report_figures(window) -> None:
     """Print, per MCP tool the model called: calls run, calls whose arguments validate
     against the tool's inputSchema, and seconds from the reply's last token to the result
@@ -98,23 +78,6 @@ def report_figures(window) -> None:
         seconds = [round(e.after_last_token_s, 3) for e in entries]
         figure = {"tool": tool, "calls": len(entries), "valid": valid, "shown_after_s": seconds}
         print("MCP-GUI-FIGURE", json.dumps(figure))
-
-
-def tool_messages(window) -> list:
-    return [m for m in window.controller.path() if m.role == "tool"]
-
-
-def allow_once(
-    qtbot, window, tool: str, prompt: str, max_tokens: int, results: int | None = None
-) -> None:
-    """Make the reply to `prompt` call `tool` and allow the call once; with `results`, wait
-    until that many tool results are stored and the turn is over."""
-    use_tool(window, tool, max_tokens=max_tokens)
-    window.send(prompt)
-    last_card(qtbot, window, "ask").buttons["once"].click()
-    if results is not None:
-        qtbot.waitUntil(lambda: len(tool_messages(window)) == results, timeout=30_000)
-        qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
 
 
 def test_the_panel_lists_servers_tools_and_states(qtbot, mcp_window) -> None:
