@@ -10,6 +10,17 @@ import time
 
 import pytest
 from app_helpers import drop_files, screenshot, set_sampling
+from mcp_app_support import (
+    allow_once,
+    card_text,
+    cards,
+    last_card,
+    open_mcp_window,
+    server_item,
+    tool_messages,
+    use_tool,
+    wait_ready,
+)
 from mcp_support import (
     child_processes,
     config_text,
@@ -24,31 +35,21 @@ from engine.mcp.results import DECLINED_TEXT
 
 @pytest.fixture
 def mcp_window(qtbot, tmp_path, tiny_engine):
-    """A window over the tiny model whose mcp.json (in tmp) has the given servers."""
-    from app.jobs.engine_bridge import EngineBridge
-    from app.jobs.mcp_job import McpBridge
-    from app.store import Store
-    from app.views.main_window import MainWindow
-
+    """A window over the tiny model whose mcp.json (in tmp) has the given servers, which the
+    user approved earlier."""
     before = {p.pid for p in child_processes()}
     windows = []
 
     def make(servers: dict, start_timeout: float = 60.0, **settings):
-        config = tmp_path / "config" / "mcp.json"
-        config.parent.mkdir(exist_ok=True)
-        config.write_text(config_text(servers))
-        store = Store.open(tmp_path / f"data{len(windows)}")
-        for key, value in settings.items():
-            store.set_setting(key, value)
-        window = MainWindow(
-            store, EngineBridge(tiny_engine), McpBridge(store, config, start_timeout=start_timeout)
+        window = open_mcp_window(
+            qtbot,
+            tmp_path / f"data{len(windows)}",
+            tmp_path / "config" / "mcp.json",
+            tiny_engine,
+            servers,
+            start_timeout=start_timeout,
+            **settings,
         )
-        qtbot.addWidget(window)
-        window.resize(1180, 780)
-        window.show()
-        qtbot.waitExposed(window)
-        window.mcp.start()
-        window.show_tools()
         windows.append(window)
         return window
 
@@ -57,50 +58,6 @@ def mcp_window(qtbot, tmp_path, tiny_engine):
         window.close()
         window.store.close()
     assert wait_no_children(before) == []  # quitting leaves no server behind
-
-
-def wait_ready(qtbot, window, *names: str, timeout: int = 30_000) -> None:
-    def settled() -> bool:
-        snaps = window.mcp.snapshots
-        return all(n in snaps and snaps[n].state.value in ("ready", "failed") for n in names)
-
-    qtbot.waitUntil(settled, timeout=timeout)
-
-
-def use_tool(window, name: str, max_tokens: int = 48) -> None:
-    """The open conversation's first reply must call `name`; then one step, then text."""
-    from dataclasses import replace
-
-    conv = window.controller.conversation
-    window.store.set_tools(conv.id, replace(conv.tools, tool_choice=name))
-    set_sampling(window, temperature=1.0, max_tokens=max_tokens, seed=3)
-
-
-def cards(window) -> list:
-    """The MCP cards of the messages shown, in order."""
-    from app.views.mcp_card import McpCallCard
-
-    shown = [card for widget in window.chat.message_widgets() for card in widget.cards]
-    return [card for card in shown if isinstance(card, McpCallCard)]
-
-
-def last_card(qtbot, window, state: str | None = None, timeout: int = 30_000):
-    def found():
-        shown = cards(window)
-        return bool(shown) and (state is None or shown[-1].state == state)
-
-    qtbot.waitUntil(found, timeout=timeout)
-    return cards(window)[-1]
-
-
-def server_item(window, name: str):
-    tree = window.mcp_panel.tree
-    items = [tree.topLevelItem(i) for i in range(tree.topLevelItemCount())]
-    return next(item for item in items if item.text(0) == name)
-
-
-def card_text(card) -> str:
-    return "\n".join(label.text() for label in card.findChildren(QLabel))
 
 
 def report_figures(window) -> None:
@@ -121,23 +78,6 @@ def report_figures(window) -> None:
         seconds = [round(e.after_last_token_s, 3) for e in entries]
         figure = {"tool": tool, "calls": len(entries), "valid": valid, "shown_after_s": seconds}
         print("MCP-GUI-FIGURE", json.dumps(figure))
-
-
-def tool_messages(window) -> list:
-    return [m for m in window.controller.path() if m.role == "tool"]
-
-
-def allow_once(
-    qtbot, window, tool: str, prompt: str, max_tokens: int, results: int | None = None
-) -> None:
-    """Make the reply to `prompt` call `tool` and allow the call once; with `results`, wait
-    until that many tool results are stored and the turn is over."""
-    use_tool(window, tool, max_tokens=max_tokens)
-    window.send(prompt)
-    last_card(qtbot, window, "ask").buttons["once"].click()
-    if results is not None:
-        qtbot.waitUntil(lambda: len(tool_messages(window)) == results, timeout=30_000)
-        qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
 
 
 def test_the_panel_lists_servers_tools_and_states(qtbot, mcp_window) -> None:
@@ -220,12 +160,14 @@ def test_a_malformed_mcp_json_names_the_line_and_changes_nothing(qtbot, mcp_wind
     bad.write_text('{"mcpServers": {\n  "x": {"url": "ftp://nope"}\n}}')
     assert drop_files(window.mcp_panel, [bad])
     assert "other_mcp.json, line 2" in status.text() and "nothing was imported" in status.text()
-    # A good file dropped on the window is imported and its server starts.
+    # A good file dropped on the window is imported and its server starts, once the user
+    # has seen what it runs and said Start.
     config.write_text(config_text({"paint": misbehaving_entry()}))
     window.mcp.reload()
     good = tmp_path / "claude_desktop_config.json"
     good.write_text(config_text({"banner": misbehaving_entry("banner")}))
     assert drop_files(window, [good])
+    window.mcp_panel.consent_dialog.start_button.click()
     assert "Imported banner" in status.text()
     wait_ready(qtbot, window, "paint", "banner")
     assert json.loads(config.read_text())["mcpServers"].keys() == {"paint", "banner"}
@@ -252,6 +194,8 @@ def test_edit_and_import_buttons(qtbot, mcp_window, tmp_path, monkeypatch) -> No
     other.write_text(config_text({"paint": misbehaving_entry()}))
     monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(other), ""))
     window.mcp_panel.import_button.click()
+    assert window.mcp.snapshots == {}  # nothing written or started before the user's OK
+    window.mcp_panel.consent_dialog.start_button.click()
     assert "Imported paint from cursor_mcp.json." in window.mcp_panel.status.text()
     wait_ready(qtbot, window, "paint")
     assert window.mcp.snapshots["paint"].state.value == "ready"

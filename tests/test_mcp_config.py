@@ -13,9 +13,9 @@ from engine.mcp.config import (
     import_servers,
     load_config,
     parse_config,
-    redact,
     write_config_text,
 )
+from engine.mcp.redaction import redact
 
 GOOD = """{
   "mcpServers": {
@@ -53,7 +53,7 @@ def test_secrets_are_never_shown() -> None:
     for secret in ("sk-live-123456", "tok-987654", "bob", "pw@", "key=abc"):
         assert secret not in shown
     assert "API_KEY" in shown and "Authorization" in shown  # names are fine
-    assert config.servers[1].describe().startswith("https://docs.example.com/mcp")
+    assert config.servers[1].describe().startswith("https://docs.example.com/… (headers:")
     text = redact("failed: token tok-987654 refused", config.servers[1].secrets())
     assert "tok-987654" not in text and "to…" in text
 

@@ -4,8 +4,14 @@ the switches, as signals on the GUI thread.
 The hub calls back on its thread; this bridge only re-emits through queued signals, so the
 GUI never waits on a server. The configuration file is read here (small, checked at the
 edge): a malformed file is reported with its line and the servers keep running as before.
-Switches (per server, per tool), "always allow" and the tool-loop settings live in the
-app's store.
+
+Nothing starts without the user: only servers whose exact configuration (its fingerprint)
+the user approved go to the hub. A server added or changed in mcp.json by another program
+waits as "needs your OK" until `approve`; an import is read into a plan that the user
+confirms (`plan_import`, then `confirm_import`) before anything is written or started.
+Approvals, switches (per server, per tool), "always allow" (keyed by the server's
+fingerprint and the tool, so a changed or same-named server inherits nothing) and the
+tool-loop settings live in the app's store.
 """
 
 from __future__ import annotations
@@ -20,13 +26,17 @@ from engine.mcp.catalog import CatalogTool, ToolCatalog
 from engine.mcp.config import (
     EMPTY_CONFIG_TEXT,
     ImportOutcome,
+    ImportPlan,
     McpConfig,
     McpConfigError,
-    import_servers,
+    MCPServerConfig,
+    apply_import,
     load_config,
+    read_import,
     write_config_text,
 )
 from engine.mcp.results import ToolResult
+from engine.mcp.runner import ServerSnapshot, ServerState
 from engine.mcp.turn import DEFAULT_MAX_STEPS, run_call
 from engine.types import ToolCall
 
@@ -34,7 +44,8 @@ DEFAULT_CALL_TIMEOUT_S = 60
 
 _DISABLED_SERVERS = "mcp_disabled_servers"
 _DISABLED_TOOLS = "mcp_disabled_tools"
-_ALWAYS_ALLOW = "mcp_always_allow"
+_ALWAYS_ALLOW = "mcp_always_allow_by_config"  # [fingerprint, tool] pairs
+_APPROVED = "mcp_approved_servers"  # fingerprints of configurations the user let run
 _MAX_STEPS = "mcp_max_steps"
 _CALL_TIMEOUT = "mcp_call_timeout_s"
 
@@ -72,9 +83,11 @@ class McpBridge(QObject):
         self.store = store
         self.start_timeout = start_timeout
         self.config_path = Path(config_path)
-        self.config = McpConfig()
+        self.config = McpConfig()  # everything in mcp.json
+        self.pending: dict[str, MCPServerConfig] = {}  # in the file, not approved: not started
         self.problem = ""
         self.snapshots: dict[str, Any] = {}
+        self._hub_snapshots: dict[str, ServerSnapshot] = {}
         self._hub: Any = None
         self._calls: dict[str, Future[ToolResult]] = {}
         self._closed = False
@@ -114,12 +127,48 @@ class McpBridge(QObject):
         return {(s, t) for s, t in self.store.get_setting(_DISABLED_TOOLS, [])}
 
     def is_always_allowed(self, tool: CatalogTool) -> bool:
-        return [tool.server, tool.name] in self.store.get_setting(_ALWAYS_ALLOW, [])
+        """Whether the user chose "Always allow" for this tool of this exact configuration."""
+        key = [tool.server_fingerprint, tool.name]
+        return bool(tool.server_fingerprint) and key in self.store.get_setting(_ALWAYS_ALLOW, [])
 
     def allow_always(self, tool: CatalogTool) -> None:
         allowed = self.store.get_setting(_ALWAYS_ALLOW, [])
-        if [tool.server, tool.name] not in allowed:
-            self.store.set_setting(_ALWAYS_ALLOW, allowed + [[tool.server, tool.name]])
+        key = [tool.server_fingerprint, tool.name]
+        if tool.server_fingerprint and key not in allowed:
+            self.store.set_setting(_ALWAYS_ALLOW, allowed + [key])
+
+    def approved(self) -> set[str]:
+        """Fingerprints of the configurations the user let run."""
+        return set(self.store.get_setting(_APPROVED, []))
+
+    def approve_servers(self, servers: list[MCPServerConfig]) -> None:
+        """Let these exact configurations run (what the user saw and confirmed); the user's
+        switch for each is turned on. Takes effect at the next reload."""
+        approved = self.approved() | {s.fingerprint() for s in servers}
+        self.store.set_setting(_APPROVED, sorted(approved))
+        names = {s.name for s in servers}
+        self.store.set_setting(_DISABLED_SERVERS, sorted(self.disabled_servers() - names))
+
+    def approve(self, name: str, fingerprint: str) -> bool:
+        """The user's OK for a waiting server, as shown (`fingerprint`): it starts. False
+        (nothing approved) if the file has changed it since."""
+        server = self.config.server(name)
+        if server is None or server.fingerprint() != fingerprint:
+            return False
+        self.approve_servers([server])
+        self.reload()
+        return True
+
+    def _forget_stale_approvals(self, config: McpConfig) -> None:
+        """Approvals belong to an exact configuration: those of configurations no longer in
+        the file are dropped, so changing a server and changing it back asks again."""
+        present = {s.fingerprint() for s in config.servers}
+        approved = self.store.get_setting(_APPROVED, [])
+        if any(f not in present for f in approved):
+            self.store.set_setting(_APPROVED, [f for f in approved if f in present])
+        allowed = self.store.get_setting(_ALWAYS_ALLOW, [])
+        if any(f not in present for f, _ in allowed):
+            self.store.set_setting(_ALWAYS_ALLOW, [[f, t] for f, t in allowed if f in present])
 
     # ---- servers ----
 
@@ -139,19 +188,28 @@ class McpBridge(QObject):
             self._set_problem(f"{exc} — nothing was applied; the servers run as before.")
             return
         self._set_problem("")
+        self._forget_stale_approvals(config)
+        approved = self.approved()
         self.config = config
-        if self._hub is None and not config.servers:
+        self.pending = {
+            s.name: s for s in config.servers if s.fingerprint() not in approved and not s.disabled
+        }
+        # The hub only ever sees what the user approved: it cannot start anything else.
+        runnable = McpConfig(
+            tuple(s for s in config.servers if s.fingerprint() in approved), config.source
+        )
+        if self._hub is None and not runnable.servers:
             self._on_snapshots({})
             return
-        hub = self._ensure_hub()
-        hub.set_config(config)
+        hub = self._ensure_hub(runnable)
+        hub.set_config(runnable)
 
-    def _ensure_hub(self) -> Any:
+    def _ensure_hub(self, config: McpConfig | None = None) -> Any:
         if self._hub is None:
             from engine.mcp.hub import McpHub
 
             self._hub = McpHub(
-                self.config,
+                config or McpConfig(),
                 call_timeout=self.call_timeout,
                 start_timeout=self.start_timeout,
                 on_change=self._snapshots.emit,  # hub thread -> queued to the GUI thread
@@ -170,9 +228,27 @@ class McpBridge(QObject):
         if missing:
             self._watcher.addPaths(missing)
 
-    def _on_snapshots(self, snapshots: dict[str, Any]) -> None:
-        self.snapshots = snapshots
-        self.serversChanged.emit(snapshots)
+    def _on_snapshots(self, snapshots: dict[str, ServerSnapshot]) -> None:
+        """The hub's snapshots, with the servers it does not run (waiting for an OK, or
+        unapproved and disabled in the file) in file order."""
+        self._hub_snapshots = snapshots
+        merged: dict[str, ServerSnapshot] = {}
+        approved = self.approved()
+        for server in self.config.servers:
+            # A server the file changed shows as waiting at once (the hub stops the old one).
+            if server.name in snapshots and server.fingerprint() in approved:
+                merged[server.name] = snapshots[server.name]
+            elif server.fingerprint() not in approved:
+                state = ServerState.OFF if server.disabled else ServerState.NEEDS_OK
+                merged[server.name] = ServerSnapshot(
+                    server.name,
+                    state,
+                    server.describe(),
+                    server.transport,
+                    fingerprint=server.fingerprint(),
+                )
+        self.snapshots = merged
+        self.serversChanged.emit(merged)
 
     def set_server_enabled(self, name: str, enabled: bool) -> None:
         disabled = self.disabled_servers()
@@ -209,10 +285,19 @@ class McpBridge(QObject):
             self._watch()
         return self.config_path
 
-    def import_file(self, path: str | Path) -> ImportOutcome:
-        """Add a file's servers to mcp.json; raises McpConfigError (nothing applied)."""
-        outcome = import_servers(path, self.config_path)
-        self.reload()
+    def plan_import(self, path: str | Path) -> ImportPlan:
+        """Read a file's servers to show the user; writes and starts nothing. Raises
+        McpConfigError (naming the file and line) for a malformed file or mcp.json."""
+        return read_import(path, self.config_path)
+
+    def confirm_import(self, plan: ImportPlan) -> ImportOutcome:
+        """The user confirmed `plan` (as shown): its servers are approved, written to
+        mcp.json and started. Servers disabled in the file are written, not approved."""
+        self.approve_servers([s for s in plan.config.servers if not s.disabled])
+        try:
+            outcome = apply_import(plan, self.config_path)
+        finally:
+            self.reload()  # approvals of a write that failed are forgotten here
         return outcome
 
     # ---- calls ----

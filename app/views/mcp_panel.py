@@ -1,10 +1,12 @@
-"""The MCP part of the Tools panel: each server from mcp.json with its state (starting,
-ready, failed with the tail of its stderr), its tools with descriptions, a switch per server
-and per tool, Restart, Edit mcp.json, Import (button, or drop a file on the panel), and the
-tool loop's settings (steps per turn, call timeout).
+"""The MCP part of the Tools panel: each server from mcp.json with its state (waiting for
+your OK, starting, ready, failed with the tail of its stderr), its tools with descriptions,
+a switch per server and per tool, Restart, Review and start… (for a server another program
+added or changed), Edit mcp.json, Import (button, or drop a file on the panel; nothing is
+written or started until the user confirms what would run), and the tool loop's settings
+(steps per turn, call timeout).
 
-Nothing here shows env values or headers: servers are described by their command line or
-URL without secrets (engine.mcp.config.MCPServerConfig.describe).
+Nothing here shows env values, headers or tokens: servers are described by their command
+and masked arguments or the URL's host (engine.mcp.config.MCPServerConfig.describe).
 """
 
 from __future__ import annotations
@@ -36,9 +38,16 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.composer import dropped_paths
-from engine.mcp.config import McpConfigError
+from app.views.mcp_consent import McpStartDialog
+from engine.mcp.config import ImportPlan, McpConfigError
 
-STATE_TEXT = {"off": "off", "starting": "starting…", "ready": "ready", "failed": "failed"}
+STATE_TEXT = {
+    "off": "off",
+    "starting": "starting…",
+    "ready": "ready",
+    "failed": "failed",
+    "needs_ok": "needs your OK",
+}
 _ROLE = Qt.ItemDataRole.UserRole
 
 
@@ -83,6 +92,11 @@ class McpPanel(QWidget):
         self.restart_button = QPushButton("Restart", self)
         self.restart_button.setEnabled(False)
         row.addWidget(self.restart_button, 0, Qt.AlignmentFlag.AlignTop)
+        self.approve_button = QPushButton("Review and start…", self)
+        self.approve_button.setToolTip("See what this server runs, then start it or not")
+        self.approve_button.setVisible(False)
+        row.addWidget(self.approve_button, 0, Qt.AlignmentFlag.AlignTop)
+        self.consent_dialog: McpStartDialog | None = None  # the question on screen, if any
         layout.addLayout(row)
         self.stderr_view = QPlainTextEdit(self)
         self.stderr_view.setObjectName("mcpStderr")
@@ -107,6 +121,7 @@ class McpPanel(QWidget):
         self.edit_button.clicked.connect(self.edit_config)
         self.import_button.clicked.connect(self.choose_import)
         self.restart_button.clicked.connect(self.restart_selected)
+        self.approve_button.clicked.connect(self.review_selected)
         self.tree.itemChanged.connect(self._item_changed)
         self.tree.currentItemChanged.connect(lambda *_: self._show_selected())
         bridge.serversChanged.connect(self.show_servers)
@@ -126,7 +141,14 @@ class McpPanel(QWidget):
         if not self.bridge.config.servers:
             return "No MCP servers yet: add them with Edit mcp.json, or drop an mcp.json here."
         ready = sum(1 for s in self.bridge.snapshots.values() if s.state.value == "ready")
-        return f"{ready} of {len(self.bridge.config.servers)} server(s) ready."
+        text = f"{ready} of {len(self.bridge.config.servers)} server(s) ready."
+        waiting = len(self.bridge.pending)
+        if waiting:
+            text += (
+                f" {waiting} new or changed in mcp.json wait{'s' if waiting == 1 else ''} for "
+                "your OK: select it and click Review and start…"
+            )
+        return text
 
     def show_servers(self, snapshots: dict[str, Any]) -> None:
         selected = self._selected_server()
@@ -192,12 +214,17 @@ class McpPanel(QWidget):
     def _show_selected(self) -> None:
         name = self._selected_server()
         snapshot = self.bridge.snapshots.get(name) if name else None
-        self.restart_button.setEnabled(snapshot is not None)
+        waiting = snapshot is not None and snapshot.state.value == "needs_ok"
+        self.restart_button.setEnabled(snapshot is not None and not waiting)
+        self.restart_button.setVisible(not waiting)
+        self.approve_button.setVisible(waiting)
         if snapshot is None:
             self.detail.setText("")
             self.stderr_view.setVisible(False)
             return
         lines = [snapshot.description]
+        if waiting:
+            lines.append("Not started: it is new or changed in mcp.json and waits for your OK.")
         if snapshot.server_info:
             lines.append(snapshot.server_info)
         if snapshot.detail:
@@ -234,6 +261,33 @@ class McpPanel(QWidget):
         if name is not None:
             self.bridge.restart(name)
 
+    def review_selected(self) -> None:
+        """Show what the selected waiting server runs; Start approves exactly that."""
+        name = self._selected_server()
+        server = self.bridge.pending.get(name) if name else None
+        if server is None:
+            return
+        fingerprint = server.fingerprint()
+        dialog = McpStartDialog([server], "mcp.json (changed outside Corral)", parent=self)
+        dialog.accepted.connect(lambda: self._approved(server.name, fingerprint))
+        self._ask(dialog)
+
+    def _approved(self, name: str, fingerprint: str) -> None:
+        if not self.bridge.approve(name, fingerprint):
+            self.status.setText(f"{name} changed again in mcp.json: review it once more.")
+
+    def _ask(self, dialog: McpStartDialog) -> None:
+        if self.consent_dialog is not None:
+            self.consent_dialog.reject()  # one question at a time: the newest one
+        self.consent_dialog = dialog
+        dialog.finished.connect(lambda _r: self._asked(dialog))
+        dialog.open()  # window-modal; the servers and the chat keep going meanwhile
+
+    def _asked(self, dialog: McpStartDialog) -> None:
+        if self.consent_dialog is dialog:
+            self.consent_dialog = None
+        dialog.deleteLater()
+
     def _set_max_steps(self, value: int) -> None:
         self.bridge.max_steps = value
 
@@ -257,17 +311,33 @@ class McpPanel(QWidget):
             self.import_file(path)
 
     def import_file(self, path: str) -> None:
-        """Add a file's servers; a malformed file names its line and nothing changes."""
+        """Show what a file's servers would run and add them only if the user says Start;
+        a malformed file names its line and nothing changes."""
         try:
-            outcome = self.bridge.import_file(path)
+            plan = self.bridge.plan_import(path)
+        except (OSError, McpConfigError) as exc:
+            self.show_problem(f"{exc} — nothing was imported.")
+            return
+        origin = Path(path).name
+        if not plan.config.servers:
+            self.show_problem("")
+            self.status.setText(f"{origin} lists no MCP servers: nothing was imported.")
+            return
+        dialog = McpStartDialog(plan.config.servers, origin, replaces=plan.replaces, parent=self)
+        dialog.accepted.connect(lambda: self._import_confirmed(plan, origin))
+        dialog.rejected.connect(lambda: self.status.setText(f"Nothing was imported from {origin}."))
+        self.status.setText(f"{origin}: confirm what it would start…")
+        self._ask(dialog)
+
+    def _import_confirmed(self, plan: ImportPlan, origin: str) -> None:
+        try:
+            outcome = self.bridge.confirm_import(plan)
         except (OSError, McpConfigError) as exc:
             self.show_problem(f"{exc} — nothing was imported.")
             return
         names = outcome.added + outcome.replaced
-        message = f"Imported {', '.join(names)} from {Path(path).name}." if names else ""
         self.show_problem("")
-        if message:
-            self.status.setText(message)
+        self.status.setText(f"Imported {', '.join(names)} from {origin}.")
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if any(p.lower().endswith(".json") for p in dropped_paths(event.mimeData())):

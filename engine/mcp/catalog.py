@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,7 @@ class CatalogTool:
     description: str
     input_schema: dict[str, Any]
     warnings: tuple[str, ...] = ()
+    server_fingerprint: str = ""  # the configuration it was listed under (approvals' key)
 
     def to_openai(self) -> ToolDefinition:
         function: FunctionDefinition = {"name": self.exposed, "parameters": self.input_schema}
@@ -160,8 +161,10 @@ def build_catalog(
     *,
     reserved: Iterable[str] = (),
     disabled_tools: Iterable[tuple[str, str]] = (),
+    fingerprints: Mapping[str, str] | None = None,
 ) -> ToolCatalog:
-    """Offered tools from (server name, its checked tools) pairs, in order.
+    """Offered tools from (server name, its checked tools) pairs, in order; `fingerprints`
+    gives each server's configuration fingerprint, carried by its tools.
 
     Tools with an error and (server, tool) pairs in `disabled_tools` are left out. A name
     used by more than one server, or by a `reserved` (built-in or user) tool, is qualified
@@ -188,7 +191,13 @@ def build_catalog(
             taken.add(exposed)
         catalog.tools.append(
             CatalogTool(
-                exposed, server, info.name, info.description, info.input_schema, info.warnings
+                exposed,
+                server,
+                info.name,
+                info.description,
+                info.input_schema,
+                info.warnings,
+                (fingerprints or {}).get(server, ""),
             )
         )
     return catalog

@@ -1,6 +1,7 @@
 """`python -m engine chat --mcp mcp.json`: the tool loop in a terminal.
 
-Servers start from the given file; each call is shown with its arguments and asked about on
+Servers start from the given file, each first printed (command and arguments, or the URL's
+host; secrets masked) to stderr; each call is shown with its arguments and asked about on
 stdin (`y` once, `a` always for this tool, anything else no) unless `--approve all`. Text
 streams to stdout; calls, results and server problems go to stderr, so `--json` prints
 exactly one JSON object (every reply, call and result) on stdout.
@@ -74,6 +75,12 @@ def run_chat(args: argparse.Namespace, engine: Any, request: ChatRequest) -> int
     config = load_config(args.mcp)
     if not config.servers:
         err.write(f"warning: {args.mcp} lists no MCP servers\n")
+    # What is about to run, before it runs (secrets masked): the user named the file, and
+    # sees what it starts.
+    for server in config.servers:
+        note = " (disabled in the file: not started)" if server.disabled else ""
+        err.write(f"[mcp] {server.plan()}{note}\n")
+    err.flush()
     hub = McpHub(config, call_timeout=args.tool_timeout)
     try:
         hub.start().result()

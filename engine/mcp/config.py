@@ -6,12 +6,15 @@
 
 Claude Desktop, Cursor and LM Studio write this format; keys other apps add (`type`,
 `disabled`, `autoApprove`, ...) are accepted or ignored, never an error. Every problem is a
-McpConfigError naming the line it is on. Env values and headers are secrets: nothing here
-prints them (`MCPServerConfig.__repr__` and `describe` leave them out).
+McpConfigError naming the line it is on. Env values, headers and anything in the arguments
+or URL that looks like a token are secrets: nothing here prints them (`MCPServerConfig.__repr__`
+and `describe` go through engine.mcp.redaction). `fingerprint` names a server's exact
+configuration: approvals (to start it, to run a tool without asking) are keyed by it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import json.decoder
 import json.scanner
@@ -28,6 +31,7 @@ import platformdirs
 
 from engine.errors import CorralError
 from engine.files import FileRefused, read_text_limited
+from engine.mcp.redaction import looks_like_token, mask_args, secret_args, short_url
 
 CONFIG_NAME = "mcp.json"
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -66,30 +70,53 @@ class MCPServerConfig:
         return f"MCPServerConfig({self.name!r}, {self.transport}, {self.describe()!r})"
 
     def describe(self) -> str:
-        """What runs, for display: the command line, or the URL without credentials, query
-        or fragment; env and header names only, never their values."""
+        """What runs, for display: the command with its arguments (anything that looks like
+        a token masked), or the URL's scheme, host and port; env and header names only,
+        never their values."""
         if self.transport == "http":
-            parts = urlsplit(self.url)
-            host = parts.hostname or ""
-            port = f":{parts.port}" if parts.port else ""
-            text = f"{parts.scheme}://{host}{port}{parts.path}"
+            text = short_url(self.url)
             if self.headers:
                 text += " (headers: " + ", ".join(k for k, _ in self.headers) + ")"
             return text
-        text = " ".join([self.command, *self.args])
+        text = " ".join(mask_args([self.command, *self.args]))
         if self.env:
             text += " (env: " + ", ".join(k for k, _ in self.env) + ")"
         return text
 
     def secrets(self) -> list[str]:
-        """Env and header values (and the token in "Bearer TOKEN"), the URL's password and
-        query: what to scrub out of any message before it is shown or logged."""
+        """What to scrub out of any message before it is shown or logged (with
+        `redact`): env and header values (and the token in "Bearer TOKEN"), the arguments
+        `describe` masks, the URL's user name, password, query and token-like path parts."""
         values = [v for _, v in self.env + self.headers]
         values += [part for v in values for part in v.split() if len(part) >= 8]
+        values += secret_args([self.command, *self.args])
         if self.url:
             parts = urlsplit(self.url)
-            values += [parts.password or "", parts.query]
+            values += [parts.username or "", parts.password or "", parts.query, parts.fragment]
+            values += [p for p in parts.path.split("/") if looks_like_token(p) or len(p) >= 24]
         return [v for v in values if len(v) >= 4]
+
+    def plan(self) -> str:
+        """One line saying what starting this server does, secrets masked: what the user
+        sees before a server starts (the CLI's --mcp, the app's confirmation)."""
+        verb = "connects to" if self.transport == "http" else "runs"
+        return f"{self.name}: {verb} {self.describe()}"
+
+    def fingerprint(self) -> str:
+        """A hash of what this server runs or reaches and with what (command, arguments,
+        env, cwd, URL, headers; not its name, its place in the file or its switch): an
+        approval given to one configuration never carries over to another."""
+        what = {
+            "transport": self.transport,
+            "command": self.command,
+            "args": list(self.args),
+            "env": sorted(self.env),
+            "cwd": self.cwd,
+            "url": self.url,
+            "headers": sorted(self.headers),
+        }
+        text = json.dumps(what, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -106,13 +133,6 @@ class McpConfig:
 def default_config_path() -> Path:
     """mcp.json in the user's config folder (platformdirs)."""
     return Path(platformdirs.user_config_dir("Corral", "Corral")) / CONFIG_NAME
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    """`text` with every secret replaced by its first two characters and '…'."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, secret[:2] + "…")
-    return text
 
 
 # ---- parsing with line numbers ----
@@ -316,15 +336,40 @@ class ImportOutcome:
     replaced: list[str] = field(default_factory=list)
 
 
-def import_servers(source: str | Path, target: str | Path) -> ImportOutcome:
-    """Add the servers of the mcp.json at `source` to the one at `target` (same names are
-    replaced). Both files are checked first: if either is malformed nothing is written."""
-    incoming_path = Path(source).expanduser()
-    incoming = load_config(incoming_path)
-    if not incoming_path.exists():
-        raise McpConfigError(f"{incoming_path}: no such file")
+@dataclass(frozen=True)
+class ImportPlan:
+    """A file's servers, read once: what the user is shown before anything is written or
+    started, and (if they confirm) exactly what is written, even if the file changes."""
+
+    source: str
+    config: McpConfig  # the incoming servers, checked
+    entries: dict[str, Any]  # name -> the entry as written in the file
+    replaces: tuple[str, ...] = ()  # names the target already has (their entries are replaced)
+
+
+def read_import(source: str | Path, target: str | Path) -> ImportPlan:
+    """Read and check the mcp.json at `source` (and the target it would go into) without
+    writing anything; raises McpConfigError naming the file and line of a problem."""
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise McpConfigError(f"{path}: no such file")
+    try:
+        text = read_text_limited(path, MAX_CONFIG_BYTES, "MCP configuration")
+    except FileRefused as exc:
+        raise McpConfigError(str(exc)) from None
+    incoming = parse_config(text, str(path))
+    raw = json.loads(text)
+    entries = raw.get("mcpServers", raw.get("servers", {}))
+    existing = load_config(target)  # a malformed target is reported, not overwritten
+    replaces = tuple(s.name for s in incoming.servers if existing.server(s.name) is not None)
+    return ImportPlan(str(path), incoming, dict(entries), replaces)
+
+
+def apply_import(plan: ImportPlan, target: str | Path) -> ImportOutcome:
+    """Add the servers of `plan` to the mcp.json at `target` (same names are replaced). A
+    malformed target is reported and left as it is."""
     target = Path(target)
-    load_config(target)  # a malformed target is reported, not overwritten
+    load_config(target)
     data: dict[str, Any] = (
         json.loads(read_text_limited(target, MAX_CONFIG_BYTES, "MCP configuration"))
         if target.exists()
@@ -332,14 +377,18 @@ def import_servers(source: str | Path, target: str | Path) -> ImportOutcome:
     )
     key = "mcpServers" if "mcpServers" in data or "servers" not in data else "servers"
     servers = data.setdefault(key, {})
-    raw = json.loads(read_text_limited(incoming_path, MAX_CONFIG_BYTES, "MCP configuration"))
-    raw_servers = raw.get("mcpServers", raw.get("servers", {}))
     outcome = ImportOutcome()
-    for server in incoming.servers:
+    for server in plan.config.servers:
         (outcome.replaced if server.name in servers else outcome.added).append(server.name)
-        servers[server.name] = raw_servers[server.name]
+        servers[server.name] = plan.entries[server.name]
     write_config_text(target, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     return outcome
+
+
+def import_servers(source: str | Path, target: str | Path) -> ImportOutcome:
+    """Add the servers of the mcp.json at `source` to the one at `target` (same names are
+    replaced). Both files are checked first: if either is malformed nothing is written."""
+    return apply_import(read_import(source, target), target)
 
 
 def write_config_text(target: str | Path, text: str) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from engine.mcp.catalog import ToolCatalog, build_catalog
 from engine.mcp.config import McpConfig
+from engine.mcp.redaction import install_log_redaction
 from engine.mcp.results import ToolResult
 from engine.mcp.runner import ServerRunner, ServerSnapshot, ServerState
 
@@ -56,6 +57,7 @@ class McpHub:
         self._closed = False
         # The SDK logs parse failures with tracebacks; our snapshots report them instead.
         logging.getLogger("mcp").setLevel(logging.CRITICAL)
+        install_log_redaction()  # httpx logs each request's full URL, tokens and all
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="corral-mcp", daemon=True)
         self._thread.start()
@@ -92,10 +94,13 @@ class McpHub:
         self, *, reserved: Iterable[str] = (), disabled_tools: Iterable[tuple[str, str]] = ()
     ) -> ToolCatalog:
         """The tools of the ready servers, named for the model (see build_catalog)."""
-        ready = [
-            (s.name, s.tools) for s in self._snapshots.values() if s.state == ServerState.READY
-        ]
-        return build_catalog(ready, reserved=reserved, disabled_tools=disabled_tools)
+        ready = [s for s in self._snapshots.values() if s.state == ServerState.READY]
+        return build_catalog(
+            [(s.name, s.tools) for s in ready],
+            reserved=reserved,
+            disabled_tools=disabled_tools,
+            fingerprints={s.name: s.fingerprint for s in ready},
+        )
 
     def call(
         self,
@@ -168,7 +173,11 @@ class McpHub:
                 snapshots[server.name] = runner.snapshot
             else:
                 off = ServerSnapshot(
-                    server.name, ServerState.OFF, server.describe(), server.transport
+                    server.name,
+                    ServerState.OFF,
+                    server.describe(),
+                    server.transport,
+                    fingerprint=server.fingerprint(),
                 )
                 previous = self._snapshots.get(server.name)
                 keep = previous is not None and previous.state == ServerState.FAILED

@@ -20,8 +20,9 @@ from typing import Any
 import anyio
 
 from engine.mcp.catalog import MAX_TOOLS_PER_SERVER, ToolInfo, check_tool
-from engine.mcp.config import MCPServerConfig, redact
-from engine.mcp.results import ToolResult, from_call_result
+from engine.mcp.config import MCPServerConfig
+from engine.mcp.redaction import redact
+from engine.mcp.results import Failure, ToolResult, from_call_result
 from engine.mcp.transport import StderrTail, StreamWatch, WatchedTransport
 
 _MAX_LIST_PAGES = 20
@@ -32,6 +33,7 @@ class ServerState(StrEnum):
     STARTING = "starting"
     READY = "ready"
     FAILED = "failed"
+    NEEDS_OK = "needs_ok"  # new or changed: waits for the user's OK (the app's; never the hub's)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class ServerSnapshot:
     stderr_tail: str = ""
     tools: tuple[ToolInfo, ...] = ()
     server_info: str = ""  # the server's own name and version
+    fingerprint: str = ""  # of the configuration it runs (MCPServerConfig.fingerprint)
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -84,17 +87,27 @@ class ServerRunner:
         self._watch = StreamWatch()
         self._stderr: StderrTail | None = None
         self.snapshot = ServerSnapshot(
-            config.name, ServerState.OFF, config.describe(), config.transport
+            config.name,
+            ServerState.OFF,
+            config.describe(),
+            config.transport,
+            fingerprint=config.fingerprint(),
         )
 
     # ---- state ----
 
     def _publish(self, state: ServerState, **changes: Any) -> None:
-        for key in ("detail", "stderr_tail"):
+        for key in ("detail", "stderr_tail", "server_info"):
             if key in changes:
                 changes[key] = redact(changes[key], self._secrets)
         self.snapshot = replace(self.snapshot, state=state, **changes)
         self._publish_fn(self.snapshot)
+
+    def _failed(self, tool: str, failure: Failure, message: str, seconds: float) -> ToolResult:
+        """A failed call; its message (with any excerpt of the server's output) redacted."""
+        return ToolResult.failed(
+            self.config.name, tool, failure, redact(message, self._secrets), seconds
+        )
 
     def _stderr_text(self) -> str:
         return redact(self._stderr.text(), self._secrets) if self._stderr is not None else ""
@@ -217,7 +230,7 @@ class ServerRunner:
             garbage = self._watch.describe_garbage()
             message = f'the tool server "{name}" did not answer within {timeout:g} s'
             message += f" ({garbage})" if garbage else ""
-            return ToolResult.failed(name, tool, "timeout", message, elapsed())
+            return self._failed(tool, "timeout", message, elapsed())
         except Exception as exc:
             leaf = _leaf(exc)
             closed = isinstance(leaf, MCPError) and leaf.code == CONNECTION_CLOSED
@@ -226,11 +239,9 @@ class ServerRunner:
                 tail = self._stderr_text().strip()
                 message = f'the tool server "{name}" stopped during the call'
                 message += f". Its last output: {tail[-600:]}" if tail else ""
-                return ToolResult.failed(name, tool, "server_exited", message, elapsed())
+                return self._failed(tool, "server_exited", message, elapsed())
             message = f'the tool server "{name}" answered with an error: {_message(leaf)}'
             if self._watch.http_error:
                 message += f" ({self._watch.http_error})"
-            return ToolResult.failed(
-                name, tool, "protocol", redact(message, self._secrets), elapsed()
-            )
+            return self._failed(tool, "protocol", message, elapsed())
         return from_call_result(result, name, tool, elapsed())

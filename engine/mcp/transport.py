@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import anyio
 
 from engine.mcp.config import MCPServerConfig
+from engine.mcp.redaction import install_log_redaction
 
 TAIL_BYTES = 4096
 _GARBAGE_EXCERPT = 160
@@ -182,6 +183,8 @@ class WatchedTransport:
             self._inner = stdio_client(params, errlog=self._stderr.write_end)
         else:
             http = create_mcp_http_client(headers=dict(config.headers) or None)
+            # Whichever httpx the SDK uses logs each request's URL: redact on its logger.
+            install_log_redaction([type(http).__module__.split(".")[0]])
             watch = self._watch
 
             async def note_status(response: Any) -> None:
