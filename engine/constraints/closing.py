@@ -50,12 +50,13 @@ class Nesting:
     is inside a string. A lexical view (it reads any grammar's text the same way), kept up
     to date token by token; the walk scores candidate tokens with it."""
 
-    __slots__ = ("stack", "in_string", "escaped")
+    __slots__ = ("stack", "in_string", "escaped", "strings")
 
     def __init__(self) -> None:
         self.stack: list[int] = []
         self.in_string = False
         self.escaped = False
+        self.strings = 0  # strings opened so far: which string the text is in
 
     @property
     def depth(self) -> int:
@@ -64,6 +65,7 @@ class Nesting:
     def copy(self) -> Nesting:
         twin = Nesting()
         twin.stack, twin.in_string, twin.escaped = list(self.stack), self.in_string, self.escaped
+        twin.strings = self.strings
         return twin
 
     def feed(self, text: bytes) -> None:
@@ -77,6 +79,7 @@ class Nesting:
                     self.in_string = False
             elif c == 0x22:
                 self.in_string = True
+                self.strings += 1
             elif c in (0x7B, 0x5B):  # { [
                 self.stack.append(c)
             elif c in (0x7D, 0x5D) and self.stack:  # } ]
@@ -138,7 +141,9 @@ class ClosingPolicy:
         nest = nesting.copy() if nesting is not None else Nesting()
         words = np.zeros(self.n_words, np.int32)
         out: list[int] = []
-        tried = False  # tails were tried in the string the walk is in
+        # The string tails were last tried in (forced text can close one string and open
+        # the next in a single step: `","date":"`).
+        tried = -1
         while True:
             if walk.is_error():
                 return None
@@ -156,10 +161,8 @@ class ClosingPolicy:
                 for token in forced:
                     nest.feed(self.texts[token])
                 continue
-            if not nest.in_string:
-                tried = False
-            elif not tried and not nest.escaped:
-                tried = True
+            if nest.in_string and tried != nest.strings and not nest.escaped:
+                tried = nest.strings
                 tail = self._tail(walk)
                 if tail:
                     if not walk.consume_tokens(tail):
