@@ -5,8 +5,16 @@ the share that compiles to a first mask with the default options (tight defaults
 about keywords llguidance cannot enforce) and with `--strict-schema`, and the time from
 the schema to its first mask (p50/p99, default options). Then, on a fixed sample of
 `SAMPLE` schemas that compile (spread over Github_easy, Glaiveai2K and Handwritten), one
-greedy reply each at `max_tokens`: the share complete and valid under `jsonschema`
-against the schema as written, and the share the closing policy ended to fit.
+greedy reply each at `max_tokens`: the share complete and valid under `jsonschema`, formats
+checked, against the schema as the user wrote it (`constrained_complete_rate`: Corral's
+promise); the share valid against it less the keywords Corral warned it does not enforce
+(`constrained_valid_enforced_rate`: what the grammar held the reply to); and the share the
+closing policy ended to fit.
+
+Formats are checked with draft 2020-12's format checker whatever the schema's draft: it
+knows every format llguidance enforces (`date` and `uuid`, which draft 4 does not define,
+included), and reads `time` as RFC 3339 does, where the catch-all `FormatChecker()` reads
+it as draft 3 did (`HH:MM:SS`, no zone) and would call valid times invalid.
 """
 
 from __future__ import annotations
@@ -110,18 +118,27 @@ def generation_sample(compiled: list[Path], size: int = SAMPLE) -> list[Path]:
 
 
 _IGNORED = re.compile(r"not enforced \(ignored\): (.*)")
+_UNKNOWN_FORMAT = re.compile(r"Unknown format: (.*?)(?: \(\d+ times\))? \(not enforced\)")
+_PROPERTY_COUNTS = ("minProperties", "maxProperties")
 
 
 def enforced_schema(schema: Any, warnings: list[str]) -> Any:
     """`schema` as Corral enforces it: without the keywords its warnings name as ignored
-    (lenient compilation), with `oneOf` read as `anyOf` where they say so. A reply is
-    checked against this; against the schema as written only if nothing was relaxed."""
+    (lenient compilation), the formats they name as unknown, `min`/`maxProperties` where
+    they say those are not supported, and with `oneOf` read as `anyOf` where they say so.
+    Each of these only removes a constraint, so what the schema as written accepts this
+    accepts too."""
     ignored: set[str] = set()
+    formats: set[str] = set()
     for warning in warnings:
         if match := _IGNORED.search(warning):
             ignored |= set(re.findall(r'"([^"]+)"', match.group(1)))
+        if match := _UNKNOWN_FORMAT.search(warning):
+            formats.add(match.group(1))
+        if "min/maxProperties" in warning:
+            ignored.update(_PROPERTY_COUNTS)
     as_any = any("oneOf" in w and "anyOf" in w for w in warnings)
-    if not ignored and not as_any:
+    if not ignored and not formats and not as_any:
         return schema
 
     def strip(node: Any, in_map: bool = False) -> Any:
@@ -133,13 +150,27 @@ def enforced_schema(schema: Any, warnings: list[str]) -> Any:
             return {k: strip(v) for k, v in node.items()}
         out: dict[str, Any] = {}
         for key, value in node.items():
-            if key in ignored:
+            if key in ignored or (key == "format" and value in formats):
                 continue
             maps = key in ("properties", "patternProperties", "$defs", "definitions")
             out["anyOf" if as_any and key == "oneOf" else key] = strip(value, maps)
         return out
 
     return strip(schema)
+
+
+def is_valid(schema: Any, text: str) -> bool:
+    """Whether `text` is JSON valid against `schema` under its own draft's rules (2020-12
+    if it names none), formats checked (see the module doc)."""
+    import jsonschema
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    validator = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    return bool(validator(schema, format_checker=checker).is_valid(value))
 
 
 def request_for(path: Path, max_tokens: int, **options: Any) -> ChatRequest:
@@ -155,18 +186,19 @@ def request_for(path: Path, max_tokens: int, **options: Any) -> ChatRequest:
 
 def check_reply(path: Path, result: Any) -> bool:
     """Whether `result` is complete and valid against the schema in `path` as Corral
-    enforced it: as written, less what its warnings name as ignored (`enforced_schema`)."""
-    import jsonschema
-
+    enforced it: as written, less what its warnings name as not enforced
+    (`enforced_schema`), formats checked."""
     if result.error or result.incomplete:
         return False
-    try:
-        value = json.loads(result.text)
-    except ValueError:
+    return is_valid(enforced_schema(load_schema(path)[0], result.warnings), result.text)
+
+
+def valid_as_written(path: Path, result: Any) -> bool:
+    """Whether `result` is complete and valid against the schema in `path` exactly as the
+    user wrote it, formats checked: what Corral promises."""
+    if result.error or result.incomplete:
         return False
-    checked = enforced_schema(load_schema(path)[0], result.warnings)
-    validator = jsonschema.validators.validator_for(checked, jsonschema.Draft202012Validator)
-    return bool(validator(checked).is_valid(value))
+    return is_valid(load_schema(path)[0], result.text)
 
 
 def reply_for(engine: Any, path: Path, max_tokens: int, **options: Any) -> tuple[Any, bool]:
@@ -197,12 +229,18 @@ def run_coverage_bench(engine: Any, args: Any = None, max_tokens: int = 200) -> 
     lltok = engine.run(lambda lm: ll_tokenizer(lm.tokenizer, end_token_ids(lm.tokenizer)))
     figures, compiled = compile_coverage(lltok.result(), files)
     sample = generation_sample(compiled)
-    complete = closed = 0
-    for result, ok in replies_for(engine, sample, max_tokens):
-        complete += ok
+    complete = enforced = closed = 0
+    for path, (result, ok) in zip(sample, replies_for(engine, sample, max_tokens), strict=True):
+        complete += valid_as_written(path, result)
+        enforced += ok
         closed += result.closed_to_fit
     figures["coverage_sample"] = len(sample)
     figures["coverage_max_tokens"] = max_tokens
-    figures["constrained_complete_rate"] = round(complete / len(sample), 4) if sample else None
-    figures["closed_to_fit_rate"] = round(closed / len(sample), 4) if sample else None
+    figures["constrained_complete_rate"] = _rate(complete, len(sample))
+    figures["constrained_valid_enforced_rate"] = _rate(enforced, len(sample))
+    figures["closed_to_fit_rate"] = _rate(closed, len(sample))
     return figures
+
+
+def _rate(count: int, total: int) -> float | None:
+    return round(count / total, 4) if total else None

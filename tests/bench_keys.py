@@ -96,6 +96,7 @@ STABLE_KEYS: dict[str, set[str]] = {
         "coverage_sample",
         "coverage_max_tokens",
         "constrained_complete_rate",
+        "constrained_valid_enforced_rate",
         "closed_to_fit_rate",
     },
     "library": {

@@ -161,3 +161,116 @@ def test_a_required_call_with_one_of_arguments_is_made_and_validates(tiny_engine
     assert result.error is None and not result.incomplete, result.warnings
     (call,) = result.tool_calls
     jsonschema.validate(call.arguments, parameters)
+
+
+# A realistic value per format: every prefix of it is a reply cut off inside the value.
+FORMATTED = {
+    "email": "jane.doe-1@mail.example.org",
+    "uri": "https://example.com:8080/a/b?q=1#top",
+    "date": "2024-11-26",
+    "date-time": "2024-11-26T13:45:30.5+01:00",
+    "time": "13:45:30.25-05:00",
+    "uuid": "123e4567-e89b-12d3-a456-426614174000",
+    "ipv4": "192.168.10.254",
+    "ipv6": "2001:db8::8a2e:370:7334",
+    "hostname": "mail-01.example.com",
+    "duration": "P1Y2M3DT4H5M6S",
+}
+# Every format a JSON Schema draft defines, and one nobody does.
+DRAFT_FORMATS = (
+    *FORMATTED,
+    *("idn-email", "idn-hostname", "iri", "iri-reference", "uri-reference", "uri-template"),
+    *("json-pointer", "relative-json-pointer", "regex", "color", "topic"),
+)
+
+
+def formatted(fmt: str, keys: tuple[str, ...] = ("v",)) -> dict:
+    return {
+        "type": "object",
+        "properties": {k: {"type": "string", "format": fmt} for k in keys},
+        "required": list(keys),
+        "additionalProperties": False,
+    }
+
+
+def format_errors(schema: dict, value: object) -> list[str]:
+    """What jsonschema finds wrong with `value`, formats checked as the schema's draft
+    defines them (the catch-all FormatChecker() reads `time` as draft 3 does)."""
+    validator = jsonschema.validators.validator_for(schema)
+    checker = validator(schema, format_checker=validator.FORMAT_CHECKER)
+    return [e.message for e in checker.iter_errors(value)]
+
+
+def test_the_closing_table_knows_each_format_llguidance_enforces():
+    from llguidance import LLMatcher
+
+    from engine.constraints.formats import FORMAT_VALUES
+
+    enforced = set()
+    for fmt in DRAFT_FORMATS:
+        grammar = LLMatcher.grammar_from_json_schema(formatted(fmt), defaults={"lenient": True})
+        _, warnings = LLMatcher.validate_grammar_with_warnings(grammar)
+        if not any(w.startswith("Unknown format") for w in warnings):
+            enforced.add(fmt)
+    assert enforced == set(FORMAT_VALUES) == set(FORMATTED)
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATTED))
+def test_each_short_value_is_valid_to_llguidance_and_jsonschema(lltok, fmt):
+    from engine.constraints.formats import FORMAT_VALUES
+
+    validator = jsonschema.validators.validator_for(formatted(fmt))
+    assert fmt in validator.FORMAT_CHECKER.checkers, "install jsonschema[format-nongpl]"
+    spec = compile_constraint(json_schema_constraint(formatted(fmt)))
+    for value in (*FORMAT_VALUES[fmt], FORMATTED[fmt]):
+        text = json.dumps({"v": value}, separators=(",", ":"))
+        matcher = spec.compiled.matcher(lltok)
+        assert matcher.consume_tokens(lltok.tokenize_str(text)) and matcher.is_accepting(), text
+        assert not format_errors(formatted(fmt), {"v": value}), value
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATTED))
+def test_a_reply_cut_off_inside_a_formatted_value_ends_valid(lltok, fmt):
+    """Every prefix of a real value (`jane`, `jane.`, `jane.doe-1@`, `2024-11-26T1`...)
+    closes, in a few tokens, to a value jsonschema's format checker accepts; and so does the
+    second value the ending must write whole (the walk reaches it through forced text)."""
+    schema = formatted(fmt, ("v", "w"))
+    spec = compile_constraint(json_schema_constraint(schema))
+    policy = ClosingPolicy.for_tokenizer(lltok)
+    value = FORMATTED[fmt]
+    for cut in range(len(value)):
+        prefix = '{"v":"' + value[:cut]
+        matcher = spec.compiled.matcher(lltok)
+        assert matcher.consume_tokens(lltok.tokenize_str(prefix)), prefix
+        nesting = Nesting()
+        nesting.feed(prefix.encode())
+        ending = policy.ending(matcher, 80, nesting)
+        assert ending is not None, prefix
+        assert len(ending) <= 60, (prefix, lltok.decode_str(ending))
+        text = prefix + lltok.decode_str(ending)
+        assert not format_errors(schema, json.loads(text)), text
+        assert matcher.consume_tokens(ending) and matcher.is_accepting()
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATTED))
+def test_a_reply_run_out_inside_a_formatted_value_is_closed_valid(tiny_engine, lltok, fmt):
+    """The tiny model writes into the value until the budget closes it: from the shortest
+    reply's length (plus the tokens the policy keeps in hand) up, the reply is complete and
+    valid with formats checked, and some budget closes it inside the value."""
+    from engine.constraints.closing import MARGIN
+
+    schema = formatted(fmt)
+    spec = compile_constraint(json_schema_constraint(schema))
+    shortest = ClosingPolicy.for_tokenizer(lltok).ending(spec.compiled.matcher(lltok), 80)
+    assert shortest is not None
+    mid_value = 0
+    for max_tokens in range(len(shortest) + MARGIN, len(shortest) + MARGIN + 24, 2):
+        result = chat(tiny_engine, json_schema_constraint(schema), max_tokens)
+        assert not result.incomplete and result.stop_reason == StopReason.EOS, result.warnings
+        assert result.stats.generated_tokens <= max_tokens
+        assert not format_errors(schema, json.loads(result.text)), result.text
+        if result.closed_to_fit:
+            written = result.token_ids[: len(result.token_ids) - result.stats.closing_tokens]
+            before = tiny_engine.run(lambda lm, w=written: lm.tokenizer.decode(w)).result()
+            mid_value += before.count('"') == 3 and not before.endswith('"')
+    assert mid_value, "no budget closed the reply inside the value"

@@ -2,11 +2,14 @@
 
 `ClosingPolicy.ending` walks a copy of a matcher (llguidance's `deep_copy`), without the
 model, choosing at each step the allowed token that ends the structure soonest: the
-grammar's forced tokens, else a closing token (`"`, `}`, `]`, `"}` ...; the longest one
-allowed), else the shortest value (`0`, `""`, `{}`, `null` ...), else the allowed token
-after which the grammar accepts or forces text soonest (a one-token lookahead over the
-shortest allowed tokens). It stops as soon as the grammar accepts (EOS ends the reply
-there). The result is a short valid ending, not always the shortest.
+grammar's forced tokens; in a string the quote cannot close yet (a formatted value half
+written: `"bob` in an `email`), the shortest tail of a known short value after which the
+matcher accepts the quote (`@a`, see `formats`), tried once per string; else a closing
+token (`"`, `}`, `]`, `"}` ...; the longest one allowed), else the shortest value (`0`,
+`""`, `{}`, `null` ...), else the allowed token after which the grammar accepts or forces
+text soonest (a one-token lookahead over the shortest allowed tokens). It stops as soon as
+the grammar accepts (EOS ends the reply there). The result is a short valid ending, not
+always the shortest.
 
 `ClosingTracker` decides, for one reply (one row of a batch), when to compute that ending
 and when to follow it: rarely while the budget is far (first when at most half of it, or
@@ -30,6 +33,8 @@ import llguidance
 import numpy as np
 from llguidance import LLMatcher
 
+from engine.constraints.formats import value_tails
+
 FIRST_CHECK = 64  # tokens left when the ending is first computed (or half the budget)
 MARGIN = 6  # tokens kept in hand: an ending can grow by a few tokens between checks
 LOOKAHEAD = 32  # the walk goes this far past the budget, to say how much was missing
@@ -45,12 +50,13 @@ class Nesting:
     is inside a string. A lexical view (it reads any grammar's text the same way), kept up
     to date token by token; the walk scores candidate tokens with it."""
 
-    __slots__ = ("stack", "in_string", "escaped")
+    __slots__ = ("stack", "in_string", "escaped", "strings")
 
     def __init__(self) -> None:
         self.stack: list[int] = []
         self.in_string = False
         self.escaped = False
+        self.strings = 0  # strings opened so far: which string the text is in
 
     @property
     def depth(self) -> int:
@@ -59,6 +65,7 @@ class Nesting:
     def copy(self) -> Nesting:
         twin = Nesting()
         twin.stack, twin.in_string, twin.escaped = list(self.stack), self.in_string, self.escaped
+        twin.strings = self.strings
         return twin
 
     def feed(self, text: bytes) -> None:
@@ -72,6 +79,7 @@ class Nesting:
                     self.in_string = False
             elif c == 0x22:
                 self.in_string = True
+                self.strings += 1
             elif c in (0x7B, 0x5B):  # { [
                 self.stack.append(c)
             elif c in (0x7D, 0x5D) and self.stack:  # } ]
@@ -103,6 +111,11 @@ class ClosingPolicy:
         by_text = {b: t for t, b in enumerate(texts) if b in _VALUES}
         structural += [by_text[v] for v in _VALUES if v in by_text]
         self.structural = np.array(sorted(set(structural)), np.int64)
+        # Tails of short formatted values, fewest tokens first. The quote that follows one
+        # is checked with it but left to the greedy step, which may fold it into `"}`.
+        self.quote = tokenizer.tokenize_bytes(b'"')
+        tails = {tuple(tokenizer.tokenize_str(t)) for t in value_tails()}
+        self.tails = [list(t) for t in sorted(tails, key=lambda t: (len(t), _size(texts, t)))]
 
     @classmethod
     def for_tokenizer(cls, tokenizer: llguidance.LLTokenizer) -> ClosingPolicy:
@@ -128,6 +141,9 @@ class ClosingPolicy:
         nest = nesting.copy() if nesting is not None else Nesting()
         words = np.zeros(self.n_words, np.int32)
         out: list[int] = []
+        # The string tails were last tried in (forced text can close one string and open
+        # the next in a single step: `","date":"`).
+        tried = -1
         while True:
             if walk.is_error():
                 return None
@@ -145,12 +161,34 @@ class ClosingPolicy:
                 for token in forced:
                     nest.feed(self.texts[token])
                 continue
+            if nest.in_string and tried != nest.strings and not nest.escaped:
+                tried = nest.strings
+                tail = self._tail(walk)
+                if tail:
+                    if not walk.consume_tokens(tail):
+                        return None
+                    out += tail
+                    for token in tail:
+                        nest.feed(self.texts[token])
+                    continue
             walk.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
             chosen = self._choose(walk, words, nest)
             if chosen is None or not walk.consume_token(chosen):
                 return None
             out.append(chosen)
             nest.feed(self.texts[chosen])
+
+    def _tail(self, walk: LLMatcher) -> list[int] | None:
+        """The fewest tokens, the tail of a short formatted value (`formats`), after which
+        the quote may end the string the walk is in, when the quote may not end it now;
+        the matcher decides (not changed: it only checks). None if no tail does."""
+        if walk.validate_tokens(self.quote) == len(self.quote):
+            return None  # the quote closes it: the greedy step will
+        for tail in self.tails:
+            closed = tail + self.quote
+            if walk.validate_tokens(closed) == len(closed):
+                return tail
+        return None
 
     def _choose(self, walk: LLMatcher, words: np.ndarray, nest: Nesting) -> int | None:
         """The allowed token that leaves the text least deep; among equals, the one after
@@ -177,6 +215,10 @@ class ClosingPolicy:
             if best is None or rank < best_rank:
                 best, best_rank = token, rank
         return best
+
+
+def _size(texts: list[bytes], tokens: tuple[int, ...]) -> int:
+    return sum(len(texts[t]) for t in tokens)
 
 
 def _structural(text: bytes) -> bool:
