@@ -103,8 +103,9 @@ def test_gbnf_replies_parse_with_an_equivalent_lark_grammar(tiny_engine):
 
 
 def test_lark_with_json_embed_stops_at_the_limit_when_no_ending_fits(tiny_engine):
-    """"Reasoning: " alone takes 3 tokens: no complete reply fits in 6, so the reply stops
-    at the limit and says it is incomplete. (Where a reply completes: the test below.)"""
+    """The opening "Reasoning: " takes 3 tokens: no complete reply fits in 6, so the reply
+    stops at the limit and says it is incomplete (where a reply completes: the test
+    below)."""
     spec = constraint_from_file(GRAMMARS / "verdict.lark")
     short = chat(tiny_engine, spec, SamplingSettings(temperature=1.0, seed=0, max_tokens=6))
     assert short.stop_reason == StopReason.LENGTH and short.incomplete, short.text
@@ -273,11 +274,12 @@ def test_end_tokens_come_exactly_when_the_grammar_accepts(tiny_engine, serial):
 
 def test_lark_with_json_embed_completes_and_parses(tiny_engine, tiny_model_dir):
     """The tiny model rambles whitespace inside the embedded JSON until any limit (the
-    closing policy finds no ending there: noted in the issue), so the reply is steered to
-    finish by construction: whitespace-only tokens pushed down, "}" and the end tokens
-    pushed up (and a long word, to reach the cap in fewer steps), the grammar's mask
-    deciding as always. The reasoning then runs to its 300-character cap, the verdict closes as soon as the grammar lets it, the reply ends
-    there, and both parts check (the verdict with jsonschema)."""
+    closing policy finds no ending there), so the reply is steered to finish by
+    construction: whitespace-only tokens pushed down, "}" and the end tokens pushed up
+    (and a long word, to reach the cap in fewer steps), the grammar's mask deciding as
+    always. The reasoning runs to its 300-character cap, the verdict closes as soon as the
+    grammar lets it, the reply ends there, and both parts check (the verdict with
+    jsonschema)."""
     spec = constraint_from_file(GRAMMARS / "verdict.lark")
     schema = json.loads(spec.source.split("verdict: %json", 1)[1])
     vocab = json.loads((tiny_model_dir / "tokenizer.json").read_text())["model"]["vocab"]
