@@ -8,6 +8,15 @@ Configurations: the loaded model with a JSON schema (overlapped and serial mask)
 on the tiny 2-layer model with the real vocabulary (a forward pass of a few ms, as on a
 fast Mac), and a key-heavy schema whose forced tokens are fed in one pass. Tokens/s count
 from the first sampled token: forced tokens before it come with the first token's latency.
+
+Forced tokens count as output, so `constrained_ratio` can hide what masks cost; the
+`_unforced` figures compare the same loops under a schema whose only field is a free
+string of at least 2,000 characters: after its opening (`{"text` forced, `":"` sampled)
+the grammar forces nothing, and `unforced_forced_tokens` counts what it forced after the
+first sampled token (0 is the point: checked, not assumed). `forced_token_speedup` is the
+same-grammar comparison: the key-heavy schema with its forced tokens fed, over the same
+schema with every token sampled from its own forward pass (`forced_unfed_tps`);
+`forced_free_tps` is free decoding on that prompt (a different reply, for reference).
 Also the path of a dropped grammar file to the first mask of a reply: checked and compiled
 once for the model's tokenizer and reused, against compiling it again for each request.
 """
@@ -69,6 +78,16 @@ RECORD_SCHEMA = {
     ],
     "additionalProperties": False,
 }
+# A grammar that forces no token after its opening: one free string, long enough that it
+# never closes within the bench's tokens (the tight rewrite leaves a declared minLength).
+UNFORCED_PROMPT = "Describe the city of Paris in detail. Reply in JSON with one field, text."
+UNFORCED_LOOPS = ("free", "overlapped")
+UNFORCED_SCHEMA = {
+    "type": "object",
+    "properties": {"text": {"type": "string", "minLength": 2000}},
+    "required": ["text"],
+    "additionalProperties": False,
+}
 GREEDY = SamplingSettings(temperature=0.0)
 
 
@@ -77,6 +96,7 @@ class _Run:
     tokens: int
     tps: float
     stats: GenerationStats | None
+    lead: int = 0  # tokens forced before the first sampled one (not timed)
 
 
 def run_constraint_bench(engine: Any, args: Any = None, **options: Any) -> dict[str, Any]:
@@ -107,19 +127,32 @@ def measure_constraints(
     """All constraint figures, on the calling thread (which must own `model`)."""
     answer = json_schema_constraint(ANSWER_SCHEMA, "answer schema")
     record = json_schema_constraint(RECORD_SCHEMA, "key-heavy record schema")
+    unforced = json_schema_constraint(UNFORCED_SCHEMA, "free-string schema")
     out: dict[str, Any] = {}
 
     main = compare_loops(model, tokenizer, answer, ANSWER_PROMPT, tokens, repeats)
     out.update(_ratios("", main))
+    free_text = compare_loops(
+        model, tokenizer, unforced, UNFORCED_PROMPT, tokens, repeats, loops=UNFORCED_LOOPS
+    )
+    out.update(_unforced_ratios("", free_text))
     forced = compare_loops(
-        model, tokenizer, record, RECORD_PROMPT, tokens, repeats, loops=("free", "overlapped")
+        model,
+        tokenizer,
+        record,
+        RECORD_PROMPT,
+        tokens,
+        repeats,
+        loops=("free", "overlapped", "unfed"),
     )
     out["forced_free_tps"] = _median_tps(forced["free"])
     out["forced_tps"] = _median_tps(forced["overlapped"])
-    out["forced_token_speedup"] = _paired_ratio(forced["overlapped"], forced["free"])
+    out["forced_unfed_tps"] = _median_tps(forced["unfed"])
+    out["forced_token_speedup"] = _paired_ratio(forced["overlapped"], forced["unfed"])
     fstats = _typical_stats(forced["overlapped"])
     out["forced_tokens"] = f"{fstats.forced_tokens} of {forced['overlapped'][0].tokens}"
     out["forced_forward_passes"] = fstats.forward_passes
+    out["forced_unfed_forward_passes"] = _typical_stats(forced["unfed"]).forward_passes
     out.update(measure_drop_to_first_mask(tokenizer, repeats=max(3, repeats)))
     out.update(measure_depth_check(tokenizer, repeats=max(3, repeats)))
 
@@ -134,6 +167,16 @@ def measure_constraints(
             tiny, tiny_tok = mlx_lm.load(folder)[:2]
         runs = compare_loops(tiny, tiny_tok, answer, ANSWER_PROMPT, stress_tokens, stress_repeats)
         out.update(_ratios("stress_", runs))
+        free_text = compare_loops(
+            tiny,
+            tiny_tok,
+            unforced,
+            UNFORCED_PROMPT,
+            stress_tokens,
+            stress_repeats,
+            loops=UNFORCED_LOOPS,
+        )
+        out.update(_unforced_ratios("stress_", free_text))
     return out
 
 
@@ -189,7 +232,9 @@ def compare_loops(
     loops: tuple[str, ...] = ("free", "overlapped", "serial"),
 ) -> dict[str, list[_Run]]:
     """Each loop's runs, `repeats` rounds of one run per loop (rotating the order), all of
-    the length the constrained warm-up run reached."""
+    the length the constrained warm-up run reached. Loops: "free" (no constraint),
+    "overlapped" (masks on the pool beside the forward pass), "serial" (masks on the
+    loop's thread) and "unfed" (overlapped, forced tokens sampled one pass each)."""
     tokens = encode_chat(tokenizer, [{"role": "user", "content": prompt}])
     warm = _run(model, tokenizer, tokens, "overlapped", constraint, max_tokens)
     count = warm.tokens
@@ -225,6 +270,7 @@ def _run(
             tokenizer,
             constraint,
             ends,
+            forced_tokens=loop != "unfed",
             on_pool=loop != "serial",
             max_tokens=max_tokens + 1000,
             close_loops=False,
@@ -256,7 +302,7 @@ def _run(
     timed = stamps[lead:]
     n = len(timed)
     tps = (n - 1) / (timed[-1] - timed[0]) if n > 1 and timed[-1] > timed[0] else 0.0
-    return _Run(len(stamps), tps, stats)
+    return _Run(len(stamps), tps, stats, lead)
 
 
 def _median_tps(runs: list[_Run]) -> float:
@@ -290,4 +336,21 @@ def _ratios(prefix: str, runs: dict[str, list[_Run]]) -> dict[str, Any]:
         f"{prefix}mask_mean_ms": round(stats.mask_mean_ms, 3),
         f"{prefix}mask_p99_ms": round(stats.mask_p99_ms, 3),
         f"{prefix}mask_overhead_ms": round(stats.mask_overhead_ms, 2),
+    }
+
+
+def _unforced_ratios(prefix: str, runs: dict[str, list[_Run]]) -> dict[str, Any]:
+    """The free-string schema's figures: tokens/s constrained over free, with what the
+    grammar forced after the first sampled token (the most over the runs: 0 makes the
+    ratio a measure of masks alone)."""
+    free, over = runs["free"], runs["overlapped"]
+    after_start = max((run.stats.forced_tokens - run.lead) for run in over if run.stats is not None)
+    stats = _typical_stats(over)
+    return {
+        f"{prefix}unforced_free_tps": _median_tps(free),
+        f"{prefix}unforced_constrained_tps": _median_tps(over),
+        f"{prefix}constrained_ratio_unforced": _paired_ratio(over, free),
+        f"{prefix}unforced_constrained_tokens": over[0].tokens,
+        f"{prefix}unforced_forced_tokens": after_start,
+        f"{prefix}unforced_mask_overhead_ms": round(stats.mask_overhead_ms, 2),
     }

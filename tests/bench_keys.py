@@ -40,6 +40,22 @@ STABLE_KEYS: dict[str, set[str]] = {
         "stress_mask_mean_ms",
         "stress_mask_p99_ms",
         "stress_mask_overhead_ms",
+        # added with issue 25: the ratio under a grammar that forces nothing after its
+        # opening, and forced tokens compared on the same grammar
+        "constrained_ratio_unforced",
+        "unforced_free_tps",
+        "unforced_constrained_tps",
+        "unforced_constrained_tokens",
+        "unforced_forced_tokens",
+        "unforced_mask_overhead_ms",
+        "stress_constrained_ratio_unforced",
+        "stress_unforced_free_tps",
+        "stress_unforced_constrained_tps",
+        "stress_unforced_constrained_tokens",
+        "stress_unforced_forced_tokens",
+        "stress_unforced_mask_overhead_ms",
+        "forced_unfed_tps",
+        "forced_unfed_forward_passes",
     },
     "trie": {
         "trie_turns",

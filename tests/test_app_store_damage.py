@@ -109,14 +109,32 @@ def test_a_parent_id_cycle_is_broken_with_a_warning_not_an_endless_loop(tmp_path
     assert lines[3] == "branch True"
 
 
+_CYCLE_BELOW = """
+import sys
+from app.store import Store
+store = Store.open(sys.argv[1])
+conv = store.create_conversation()
+a = store.add_message(conv.id, None, "user", "a")
+b = store.add_message(conv.id, a.id, "assistant", "b")
+store.db.execute("UPDATE messages SET parent_id = ? WHERE id = ?", (b.id, a.id))  # a <-> b
+store.select_branch(a.id)  # walks down a -> b (-> a again: it must stop there)
+print(store.conversation(conv.id).active_leaf_id == b.id)
+"""
+
+
 def test_select_branch_stops_on_a_cycle_below(tmp_path: Path) -> None:
-    store = Store.open(tmp_path)
-    conv = store.create_conversation()
-    a = store.add_message(conv.id, None, "user", "a")
-    b = store.add_message(conv.id, a.id, "assistant", "b")
-    store.db.execute("UPDATE messages SET parent_id = ? WHERE id = ?", (b.id, a.id))
-    store.select_branch(a.id)  # returned: the walk down met a again and stopped
-    store.close()
+    """The walk down from a message whose descendants loop back to it ends at the last
+    message before the loop closes, in a child process with a deadline (a walk that did
+    not stop would hang the test run)."""
+    run = subprocess.run(
+        [sys.executable, "-c", _CYCLE_BELOW, str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr[-500:]
+    assert run.stdout.strip() == "True"  # b: the one message below a before a comes again
 
 
 def test_a_locked_database_is_a_clear_error_after_a_busy_timeout(

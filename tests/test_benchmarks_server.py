@@ -10,6 +10,10 @@ def test_server_section_compares_http_with_the_engine(tiny_engine):
     assert STABLE_KEYS["server"] <= set(figures)
     assert figures["server_tokens"] == 8 and figures["server_runs"] == 2
     assert figures["server_http_decode_tps"] > 0 and figures["server_direct_decode_tps"] > 0
-    assert figures["server_tps_ratio"] > 0
+    # HTTP cannot make decoding faster, and costs a fraction of a token's time
+    assert 0.2 < figures["server_tps_ratio"] < 5, figures
     assert figures["server_http_ttft_ms"] > 0 and figures["server_direct_ttft_ms"] > 0
-    assert isinstance(figures["server_ttft_overhead_ms"], float)
+    # caller's lag behind the engine, HTTP's minus direct's: each lag lies between 0 and
+    # its side's TTFT (the caller starts its clock before the engine does)
+    overhead = figures["server_ttft_overhead_ms"]
+    assert -figures["server_direct_ttft_ms"] <= overhead <= figures["server_http_ttft_ms"], figures

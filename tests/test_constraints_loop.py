@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -101,17 +102,15 @@ def test_gbnf_replies_parse_with_an_equivalent_lark_grammar(tiny_engine):
         parser.parse(result.text)
 
 
-def test_lark_with_json_embed(tiny_engine):
+def test_lark_with_json_embed_stops_at_the_limit_when_no_ending_fits(tiny_engine):
+    """The opening "Reasoning: " takes 3 tokens: no complete reply fits in 6, so the reply
+    stops at the limit and says it is incomplete (where a reply completes: the test
+    below)."""
     spec = constraint_from_file(GRAMMARS / "verdict.lark")
-    schema = json.loads(spec.source.split("verdict: %json", 1)[1])
-    result = chat(tiny_engine, spec, SamplingSettings(temperature=1.0, seed=0, max_tokens=200))
-    if completed(result):
-        found = re.fullmatch(r"Reasoning: ([^\n]{1,300})\nVerdict: (.*)", result.text, re.S)
-        assert found, result.text
-        jsonschema.validate(json.loads(found.group(2)), schema)
-    else:  # a random model may ramble for 300 characters; then it must say so
-        assert result.stop_reason == StopReason.LENGTH and result.incomplete
-        assert result.text.startswith("Reasoning: ")
+    short = chat(tiny_engine, spec, SamplingSettings(temperature=1.0, seed=0, max_tokens=6))
+    assert short.stop_reason == StopReason.LENGTH and short.incomplete, short.text
+    assert short.text.startswith("Reasoning: ") and "Verdict" not in short.text
+    assert short.stats.generated_tokens == 6
 
 
 def test_reply_figures(tiny_engine):
@@ -119,7 +118,8 @@ def test_reply_figures(tiny_engine):
     assert stats.constrained
     assert stats.grammar_compile_ms > 0 and stats.mask_mean_ms > 0
     assert stats.mask_p99_ms >= stats.mask_mean_ms * 0.5
-    assert stats.mask_overhead_ms >= 0
+    # the forward passes cannot have waited for masks longer than the reply took
+    assert 0 <= stats.mask_overhead_ms < stats.total_s * 1e3
     assert stats.forced_tokens > 0  # the keys are forced
     assert 0 < stats.forward_passes < stats.generated_tokens + 1
 
@@ -200,11 +200,13 @@ def decode(engine, spec, *, serial=False, ends=None, processors=(), max_tokens=6
             overlap=not serial,
         )
         out = []
+        started = time.perf_counter()
         for token in tokens:
             out.append(token)
             if token in end or len(out) >= max_tokens:
                 break
         tokens.close()
+        elapsed_ms = (time.perf_counter() - started) * 1e3
         stats = GenerationStats()
         runtime.fill_stats(stats)
         return {
@@ -215,6 +217,7 @@ def decode(engine, spec, *, serial=False, ends=None, processors=(), max_tokens=6
             "accepting": runtime.accepting,
             "finished": runtime.finished,
             "stats": stats,
+            "elapsed_ms": elapsed_ms,
             "text": tok.decode([t for t in out if t not in end]),
         }
 
@@ -228,18 +231,27 @@ def test_serial_and_overlapped_loops_agree(tiny_engine):
     assert over["tokens"] == serial["tokens"]
     assert over["stats"].forced_tokens == serial["stats"].forced_tokens
     jsonschema.validate(json.loads(over["text"]), FORM)
+    # The serial loop stands still for every mask: its overhead is at least the matcher
+    # work of each sampled token (all but perhaps the last), and at most the loop's time.
+    stats = serial["stats"]
+    sampled = len(serial["tokens"]) - stats.forced_tokens
+    assert sampled > 2
+    assert stats.mask_overhead_ms >= stats.mask_mean_ms * (sampled - 1) * 0.999 > 0
+    assert stats.mask_overhead_ms <= serial["elapsed_ms"]
+    assert over["stats"].mask_overhead_ms <= over["elapsed_ms"]
     for run in (over, serial):
         # the cache holds exactly the tokens reported as fed
         assert run["fed"][: len(run["prompt"])] == run["prompt"]
         assert run["offset"] == len(run["fed"])
 
 
-def boost(token_ids):
-    """A logits processor pushing `token_ids` to the top, as a penalty gone wrong might."""
+def boost(token_ids, by=1e9):
+    """A logits processor pushing `token_ids` to the top (or, with a negative `by`, to the
+    bottom), as a penalty gone wrong might."""
     import mlx.core as mx
 
     def process(context, logits):
-        bump = mx.zeros(logits.shape[-1]).at[mx.array(list(token_ids))].add(1e9)
+        bump = mx.zeros(logits.shape[-1]).at[mx.array(list(token_ids))].add(by)
         return logits + bump
 
     return process
@@ -258,6 +270,31 @@ def test_end_tokens_come_exactly_when_the_grammar_accepts(tiny_engine, serial):
     )
     assert run["tokens"][-1] == 0
     assert re.fullmatch("[a-z]{3,5}", run["text"]) and run["accepting"]
+
+
+def test_lark_with_json_embed_completes_and_parses(tiny_engine, tiny_model_dir):
+    """The tiny model rambles whitespace inside the embedded JSON until any limit (the
+    closing policy finds no ending there), so the reply is steered to finish by
+    construction: whitespace-only tokens pushed down, "}" and the end tokens pushed up
+    (and a long word, to reach the cap in fewer steps), the grammar's mask deciding as
+    always. The reasoning runs to its 300-character cap, the verdict closes as soon as the
+    grammar lets it, the reply ends there, and both parts check (the verdict with
+    jsonschema)."""
+    spec = constraint_from_file(GRAMMARS / "verdict.lark")
+    schema = json.loads(spec.source.split("verdict: %json", 1)[1])
+    vocab = json.loads((tiny_model_dir / "tokenizer.json").read_text())["model"]["vocab"]
+    blank = [i for text, i in vocab.items() if set(text) <= set("\u0120\u010a\u0109\u010d")]
+    run = decode(
+        tiny_engine,
+        spec,
+        ends={0, 2},
+        processors=[boost([vocab["\u0120international"], vocab["}"], 0, 2]), boost(blank, -1e9)],
+        max_tokens=400,
+    )
+    assert run["finished"] and run["accepting"], run["text"]  # nothing may follow
+    found = re.fullmatch(r"Reasoning: ([^\n]{1,300})\nVerdict: (.*)", run["text"], re.S)
+    assert found, run["text"]
+    jsonschema.validate(json.loads(found.group(2)), schema)
 
 
 def test_masked_tokens_cannot_be_revived(tiny_engine, tiny_model_dir):

@@ -79,6 +79,24 @@ def test_current_datetime_in_a_named_zone() -> None:
         current_datetime("Mars/Olympus")
 
 
+def test_the_weekday_is_english_whatever_the_locale() -> None:
+    """The model reads the weekday: a German desktop (LC_TIME set by Qt at start) must not
+    turn Monday into Montag."""
+    import locale
+
+    saved = locale.setlocale(locale.LC_TIME)
+    try:
+        try:
+            locale.setlocale(locale.LC_TIME, "de_DE.UTF-8")
+        except locale.Error:
+            pytest.skip("the de_DE.UTF-8 locale is not installed on this machine")
+        assert datetime(2024, 7, 1).strftime("%A") == "Montag"  # the locale took effect
+        moment = datetime(2024, 7, 1, 12, 30, tzinfo=UTC)
+        assert "(Monday, CEST)" in current_datetime("Europe/Paris", now=moment)
+    finally:
+        locale.setlocale(locale.LC_TIME, saved)
+
+
 @pytest.mark.parametrize(
     ("value", "src", "dst", "result"),
     [

@@ -68,10 +68,10 @@ class ServerActivity:
     def active(self) -> int:
         return self._active
 
-    def try_begin(self, limit: int) -> bool:
-        """Count a new request in flight unless `limit` are already."""
+    def try_begin(self, limit: int | None) -> bool:
+        """Count a new request in flight unless `limit` are already (None: no limit)."""
         with self._lock:
-            if self._active >= limit:
+            if limit is not None and self._active >= limit:
                 return False
             self._active += 1
             active = self._active

@@ -28,7 +28,11 @@ class ServerConfig:
     api_key: str | None = None
     cors_origins: list[str] = field(default_factory=list)
     max_body_bytes: int = 8 * 1024 * 1024
-    max_queued_requests: int = 32
+    # Requests in flight (waiting or decoding) at most, beyond which the server answers 503
+    # itself; None: no count of its own, only the engine's bound on replies waiting for a
+    # row (`Engine.max_queued`, engine.engine.DEFAULT_MAX_QUEUED), so that one number
+    # holds for the app's engine and the server alike.
+    max_queued_requests: int | None = None
     default_max_tokens: int = 2048
 
     def check(self) -> None:

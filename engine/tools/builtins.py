@@ -164,6 +164,11 @@ def calculate(expression: str) -> str:
 # --- date and time ------------------------------------------------------------------------
 
 
+# The weekday in English whatever the machine's locale: `strftime("%A")` follows LC_TIME,
+# which Qt sets from the environment once the app starts ("Montag" under de_DE).
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
 def current_datetime(timezone: str | None = None, now: datetime | None = None) -> str:
     """The current date and time as ISO 8601 with the weekday and zone name."""
     if timezone is not None and not isinstance(timezone, str):
@@ -178,7 +183,8 @@ def current_datetime(timezone: str | None = None, now: datetime | None = None) -
         moment = (now or datetime.now(zone)).astimezone(zone)
     else:
         moment = (now or datetime.now()).astimezone()
-    return f"{moment.isoformat(timespec='seconds')} ({moment.strftime('%A')}, {moment.tzname()})"
+    weekday = _WEEKDAYS[moment.weekday()]
+    return f"{moment.isoformat(timespec='seconds')} ({weekday}, {moment.tzname()})"
 
 
 # --- unit conversion ----------------------------------------------------------------------
