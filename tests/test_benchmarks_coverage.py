@@ -23,7 +23,7 @@ from benchmarks.coverage import (
 )
 from engine.constraints.sources import json_schema_constraint
 from engine.constraints.tokenizer import ll_tokenizer
-from engine.sampling import end_token_ids
+from engine.runtime.sampling import end_token_ids
 
 MAX_TOKENS = 40
 IGNORED = "JSON schema keywords not enforced (ignored): "
