@@ -128,3 +128,19 @@ def test_engine_free_text_has_no_verdict(tiny_engine):
     result = tiny_engine.chat(ChatRequest(USER, SamplingSettings(temperature=0, max_tokens=4)))
     assert result.valid_as_written is None
     assert result.to_dict()["valid_as_written"] is None
+
+
+def test_every_format_corral_enforces_is_really_checked():
+    """Without jsonschema's format extras, `date-time`, `uri` and `hostname` pass anything:
+    the install must bring them (pyproject's jsonschema[format-nongpl])."""
+    for fmt, bad in [
+        ("date-time", "yesterday"),
+        ("uri", "not a uri"),
+        ("hostname", "-bad-.host"),
+        ("email", "nobody"),
+        ("ipv4", "300.1.1.1"),
+        ("uuid", "123"),
+        ("date", "2026-13-01"),
+    ]:
+        schema = {"type": "string", "format": fmt}
+        assert not check_json_text(text(schema), json.dumps(bad)).valid, fmt
