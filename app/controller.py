@@ -678,6 +678,8 @@ class ChatController(QObject):
             meta["continued_from"] = continued.id
         if result.error:
             meta["error"] = result.error_line
+        if result.as_written is not None:
+            meta["as_written"] = result.as_written.to_dict()
         if result.logprobs and continued is None:  # a continuation's cover only its new part
             meta["inspect"] = len(result.logprobs)
         message = self.store.add_message(

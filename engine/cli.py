@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.constraints.as_written import as_written_line
 from engine.errors import CorralError
 from engine.types import (
     DEFAULT_MAX_ROWS,
@@ -161,6 +162,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
             print(f"[tight: {'; '.join(result.tight)}]", file=sys.stderr)
         if result.logprobs is not None:
             print(f"[inspector: {logprobs_summary(result.logprobs)}]", file=sys.stderr)
+        if result.as_written is not None and not result.as_written.valid:
+            print(f"[{as_written_line(result.as_written)}]", file=sys.stderr)
         if result.closed_to_fit:
             print(
                 f"[closed to fit: the last {s.closing_tokens} tokens end the reply validly "

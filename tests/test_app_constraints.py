@@ -158,3 +158,28 @@ def test_a_tight_lenient_schema_shows_on_the_chip_and_a_closed_reply_says_so(
     assert reply.message.meta["stats"]["closed_to_fit"]
     assert reply.status.text().startswith("Closed early")
     close_window(window)
+
+
+def test_a_reply_invalid_as_written_says_so_under_it(qtbot, tmp_path, tiny_engine):
+    """llguidance ignores `not`: the reply fits what Corral enforced, and the note under it
+    says it does not fit the schema as written, naming the keyword (and nothing says
+    "valid" for a reply that is not)."""
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=0.0, max_tokens=30)
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9}},
+        "required": ["a"],
+        "additionalProperties": False,
+        "not": {"required": ["a"]},
+    }
+    path = tmp_path / "never.json"
+    path.write_text(json.dumps(schema))
+    assert drop_files(window, [path])
+    qtbot.waitUntil(window.constraint_bar.chip.isVisible, timeout=10_000)
+    reply = _ask(qtbot, window, "Answer in JSON")
+    assert json.loads(reply.message.content)["a"] in range(10)
+    assert reply.message.meta["as_written"]["valid"] is False
+    assert reply.status.isVisible()
+    assert reply.status.text().startswith("Not valid against your schema as written (not)")
+    close_window(window)

@@ -168,6 +168,44 @@ def test_json_schema_reply_validates(client: openai.OpenAI, model: str) -> None:
     )
     jsonschema.validate(json.loads(reply.choices[0].message.content or ""), PERSON)
     assert reply.model_extra["corral"]["constraint"] == "person"  # type: ignore[index]
+    assert reply.model_extra["corral"]["valid_as_written"] is True  # type: ignore[index]
+
+
+def test_a_reply_invalid_as_written_says_so(client: openai.OpenAI, model: str) -> None:
+    """llguidance ignores `not`: the reply fits what was enforced, and the corral object
+    says it does not fit the schema as the client wrote it, and where."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9}},
+        "required": ["a"],
+        "additionalProperties": False,
+        "not": {"required": ["a"]},
+    }
+    body = {"type": "json_schema", "json_schema": {"name": "never", "schema": schema}}
+    for stream in (False, True):
+        if stream:
+            chunks = list(
+                client.chat.completions.create(
+                    model=model,
+                    messages=_user("Fill it in."),
+                    max_tokens=30,
+                    temperature=0,
+                    response_format=body,  # type: ignore[arg-type]
+                    stream=True,
+                )
+            )
+            stats = [c for c in chunks if c.choices][-1].model_extra["corral"]  # type: ignore[index]
+        else:
+            reply = client.chat.completions.create(
+                model=model,
+                messages=_user("Fill it in."),
+                max_tokens=30,
+                temperature=0,
+                response_format=body,  # type: ignore[arg-type]
+            )
+            stats = reply.model_extra["corral"]  # type: ignore[index]
+        assert stats["valid_as_written"] is False
+        assert stats["invalid_as_written"]["keyword"] == "not"
 
 
 def test_json_object_and_grammar_extension(client: openai.OpenAI, model: str) -> None:

@@ -42,6 +42,15 @@ def reply_note(message: Message, *, can_continue: bool = True) -> Note | None:
         return Note("Stopped")
     if meta.get("incomplete") and meta.get("constraint"):
         return Note("Incomplete: the reply ended before it matched the format", "warning", "retry")
+    as_written = meta.get("as_written") or {}
+    if as_written.get("valid") is False:
+        where = f" at {as_written['path']}" if as_written.get("path") else ""
+        return Note(
+            f"Not valid against your schema as written ({as_written.get('keyword')}{where}): "
+            f"{as_written.get('message', '')}",
+            "warning",
+            "retry",
+        )
     stats = meta.get("stats") or {}
     if stats.get("closed_to_fit"):
         why = (

@@ -23,6 +23,7 @@ from engine.runtime.reply_text import ReplyText
 from engine.runtime.sampling import RowSampler, build_processors, end_token_ids
 from engine.runtime.speculative import Drafter, Speculator
 from engine.types import (
+    AsWrittenCheck,
     ChatResult,
     ConstraintSpec,
     ConstraintUse,
@@ -61,6 +62,7 @@ class Reply:
         self.tool_plan: ToolPlan | None = None
         constraint = request.constraint
         self.constraint_use: ConstraintUse | None = None if constraint is None else "alone"
+        self.user_constraint = constraint  # as the user wrote it, for the as-written check
         if request.continue_final_message:
             if request.tools or constraint is not None:
                 raise ValueError("a reply can be continued only without tools or a constraint")
@@ -237,6 +239,7 @@ class Reply:
             if self._splitter is not None:
                 calls = self._splitter.with_ids(calls)
         constraint = self.constraint
+        as_written = self._check_as_written(text, calls)
         return ChatResult(
             text=text,
             stop_reason=stop_reason,
@@ -250,7 +253,25 @@ class Reply:
             token_ids=list(fed),
             prompt_length=len(self.prompt_tokens),
             logprobs=logprobs,
+            as_written=as_written,
         )
+
+    def _check_as_written(self, text: str, calls: list[ToolCall]) -> AsWrittenCheck | None:
+        """The reply against the user's own schema (or its tools'), timed into the stats.
+
+        A text reply is checked against the user's constraint unless the tools paused it;
+        a reply with calls, against the tools' parameter schemas."""
+        from engine.constraints.as_written import check_reply
+
+        user = self.user_constraint if self.constraint_use != "paused" else None
+        if user is None and not calls:
+            return None
+        started = time.perf_counter()
+        tools = self.tool_plan.tools if self.tool_plan is not None else []
+        kind, source = (user.kind, user.source) if user is not None else (None, "")
+        result = check_reply(kind, source, text, tools, calls)
+        self.stats.as_written_ms = round((time.perf_counter() - started) * 1000, 3)
+        return result
 
 
 def _unclosed(needed: int | None, max_tokens: int) -> str:

@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from engine.api import EngineAPI
-from engine.errors import EngineBusyError
+from engine.errors import EngineBusyError, EngineClosedError
 from engine.server.activity import RequestRecord, ServerActivity
 from engine.server.config import ServerConfig
 from engine.server.errors import (
@@ -275,6 +275,13 @@ class Service:
             refusal = APIError(503, str(exc), code="queue_full", headers={"Retry-After": "1"})
             self.activity.end(RequestRecord(arrived, endpoint, 503, error=refusal.message))
             raise refusal from None
+        except EngineClosedError:  # the engine is shutting down under the server
+            refusal = APIError(503, "the server is stopping", code="engine_closed")
+            self.activity.end(RequestRecord(arrived, endpoint, 503, error=refusal.message))
+            raise refusal from None
+        except BaseException as exc:  # never leave the request counted in flight
+            self.activity.end(RequestRecord(arrived, endpoint, 500, error=str(exc)))
+            raise
         completion_id = new_id("chatcmpl" if chat else "cmpl")
         options = body.stream_options
         include_usage = bool(body.stream and options and options.include_usage)

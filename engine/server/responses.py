@@ -90,6 +90,14 @@ def corral_stats(result: ChatResult, warnings: list[str]) -> dict[str, Any]:
         "mask_mean_ms": round(s.mask_mean_ms, 4),
         "grammar_compile_ms": round(s.grammar_compile_ms, 3),
         "warnings": warnings + [w for w in result.warnings if w not in warnings],
+        # checked against the schema (or tools) the client sent, formats included
+        "valid_as_written": result.valid_as_written,
+        **(
+            {"invalid_as_written": result.as_written.to_dict()}
+            if result.as_written is not None and not result.as_written.valid
+            else {}
+        ),
+        "as_written_ms": s.as_written_ms,
     }
 
 

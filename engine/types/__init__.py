@@ -39,6 +39,7 @@ from engine.types.request import (
 )
 from engine.types.result import (
     MAX_TOP_LOGPROBS,
+    AsWrittenCheck,
     ChatResult,
     ErrorKind,
     GenerationStats,
@@ -61,6 +62,7 @@ from engine.types.state import (
 )
 
 __all__ = [
+    "AsWrittenCheck",
     "CacheStats",
     "ChatEvent",
     "ChatMessage",

@@ -152,6 +152,8 @@ class GenerationStats:
     close_reason: str = ""
     closing_tokens: int = 0
     closing_checks: int = 0
+    # the time spent checking the finished reply against the user's schema as written
+    as_written_ms: float = 0.0
     close_loops: bool = False
     # speculative decoding (engine.runtime.speculative): whether the reply drafted, draft tokens
     # fed to the model, how many it kept, and the share kept
@@ -179,6 +181,23 @@ class ToolCall:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True)
+class AsWrittenCheck:
+    """Whether a finished reply validates against the schema the user wrote (formats
+    checked), and if not, the first failing keyword, the JSON pointer inside the reply
+    where it failed, and the validator's message."""
+
+    valid: bool
+    keyword: str = ""
+    path: str = ""
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.valid:
+            return {"valid": True}
+        return {"valid": False, "keyword": self.keyword, "path": self.path, "message": self.message}
 
 
 @dataclass
@@ -213,6 +232,14 @@ class ChatResult:
     prompt_length: int = 0
     # each reply token's log-probabilities, when the request asked (ChatRequest.logprobs)
     logprobs: list[TokenLogprob] | None = None
+    # the reply checked against the schema (or tools' schemas) as the user wrote them, when
+    # it had one (engine.constraints.as_written); None for free text, grammars and regexes
+    as_written: AsWrittenCheck | None = None
+
+    @property
+    def valid_as_written(self) -> bool | None:
+        """True or False when the reply was checked against the user's schema, else None."""
+        return None if self.as_written is None else self.as_written.valid
 
     @classmethod
     def failed(
@@ -267,6 +294,12 @@ class ChatResult:
             "constraint_use": self.constraint_use,
             "warnings": list(self.warnings),
             "tool_calls": [c.to_dict() for c in self.tool_calls],
+            "valid_as_written": self.valid_as_written,
+            **(
+                {"invalid_as_written": self.as_written.to_dict()}
+                if self.as_written is not None and not self.as_written.valid
+                else {}
+            ),
             "stats": self.stats.to_dict(),
             **(
                 {"logprobs": [t.to_dict() for t in self.logprobs]}
