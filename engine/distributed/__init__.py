@@ -1,6 +1,6 @@
 """One chat over a model sharded across several machines with MLX's distributed backend.
 
-Corral's process (`DistributedEngine`, the Engine API) starts the ranks with `mlx.launch`
+Corral's process (`DistributedEngine`, an EngineAPI) starts the ranks with `mlx.launch`
 (`launch`); rank 0 (`leader`) runs the engine itself against a stand-in for the sharded model
 (`mirror`) whose every call is broadcast (`channel`) to the other ranks (`follower`), which
 only run their share (`shard`, `loading`). Memory is planned per rank (`plan`); the cost of

@@ -1,4 +1,4 @@
-"""`DistributedEngine`: the Engine API in Corral's process, served by rank 0 of a group.
+"""`DistributedEngine`: the EngineAPI (`engine.api`) in Corral's process, served by rank 0.
 
 The app, `serve` and `chat` use it exactly like `Engine` (load, submit, cancel, snapshot,
 constraint checks); it starts the ranks (`launch`), hands each call to rank 0 over the local
