@@ -25,9 +25,11 @@ grammar, `closed_to_fit`.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import llguidance
 import numpy as np
@@ -40,6 +42,7 @@ MARGIN = 6  # tokens kept in hand: an ending can grow by a few tokens between ch
 LOOKAHEAD = 32  # the walk goes this far past the budget, to say how much was missing
 CANDIDATES = 48  # allowed tokens tried one step ahead when nothing closes
 CANCEL_EVERY = 16  # walk steps between looks at whether the reply was cancelled
+UNOWNED_POLICIES = 4  # policies kept for tokenizers no model owns (grammar checks)
 
 # Short values, tried wherever a value may start.
 _VALUES = (b"0", b"1", b'""', b"{}", b"[]", b"null", b"true", b"false", b",")
@@ -94,7 +97,14 @@ class Nesting:
 class ClosingPolicy:
     """Greedy short endings for one llguidance tokenizer (its token texts, read once)."""
 
-    _cache: dict[int, tuple[llguidance.LLTokenizer, ClosingPolicy]] = {}
+    # A policy lives as long as what owns its tokenizer (a loaded model's tokenizer, see
+    # `remember`): LLTokenizer cannot be weakly referenced, so policies are found by the
+    # tokenizer's id among live ones, and held strongly only by their owner's entry.
+    _live: weakref.WeakValueDictionary[int, ClosingPolicy] = weakref.WeakValueDictionary()
+    _owned: weakref.WeakKeyDictionary[Any, dict[int, ClosingPolicy]] = weakref.WeakKeyDictionary()
+    _owners: dict[int, weakref.ref[Any]] = {}
+    # Policies of tokenizers nobody registered (grammar checks without a model): a few kept.
+    _unowned: deque[ClosingPolicy] = deque(maxlen=UNOWNED_POLICIES)
     _lock = threading.Lock()
 
     def __init__(self, tokenizer: llguidance.LLTokenizer) -> None:
@@ -121,10 +131,35 @@ class ClosingPolicy:
     def for_tokenizer(cls, tokenizer: llguidance.LLTokenizer) -> ClosingPolicy:
         """The policy for `tokenizer`, built once (~0.1 s for a 49k vocabulary)."""
         with cls._lock:
-            found = cls._cache.get(id(tokenizer))
-            if found is None or found[0] is not tokenizer:
-                found = cls._cache[id(tokenizer)] = (tokenizer, cls(tokenizer))
-            return found[1]
+            found = cls._live.get(id(tokenizer))
+            if found is not None and found.tokenizer is tokenizer:
+                return found
+            policy = cls._live[id(tokenizer)] = cls(tokenizer)
+            ref = cls._owners.get(id(tokenizer))
+            owner = ref() if ref is not None else None
+            if owner is not None:
+                cls._owned.setdefault(owner, {})[id(tokenizer)] = policy
+            else:
+                cls._unowned.append(policy)
+            return policy
+
+    @classmethod
+    def remember(cls, owner: Any, tokenizer: llguidance.LLTokenizer) -> None:
+        """`owner` (weakly referenceable: a model's tokenizer) owns `tokenizer`: the policy
+        built for it is kept while `owner` lives and let go with it."""
+        key = id(tokenizer)
+
+        def forget(_: weakref.ref[Any]) -> None:
+            with cls._lock:
+                if cls._owners.get(key) is ref:
+                    del cls._owners[key]
+
+        ref = weakref.ref(owner, forget)
+        with cls._lock:
+            cls._owners[key] = ref
+            found = cls._live.get(key)
+            if found is not None and found.tokenizer is tokenizer:
+                cls._owned.setdefault(owner, {})[key] = found
 
     def ending(
         self,

@@ -17,6 +17,7 @@ from typing import Any
 import llguidance
 
 from engine.constraints import ConstraintError
+from engine.constraints.closing import ClosingPolicy
 from engine.prompt.tokenizer import ModelTokenizer
 
 _lock = threading.Lock()
@@ -38,7 +39,8 @@ def ll_tokenizer(tokenizer: Any, ends: Iterable[int]) -> llguidance.LLTokenizer:
         found = per_ends.get(key)
         if found is None:
             found = per_ends[key] = _build(tok.hf, list(key))
-        return found
+    ClosingPolicy.remember(tok.source, found)  # its closing policy lives as long as it does
+    return found
 
 
 def _build(hf: Any, ends: list[int]) -> llguidance.LLTokenizer:

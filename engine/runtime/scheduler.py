@@ -124,8 +124,10 @@ class Scheduler:
 
     def fail_all(self, exc: BaseException) -> None:
         """Finish every reply in flight with `exc` (after a failure of the loop itself)."""
+        for prompt in self.prompts:  # their prefixes were computed apart from the batch
+            self._give_back(prompt.cache, prompt.fed)
         replies = [p.reply for p in self.prompts] + [
-            row.owner for row in self.batch.abandon() if isinstance(row.owner, Reply)
+            row.owner for row in self._abandon_rows() if isinstance(row.owner, Reply)
         ]
         self.prompts.clear()
         for reply in replies:
@@ -163,6 +165,10 @@ class Scheduler:
                 budget -= self._prefill_chunk(prompt, budget)
             except Exception as exc:
                 self.prompts.remove(prompt)
+                # the prefix lent by the prompt cache (and what was fed before the failure)
+                # goes back to it: a failed request must not cost the next one its prefix
+                self._give_back(prompt.cache, prompt.fed)
+                prompt.cache = None
                 self.deliver(prompt.reply.handle, error_result(exc, prompt.reply.started))
         for prompt in [p for p in self.prompts if p.ready]:
             if self._may_join(prompt):
@@ -250,7 +256,7 @@ class Scheduler:
         try:
             ended = self.batch.step()
         except Exception as exc:  # the forward pass failed: no row's state can be trusted
-            for row in self.batch.abandon():
+            for row in self._abandon_rows():
                 assert isinstance(row.owner, Reply)
                 self.deliver(row.owner.handle, error_result(exc, row.owner.started))
             return
@@ -282,6 +288,27 @@ class Scheduler:
     def _store(self, cache: KVState | None, fed: list[int]) -> None:
         if cache is not None:
             self.prompt_cache.store(fed, cache)
+
+    def _give_back(self, cache: KVState | None, fed: list[int]) -> None:
+        """Return a failed prompt's cache to the prompt cache, holding the tokens in `fed`
+        (all fed whole), unless its state cannot be computed: a forward pass that raised
+        while the graph was evaluated leaves it unusable, and it is dropped."""
+        if cache is None or not fed:
+            return
+        try:
+            mx.eval([c.state for c in cache])
+        except Exception:  # the failure is inside the cache's own graph: nothing to keep
+            return
+        self.prompt_cache.store(fed, cache)
+
+    def _abandon_rows(self) -> list[DecodeRow]:
+        """Every row of the batch, its KV state dropped, and what each drafter held for it
+        let go (a draft model's cache returns to its own prompt cache)."""
+        rows = self.batch.abandon()
+        for row in rows:
+            if row.speculator is not None:
+                row.speculator.drafter.release()
+        return rows
 
 
 def error_result(exc: BaseException, started: float) -> ChatResult:

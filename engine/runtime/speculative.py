@@ -165,7 +165,12 @@ class DraftModel:
     def release(self) -> None:
         """Give the draft cache back to the draft model's prompt cache."""
         if self.cache is not None and self.store is not None:
-            self.store.store(list(self.fed), self.cache)
+            try:  # after a failed pass of the draft model its cache cannot be computed
+                mx.eval([c.state for c in self.cache])
+            except Exception:
+                self.cache = None
+            if self.cache is not None:
+                self.store.store(list(self.fed), self.cache)
         self.cache, self.fed = None, []
 
 
