@@ -64,6 +64,7 @@ def inlined(schema: Any, max_depth: int = 12) -> Any:
 
     return walk(schema, root, 0)
 
+
 _NEW_MANY = utils.many
 
 

@@ -344,4 +344,3 @@ def test_o68333_can_contain_its_then_keys():
     valid = [c["data"] for c in schema["tests"] if c["valid"]]
     tight = tighten(schema["schema"]).schema
     assert valid and all(accepts(tight, v) for v in valid)
-
