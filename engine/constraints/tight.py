@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.constraints.tight_disjoint import disjoint, pairwise_disjoint, types_of
+from engine.constraints.tight_groups import Group, group_of
 from engine.constraints.tight_refs import Refs, escape
 
 __all__ = ["MAX_SAFE_INTEGER", "FRACTION_DIGITS", "FREE_DEPTH", "Tightened", "disjoint", "tighten"]
@@ -78,7 +79,6 @@ _ONE_KEYWORDS = ("additionalProperties", "additionalItems", "propertyNames", "th
 # Narrowing these narrows nothing or may widen the whole.
 _FROZEN_KEYWORDS = ("not", "if", "contains")
 _ITEM_KEYWORDS = ("items", "prefixItems", "additionalItems")
-_NUMERIC_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _NUMBER_TYPES = frozenset({"integer", "number"})
 _ALL_TYPES = ["null", "boolean", "number", "string", "array", "object"]
 
@@ -118,28 +118,10 @@ class Tightened:
 
 
 @dataclass(frozen=True)
-class _Group:
-    """What the subschemas applying to one instance (a subschema and, through in-place
-    applicators and references, every subschema applying beside it) say about it."""
-
-    size: int  # how many subschemas
-    keys: frozenset[str]  # keys any of them lists (properties, required, dependencies)
-    typed: frozenset[str]  # keys any of them gives a schema in `properties`
-    shared: frozenset[str]  # keys more than one of them gives a schema
-    open: bool  # one of them allows keys it does not list
-    catchall: int  # how many give extra keys' values a schema (`additionalProperties`)
-    patterns: int  # how many `patternProperties` entries they have together
-    declarers: int  # how many have `properties`
-    items: int  # how many constrain array items (`items`, `prefixItems`, `contains`)
-    numeric: int  # how many bound numbers, besides the first
-    min_properties: int
-
-
-@dataclass(frozen=True)
 class _Context:
     frozen: bool = False  # narrowing here could widen the whole: leave it alone
     closable: bool = True  # the only subschema tracked at its instance: it may be narrowed
-    group: _Group | None = None  # its group, where closable
+    group: Group | None = None  # its group, where closable
 
 
 @dataclass
@@ -188,12 +170,12 @@ def _contexts(refs: Refs) -> dict[str, _Context]:
     """The context of every subschema reachable from the root (by JSON pointer): frozen if
     any path to it is, closable only if every path to it allows it."""
     found: dict[str, _Context] = {}
-    seen: set[tuple[str, bool, bool, _Group | None]] = set()
-    work: list[tuple[str, Any, bool, bool, _Group | None]] = [("", refs.root, False, True, None)]
+    seen: set[tuple[str, bool, bool, Group | None]] = set()
+    work: list[tuple[str, Any, bool, bool, Group | None]] = [("", refs.root, False, True, None)]
     while work:
         pointer, node, frozen, closable, inherited = work.pop()
         # a closable subschema heads its own group; an in-place one shares its head's
-        group = _group(node, refs) if closable and isinstance(node, dict) else inherited
+        group = group_of(node, refs) if closable and isinstance(node, dict) else inherited
         if (pointer, frozen, closable, group) in seen:
             continue
         seen.add((pointer, frozen, closable, group))
@@ -212,11 +194,11 @@ def _children(
     pointer: str,
     frozen: bool,
     closable: bool,
-    group: _Group | None,
+    group: Group | None,
     refs: Refs,
-) -> list[tuple[str, Any, bool, bool, _Group | None]]:
+) -> list[tuple[str, Any, bool, bool, Group | None]]:
     """The subschemas directly below `node`, each with its context."""
-    found: list[tuple[str, Any, bool, bool, _Group | None]] = []
+    found: list[tuple[str, Any, bool, bool, Group | None]] = []
 
     def in_place(where: str, child: Any, child_frozen: bool = frozen) -> None:
         found.append((where, child, child_frozen, False, group))
@@ -283,78 +265,6 @@ def _children(
         elif value is not None:
             new_instance(f"{pointer}/{key}", value, alone)
     return found
-
-
-def _group(node: dict[str, Any], refs: Refs) -> _Group:
-    """The group `node` heads: itself and every subschema applying to the same instance."""
-    members: list[dict[str, Any]] = []
-    seen: set[int] = set()
-    stack: list[Any] = [node]
-    while stack:
-        member = stack.pop()
-        if not isinstance(member, dict) or id(member) in seen:
-            continue
-        seen.add(id(member))
-        members.append(member)
-        for key in ("allOf", "anyOf", "oneOf"):
-            if isinstance(member.get(key), list):
-                stack.extend(member[key])
-        stack.extend(member[key] for key in ("if", "then", "else") if key in member)
-        for key in ("dependentSchemas", "dependencies"):
-            if isinstance(member.get(key), dict):
-                stack.extend(member[key].values())
-        target = refs.resolve(member.get("$ref"))
-        if target is not None:
-            stack.append(target[1])
-    keys: set[str] = set()
-    typed: dict[str, int] = {}
-    open_keys = False
-    catchall = patterns = declarers = items = numeric = min_properties = 0
-    for i, member in enumerate(members):
-        properties = member.get("properties")
-        if isinstance(properties, dict) and properties:
-            declarers += 1
-            for name in properties:
-                typed[name] = typed.get(name, 0) + 1
-        keys |= _listed_keys(member)
-        extra = member.get("additionalProperties", False)
-        open_keys = open_keys or extra is not False or bool(member.get("patternProperties"))
-        catchall += isinstance(extra, dict)
-        if isinstance(member.get("patternProperties"), dict):
-            patterns += len(member["patternProperties"])
-        items += any(k in member for k in _ITEM_KEYWORDS) + ("contains" in member)
-        numeric += bool(i) and any(k in member for k in _NUMERIC_KEYWORDS)
-        if isinstance(member.get("minProperties"), int):
-            min_properties = max(min_properties, member["minProperties"])
-    return _Group(
-        size=len(members),
-        keys=frozenset(keys),
-        typed=frozenset(typed),
-        shared=frozenset(k for k, n in typed.items() if n > 1),
-        open=open_keys,
-        catchall=catchall,
-        patterns=patterns,
-        declarers=declarers,
-        items=items,
-        numeric=numeric,
-        min_properties=min_properties,
-    )
-
-
-def _listed_keys(node: dict[str, Any]) -> set[str]:
-    """Keys `node` names: properties, required keys, and both sides of its dependencies."""
-    keys: set[str] = set()
-    for key in ("properties", "dependentSchemas", "dependentRequired", "dependencies"):
-        value = node.get(key)
-        if isinstance(value, dict):
-            keys |= set(value)
-            for needed in value.values() if key != "properties" else ():
-                if isinstance(needed, list):
-                    keys |= {k for k in needed if isinstance(k, str)}
-    required = node.get("required")
-    if isinstance(required, list):
-        keys |= {k for k in required if isinstance(k, str)}
-    return keys
 
 
 # ---- pass 2: the rewrite ----
@@ -458,7 +368,7 @@ def _require_dependents(node: dict[str, Any], out: dict[str, Any], counts: _Coun
             counts.required.append(f'"{needed}" required: the required "{trigger}" needs it')
 
 
-def _close(node: dict[str, Any], out: dict[str, Any], group: _Group, counts: _Counts) -> bool:
+def _close(node: dict[str, Any], out: dict[str, Any], group: Group, counts: _Counts) -> bool:
     """Limit `out` to the keys its group declares if no subschema of the group says
     anything about extra keys."""
     if {"additionalProperties", "propertyNames"} & set(node) or group.open:
@@ -521,7 +431,7 @@ def _bound_free_containers(
     node: dict[str, Any],
     out: dict[str, Any],
     types: set[str] | None,
-    group: _Group,
+    group: Group,
     counts: _Counts,
 ) -> bool:
     """Give the values of an object without declared keys, and the items of an array
