@@ -27,6 +27,7 @@ from engine.server.config import ServerConfig
 from engine.server.core import Core, unknown_model
 from engine.server.errors import EXCEPTION_HANDLERS, APIError
 from engine.server.guard import Guard
+from engine.server.openai_responses import ResponsesAPI
 from engine.server.responses import ChunkWriter, chat_completion, new_id, text_completion
 from engine.server.schemas import ChatCompletionBody, CompletionBody
 from engine.server.streaming import ChatChunkStream
@@ -127,6 +128,7 @@ def create_app(engine: Engine, config: ServerConfig, activity: ServerActivity) -
     core = Core(engine, config, activity)
     service = Service(core)
     messages = MessagesAPI(core)
+    responses = ResponsesAPI(core)
     routes = [
         Route("/health", service.health, methods=["GET"]),
         Route("/v1/models", service.models, methods=["GET"]),
@@ -134,6 +136,7 @@ def create_app(engine: Engine, config: ServerConfig, activity: ServerActivity) -
         Route("/v1/chat/completions", service.chat, methods=["POST"]),
         Route("/v1/completions", service.completions, methods=["POST"]),
         *messages.routes(),
+        *responses.routes(),
     ]
     middleware = []
     if config.cors_origins:  # outermost: preflight requests carry no key
