@@ -1,6 +1,7 @@
 """Bench section `server`: the same prompt and settings streamed over HTTP (the official
-`openai` client against the server on a loopback port) and straight through the Engine,
-alternating, in one run.
+`openai` client against the server on a loopback port: chat completions and Responses; the
+official `anthropic` client: Messages) and straight through the Engine, alternating, in
+one run.
 
 Both sides are timed from the caller's seat: TTFT from sending the request to the first
 text, decode tokens/s as the tokens after the first over the time from the first text to
@@ -14,6 +15,8 @@ model's speed varies far more from run to run than the server costs.
   minus the same median over direct runs.
 - `server_tps_ratio`: median over HTTP runs of (caller's tokens/s / engine's tokens/s)
   over the same median for direct runs.
+- `messages_tps_ratio`, `messages_ttft_overhead_ms`: the same for Anthropic's Messages.
+- `responses_tps_ratio`, `responses_ttft_overhead_ms`: the same for OpenAI's Responses.
 The plain medians of each side are printed beside them.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +85,49 @@ def _http_run(client: Any, model: str, tokens: int) -> Run:
     return _run(sent, stamps, generated, stats["ttft_ms"] / 1e3, stats["decode_tps"])
 
 
+def _messages_run(client: Any, model: str, tokens: int) -> Run:
+    stamps: list[float] = []
+    generated = 0
+    stats: dict[str, Any] = {}
+    sent = time.perf_counter()
+    stream = client.messages.create(
+        model=model,
+        messages=[{"role": "user", "content": PROMPT}],
+        max_tokens=tokens,
+        stream=True,
+        extra_body={"temperature": 0.0},
+    )
+    for event in stream:
+        if event.type == "content_block_delta" and getattr(event.delta, "text", ""):
+            stamps.append(time.perf_counter())
+        elif event.type == "message_delta":
+            stats = (event.model_extra or {}).get("corral", {})
+            generated = event.usage.output_tokens
+    return _run(sent, stamps, generated, stats["ttft_ms"] / 1e3, stats["decode_tps"])
+
+
+def _responses_run(client: Any, model: str, tokens: int) -> Run:
+    stamps: list[float] = []
+    generated = 0
+    stats: dict[str, Any] = {}
+    sent = time.perf_counter()
+    stream = client.responses.create(
+        model=model,
+        input=PROMPT,
+        max_output_tokens=tokens,
+        temperature=0.0,
+        stream=True,
+        store=False,
+    )
+    for event in stream:
+        if event.type == "response.output_text.delta" and event.delta:
+            stamps.append(time.perf_counter())
+        elif event.type in ("response.completed", "response.incomplete"):
+            stats = (event.response.model_extra or {}).get("corral", {})
+            generated = event.response.usage.output_tokens
+    return _run(sent, stamps, generated, stats["ttft_ms"] / 1e3, stats["decode_tps"])
+
+
 def _run(
     sent: float, stamps: list[float], generated: int, engine_ttft: float, engine_tps: float
 ) -> Run:
@@ -101,38 +148,59 @@ def _lag(runs: list[Run]) -> float:
 
 def run_server_bench(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
     """Figures of the server against the engine alone, alternating runs, medians compared."""
+    import anthropic
     import openai
 
     from engine.server import HTTPServer, ServerConfig
 
     model_info = engine.snapshot.model
     assert model_info is not None
+    name = model_info.name
     server = HTTPServer(engine, ServerConfig(port=0))
     server.start()
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="bench", max_retries=0)
-    direct: list[Run] = []
-    http: list[Run] = []
+    claude = anthropic.Anthropic(base_url=server.url, api_key="bench", max_retries=0)
+    sides: dict[str, Callable[[int], Run]] = {
+        "direct": lambda n: _direct_run(engine, n),
+        "http": lambda n: _http_run(client, name, n),
+        "messages": lambda n: _messages_run(claude, name, n),
+        "responses": lambda n: _responses_run(client, name, n),
+    }
+    runs: dict[str, list[Run]] = {side: [] for side in sides}
+    order = list(sides)
     try:
-        _direct_run(engine, 4)  # warm-up: kernels, the prompt in the cache, a connection
-        _http_run(client, model_info.name, 4)
+        for run in sides.values():  # warm-up: kernels, the prompt in the cache, connections
+            run(4)
         for i in range(args.repeats):
-            order = ("direct", "http") if i % 2 == 0 else ("http", "direct")
-            for side in order:
-                if side == "direct":
-                    direct.append(_direct_run(engine, args.tokens))
-                else:
-                    http.append(_http_run(client, model_info.name, args.tokens))
+            shift = i % len(order)  # each side takes each place in turn
+            for side in order[shift:] + order[:shift]:
+                runs[side].append(sides[side](args.tokens))
     finally:
         client.close()
+        claude.close()
         server.stop()
+    direct, http = runs["direct"], runs["http"]
     direct_ratio = _ratio(direct)
+
+    def ratio(side: str) -> float | None:
+        return round(_ratio(runs[side]) / direct_ratio, 3) if direct_ratio else None
+
+    def overhead(side: str) -> float:
+        return round((_lag(runs[side]) - _lag(direct)) * 1e3, 2)
+
     return {
-        "server_tps_ratio": round(_ratio(http) / direct_ratio, 3) if direct_ratio else None,
-        "server_ttft_overhead_ms": round((_lag(http) - _lag(direct)) * 1e3, 2),
+        "server_tps_ratio": ratio("http"),
+        "server_ttft_overhead_ms": overhead("http"),
         "server_http_decode_tps": round(statistics.median(r.tps for r in http), 2),
         "server_direct_decode_tps": round(statistics.median(r.tps for r in direct), 2),
         "server_http_ttft_ms": round(statistics.median(r.ttft_s for r in http) * 1e3, 2),
         "server_direct_ttft_ms": round(statistics.median(r.ttft_s for r in direct) * 1e3, 2),
-        "server_tokens": min(r.tokens for r in direct + http),
+        "server_tokens": min(r.tokens for runs_ in runs.values() for r in runs_),
         "server_runs": args.repeats,
+        "messages_tps_ratio": ratio("messages"),
+        "messages_ttft_overhead_ms": overhead("messages"),
+        "messages_decode_tps": round(statistics.median(r.tps for r in runs["messages"]), 2),
+        "responses_tps_ratio": ratio("responses"),
+        "responses_ttft_overhead_ms": overhead("responses"),
+        "responses_decode_tps": round(statistics.median(r.tps for r in runs["responses"]), 2),
     }

@@ -217,6 +217,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=args.port,
         api_key=args.api_key or os.environ.get("CORRAL_API_KEY") or None,
         cors_origins=args.cors or [],
+        serve_any_model_name=args.serve_any_model_name,
     )
     config.check()  # refuse a public bind without a key before loading anything
     engine = make_engine(args)
@@ -227,7 +228,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.activity.on_record = lambda record: print(record.line(), file=sys.stderr, flush=True)
 
         def ready(url: str) -> None:
-            print(f"Serving {info.name} on {url} (OpenAI API at {url}/v1); Ctrl+C stops")
+            print(
+                f"Serving {info.name} on {url} (OpenAI and Anthropic APIs at {url}/v1); "
+                "Ctrl+C stops"
+            )
             sys.stdout.flush()
 
         server.serve_forever(ready)
@@ -319,7 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_distributed_arguments(chat)
     chat.set_defaults(func=cmd_chat)
 
-    serve = sub.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API")
+    serve = sub.add_parser(
+        "serve", help="serve the model over OpenAI- and Anthropic-compatible HTTP APIs"
+    )
     serve.add_argument(
         "--model",
         default="default",
@@ -332,6 +338,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--cors", action="append", metavar="ORIGIN", help="allow browser requests from ORIGIN"
+    )
+    serve.add_argument(
+        "--serve-any-model-name",
+        action="store_true",
+        help="answer requests naming any model with the loaded one (agents send their own "
+        "default names, such as claude-...); without it another name is a 404",
     )
     serve.add_argument(
         "--max-rows",

@@ -102,6 +102,10 @@ STABLE_KEYS: dict[str, set[str]] = {
     "server": {
         "server_tps_ratio",
         "server_ttft_overhead_ms",
+        "messages_tps_ratio",
+        "messages_ttft_overhead_ms",
+        "responses_tps_ratio",
+        "responses_ttft_overhead_ms",
     },
     "coverage": {
         "coverage_schemas",

@@ -1,5 +1,6 @@
-"""Shared pieces for the tests of the OpenAI-compatible server: a server on a free loopback
-port over an engine, an `openai` client for it, and reading its activity log."""
+"""Shared pieces for the tests of the server: a server on a free loopback port over an
+engine, the official `openai` and `anthropic` clients for it, reading its activity log and
+its raw event streams."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from engine.server import HTTPServer, RequestRecord, ServerConfig
 
 
 @contextmanager
-def serving(engine: Any) -> Iterator[HTTPServer]:
-    """An HTTPServer over `engine` (an Engine or a DistributedEngine), stopped after."""
-    server = HTTPServer(engine, ServerConfig(port=0))
+def serving(engine: Any, **settings: Any) -> Iterator[HTTPServer]:
+    """An HTTPServer over `engine` (an Engine or a DistributedEngine) with ServerConfig
+    `settings`, stopped after."""
+    server = HTTPServer(engine, ServerConfig(port=0, **settings))
     server.start()
     try:
         yield server
@@ -50,6 +52,44 @@ def leave_mid_stream(server: HTTPServer, body: dict[str, Any], lines: int = 6) -
     tokens), as a client that goes away does."""
     url = server.url + "/v1/chat/completions"
     with httpx.stream("POST", url, json=body, timeout=120) as r:
+        read = r.iter_lines()
+        for _ in range(lines):
+            next(read)
+
+
+def anthropic_client(server: HTTPServer, key: str = "unused", timeout: float = 120) -> Any:
+    """The official `anthropic` client for `server` (no retries: a failure shows at once)."""
+    import anthropic
+
+    return anthropic.Anthropic(base_url=server.url, api_key=key, max_retries=0, timeout=timeout)
+
+
+def sse_events(raw: str) -> list[tuple[str | None, dict[str, Any]]]:
+    """A server-sent-event body as (event name, JSON data) pairs, in order; every event
+    must be one `event:` line (optional) and one `data:` line."""
+    import json
+
+    out: list[tuple[str | None, dict[str, Any]]] = []
+    for block in raw.split("\n\n"):
+        if not block:
+            continue
+        name, data = None, None
+        for line in block.split("\n"):
+            field, _, value = line.partition(": ")
+            if field == "event":
+                name = value
+            else:
+                assert field == "data", block
+                data = json.loads(value)
+        assert data is not None, block
+        out.append((name, data))
+    return out
+
+
+def leave_stream(server: HTTPServer, path: str, body: dict[str, Any], lines: int = 6) -> None:
+    """POST a streaming `body` to `path` and hang up after `lines` lines."""
+    with httpx.stream("POST", server.url + path, json=body, timeout=120) as r:
+        assert r.status_code == 200, r.read()
         read = r.iter_lines()
         for _ in range(lines):
             next(read)

@@ -17,3 +17,10 @@ def test_server_section_compares_http_with_the_engine(tiny_engine):
     # its side's TTFT (the caller starts its clock before the engine does)
     overhead = figures["server_ttft_overhead_ms"]
     assert -figures["server_direct_ttft_ms"] <= overhead <= figures["server_http_ttft_ms"], figures
+    for dialect in ("messages", "responses"):
+        # the same bands as chat completions: a dialect cannot make decoding faster, and
+        # its lag is bounded by the TTFTs measured beside it
+        assert 0.2 < figures[f"{dialect}_tps_ratio"] < 5, figures
+        assert figures[f"{dialect}_decode_tps"] > 0
+        lag = figures[f"{dialect}_ttft_overhead_ms"]
+        assert -figures["server_direct_ttft_ms"] <= lag < 10_000, figures

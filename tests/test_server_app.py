@@ -124,3 +124,38 @@ def test_a_busy_port_is_shown_in_the_status_bar(qtbot, tmp_path, tiny_engine):
     finally:
         window.server.shutdown()
         close_window(window)
+
+
+def test_any_model_name_switch_serves_coding_agents(qtbot, tmp_path, tiny_engine):
+    """Preferences → "Answer requests for any model name": an agent asking for its own
+    default model (over Anthropic's API here) gets the loaded model, and the log lists it."""
+    import anthropic
+
+    from app.views.server_log import COLUMNS
+
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    server = window.server
+    try:
+        port = _free_port()
+        section = server.preferences_section()
+        assert section.any_model.isChecked() is False
+        section.enabled.setChecked(True)
+        section.port.setValue(port)
+        section.any_model.setChecked(True)
+        server.apply(section)
+        url = f"http://127.0.0.1:{port}"
+        qtbot.waitUntil(lambda: server.status_label.text() == f"Serving on {url}", timeout=30_000)
+        assert window.store.get_setting("server_any_model") is True
+        assert server.preferences_section().any_model.isChecked()
+        agent = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0)
+        reply = agent.messages.create(
+            model="claude-from-the-agent", max_tokens=2, messages=[{"role": "user", "content": "x"}]
+        )
+        assert reply.model == tiny_engine.snapshot.model.name
+        log = server.log_view
+        qtbot.waitUntil(lambda: log.rowCount() >= 1, timeout=10_000)
+        cells = {COLUMNS[c]: log.item(log.rowCount() - 1, c).text() for c in range(len(COLUMNS))}
+        assert cells["Endpoint"] == "/v1/messages" and cells["Status"] == "200"
+    finally:
+        server.shutdown()
+        close_window(window)

@@ -1,4 +1,5 @@
-"""The local OpenAI-compatible server seen from Qt: start, stop, and its activity as signals.
+"""The local server (OpenAI- and Anthropic-compatible) seen from Qt: start, stop, and its
+activity as signals.
 
 The server runs on its own thread over the app's Engine (one model, one prompt cache for
 the window and the server). Starting it imports the HTTP stack and binds the port, so it
@@ -40,21 +41,23 @@ class ServerJob(QObject):
     def running(self) -> bool:
         return self.url is not None
 
-    def start(self, port: int, api_key: str | None = None) -> None:
-        """Serve on 127.0.0.1:`port`; `started` or `failed` follows."""
+    def start(self, port: int, api_key: str | None = None, any_model: bool = False) -> None:
+        """Serve on 127.0.0.1:`port`; `started` or `failed` follows. `any_model`: answer
+        requests naming any model with the loaded one."""
         engine = self._engine()
         threading.Thread(
-            target=self._start, args=(engine, port, api_key or None), daemon=True
+            target=self._start, args=(engine, port, api_key or None, any_model), daemon=True
         ).start()
 
-    def _start(self, engine: Any, port: int, api_key: str | None) -> None:
+    def _start(self, engine: Any, port: int, api_key: str | None, any_model: bool) -> None:
         try:
             from engine.server import HTTPServer, ServerActivity, ServerConfig
 
             activity = ServerActivity(
                 on_record=self.requestLogged.emit, on_active=self.activeChanged.emit
             )
-            server = HTTPServer(engine, ServerConfig(port=port, api_key=api_key), activity)
+            config = ServerConfig(port=port, api_key=api_key, serve_any_model_name=any_model)
+            server = HTTPServer(engine, config, activity)
             with self._lock:
                 self._stop_locked()
                 url = server.start()

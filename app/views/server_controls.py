@@ -25,13 +25,23 @@ from app.views.server_log import ServerLogView
 
 
 class ServerSettingsGroup(QGroupBox):
-    """Preferences → Local server: on/off, port, API key."""
+    """Preferences → Local server: on/off, port, API key, and whether any model name is
+    answered (coding agents send their own default names)."""
 
-    def __init__(self, enabled: bool, port: int, api_key: str, parent: QWidget | None = None):
+    def __init__(
+        self,
+        enabled: bool,
+        port: int,
+        api_key: str,
+        any_model: bool = False,
+        parent: QWidget | None = None,
+    ):
         super().__init__("Local server", parent)
         self.setObjectName("serverSettings")
         form = QFormLayout(self)
-        self.enabled = QCheckBox("Serve the model to other apps (OpenAI-compatible API)", self)
+        self.enabled = QCheckBox(
+            "Serve the model to other apps (OpenAI- and Anthropic-compatible APIs)", self
+        )
         self.enabled.setChecked(enabled)
         self.port = QSpinBox(self, minimum=1024, maximum=65535)
         self.port.setValue(port)
@@ -41,6 +51,13 @@ class ServerSettingsGroup(QGroupBox):
         form.addRow(self.enabled)
         form.addRow("Port", self.port)
         form.addRow("API key", self.api_key)
+        self.any_model = QCheckBox("Answer requests for any model name with this model", self)
+        self.any_model.setToolTip(
+            "Coding agents such as Claude Code and Codex ask for their own default models; "
+            "with this on, the loaded model answers them. Off, another name is refused."
+        )
+        self.any_model.setChecked(any_model)
+        form.addRow(self.any_model)
         self.hint = QLabel(self)
         self.hint.setWordWrap(True)
         self.hint.setObjectName("hint")
@@ -51,12 +68,18 @@ class ServerSettingsGroup(QGroupBox):
     def _update_hint(self) -> None:
         self.hint.setText(
             f"Only programs on this Mac can connect (127.0.0.1). Point OpenAI clients at "
-            f"http://127.0.0.1:{self.port.value()}/v1. With a key, clients must send it as "
-            "Authorization: Bearer KEY."
+            f"http://127.0.0.1:{self.port.value()}/v1 and Anthropic clients at "
+            f"http://127.0.0.1:{self.port.value()}. With a key, clients must send it as "
+            "Authorization: Bearer KEY (or x-api-key: KEY)."
         )
 
-    def values(self) -> tuple[bool, int, str]:
-        return self.enabled.isChecked(), self.port.value(), self.api_key.text().strip()
+    def values(self) -> tuple[bool, int, str, bool]:
+        return (
+            self.enabled.isChecked(),
+            self.port.value(),
+            self.api_key.text().strip(),
+            self.any_model.isChecked(),
+        )
 
 
 class ServerControls(QObject):
@@ -85,11 +108,12 @@ class ServerControls(QObject):
 
     # ---- settings ----
 
-    def settings(self) -> tuple[bool, int, str]:
+    def settings(self) -> tuple[bool, int, str, bool]:
         return (
             bool(self.store.get_setting("server_enabled", False)),
             int(self.store.get_setting("server_port", DEFAULT_PORT)),
             str(self.store.get_setting("server_api_key", "") or ""),
+            bool(self.store.get_setting("server_any_model", False)),
         )
 
     def preferences_section(self) -> ServerSettingsGroup:
@@ -99,23 +123,24 @@ class ServerControls(QObject):
         """Store the section's values and start, restart or stop the server to match."""
         self.set_settings(*section.values())
 
-    def set_settings(self, enabled: bool, port: int, api_key: str) -> None:
+    def set_settings(self, enabled: bool, port: int, api_key: str, any_model: bool = False) -> None:
         before = self.settings()
         self.store.set_setting("server_enabled", enabled)
         self.store.set_setting("server_port", port)
         self.store.set_setting("server_api_key", api_key)
+        self.store.set_setting("server_any_model", any_model)
         if not enabled:
             self.job.stop()
-        elif (enabled, port, api_key) != before or not self.job.running:
+        elif (enabled, port, api_key, any_model) != before or not self.job.running:
             self._error = None
-            self.job.start(port, api_key)
+            self.job.start(port, api_key, any_model)
         self._refresh()
 
     def restore(self) -> None:
         """Start the server at launch if the user left it on."""
-        enabled, port, api_key = self.settings()
+        enabled, port, api_key, any_model = self.settings()
         if enabled:
-            self.job.start(port, api_key)
+            self.job.start(port, api_key, any_model)
 
     def shutdown(self) -> None:
         self.job.stop()
@@ -133,7 +158,10 @@ class ServerControls(QObject):
             if active:
                 text += f" · {active} active request{'s' if active != 1 else ''}"
             self.status_label.setText(text)
-            self.status_label.setToolTip(f"OpenAI-compatible API at {self.job.url}/v1")
+            self.status_label.setToolTip(
+                f"OpenAI-compatible API at {self.job.url}/v1; Anthropic-compatible at "
+                f"{self.job.url}"
+            )
             self.status_label.show()
         elif self._error:
             self.status_label.setText(f"Server not running: {self._error}")

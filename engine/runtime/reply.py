@@ -13,7 +13,7 @@ cache's longest prefix and runs it as a row of the decode batch (`engine.runtime
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.prompt.chat import encode_chat, render_continuation
 from engine.prompt.tokenizer import ModelTokenizer
@@ -24,6 +24,7 @@ from engine.runtime.sampling import RowSampler, build_processors, end_token_ids
 from engine.runtime.speculative import Drafter, Speculator
 from engine.types import (
     AsWrittenCheck,
+    ChatRequest,
     ChatResult,
     ConstraintSpec,
     ConstraintUse,
@@ -42,6 +43,41 @@ if TYPE_CHECKING:
     from engine.runtime.handle import RequestHandle
     from engine.runtime.logprobs import RowLogprobs, TokenText
     from engine.tools import ToolPlan
+
+
+def request_prompt(tokenizer: Any, request: ChatRequest) -> tuple[list[int], ToolPlan | None]:
+    """The prompt tokens the engine reads for `request`, and its tool plan when it offers
+    tools: the chat template's rendering (with the tools' prompt), a continuation of the
+    last assistant message, or a raw prompt as written.
+
+    Args:
+        tokenizer: the loaded model's tokenizer.
+        request: the request.
+
+    Raises ValueError (ToolDefinitionError among them) for a conversation the template
+    cannot render or bad tools.
+    """
+    if request.continue_final_message:
+        if request.tools or request.constraint is not None:
+            raise ValueError("a reply can be continued only without tools or a constraint")
+        return render_continuation(tokenizer, request.messages), None
+    if request.tools:
+        from engine.tools import prepare_tool_request
+
+        plan = prepare_tool_request(
+            tokenizer,
+            request.messages,
+            request.tools,
+            request.tool_choice,
+            parallel_tool_calls=request.parallel_tool_calls,
+            user_constraint=request.constraint,
+            schema_options=request.schema_options,
+        )
+        return plan.prompt_tokens, plan
+    if request.raw_prompt is not None:
+        # As written (special-token text counts), with the BOS the model wants.
+        return list(ModelTokenizer.of(tokenizer).hf.encode(request.raw_prompt)), None
+    return encode_chat(tokenizer, request.messages), None
 
 
 class Reply:
@@ -63,30 +99,10 @@ class Reply:
         constraint = request.constraint
         self.constraint_use: ConstraintUse | None = None if constraint is None else "alone"
         self.user_constraint = constraint  # as the user wrote it, for the as-written check
-        if request.continue_final_message:
-            if request.tools or constraint is not None:
-                raise ValueError("a reply can be continued only without tools or a constraint")
-            prompt_tokens = render_continuation(tokenizer, request.messages)
-        elif request.tools:
-            from engine.tools import prepare_tool_request
-
-            self.tool_plan = prepare_tool_request(
-                tokenizer,
-                request.messages,
-                request.tools,
-                request.tool_choice,
-                parallel_tool_calls=request.parallel_tool_calls,
-                user_constraint=constraint,
-                schema_options=request.schema_options,
-            )
-            prompt_tokens = self.tool_plan.prompt_tokens
+        prompt_tokens, self.tool_plan = request_prompt(tokenizer, request)
+        if self.tool_plan is not None:
             constraint = self.tool_plan.constraint
             self.constraint_use = self.tool_plan.user_constraint
-        elif request.raw_prompt is not None:
-            # As written (special-token text counts), with the BOS the model wants.
-            prompt_tokens = list(ModelTokenizer.of(tokenizer).hf.encode(request.raw_prompt))
-        else:
-            prompt_tokens = encode_chat(tokenizer, request.messages)
         if not prompt_tokens:
             raise ValueError("the prompt is empty")
         # Before any prefill: a prompt the model cannot read is refused with the numbers.

@@ -1,12 +1,15 @@
-"""Corral's OpenAI-compatible HTTP server over the shared Engine.
+"""Corral's HTTP server over the shared Engine: OpenAI's chat and text completions,
+Anthropic's Messages (`anthropic/`) and OpenAI's Responses (`openai_responses/`), each a
+translation layer over one core.
 
-`config` (address, key, limits, the loopback rule), `schemas` (request bodies),
-`translate` (bodies into ChatRequests, checked at the edge), `responses` (results and
-events in OpenAI's shapes), `errors` (OpenAI error bodies), `activity` (requests in flight
-and the request log), `guard` (Host check and API key), `streaming` (engine events into
-the event loop and out as SSE), `app` (the Starlette app and its endpoints), `runner`
-(uvicorn on a thread or in the foreground). The only package under engine/ that imports
-an HTTP framework.
+`config` (address, key, limits, the loopback rule), `schemas` (completion bodies),
+`translate` (completion bodies into ChatRequests, and the checks every dialect shares),
+`responses` (results and events in OpenAI's completion shapes), `errors` (error bodies in
+each dialect's shape), `activity` (requests in flight and the request log), `guard` (Host
+check and API key), `streaming` (engine events into the event loop and out as SSE),
+`core` (reading bodies, admission, the engine call, cancellation), `app` (the Starlette
+app and the completion endpoints), `runner` (uvicorn on a thread or in the foreground).
+The only package under engine/ that imports an HTTP framework.
 """
 
 from __future__ import annotations

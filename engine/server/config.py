@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import platformdirs
 
 from engine.errors import CorralError
 
@@ -34,6 +37,14 @@ class ServerConfig:
     # holds for the app's engine and the server alike.
     max_queued_requests: int | None = None
     default_max_tokens: int = 2048
+    # Answer a request naming any model with the loaded one (agents send their own default
+    # names, such as `claude-...`); off, another name is a 404.
+    serve_any_model_name: bool = False
+    # Stored Responses (`store`, `previous_response_id`): the SQLite file (None: Corral's
+    # data folder), and how many are kept and for how long.
+    responses_db: Path | None = None
+    max_stored_responses: int = 1000
+    stored_response_days: float = 30.0
 
     def check(self) -> None:
         """Raise ServerConfigError for settings the server must refuse to start with."""
@@ -51,6 +62,11 @@ class ServerConfig:
     @property
     def loopback(self) -> bool:
         return is_loopback(self.host)
+
+
+def data_dir() -> Path:
+    """Corral's data folder (the app keeps its conversations there too)."""
+    return Path(platformdirs.user_data_dir("Corral", "Corral"))
 
 
 def is_loopback(host: str) -> bool:

@@ -1,7 +1,10 @@
-"""OpenAI-style errors: `{"error": {"message", "type", "param", "code"}}`, never a traceback.
+"""Errors in the shape of the dialect the client speaks, never a traceback.
 
-Handlers turn APIError, request-model validation errors, unknown routes and unexpected
-exceptions into that body with the right status.
+OpenAI's endpoints (chat and text completions, Responses) answer
+`{"error": {"message", "type", "param", "code"}}`; Anthropic's (`/v1/messages...`) answer
+`{"type": "error", "error": {"type", "message"}}`, with 529 where OpenAI's shape has 503
+(the server is overloaded). Handlers turn APIError, request-model validation errors,
+unknown routes and unexpected exceptions into that body with the right status.
 """
 
 from __future__ import annotations
@@ -27,6 +30,22 @@ _TYPES = {
     429: "rate_limit_error",
     503: "server_overloaded",
 }
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def is_anthropic(path: str) -> bool:
+    """Whether `path` is one of Anthropic's endpoints (its errors take Anthropic's shape)."""
+    return path == "/v1/messages" or path.startswith("/v1/messages/")
 
 
 class APIError(Exception):
@@ -51,7 +70,23 @@ class APIError(Exception):
     def body(self) -> dict[str, Any]:
         return error_body(self.status, self.message, self.param, self.code)
 
-    def response(self) -> JSONResponse:
+    @property
+    def anthropic_status(self) -> int:
+        """The status in Anthropic's API: 529 (overloaded) where OpenAI's has 503."""
+        return 529 if self.status == 503 else self.status
+
+    def anthropic_body(self) -> dict[str, Any]:
+        status = self.anthropic_status
+        kind = _ANTHROPIC_TYPES.get(status, "api_error")
+        message = self.message
+        if self.param and not message.startswith(self.param):  # the shape has no `param`
+            message = f"{self.param}: {message}"
+        return {"type": "error", "error": {"type": kind, "message": message}}
+
+    def response(self, path: str = "") -> JSONResponse:
+        """The error answered on `path`, in the shape of the API that path belongs to."""
+        if is_anthropic(path):
+            return JSONResponse(self.anthropic_body(), self.anthropic_status, headers=self.headers)
         return JSONResponse(self.body(), self.status, headers=self.headers)
 
 
@@ -96,7 +131,7 @@ def from_validation_error(exc: ValidationError) -> APIError:
 
 async def handle_api_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, APIError)
-    return exc.response()
+    return exc.response(request.url.path)
 
 
 async def handle_http_exception(request: Request, exc: Exception) -> JSONResponse:
@@ -112,14 +147,14 @@ async def handle_http_exception(request: Request, exc: Exception) -> JSONRespons
         message,
         code="not_found" if exc.status_code == 404 else None,
         headers=exc.headers,
-    ).response()
+    ).response(request.url.path)
 
 
 async def handle_unexpected(request: Request, exc: Exception) -> JSONResponse:
     # The traceback goes to the server's log, never into the response.
     log.exception("unexpected error on %s %s", request.method, request.url.path)
     message = f"internal error ({type(exc).__name__}); the server log has the details"
-    return APIError(500, message, code="internal_error").response()
+    return APIError(500, message, code="internal_error").response(request.url.path)
 
 
 EXCEPTION_HANDLERS = {

@@ -2,8 +2,9 @@
 
 While bound to loopback, a request must be addressed to localhost: a web page cannot then
 reach the server through a DNS name that resolves to 127.0.0.1 (DNS rebinding). With a
-key set, every endpoint but /health needs `Authorization: Bearer KEY`, compared in
-constant time. Refusals are logged without the key.
+key set, every endpoint but /health needs `Authorization: Bearer KEY` or `x-api-key: KEY`
+(Anthropic's clients send the latter), compared in constant time. Refusals are logged
+without the key, and answered in the shape of the API the path belongs to.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class Guard:
             self.activity.record(
                 RequestRecord(time.time(), scope["path"], refusal.status, error=refusal.message)
             )
-            await refusal.response()(scope, receive, send)
+            await refusal.response(scope["path"])(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -57,10 +58,14 @@ class Guard:
             return None
         auth = headers.get("authorization", b"")
         scheme, _, given = auth.partition(b" ")
+        if "x-api-key" in headers and not auth:
+            scheme, given = b"bearer", headers["x-api-key"]
         if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), self._key):
-            message = "a valid API key is required (Authorization: Bearer KEY)"
-            if not auth:
-                message = "no API key given; send it as Authorization: Bearer KEY"
+            message = "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)"
+            if not auth and "x-api-key" not in headers:
+                message = (
+                    "no API key given; send it as Authorization: Bearer KEY (or x-api-key: KEY)"
+                )
             return APIError(
                 401, message, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}
             )

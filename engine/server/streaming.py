@@ -1,9 +1,15 @@
-"""Engine events into the event loop, and out as a server-sent-event stream."""
+"""Engine events into the event loop, and out as a server-sent-event stream.
+
+`relay` is the one stream loop every dialect shares: a `StreamWriter` (OpenAI's chunks,
+Anthropic's message events, the Responses events) turns batches of engine events into SSE
+bytes, and leaving early (the client disconnected) cancels the replies.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Protocol
 
 from engine.runtime.handle import RequestHandle
 from engine.server.errors import APIError
@@ -16,6 +22,7 @@ from engine.server.responses import (
     failure,
     status_for,
 )
+from engine.types import ChatResult
 
 
 class EventChannel:
@@ -41,34 +48,76 @@ class EventChannel:
         return events
 
 
-async def sse_stream(
-    writer: ChunkWriter,
+class StreamWriter(Protocol):
+    """A dialect's stream: SSE bytes for the start, each batch of events, and the end."""
+
+    @property
+    def done(self) -> bool:
+        """Every reply of the request has finished."""
+        ...
+
+    def opening(self) -> list[bytes]: ...
+
+    def feed(self, events: list[IndexedEvent]) -> list[bytes]: ...
+
+    def ending(self) -> list[bytes]:
+        """After the last event: the stream's last words (an error event where a reply
+        failed)."""
+        ...
+
+
+def generation_error(results: list[ChatResult]) -> APIError | None:
+    """The error of a request whose replies did not all finish, if any."""
+    failed = failure(results)
+    if failed is None:
+        return None
+    return APIError(
+        status_for(failed), error_message(failed), code=failed.error_code or "generation_failed"
+    )
+
+
+class ChatChunkStream:
+    """OpenAI's chat and text completion chunks, ended by `[DONE]`. An error after the
+    stream began goes out as an `{"error": ...}` event (the `openai` client raises it)."""
+
+    def __init__(self, writer: ChunkWriter) -> None:
+        self.writer = writer
+
+    @property
+    def done(self) -> bool:
+        return self.writer.done
+
+    def opening(self) -> list[bytes]:
+        return [encode_sse(payload) for payload in self.writer.opening()]
+
+    def feed(self, events: list[IndexedEvent]) -> list[bytes]:
+        return [encode_sse(payload) for payload in self.writer.chunks(events)]
+
+    def ending(self) -> list[bytes]:
+        error = generation_error(self.writer.finished())
+        return ([encode_sse(error.body())] if error is not None else []) + [SSE_DONE]
+
+
+async def relay(
+    writer: StreamWriter,
     events: list[IndexedEvent],
     channel: EventChannel | None,
     handles: list[RequestHandle],
 ) -> AsyncIterator[bytes]:
-    """The SSE body: `events` already received, then the channel's until every choice has
-    finished, then [DONE]. An error after the stream began goes out as an `{"error": ...}`
-    event (the `openai` client raises it). Leaving early (the client disconnected) cancels
-    the replies."""
+    """The SSE body: `events` already received, then the channel's until every reply has
+    finished, then the writer's ending. Leaving early (the client disconnected, or the
+    server is stopping) cancels the replies."""
     try:
-        for payload in writer.opening():
-            yield encode_sse(payload)
+        for piece in writer.opening():
+            yield piece
         while True:
-            for payload in writer.chunks(events):
-                yield encode_sse(payload)
+            for piece in writer.feed(events):
+                yield piece
             if writer.done or channel is None:
                 break
             events = await channel.next_batch()
-        failed = failure(writer.finished())
-        if failed is not None:
-            error = APIError(
-                status_for(failed),
-                error_message(failed),
-                code=failed.error_code or "generation_failed",
-            )
-            yield encode_sse(error.body())
-        yield SSE_DONE
+        for piece in writer.ending():
+            yield piece
     finally:
         for handle in handles:
             if not handle.done():

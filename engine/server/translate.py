@@ -45,6 +45,7 @@ from engine.types import (
     SamplingSettings,
     ToolCallMessage,
     ToolChoiceOption,
+    ToolDefinition,
 )
 
 if TYPE_CHECKING:
@@ -85,29 +86,10 @@ def chat_request(body: ChatCompletionBody, config: ServerConfig, check: Check) -
     tool_choice: ToolChoiceOption = "auto"
     label: str | None = constraint.kind if constraint else None
     if body.tools is not None:
-        try:
-            specs = validate_tools(body.tools)
-        except ToolDefinitionError as exc:
-            param = _tool_param(body.tools, str(exc))
-            raise APIError(400, f"tools: {exc}", param=param, code="invalid_tools") from None
-        try:
-            choice = resolve_choice(body.tool_choice, specs)
-        except ToolDefinitionError as exc:
-            raise APIError(400, f"tool_choice: {exc}", param="tool_choice") from None
-        if constraint is not None and choice.mode in ("required", "function"):
-            raise APIError(
-                400,
-                f"{constraint_param} cannot apply when tool_choice forces a call: the reply "
-                'is the call. Use tool_choice "auto" (a text reply then follows it) or "none"',
-                param=constraint_param,
-                code="unsupported_combination",
-            )
-        tools = [s.to_openai() for s in specs]
-        if choice.mode == "function" and choice.function is not None:
-            tool_choice = {"type": "function", "function": {"name": choice.function}}
-        else:
-            tool_choice = choice.mode
-        label = label if choice.mode == "none" else f"tools ({choice.describe()})"
+        tools, tool_choice, tools_label = tool_setup(
+            body.tools, body.tool_choice, constraint_param if constraint else None
+        )
+        label = tools_label or label
     elif body.tool_choice not in (None, "none", "auto"):
         raise APIError(400, "tool_choice: no tools were given", param="tool_choice")
     request = ChatRequest(
@@ -160,6 +142,112 @@ def completion_request(body: CompletionBody, config: ServerConfig, check: Check)
         logprobs=_completion_logprobs(body),
     )
     return Prepared(request, constraint.kind if constraint else None, warnings, _choices(body))
+
+
+# ---- pieces the dialects share ----
+
+
+def tool_setup(
+    tools: list[dict[str, Any]], tool_choice: Any, constraint_param: str | None
+) -> tuple[list[ToolDefinition], ToolChoiceOption, str | None]:
+    """OpenAI-shaped `tools` checked, with `tool_choice` resolved against them: (the tools,
+    the choice, the log's label; None under "none"). `constraint_param` names the
+    request's own constraint, if it has one: it cannot apply when the choice forces a call.
+    APIError(400) naming the tool (`tools[i].function.parameters...`) for what is wrong."""
+    try:
+        specs = validate_tools(tools)
+    except ToolDefinitionError as exc:
+        param = _tool_param(tools, str(exc))
+        raise APIError(400, f"tools: {exc}", param=param, code="invalid_tools") from None
+    try:
+        choice = resolve_choice(tool_choice, specs)
+    except ToolDefinitionError as exc:
+        raise APIError(400, f"tool_choice: {exc}", param="tool_choice") from None
+    if constraint_param is not None and choice.mode in ("required", "function"):
+        raise APIError(
+            400,
+            f"{constraint_param} cannot apply when tool_choice forces a call: the reply "
+            'is the call. Use tool_choice "auto" (a text reply then follows it) or "none"',
+            param=constraint_param,
+            code="unsupported_combination",
+        )
+    option: ToolChoiceOption
+    if choice.mode == "function" and choice.function is not None:
+        option = {"type": "function", "function": {"name": choice.function}}
+    else:
+        option = choice.mode
+    label = None if choice.mode == "none" else f"tools ({choice.describe()})"
+    return [s.to_openai() for s in specs], option, label
+
+
+def sampling_settings(
+    config: ServerConfig,
+    max_tokens: int | None,
+    *,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    top_k: int | None = None,
+    min_p: float | None = None,
+    repetition_penalty: float | None = None,
+    seed: int | None = None,
+    stop: list[str] | None = None,
+    stop_param: str = "stop",
+) -> SamplingSettings:
+    """The engine's sampling settings: what the request gives, Corral's defaults for the
+    rest. APIError(400) naming the setting that is out of range."""
+    defaults = SamplingSettings()
+    stop = list(stop or [])
+    if len(stop) > MAX_STOP_STRINGS:
+        raise APIError(400, f"{stop_param}: at most {MAX_STOP_STRINGS} strings", param=stop_param)
+    settings = SamplingSettings(
+        temperature=defaults.temperature if temperature is None else temperature,
+        top_p=defaults.top_p if top_p is None else top_p,
+        top_k=defaults.top_k if top_k is None else top_k,
+        min_p=defaults.min_p if min_p is None else min_p,
+        repetition_penalty=(
+            defaults.repetition_penalty if repetition_penalty is None else repetition_penalty
+        ),
+        seed=seed,
+        max_tokens=max_tokens or config.default_max_tokens,
+        stop=[s for s in stop if s],
+    )
+    try:
+        settings.validate()
+    except ValueError as exc:
+        param = str(exc).split(" ", 1)[0]
+        raise APIError(400, str(exc), param=param, code="invalid_value") from None
+    return settings
+
+
+def checked_constraint(
+    make: Callable[[], ConstraintSpec],
+    param: str,
+    check: Check,
+    warnings: list[str],
+    schema: Any = None,
+) -> ConstraintSpec:
+    """The constraint `make()` builds, compiled for the loaded model; its warnings are added
+    to `warnings`. APIError(400) at `param` for one that does not compile, placed inside
+    `schema` (the JSON schema it came from, if any) where the error can be told."""
+    try:
+        spec = make()
+    except ConstraintError as exc:
+        raise invalid_constraint(param, str(exc), schema) from None
+    checked = check(spec)
+    if checked.error is not None:
+        raise invalid_constraint(param, checked.error, schema)
+    warnings += list(checked.warnings)
+    return checked.spec
+
+
+def invalid_constraint(param: str, error: str, schema: Any = None) -> APIError:
+    """The 400 for a constraint that does not compile. Grammar errors carry their line and
+    column; a schema's error is placed by its path inside the schema, in `param`."""
+    if schema is not None:
+        path = schema_error_path(schema, error)
+        if path:
+            param += _schema_path(path)
+    return APIError(400, f"{param}: {error}", param=param, code="invalid_grammar")
 
 
 # ---- pieces ----
@@ -222,30 +310,17 @@ def _refuse_chat_only(body: ChatCompletionBody) -> None:
 
 
 def _sampling(body: _Generation, max_tokens: int | None, config: ServerConfig) -> SamplingSettings:
-    defaults = SamplingSettings()
-    stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
-    if len(stop) > MAX_STOP_STRINGS:
-        raise APIError(400, f"stop: at most {MAX_STOP_STRINGS} strings", param="stop")
-    settings = SamplingSettings(
-        temperature=defaults.temperature if body.temperature is None else body.temperature,
-        top_p=defaults.top_p if body.top_p is None else body.top_p,
-        top_k=defaults.top_k if body.top_k is None else body.top_k,
-        min_p=defaults.min_p if body.min_p is None else body.min_p,
-        repetition_penalty=(
-            defaults.repetition_penalty
-            if body.repetition_penalty is None
-            else body.repetition_penalty
-        ),
+    return sampling_settings(
+        config,
+        max_tokens,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        top_k=body.top_k,
+        min_p=body.min_p,
+        repetition_penalty=body.repetition_penalty,
         seed=body.seed,
-        max_tokens=max_tokens or config.default_max_tokens,
-        stop=[s for s in stop if s],
+        stop=[body.stop] if isinstance(body.stop, str) else list(body.stop or []),
     )
-    try:
-        settings.validate()
-    except ValueError as exc:
-        param = str(exc).split(" ", 1)[0]
-        raise APIError(400, str(exc), param=param, code="invalid_value") from None
-    return settings
 
 
 def _constraint(
@@ -256,31 +331,38 @@ def _constraint(
         raise APIError(
             400, "give response_format or grammar, not both", param="grammar", code="conflict"
         )
-    try:
-        if body.grammar is not None:
-            param = "grammar.value"
-            kind = body.grammar.type
-            spec = constraint_from_text(body.grammar.value, kind, name=f"{kind} grammar")
-        elif rf is not None and rf.type == "json_object":
-            param, spec = "response_format", any_json_constraint()
-        elif rf is not None and rf.type == "json_schema":
-            param = "response_format.json_schema.schema"
-            if rf.json_schema is None:
-                raise APIError(
-                    400,
-                    'response_format.json_schema: required when type is "json_schema"',
-                    param="response_format.json_schema",
-                )
-            spec = json_schema_constraint(rf.json_schema.schema_, rf.json_schema.name)
-        else:
-            return None, None
-    except ConstraintError as exc:
-        raise _invalid_constraint(param, str(exc), body) from None
-    checked = check(spec)
-    if checked.error is not None:
-        raise _invalid_constraint(param, checked.error, body)
-    warnings += list(checked.warnings)
-    return checked.spec, param
+    grammar = body.grammar
+    if grammar is not None:
+        param, kind = "grammar.value", grammar.type
+        spec = checked_constraint(
+            lambda: constraint_from_text(grammar.value, kind, name=f"{kind} grammar"),
+            param,
+            check,
+            warnings,
+        )
+        return spec, param
+    if rf is not None and rf.type == "json_object":
+        return checked_constraint(any_json_constraint, "response_format", check, warnings), (
+            "response_format"
+        )
+    if rf is not None and rf.type == "json_schema":
+        param = "response_format.json_schema.schema"
+        schema = rf.json_schema
+        if schema is None:
+            raise APIError(
+                400,
+                'response_format.json_schema: required when type is "json_schema"',
+                param="response_format.json_schema",
+            )
+        spec = checked_constraint(
+            lambda: json_schema_constraint(schema.schema_, schema.name),
+            param,
+            check,
+            warnings,
+            schema.schema_,
+        )
+        return spec, param
+    return None, None
 
 
 _TOOL_INDEX = re.compile(r"tool (\d+)\b")
@@ -304,17 +386,6 @@ def _tool_param(tools: list[dict[str, Any]], error: str) -> str:
         path = schema_error_path(function.get("parameters"), error)
         param += _schema_path(path) if path else ""
     return param
-
-
-def _invalid_constraint(param: str, error: str, body: _Generation) -> APIError:
-    """The 400 for a constraint that does not compile. Grammar errors carry their line and
-    column; a schema's error is placed by its path inside the schema, in `param`."""
-    rf = body.response_format
-    if param.endswith(".schema") and rf is not None and rf.json_schema is not None:
-        path = schema_error_path(rf.json_schema.schema_, error)
-        if path:
-            param += _schema_path(path)
-    return APIError(400, f"{param}: {error}", param=param, code="invalid_grammar")
 
 
 @dataclass(frozen=True)

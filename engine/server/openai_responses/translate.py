@@ -1,0 +1,247 @@
+"""Responses bodies into the engine's ChatRequest, checked at the edge.
+
+`input` (text or items) becomes chat messages: `message` items by role, neighbouring
+`function_call` items one assistant turn's tool calls, `function_call_output` items tool
+messages; `instructions` the system message. A stored response named by
+`previous_response_id` puts its conversation first. Function tools, `tool_choice` and
+`text.format` become the same tool definitions and constraints as in chat completions,
+so every call's arguments fit its parameters and every JSON reply its schema.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from engine.constraints.sources import any_json_constraint, json_schema_constraint
+from engine.server.config import ServerConfig
+from engine.server.errors import APIError, from_validation_error
+from engine.server.openai_responses.schemas import (
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    MediaPart,
+    MessageItem,
+    ReasoningItem,
+    ResponsesBody,
+    TextPart,
+)
+from engine.server.translate import Check, Prepared, checked_constraint, sampling_settings
+from engine.server.translate import tool_setup as shared_tool_setup
+from engine.types import ChatMessage, ChatRequest, ConstraintSpec, ToolChoiceOption
+
+_ITEMS: dict[str, type[BaseModel]] = {
+    "message": MessageItem,
+    "function_call": FunctionCallItem,
+    "function_call_output": FunctionCallOutputItem,
+    "reasoning": ReasoningItem,
+}
+
+
+@dataclass
+class Translated:
+    """The request for the engine, and the conversation it continues (without the
+    instructions), which a stored response keeps."""
+
+    prepared: Prepared
+    conversation: list[ChatMessage]
+
+
+def compiles(body: ResponsesBody) -> bool:
+    fmt = body.text.format if body.text is not None else None
+    return bool(body.tools or (fmt is not None and fmt.type != "text"))
+
+
+def responses_request(
+    body: ResponsesBody,
+    previous: list[ChatMessage] | None,
+    config: ServerConfig,
+    check: Check,
+) -> Translated:
+    """The ChatRequest for a Responses body after the `previous` conversation."""
+    _refuse_unsupported(body)
+    warnings: list[str] = []
+    constraint, constraint_param = _constraint(body, check, warnings)
+    label: str | None = constraint.name if constraint is not None else None
+    tools = None
+    tool_choice: ToolChoiceOption = "auto"
+    if body.tools:
+        tools, tool_choice, tools_label = _tools(body, constraint_param)
+        label = tools_label or label
+    elif body.tool_choice not in (None, "none", "auto"):
+        raise APIError(400, "tool_choice: no tools were given", param="tool_choice")
+    conversation = list(previous or []) + _input(body.input)
+    if not conversation:
+        raise APIError(400, "input: empty", param="input")
+    system: list[ChatMessage] = (
+        [{"role": "system", "content": body.instructions}] if body.instructions else []
+    )
+    request = ChatRequest(
+        messages=system + conversation,
+        sampling=sampling_settings(
+            config,
+            body.max_output_tokens,
+            temperature=body.temperature,
+            top_p=body.top_p,
+            top_k=body.top_k,
+            min_p=body.min_p,
+            repetition_penalty=body.repetition_penalty,
+            seed=body.seed,
+        ),
+        constraint=constraint,
+        tools=tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=body.parallel_tool_calls is not False,
+    )
+    return Translated(Prepared(request, label, warnings), conversation)
+
+
+def _refuse_unsupported(body: ResponsesBody) -> None:
+    refused = {
+        "background": "background responses are not supported; stream instead",
+        "conversation": "conversations are not supported; use previous_response_id",
+        "prompt": "prompt templates are not supported; send instructions and input",
+        "top_logprobs": "top_logprobs is not supported by the Responses endpoint "
+        "(chat completions offer logprobs)",
+    }
+    for name, message in refused.items():
+        if getattr(body, name) not in (None, False):
+            raise APIError(400, message, param=name, code="unsupported_parameter")
+
+
+def _constraint(
+    body: ResponsesBody, check: Check, warnings: list[str]
+) -> tuple[ConstraintSpec | None, str | None]:
+    fmt = body.text.format if body.text is not None else None
+    if fmt is None or fmt.type == "text":
+        return None, None
+    if fmt.type == "json_object":
+        param = "text.format"
+        return checked_constraint(any_json_constraint, param, check, warnings), param
+    param = "text.format.schema"
+    schema = fmt.schema_
+    if schema is None:
+        raise APIError(400, f'{param}: required when type is "json_schema"', param=param)
+    spec = checked_constraint(
+        lambda: json_schema_constraint(schema, fmt.name), param, check, warnings, schema
+    )
+    return spec, param
+
+
+def _tools(body: ResponsesBody, constraint_param: str | None) -> tuple[Any, Any, str | None]:
+    assert body.tools is not None
+    definitions = []
+    for i, tool in enumerate(body.tools):
+        if tool.get("type") != "function":
+            raise APIError(
+                400,
+                f"tools[{i}]: {tool.get('type')!r} tools are not supported by a local server; "
+                "give function tools",
+                param=f"tools[{i}].type",
+                code="unsupported_parameter",
+            )
+        function = {k: v for k, v in tool.items() if k in ("name", "description", "parameters")}
+        unknown = sorted(set(tool) - {"type", "name", "description", "parameters", "strict"})
+        if unknown:
+            raise APIError(
+                400,
+                f"tools[{i}]: unrecognized argument {unknown[0]}",
+                param=f"tools[{i}].{unknown[0]}",
+            )
+        definitions.append({"type": "function", "function": function})
+    choice = body.tool_choice
+    if isinstance(choice, dict) and choice.get("type") == "function":  # {"type", "name"}
+        choice = {"type": "function", "function": {"name": choice.get("name")}}
+    try:
+        return shared_tool_setup(definitions, choice or "auto", constraint_param)
+    except APIError as exc:
+        message = exc.message.replace(".function.", ".")
+        param = exc.param.replace(".function.", ".") if exc.param else None
+        raise APIError(exc.status, message, param=param, code=exc.code) from None
+
+
+def _item(data: dict[str, Any], where: str) -> BaseModel:
+    kind = data.get("type", "message")
+    model = _ITEMS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise APIError(
+            400,
+            f"{where}: {kind!r} items are not supported (message, function_call, "
+            "function_call_output and reasoning are)",
+            param=f"{where}.type",
+            code="unsupported_parameter",
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        error = from_validation_error(exc)
+        param = f"{where}.{error.param}" if error.param else where
+        raise APIError(400, f"{where}.{error.message}", param=param, code=error.code) from None
+
+
+def _text(content: str | list[Any], where: str, joiner: str = "") -> str:
+    if isinstance(content, str):
+        return content
+    pieces = []
+    for k, part in enumerate(content):
+        if isinstance(part, MediaPart):
+            raise APIError(
+                400,
+                f"{where}[{k}]: {part.type} parts are not supported; this model reads text only",
+                param=f"{where}[{k}]",
+                code="unsupported_content",
+            )
+        assert isinstance(part, TextPart)
+        pieces.append(part.text)
+    return joiner.join(pieces)
+
+
+def _input(given: str | list[dict[str, Any]]) -> list[ChatMessage]:
+    if isinstance(given, str):
+        return [{"role": "user", "content": given}] if given else []
+    out: list[ChatMessage] = []
+    names: dict[str, str] = {}  # call_id -> function name, for the outputs
+    for i, data in enumerate(given):
+        where = f"input[{i}]"
+        if not isinstance(data, dict):
+            raise APIError(400, f"{where}: must be an object", param=where)
+        item = _item(data, where)
+        if isinstance(item, MessageItem):
+            role = "system" if item.role == "developer" else item.role
+            out.append({"role": role, "content": _text(item.content, f"{where}.content")})
+        elif isinstance(item, FunctionCallItem):
+            try:
+                arguments = json.loads(item.arguments) if item.arguments.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise APIError(
+                    400,
+                    f"{where}.arguments: not valid JSON ({exc.msg})",
+                    param=f"{where}.arguments",
+                ) from None
+            if not isinstance(arguments, dict):
+                raise APIError(
+                    400, f"{where}.arguments: must be a JSON object", param=f"{where}.arguments"
+                )
+            names[item.call_id] = item.name
+            call: Any = {
+                "id": item.call_id,
+                "type": "function",
+                "function": {"name": item.name, "arguments": arguments},
+            }
+            last = out[-1] if out else None
+            if last is not None and last["role"] == "assistant":  # one turn's calls together
+                last.setdefault("tool_calls", []).append(call)
+            else:
+                out.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        elif isinstance(item, FunctionCallOutputItem):
+            result: ChatMessage = {
+                "role": "tool",
+                "tool_call_id": item.call_id,
+                "content": _text(item.output, f"{where}.output"),
+            }
+            if item.call_id in names:
+                result["name"] = names[item.call_id]
+            out.append(result)
+    return out
