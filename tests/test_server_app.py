@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -156,6 +157,32 @@ def test_any_model_name_switch_serves_coding_agents(qtbot, tmp_path, tiny_engine
         qtbot.waitUntil(lambda: log.rowCount() >= 1, timeout=10_000)
         cells = {COLUMNS[c]: log.item(log.rowCount() - 1, c).text() for c in range(len(COLUMNS))}
         assert cells["Endpoint"] == "/v1/messages" and cells["Status"] == "200"
+    finally:
+        server.shutdown()
+        close_window(window)
+
+
+def test_stored_responses_live_in_the_apps_data_folder(qtbot, tmp_path, tiny_engine):
+    """A Responses API reply stored through the app's server is written beside the app's own
+    database (its data folder), not into a default folder elsewhere."""
+    import openai
+
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    server = window.server
+    try:
+        port = _free_port()
+        section = server.preferences_section()
+        section.enabled.setChecked(True)
+        section.port.setValue(port)
+        server.apply(section)
+        url = f"http://127.0.0.1:{port}"
+        qtbot.waitUntil(lambda: server.status_label.text() == f"Serving on {url}", timeout=30_000)
+        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+        model = tiny_engine.snapshot.model.name
+        reply = client.responses.create(model=model, input="x", max_output_tokens=2, store=True)
+        folder = Path(window.store.path).parent
+        assert (folder / "responses.sqlite3").is_file()
+        assert client.responses.retrieve(reply.id).id == reply.id
     finally:
         server.shutdown()
         close_window(window)

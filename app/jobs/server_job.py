@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -27,9 +28,15 @@ class ServerJob(QObject):
     requestLogged = Signal(object)  # engine.server.RequestRecord
     activeChanged = Signal(int)  # requests waiting or running
 
-    def __init__(self, engine: Callable[[], Any], parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        engine: Callable[[], Any],
+        parent: QObject | None = None,
+        responses_db: Path | None = None,
+    ) -> None:
         super().__init__(parent)
         self._engine = engine
+        self._responses_db = responses_db  # where stored Responses go (None: the default)
         self._server: Any = None  # engine.server.HTTPServer
         self._lock = threading.Lock()
         self.url: str | None = None
@@ -56,7 +63,12 @@ class ServerJob(QObject):
             activity = ServerActivity(
                 on_record=self.requestLogged.emit, on_active=self.activeChanged.emit
             )
-            config = ServerConfig(port=port, api_key=api_key, serve_any_model_name=any_model)
+            config = ServerConfig(
+                port=port,
+                api_key=api_key,
+                serve_any_model_name=any_model,
+                responses_db=self._responses_db,
+            )
             server = HTTPServer(engine, config, activity)
             with self._lock:
                 self._stop_locked()

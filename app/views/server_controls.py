@@ -5,6 +5,7 @@ Server log dock, wired to a ServerJob. MainWindow holds one and calls it from a 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt
@@ -88,7 +89,10 @@ class ServerControls(QObject):
     def __init__(self, window: QMainWindow, store: Any, engine: Callable[[], Any]) -> None:
         super().__init__(window)
         self.store = store
-        self.job = ServerJob(engine, self)
+        # Stored Responses live beside the app's own database (its data folder).
+        self.job = ServerJob(
+            engine, self, responses_db=Path(store.path).parent / "responses.sqlite3"
+        )
         self.status_label = QLabel(window)
         self.status_label.setObjectName("serverLabel")
         self.status_label.hide()
