@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -229,16 +230,30 @@ def run_coverage_bench(engine: Any, args: Any = None, max_tokens: int = 200) -> 
     lltok = engine.run(lambda lm: ll_tokenizer(lm.tokenizer, end_token_ids(lm.tokenizer)))
     figures, compiled = compile_coverage(lltok.result(), files)
     sample = generation_sample(compiled)
-    complete = enforced = closed = 0
+    complete = enforced = closed = agree = checked = 0
+    check_ms: list[float] = []
     for path, (result, ok) in zip(sample, replies_for(engine, sample, max_tokens), strict=True):
-        complete += valid_as_written(path, result)
+        valid = valid_as_written(path, result)
+        complete += valid
         enforced += ok
         closed += result.closed_to_fit
+        if not result.error and not result.incomplete:
+            # the engine's own verdict on the reply, beside this independent one
+            checked += 1
+            agree += result.valid_as_written is valid
+            check_ms.append(result.stats.as_written_ms)
     figures["coverage_sample"] = len(sample)
     figures["coverage_max_tokens"] = max_tokens
     figures["constrained_complete_rate"] = _rate(complete, len(sample))
     figures["constrained_valid_enforced_rate"] = _rate(enforced, len(sample))
     figures["closed_to_fit_rate"] = _rate(closed, len(sample))
+    # The check every constrained reply gets when it ends (engine.constraints.as_written):
+    # how often its verdict matches this bench's, and what it costs per reply.
+    figures["as_written_agreement"] = _rate(agree, checked)
+    if check_ms:
+        ordered = sorted(check_ms)
+        figures["as_written_p50_ms"] = round(statistics.median(ordered), 3)
+        figures["as_written_max_ms"] = round(ordered[-1], 3)
     return figures
 
 

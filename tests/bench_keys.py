@@ -118,6 +118,9 @@ STABLE_KEYS: dict[str, set[str]] = {
         "constrained_complete_rate",
         "constrained_valid_enforced_rate",
         "closed_to_fit_rate",
+        "as_written_agreement",
+        "as_written_p50_ms",
+        "as_written_max_ms",
     },
     "library": {
         "import_baseline_peak_mb",

@@ -84,6 +84,9 @@ def test_coverage_section_reports_rates_counted_as_written(tiny_engine, six_sche
     assert closed > 0 and complete > 0
     # valid as written is valid as enforced (that schema only drops constraints)
     assert figures["constrained_complete_rate"] <= figures["constrained_valid_enforced_rate"] <= 1
+    # the engine checked each complete reply as written itself, and agrees with this test
+    assert figures["as_written_agreement"] == 1.0
+    assert 0 < figures["as_written_p50_ms"] <= figures["as_written_max_ms"] < 1_000
 
 
 def test_a_reply_is_checked_against_the_schema_corral_enforced() -> None:
