@@ -42,9 +42,9 @@ from engine.types import (
 )
 
 TITLE_LENGTH = 48
-# Alternatives kept per recorded reply token (Inspect): enough to see what the model
-# wanted, small enough to store with every reply.
-INSPECT_ALTERNATIVES = 5
+# Alternatives kept per recorded reply token (its token view, Inspect): enough to see what
+# the model wanted, small enough to store with every reply.
+LOGPROB_ALTERNATIVES = 5
 
 
 def _steps_since_user(path: list[Message]) -> int:
@@ -130,8 +130,8 @@ class ChatController(QObject):
         # how JSON schemas are followed (Preferences)
         self.schema_options = SchemaOptions()
         self.close_loops = True
-        # record each reply's tokens with this many alternatives (Inspect); None: off
-        self.record_tokens: int | None = INSPECT_ALTERNATIVES
+        # record each reply's token logprobs with this many alternatives; None: off
+        self.logprobs: int | None = LOGPROB_ALTERNATIVES
         # per conversation id: the message the model reads from (older ones are left out
         # after the user chose to, for a model whose context they overflow)
         self._history_from: dict[int, int] = {}
@@ -516,7 +516,7 @@ class ChatController(QObject):
             tool_choice=choice,
             schema_options=self.schema_options,
             close_loops=self.close_loops,
-            logprobs=self.record_tokens,
+            logprobs=self.logprobs,
         )
 
     def _read_from(self, path: list[Message], conversation_id: int) -> list[Message]:
@@ -681,11 +681,11 @@ class ChatController(QObject):
         if result.as_written is not None:
             meta["as_written"] = result.as_written.to_dict()
         if result.logprobs and continued is None:  # a continuation's cover only its new part
-            meta["inspect"] = len(result.logprobs)
+            meta["logprobs"] = len(result.logprobs)
         message = self.store.add_message(
             parent.conversation_id, parent.id, "assistant", prefix + result.text, meta
         )
-        if "inspect" in meta and result.logprobs:
+        if "logprobs" in meta and result.logprobs:
             self.store.set_token_logprobs(message.id, result.logprobs)
         self.conversationsChanged.emit()
         if first and meta["tool_calls"] and result.stop_reason != StopReason.CANCELLED:

@@ -81,8 +81,8 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.controller.new_chat_settings = self.prefs.new_chat
         self.controller.new_chat_tools = self.prefs.new_chat_tools
         self.controller.set_schema_preferences(self.prefs.schema_options, self.prefs.close_loops)
-        if not self.prefs.record_tokens:
-            self.controller.record_tokens = None
+        if not self.prefs.record_logprobs:
+            self.controller.logprobs = None
         self.model_defaults = ModelDefaults()
         self._model_name: str | None = None  # what is loaded now
         self._loaded_spec: str | None = None

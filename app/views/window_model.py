@@ -12,7 +12,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QFileDialog, QMainWindow
 
-from app.controller import INSPECT_ALTERNATIVES
+from app.controller import LOGPROB_ALTERNATIVES
 from app.jobs.library_job import model_disk_size
 from app.jobs.thread import run_task
 from app.preferences import Preferences
@@ -20,7 +20,7 @@ from app.store.export import to_json, to_markdown
 from app.views import theme
 from app.views.format import format_bytes
 from app.views.model_menu import DEFAULT_NAME, remember
-from app.views.preferences import PreferencesDialog
+from app.views.preferences_dialog import PreferencesDialog
 from engine.library.defaults import ModelDefaults, sampling_defaults
 from engine.types import ModelInfo, ToolDefinition
 
@@ -177,7 +177,7 @@ class WindowModel(QMainWindow):
         self.controller.new_chat_settings = prefs.new_chat
         self.controller.new_chat_tools = prefs.new_chat_tools
         self.controller.set_schema_preferences(prefs.schema_options, prefs.close_loops)
-        self.controller.record_tokens = INSPECT_ALTERNATIVES if prefs.record_tokens else None
+        self.controller.logprobs = LOGPROB_ALTERNATIVES if prefs.record_logprobs else None
         if prefs.default_model:
             self.store.set_setting("model_spec", prefs.default_model)
         elif self._loaded_spec:
