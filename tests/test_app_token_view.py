@@ -116,7 +116,7 @@ def test_no_token_view_when_recording_is_off(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     set_sampling(window, temperature=0.0, max_tokens=4)
     window.prefs.record_logprobs = False
-    window.apply_preferences(window.prefs)
+    window.core.set_preferences(window.prefs)
     assert window.controller.logprobs is None
     _ask(qtbot, window, "Hi")
     reply = window.chat.message_widgets()[-1]
@@ -140,7 +140,7 @@ def test_an_old_database_gains_the_token_table(tmp_path):
     old.close()
     store = Store.open(tmp_path)
     try:
-        assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION  # 2 added the table
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         message = store.message(1)
         assert message is not None and message.content == "Hello"
         assert store.token_logprobs(1) is None
