@@ -64,7 +64,7 @@ from app.views.welcome import Example
 from engine.types import ConstraintSpec
 
 if TYPE_CHECKING:
-    from app.application import AppCore
+    from app.core import AppCore
 
 DEFAULT_SIZE = (1180, 780)
 MINIMUM_SIZE = (640, 440)
