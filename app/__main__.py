@@ -87,13 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QMessageBox
 
-    from app.application import create_application
+    from app.application import build_window, create_application
     from app.jobs.engine_bridge import EngineBridge
     from app.paths import default_data_dir
     from app.single_instance import SingleInstance, forward_to_running
     from app.store import Store
     from app.store.db import DatabaseBusy
-    from app.views.main_window import MainWindow
 
     app, file_opener = create_application(sys.argv[:1])
     data_dir = args.data_dir or default_data_dir()
@@ -111,24 +110,23 @@ def main(argv: list[str] | None = None) -> int:
         QMessageBox.critical(None, "Corral", f"Corral cannot open its conversations: {exc}.")
         return 1
     bridge = EngineBridge()
-    window = MainWindow(store, bridge)
-    file_opener.attach(window.open_files)
+    window = build_window(store, bridge)  # the app's parts, and the window over them
+    file_opener.attach(window.files.open)
     instance.activated.connect(window.bring_forward)
     window.show()
     if store.notice:  # the old database was set aside: say where it is
         notice = store.notice
         QTimer.singleShot(0, lambda: QMessageBox.warning(window, "Corral", notice))
     spec = args.model or store.get_setting("model_spec") or "default"
-    QTimer.singleShot(0, lambda: window.load_model(spec))
+    QTimer.singleShot(0, lambda: window.models.load(spec))
     QTimer.singleShot(0, window.mcp.start)  # servers start once the window is up
     if files:
-        QTimer.singleShot(0, lambda: window.open_files(files))
+        QTimer.singleShot(0, lambda: window.files.open(files))
     if args.report_startup:
         _report_startup(window, bridge)
     code = app.exec()
     window.save_state()
-    window.mcp.close()
-    bridge.close()
+    window.core.close()  # MCP servers, then the engine
     store.close()
     instance.close()
     return code

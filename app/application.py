@@ -1,17 +1,31 @@
-"""The QApplication: names, icon, and files opened through the OS (a grammar dropped on the
-app's Dock icon arrives as a QFileOpenEvent on macOS)."""
+"""The composition root: the QApplication (names, icon, and files opened through the OS: a
+grammar dropped on the app's Dock icon arrives as a QFileOpenEvent on macOS), and the app's
+parts built and wired once (app.core.AppCore: the store, the engine bridge, the chat
+controller, MCP, and the user's preferences applied to them; the look applied here), then
+the window over them (`build_window`). The views are handed these parts; none of them
+builds its own."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QFileOpenEvent, QIcon
 from PySide6.QtWidgets import QApplication
 
 from app import __version__
+from app.core import AppCore
+from app.jobs.engine_bridge import EngineBridge
+from app.jobs.mcp_job import McpBridge
 from app.paths import APP_NAME, app_icon_path
+from app.preferences import Preferences
 from app.qt_compat import guard_refcounts
+from app.store import Store
+from app.views import theme
+
+if TYPE_CHECKING:
+    from app.views.main.window import MainWindow
 
 
 class FileOpenFilter(QObject):
@@ -54,3 +68,23 @@ def create_application(argv: list[str]) -> tuple[QApplication, FileOpenFilter]:
     opener = FileOpenFilter(app)
     app.installEventFilter(opener)
     return app, opener
+
+
+def apply_look(prefs: Preferences, old: Preferences | None = None) -> None:
+    """The preferences that set how the views look: the palette and the chat's text size
+    (all of them at start, `old` None; then what changed). The window restyles itself."""
+    if old is None or prefs.chat_font_pt != old.chat_font_pt:
+        theme.set_chat_pt(prefs.chat_font_pt)
+    if old is None or prefs.appearance != old.appearance:
+        theme.apply_appearance(prefs.appearance)
+
+
+def build_window(store: Store, bridge: EngineBridge, mcp: McpBridge | None = None) -> MainWindow:
+    """The app's parts over `store` and `bridge` (AppCore, its preferences applied), and
+    the main window over them."""
+    from app.views.main.window import MainWindow
+
+    core = AppCore(store, bridge, mcp)
+    apply_look(core.prefs)
+    core.preferencesChanged.connect(apply_look)  # before the window's own reaction
+    return MainWindow(core)

@@ -3,7 +3,7 @@ text size, the model to start with, the KV-cache budget, how many replies are wr
 once, whether they are written speculatively, what a new chat starts from (system prompt,
 sampling, built-in tools; a new chat never inherits a constraint), how JSON schemas are
 followed (tight defaults, strict schemas, closing loops), and whether replies record their
-token probabilities (Inspect)."""
+token log-probabilities (a reply's token view, Inspect)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ KEYS = {
     "allow_extra_properties": "allow_extra_properties",
     "strict_schema": "strict_schema",
     "close_loops": "close_loops",
-    "record_tokens": "record_tokens",
+    "record_logprobs": "record_tokens",  # the stored key keeps its first name
     "speculative": "speculative_decoding",
 }
 
@@ -47,8 +47,8 @@ class Preferences:
     allow_extra_properties: bool = False
     strict_schema: bool = False
     close_loops: bool = True
-    # record each reply's token probabilities, for Inspect
-    record_tokens: bool = True
+    # record each reply's token log-probabilities, for its token view (Inspect)
+    record_logprobs: bool = True
 
     @property
     def schema_options(self) -> SchemaOptions:
@@ -76,7 +76,7 @@ class Preferences:
             "allow_extra_properties",
             "strict_schema",
             "close_loops",
-            "record_tokens",
+            "record_logprobs",
             "speculative",
         ):
             value = get(KEYS[name], getattr(prefs, name))
@@ -96,7 +96,7 @@ class Preferences:
             "allow_extra_properties",
             "strict_schema",
             "close_loops",
-            "record_tokens",
+            "record_logprobs",
             "speculative",
         ):
             store.set_setting(KEYS[name], getattr(self, name))

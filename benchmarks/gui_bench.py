@@ -96,9 +96,9 @@ def _wait(app: QCoreApplication, condition: Callable[[], bool], timeout_s: float
 def stall_while_streaming(model: str, tokens: int) -> dict[str, object]:
     from PySide6.QtWidgets import QApplication
 
+    from app.application import build_window
     from app.jobs.engine_bridge import EngineBridge
     from app.store import ChatSettings, Store
-    from app.views.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([])
     spec, temperature = model, 0.7
@@ -110,17 +110,18 @@ def stall_while_streaming(model: str, tokens: int) -> dict[str, object]:
         temperature = 10.0  # the random model only varies its words when sampled hot
     data = tempfile.mkdtemp()
     bridge = EngineBridge()
-    window = MainWindow(Store.open(data), bridge)
+    window = build_window(Store.open(data), bridge)
     window.resize(1180, 780)
     window.show()
     meter = StallMeter()
     meter.start()
-    window.load_model(spec)
+    window.models.load(spec)
     _wait(app, lambda: bridge.model_info is not None or not bridge.loading, 600)
     load = meter.stop()
     if bridge.model_info is None:
         raise SystemExit(f"the model could not be loaded: {window.notice.text()}")
     conv = window.controller.conversation
+    assert conv is not None  # the window opens one
     window.store.set_chat_settings(
         conv.id, ChatSettings(temperature=temperature, max_tokens=16, seed=0)
     )

@@ -17,13 +17,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import engine  # noqa: E402,F401  (OpenBLAS before MLX)
+
+if TYPE_CHECKING:
+    from app.views.main.window import MainWindow
 
 SIZES = ((800, 500), (1024, 700), (1440, 900))
 SEED = 3  # a seed whose replies show prose and a code block
@@ -66,39 +69,38 @@ def main() -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    from app.application import create_application
+    from app.application import build_window, create_application
     from app.jobs.engine_bridge import EngineBridge
     from app.paths import resources_dir
     from app.store import ChatSettings, Store
     from app.views import theme
-    from app.views.main_window import MainWindow
 
     app, _ = create_application([])
     store = Store.open(tempfile.mkdtemp())
     bridge = EngineBridge()
-    window = MainWindow(store, bridge)
+    window = build_window(store, bridge)
     window.resize(1180, 780)
     window.show()
-    window.load_model("default")
-    _wait(app, lambda: bridge.model_info is not None and window.model_defaults.values)
+    window.models.load("default")
+    _wait(app, lambda: bridge.model_info is not None and window.models.defaults.values)
     _wait(app, lambda: "·" in window.model_bar.picker.text())  # its size on disk, measured
 
     # An earlier chat for the sidebar: a reply that must fit a JSON schema.
-    window.open_constraint_file(str(resources_dir() / "grammars" / "recipe.json"))
+    window.files.open_constraint_file(str(resources_dir() / "grammars" / "recipe.json"))
     _wait(app, window.constraint_bar.chip.isVisible)
     settings = ChatSettings(max_tokens=160, seed=args.seed)
-    store.set_chat_settings(window.controller.conversation_id, settings)
+    store.set_chat_settings(_open_id(window), settings)
     window.send("A simple pancake recipe")
     _wait(app, lambda: not window.controller.busy)
 
     window.new_chat()
     for prompt, tokens in PROMPTS:
         settings = ChatSettings(max_tokens=tokens, seed=args.seed)
-        store.set_chat_settings(window.controller.conversation_id, settings)
+        store.set_chat_settings(_open_id(window), settings)
         window.send(prompt)
         _wait(app, lambda: not window.controller.busy)
     settings = ChatSettings()  # the panel as a user finds it: seed "Random"
-    store.set_chat_settings(window.controller.conversation_id, settings)
+    store.set_chat_settings(_open_id(window), settings)
     window.settings_panel.set_settings(settings)
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -126,3 +128,10 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _open_id(window: MainWindow) -> int:
+    """The id of the window's open conversation (it always has one)."""
+    cid = window.controller.conversation_id
+    assert cid is not None
+    return cid

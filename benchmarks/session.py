@@ -32,7 +32,7 @@ def run_session_hit_rate(engine: Engine, *, max_tokens: int = 12) -> dict[str, A
         result = engine.chat(ChatRequest(messages, settings))
         if result.error:
             raise RuntimeError(result.error)
-        prompt = result.token_ids[: result.prompt_length]
+        prompt = result.token_ids[: result.stats.prompt_tokens]
         best = max((common_prefix(prompt, s) for s in seen), default=0)
         best = min(best, len(prompt) - 1)
         cached += result.stats.cached_tokens

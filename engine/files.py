@@ -98,24 +98,25 @@ def read_text_limited(path: str | os.PathLike[str], limit: int, what: str = "fil
 
 
 def is_inside(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> bool:
-    """Whether `path`, resolved, is `folder` (resolved) or lies below it."""
-    target = Path(path).resolve()
-    root = Path(folder).resolve()
-    return target == root or root in target.parents
+    """Whether `path`, resolved (links and `..` followed), lies strictly inside `folder`,
+    resolved: `folder` itself is not inside itself."""
+    return Path(folder).resolve() in Path(path).resolve().parents
 
 
 def check_inside(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> Path:
-    """`path` resolved, if it lies strictly inside `folder`; else OutsideFolder."""
+    """`path` resolved, if it lies strictly inside `folder` (is_inside); else OutsideFolder."""
     target = Path(path).resolve()
     root = Path(folder).resolve()
-    if root not in target.parents:
+    if not is_inside(target, root):
         raise OutsideFolder(f"{target}: refused, it is not inside {root}")
     return target
 
 
 def remove_tree(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> None:
-    """Delete the folder `path`, which must lie strictly inside `folder` (checked after
-    resolving links and `..`); a symbolic link there is removed, never followed."""
+    """The one guarded delete: remove the folder `path`, which must lie strictly inside
+    `folder` (checked after resolving links and `..`); a symbolic link there is removed,
+    never followed. (engine.library.paths.delete_own_copy decides which of Corral's models
+    may be deleted at all, and deletes through this.)"""
     p = Path(path)
     parent, root = p.parent.resolve(), Path(folder).resolve()
     if p.name in ("", ".", "..") or not (parent == root or root in parent.parents):

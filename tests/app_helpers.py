@@ -13,12 +13,12 @@ SCREENSHOTS = REPO / "artifacts" / "screenshots"
 
 def make_window(qtbot, data_dir: Path, eng):
     """A shown MainWindow over `eng` (already loaded) and a store in `data_dir`."""
+    from app.application import build_window
     from app.jobs.engine_bridge import EngineBridge
     from app.store import Store
-    from app.views.main_window import MainWindow
 
     store = Store.open(data_dir)
-    window = MainWindow(store, EngineBridge(eng))
+    window = build_window(store, EngineBridge(eng))
     qtbot.addWidget(window)
     if store.get_setting("window_geometry") is None:
         window.resize(1180, 780)  # the default on a laptop screen (offscreen's is 800x600)

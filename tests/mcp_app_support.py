@@ -25,10 +25,10 @@ def open_mcp_window(
 ) -> Any:
     """A shown MainWindow over `engine` whose mcp.json at `config` lists `servers`; with
     `approved`, the user has OK'd these exact configurations before."""
+    from app.application import build_window
     from app.jobs.engine_bridge import EngineBridge
     from app.jobs.mcp_job import McpBridge
     from app.store import Store
-    from app.views.main_window import MainWindow
     from engine.mcp.config import parse_config
 
     config.parent.mkdir(exist_ok=True)
@@ -39,7 +39,7 @@ def open_mcp_window(
     bridge = McpBridge(store, config, start_timeout=start_timeout)
     if approved:
         bridge.approve_servers(list(parse_config(config.read_text()).servers))
-    window = MainWindow(store, EngineBridge(engine), bridge)
+    window = build_window(store, EngineBridge(engine), bridge)
     qtbot.addWidget(window)
     window.resize(1180, 780)
     window.show()

@@ -206,13 +206,13 @@ from PySide6.QtCore import QTimer
 from app.application import create_application
 from app.jobs.engine_bridge import EngineBridge
 from app.store import ChatSettings, Store
-from app.views.main_window import MainWindow
+from app.application import build_window
 
 app, _ = create_application([])
 store = Store.open(sys.argv[1])
-window = MainWindow(store, EngineBridge())
+window = build_window(store, EngineBridge())
 window.show()
-window.load_model(sys.argv[2])
+window.models.load(sys.argv[2])
 conv = window.controller.conversation
 store.set_chat_settings(conv.id, ChatSettings(temperature=10.0, max_tokens=8, seed=3))
 answers = []

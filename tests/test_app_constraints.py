@@ -116,8 +116,8 @@ def test_removing_the_chip_frees_the_next_reply(qtbot, tmp_path, tiny_engine):
 
 def test_editor_checks_pasted_text_before_applying(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
-    window.open_constraint_editor()
-    editor = window.constraint_editor
+    window.files.open_constraint_editor()
+    editor = window.files.constraint_editor
     editor.kind.setCurrentIndex(editor.kind.findData("json_schema"))
     editor.text.setPlainText('{"type": "object",\n  "properties": {"a": }}')
     qtbot.waitUntil(lambda: editor.problems.count() > 0, timeout=10_000)

@@ -25,8 +25,8 @@ def test_the_distributed_section_describes_the_hostfile(qtbot, tmp_path, tiny_en
     hosts.write_text(json.dumps(UNREACHABLE))
     window = make_window(qtbot, tmp_path, tiny_engine)
     try:
-        window.show_preferences()
-        section = window.preferences_dialog.findChild(DistributedSettingsGroup)
+        window.preferences.show()
+        section = window.preferences.dialog.findChild(DistributedSettingsGroup)
         assert section is not None and not section.enabled.isChecked()
         section.hostfile.setText(str(hosts))
         assert "2 machines over ring: this machine, corral-test-unreachable.invalid" in (
@@ -35,8 +35,8 @@ def test_the_distributed_section_describes_the_hostfile(qtbot, tmp_path, tiny_en
         section.hostfile.setText(str(tmp_path / "nope.json"))
         assert "no such hostfile" in section.hint.text()
         section.hostfile.setText(str(hosts))
-        screenshot(window.preferences_dialog, "preferences-distributed")
-        window.preferences_dialog.close()  # off: nothing switches
+        screenshot(window.preferences.dialog, "preferences-distributed")
+        window.preferences.dialog.close()  # off: nothing switches
         assert window.bridge.current_engine is tiny_engine
         assert window.store.get_setting("distributed_hostfile") == str(hosts)
     finally:
@@ -44,10 +44,10 @@ def test_the_distributed_section_describes_the_hostfile(qtbot, tmp_path, tiny_en
 
 
 def test_a_failed_group_offers_this_mac_alone(qtbot, tmp_path: Path, tiny_model_dir: Path):
+    from app.application import build_window
     from app.jobs.engine_bridge import EngineBridge
     from app.store import Store
     from app.views.distributed_controls import FALL_BACK
-    from app.views.main_window import MainWindow
 
     hosts = tmp_path / "hosts.json"
     hosts.write_text(json.dumps(UNREACHABLE))
@@ -55,11 +55,11 @@ def test_a_failed_group_offers_this_mac_alone(qtbot, tmp_path: Path, tiny_model_
     store.set_setting("distributed_enabled", True)
     store.set_setting("distributed_hostfile", str(hosts))
     bridge = EngineBridge()
-    window = MainWindow(store, bridge)  # restores the group: the first load goes to it
+    window = build_window(store, bridge)  # restores the group: the first load goes to it
     qtbot.addWidget(window)
     window.show()
     try:
-        window.load_model(str(tiny_model_dir))
+        window.models.load(str(tiny_model_dir))
         qtbot.waitUntil(lambda: window.notice.action.isVisible(), timeout=120_000)
         text = window.notice.text()
         assert "rank 1 (corral-test-unreachable.invalid)" in text, text

@@ -22,14 +22,14 @@ from PySide6.QtWidgets import QApplication
 from PySide6.QtCore import QThreadPool
 from app.jobs.engine_bridge import EngineBridge
 from app.store import Store
-from app.views.main_window import MainWindow
+from app.application import build_window
 
 app = QApplication([])
-window = MainWindow(Store.open(sys.argv[1]), EngineBridge())
+window = build_window(Store.open(sys.argv[1]), EngineBridge())
 window.show()
 error = window.constraint_bar.error
 for path in sys.argv[2:]:
-    window.open_files([path])
+    window.files.open([path])
     while "Checking" in error.text() or not error.text():
         QThreadPool.globalInstance().waitForDone(100)
         app.processEvents()

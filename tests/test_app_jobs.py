@@ -58,7 +58,7 @@ def test_status_bar_shows_the_engine_snapshot(qtbot, tmp_path, tiny_engine):
     window.store.set_chat_settings(conv.id, ChatSettings(max_tokens=8, seed=1))
     window.send("Fill the cache")
     wait_idle(qtbot, window)
-    window.update_status()
+    window.models.update_status()
     snapshot = window.bridge.snapshot()
     assert snapshot.model is not None and snapshot.cache.entries >= 1
     from app.views.format import format_bytes

@@ -191,14 +191,14 @@ def test_toolbar_and_status_bar_fit_800_wide_through_a_model_load(qtbot, tmp_pat
     panel buttons into the toolbar's overflow menu, and clips nothing."""
     import shutil
 
+    from app.application import build_window
     from app.jobs.engine_bridge import EngineBridge
     from app.store import Store
-    from app.views.main_window import MainWindow
 
     model = tmp_path / "SmolLM2-135M-Instruct-a-long-name"
     shutil.copytree(tiny_model_dir, model)
     bridge = EngineBridge()
-    window = MainWindow(Store.open(tmp_path / "data"), bridge)
+    window = build_window(Store.open(tmp_path / "data"), bridge)
     qtbot.addWidget(window)
     window.resize(800, 500)
     window.show()
@@ -212,10 +212,10 @@ def test_toolbar_and_status_bar_fit_800_wide_through_a_model_load(qtbot, tmp_pat
         problems = clipped_widgets(window)
         assert not problems, f"{when}:\n" + "\n".join(problems)
 
-    window.load_model(str(model))
+    window.models.load(str(model))
     fits("loading")
     qtbot.waitUntil(lambda: bridge.model_info is not None, timeout=60_000)
-    window.update_status()
+    window.models.update_status()
     fits("loaded")
     picker = window.model_bar.picker
     qtbot.waitUntil(lambda: picker.text().endswith("MB"), timeout=30_000)  # size on disk
@@ -246,8 +246,8 @@ def test_toolbar_and_download_window_fit_800_wide_through_a_download(
         window = make_window(qtbot, tmp_path / "data", eng)
         window.resize(800, 500)
         try:
-            window.show_download()
-            dialog = window.download_dialog
+            window.library.show_download()
+            dialog = window.library.download_dialog
             hub.delay = 0.003
             dialog.repo.setText(repo)
             dialog.start.click()
@@ -265,7 +265,7 @@ def test_toolbar_and_download_window_fit_800_wide_through_a_download(
             problems = clipped_widgets(window)
             assert not problems, "\n".join(problems)
             screenshot(window, "layout_800x500_downloading")
-            window.cancel_download()
+            window.library.cancel_download()
             qtbot.waitUntil(lambda: not window.model_bar.download_chip.isVisible(), timeout=30_000)
             assert "resume" in window.notice.text()  # said in the window: its own is closed
         finally:

@@ -131,8 +131,8 @@ def test_the_picker_lists_models_on_this_computer_and_loads_one(
         with qtbot.waitSignal(window.bridge.modelLoaded, timeout=60_000):
             q4k.trigger()
         qtbot.waitUntil(lambda: bar.picker.text() == f"TinyLlama-Q4_K · {size}", timeout=30_000)
-        qtbot.waitUntil(lambda: not window.library.busy, timeout=30_000)
-        assert any(m.name == "TinyLlama-Q4_K (imported)" for m in window.library.models)
+        qtbot.waitUntil(lambda: not window.library.job.busy, timeout=30_000)
+        assert any(m.name == "TinyLlama-Q4_K (imported)" for m in window.library.job.models)
         first = bar.menu.actions()[1]  # under the "On this computer" heading
         assert first.text() == bar.picker.text() and first.isChecked()
         assert not any("(imported)" in a.text() and "Q4_K" in a.text() for a in bar.menu.actions())
@@ -168,12 +168,12 @@ def test_download_window_checks_downloads_with_progress_cancel_and_resume(
             assert window.toolbar.findChild(QLineEdit) is None  # no permanent repo field
             (download,) = [a for a in bar.menu.actions() if a.text() == "Download a model…"]
             download.trigger()
-            dialog = window.download_dialog
+            dialog = window.library.download_dialog
             assert dialog.isVisible() and dialog.focusWidget() is dialog.repo
             qtbot.keyClicks(dialog.repo, "not a repo id")
             qtbot.keyClick(dialog.repo, Qt.Key.Key_Return)
             assert "looks like org/name" in dialog.message.text()
-            assert not dialog.start.isEnabled() and window.download_job is None
+            assert not dialog.start.isEnabled() and window.library.download_job is None
 
             hub.delay = 0.003
             dialog.repo.clear()
@@ -187,7 +187,7 @@ def test_download_window_checks_downloads_with_progress_cancel_and_resume(
             speed = r"MB of [\d.]+\xa0MB · [\d.]+\xa0[KM]B/s$"  # bytes so far and speed
             assert re.search(speed, dialog.detail.text()), dialog.detail.text()
             dialog.close_button.click()  # the download goes on, as a chip in the toolbar
-            assert not dialog.isVisible() and window.download_job.running
+            assert not dialog.isVisible() and window.library.download_job.running
             chip = bar.download_chip
             assert chip.isVisible() and chip.text().endswith("%")
             assert chip.toolTip().startswith(f"Downloading {repo}: ")
@@ -229,10 +229,10 @@ def test_a_download_past_the_memory_budget_waits_for_the_users_word(
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         window = make_window(qtbot, tmp_path / "data", eng)
         small = MemoryBudget(False, 8 * 1024 * 1024)  # a machine with 8 MB to spare
-        monkeypatch.setattr(window, "memory_budget", lambda: small)
+        monkeypatch.setattr(window.library, "memory_budget", lambda: small)
         try:
-            window.show_download()
-            dialog = window.download_dialog
+            window.library.show_download()
+            dialog = window.library.download_dialog
             dialog.repo.setText(repo)
             dialog.start.click()
             qtbot.waitUntil(dialog.anyway.isVisible, timeout=30_000)

@@ -152,7 +152,7 @@ def test_a_file_opened_through_the_os_asks_first(qtbot, consent_window, tmp_path
     opener = FileOpenFilter(app)  # as create_application installs it for the bundle
     app.installEventFilter(opener)
     try:
-        opener.attach(window.open_files)
+        opener.attach(window.files.open)
         QApplication.sendEvent(app, QFileOpenEvent(str(opened)))
         dialog = dialog_of(qtbot, window)
         assert "time.json would add 1 MCP server" in widget_texts(dialog)

@@ -30,8 +30,8 @@ def test_preferences_apply_at_once_and_are_remembered(qtbot, tmp_path, tiny_engi
 
     window = make_window(qtbot, tmp_path, tiny_engine)
     try:
-        window.show_preferences()
-        dialog = window.preferences_dialog
+        window.preferences.show()
+        dialog = window.preferences.dialog
         dialog.appearance.setCurrentIndex(dialog.appearance.findData("dark"))
         assert theme.colors().dark  # at once, no OK button
         assert _lightness(window, window.chat) < 80
@@ -115,9 +115,9 @@ def test_light_and_dark_follow_the_system_unless_overridden(qtbot, tmp_path, tin
 
 
 def test_the_models_recommended_sampling_is_shown_and_used(qtbot, tmp_path, tiny_model_dir):
+    from app.application import build_window
     from app.jobs.engine_bridge import EngineBridge
     from app.store import Store
-    from app.views.main_window import MainWindow
 
     model = tmp_path / "model"
     shutil.copytree(tiny_model_dir, model)
@@ -125,10 +125,10 @@ def test_the_models_recommended_sampling_is_shown_and_used(qtbot, tmp_path, tiny
         json.dumps({"do_sample": True, "temperature": 0.35, "top_p": 0.8, "top_k": 20})
     )
     bridge = EngineBridge()
-    window = MainWindow(Store.open(tmp_path / "data"), bridge)
+    window = build_window(Store.open(tmp_path / "data"), bridge)
     qtbot.addWidget(window)
     window.show()
-    window.load_model(str(model))
+    window.models.load(str(model))
     panel = window.settings_panel
     qtbot.waitUntil(lambda: panel.temperature.value() == 0.35, timeout=60_000)
     assert panel.top_p.value() == 0.8 and panel.top_k.value() == 20

@@ -28,7 +28,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtTest import QTest
 from app import __main__ as entry
 from app.store import ChatSettings
-from app.views import main_window
+from app.views.main import window as main_window
 
 started = time.perf_counter()
 def emit(event, **extra):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.store import DB_NAME, ChatSettings, Store, ToolsConfig
-from app.store.db import SCHEMA_VERSION, connect
+from app.store.db import MIGRATIONS, SCHEMA_VERSION, connect
 from app.store.export import to_json, to_markdown
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,6 +29,48 @@ def test_schema_is_versioned_and_in_wal_mode(tmp_path):
     raw.close()
     with pytest.raises(RuntimeError, match="newer than this app"):
         connect(tmp_path / DB_NAME)
+
+
+def test_a_version_2_database_keeps_its_recorded_replies_under_the_logprobs_key(tmp_path):
+    """Schema 2 counted a reply's recorded tokens under meta["inspect"]; opening it renames
+    the key to "logprobs" in every row (so the reply still offers its token view) and
+    leaves other meta, and a row whose meta is not JSON, as they were."""
+    raw = sqlite3.connect(tmp_path / DB_NAME)
+    for migration in MIGRATIONS[:2]:
+        migration(raw)
+    raw.execute("PRAGMA user_version = 2")
+    raw.execute(
+        "INSERT INTO conversations (id, title, created_at, updated_at) VALUES (1, 'old', 0, 0)"
+    )
+    rows = [
+        (1, "user", "Hi", "{}"),
+        (
+            2,
+            "assistant",
+            "Hello",
+            json.dumps({"inspect": 3, "model": "tiny", "stop_reason": "stop"}),
+        ),
+        (3, "assistant", "Free", json.dumps({"model": "tiny"})),
+        (4, "assistant", "Broken", '{"inspect": 2'),
+    ]
+    for message_id, role, content, meta in rows:
+        raw.execute(
+            "INSERT INTO messages (id, conversation_id, parent_id, role, content, meta,"
+            " created_at, visited_at) VALUES (?, 1, NULL, ?, ?, ?, 0, 0)",
+            (message_id, role, content, meta),
+        )
+    raw.execute("INSERT INTO token_logprobs (message_id, tokens) VALUES (2, '[]')")
+    raw.commit()
+    raw.close()
+
+    store = Store.open(tmp_path)
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    metas = dict(store.db.execute("SELECT id, meta FROM messages").fetchall())
+    assert json.loads(metas[2]) == {"logprobs": 3, "model": "tiny", "stop_reason": "stop"}
+    assert json.loads(metas[3]) == {"model": "tiny"}
+    assert metas[4] == '{"inspect": 2'  # not JSON: left for the store's repair to report
+    assert store.message(2).meta["logprobs"] == 3
+    store.close()
 
 
 def test_branches_keep_every_version_and_remember_where_you_were(tmp_path):

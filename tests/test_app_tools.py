@@ -158,7 +158,7 @@ def test_chips_say_how_a_grammar_goes_with_the_tools(qtbot, tmp_path, tiny_engin
     set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=40, seed=3)
     grammar = tmp_path / "verdict.lark"
     grammar.write_text('start: "yes" | "no"\n')
-    window.open_constraint_file(str(grammar))
+    window.files.open_constraint_file(str(grammar))
     chip, tools_chip = window.constraint_bar.chip, window.tools_chip
     qtbot.waitUntil(chip.isVisible, timeout=10_000)
     assert chip.label.text() == "Reply as: verdict.lark (Lark grammar)"

@@ -133,7 +133,7 @@ def test_files_opened_through_the_os_become_constraints(qtbot, tmp_path, tiny_en
 
     window = make_window(qtbot, tmp_path, tiny_engine)
     app, opener = create_application([])
-    opener.attach(window.open_files)
+    opener.attach(window.files.open)
     grammar = tmp_path / "verdict.gbnf"
     grammar.write_text('root ::= "guilty" | "not guilty"\n')
     QApplication.sendEvent(app, QFileOpenEvent(str(grammar)))
@@ -146,17 +146,17 @@ def test_files_opened_through_the_os_become_constraints(qtbot, tmp_path, tiny_en
 def test_a_failed_load_shows_what_is_loaded_and_offers_the_previous_model(
     qtbot, tmp_path, tiny_model_dir
 ):
+    from app.application import build_window
     from app.jobs.engine_bridge import EngineBridge
     from app.jobs.library_job import model_disk_size
     from app.store import ChatSettings, Store
     from app.views.format import format_bytes
-    from app.views.main_window import MainWindow
 
     bridge = EngineBridge()  # its own engine: a failed load unloads the engine's model
-    window = MainWindow(Store.open(tmp_path), bridge)
+    window = build_window(Store.open(tmp_path), bridge)
     qtbot.addWidget(window)
     window.show()
-    window.load_model(str(tiny_model_dir))
+    window.models.load(str(tiny_model_dir))
     assert window.loading_strip.isVisible() and "Loading" in window.loading_strip.label.text()
     qtbot.waitUntil(lambda: bridge.model_info is not None, timeout=60_000)
     assert not window.loading_strip.isVisible()
@@ -171,7 +171,7 @@ def test_a_failed_load_shows_what_is_loaded_and_offers_the_previous_model(
     )
     assert [a.text() for a in window.model_bar.menu.actions() if a.isChecked()] == [label]
 
-    window.load_model(str(tmp_path / "no-such-model"))
+    window.models.load(str(tmp_path / "no-such-model"))
     qtbot.waitUntil(window.notice.isVisible, timeout=30_000)
     text = window.notice.text()
     assert "could not be loaded" in text and "no-such-model" in text and "Traceback" not in text
@@ -229,7 +229,7 @@ def test_app_starts_and_never_imports_mlx(tmp_path):
     assert events[0]["model_loading"] is True and "no-model" in events[1]["error"]
     probe = (
         "import sys, pathlib\n"
-        "import app.__main__, app.views.main_window, app.controller\n"
+        "import app.__main__, app.views.main.window, app.chat.controller\n"
         "from app.constraints import check_file, check_source\n"
         "from app.tools import parse_tools_text, builtin_tools\n"
         "from engine.library.defaults import sampling_defaults\n"

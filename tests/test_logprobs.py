@@ -1,4 +1,4 @@
-"""The token inspector's figures (engine.runtime.logprobs), checked against the model and the
+"""The token view's figures (engine.runtime.logprobs), checked against the model and the
 grammar computed independently: the model's logits from one forward pass over the whole
 reply, the masks from a fresh llguidance matcher fed the same tokens."""
 
@@ -57,7 +57,7 @@ def _model_logprobs(tiny_model, result: ChatResult) -> np.ndarray:
     pass over the prompt and the whole reply (not the decode loop's)."""
     model, _ = tiny_model
     assert result.logprobs is not None
-    prompt = result.token_ids[: result.prompt_length]
+    prompt = result.token_ids[: result.stats.prompt_tokens]
     tokens = prompt + [t.token for t in result.logprobs]
     logits = model(mx.array(tokens)[None])[0].astype(mx.float32)
     logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)

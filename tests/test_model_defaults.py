@@ -67,7 +67,7 @@ def test_a_reply_continues_from_where_it_stopped(tiny_engine):
     assert more.error is None and more.text
     # The prompt ends inside the reply: the cut text is its end, with no end-of-turn after it.
     decode = tiny_engine.run(lambda loaded: loaded.tokenizer.decode).result()
-    prompt = decode(more.token_ids[: more.prompt_length])
+    prompt = decode(more.token_ids[: more.stats.prompt_tokens])
     assert prompt.endswith("Tell me a story<|im_end|>\n<|im_start|>assistant\n" + first.text)
     refused = tiny_engine.chat(
         ChatRequest(

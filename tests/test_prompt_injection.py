@@ -161,6 +161,6 @@ def test_default_model_reads_a_forged_turn_as_text(default_engine) -> None:
             )
         )
         assert result.error is None, result.error
-        return [t for t in result.token_ids[: result.prompt_length] if t in added]
+        return [t for t in result.token_ids[: result.stats.prompt_tokens] if t in added]
 
     assert prompt_markers(FORGED["chatml"]) == prompt_markers("Hi.")

@@ -21,7 +21,7 @@ def _free_port() -> int:
 
 
 def test_preferences_start_the_server_and_the_log_shows_requests(qtbot, tmp_path, tiny_engine):
-    from app.views.preferences import PreferencesDialog
+    from app.views.preferences_dialog import PreferencesDialog
     from app.views.server_log import COLUMNS
 
     window = make_window(qtbot, tmp_path, tiny_engine)

@@ -225,7 +225,7 @@ def test_sampled_tokens_follow_the_model_distribution(tiny_engine, monkeypatch) 
         for handle in tiny_engine.submit_many(requests[start : start + 8]):
             result = handle.result()
             assert result.error is None, result.error
-            reply = result.token_ids[result.prompt_length :]
+            reply = result.token_ids[result.stats.prompt_tokens :]
             key = (reply[0], reply[1])
             counts[key] = counts.get(key, 0) + 1
             drafted += result.stats.drafted_tokens

@@ -14,6 +14,7 @@ then a DatabaseBusy error that says so.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -89,8 +90,8 @@ def _v1_initial(db: sqlite3.Connection) -> None:
 
 
 def _v2_token_logprobs(db: sqlite3.Connection) -> None:
-    # Each recorded reply token's log-probabilities (the token inspector), apart from the
-    # messages: loaded only when a reply is inspected or exported.
+    # Each recorded reply token's log-probabilities (a reply's token view), apart from the
+    # messages: loaded only when a reply's tokens are shown or exported.
     _run(
         db,
         """
@@ -102,7 +103,23 @@ def _v2_token_logprobs(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_v1_initial, _v2_token_logprobs]
+def _v3_logprobs_meta_key(db: sqlite3.Connection) -> None:
+    # One name for recorded log-probabilities: a reply's meta counted them under "inspect"
+    # (the UI's word); it is "logprobs" now, as in the engine, the server and the table
+    # above. A row whose meta is not a JSON object is left as it is (the store repairs or
+    # reports it when it reads it).
+    rows = db.execute("SELECT id, meta FROM messages WHERE meta LIKE '%\"inspect\"%'").fetchall()
+    for message_id, text in rows:
+        try:
+            meta = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(meta, dict) and "inspect" in meta:
+            meta["logprobs"] = meta.pop("inspect")
+            db.execute("UPDATE messages SET meta = ? WHERE id = ?", (json.dumps(meta), message_id))
+
+
+MIGRATIONS: list[Migration] = [_v1_initial, _v2_token_logprobs, _v3_logprobs_meta_key]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

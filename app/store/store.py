@@ -199,7 +199,7 @@ class Store:
         return message
 
     def set_token_logprobs(self, message_id: int, tokens: list[TokenLogprob]) -> None:
-        """Keep a reply's recorded tokens (the token inspector) with its message."""
+        """Keep a reply's recorded tokens (its token view) with its message."""
         data = [_compact(t.to_dict()) for t in tokens]
         self.db.execute(
             "INSERT OR REPLACE INTO token_logprobs (message_id, tokens) VALUES (?, ?)",

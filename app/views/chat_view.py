@@ -87,7 +87,7 @@ class ChatView(QScrollArea):
         self.order: list[MessageWidget] = []
         self.reply: MessageWidget | None = None
         self.card_factory: Any = None  # (call, parent) -> a card for MCP calls, or None
-        self.token_loader: Any = None  # message id -> its recorded tokens (Inspect), or None
+        self.token_loader: Any = None  # message id -> its token logprobs, or None
         self._reply_text = ""
         self._handoff: MarkdownBody | None = None  # a finished reply's rendered body
         self._render_timer = QTimer(self, singleShot=True, interval=RENDER_INTERVAL_MS)

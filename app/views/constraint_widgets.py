@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat.formats import ChipState
 from app.constraints import KIND_LABELS, Checked, Checker, check_source, describe_constraint
-from app.controller import ChipState
 from app.jobs.thread import run_task
 from app.views import theme
 from app.views.icons import IconButton, icon

@@ -70,7 +70,7 @@ class MessageWidget(QFrame):
         """`body` may be the already rendered body of the streamed reply, adopted as is;
         `note` overrides the note computed from a reply (a user message without a reply);
         `card_factory(call, parent)` may supply a call's card (MCP calls), else None;
-        `token_loader(message id)` gives a reply's recorded tokens, for Inspect."""
+        `token_loader(message id)` gives a reply's recorded tokens, for its token view (Inspect)."""
         super().__init__(parent)
         self.message = message
         self.role = message.role if message is not None else "assistant"
@@ -221,13 +221,13 @@ class MessageWidget(QFrame):
                     on,
                 )
                 self._versions_menu(self.action_buttons["Versions"])
-                if meta.get("inspect") and self._token_loader is not None:
+                if meta.get("logprobs") and self._token_loader is not None:
                     self._action(
                         actions,
                         "Inspect",
                         "inspect",
                         "Inspect: each token's probability and what the constraint changed",
-                        self.toggle_inspect,
+                        self.toggle_token_view,
                         True,
                     )
                     self.action_buttons["Inspect"].setCheckable(True)
@@ -270,8 +270,8 @@ class MessageWidget(QFrame):
         button.setMenu(menu)
         button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
 
-    def toggle_inspect(self) -> None:
-        """Show the reply as its recorded tokens (the token inspector), or as text again."""
+    def toggle_token_view(self) -> None:
+        """Show the reply as its recorded tokens (its token view), or as text again."""
         if self.message is None or self._token_loader is None:
             return
         if self.token_view is None:

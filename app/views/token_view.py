@@ -1,4 +1,4 @@
-"""A reply's recorded tokens (the token inspector): its text coloured by how likely the
+"""A reply's recorded tokens (its token view): its text coloured by how likely the
 model found each token, what it wanted instead, and where the constraint stepped in.
 
 Each token is a link in a read-only text view: its background runs from red (the model
@@ -22,7 +22,7 @@ from app.views import theme
 from app.views.message_parts import label
 from engine.types import TokenLogprob, logprobs_summary
 
-MAX_HEIGHT = 320  # px: a long reply scrolls inside the inspector
+MAX_HEIGHT = 320  # px: a long reply scrolls inside the token view
 
 
 def probability_colour(logprob: float | None) -> str:
@@ -38,7 +38,7 @@ def _shown(text: str) -> str:
 
 
 def token_details(token: TokenLogprob) -> str:
-    """What the inspector says about one token, as plain lines."""
+    """What the token view says about one token, as plain lines."""
     lines = [f"“{token.text}”"]
     if token.model_logprob is not None:
         lines.append(f"model: {math.exp(token.model_logprob):.1%}")
@@ -59,7 +59,7 @@ def token_details(token: TokenLogprob) -> str:
 
 
 class TokenView(QWidget):
-    """The inspector of one reply: summary line, coloured tokens, the chosen token's details."""
+    """The token view of one reply: summary line, coloured tokens, the chosen token's details."""
 
     def __init__(self, tokens: list[TokenLogprob], parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -69,16 +69,16 @@ class TokenView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(theme.SPACE.XS)
-        self.summary = label(logprobs_summary(tokens), "inspectSummary", self)
+        self.summary = label(logprobs_summary(tokens), "tokenViewSummary", self)
         self.text = QTextBrowser(self)
-        self.text.setObjectName("inspectText")
+        self.text.setObjectName("tokenViewText")
         self.text.setOpenLinks(False)
         self.text.setHtml(self._html())
         self.text.setMaximumHeight(MAX_HEIGHT)
         self.text.highlighted.connect(self._hovered)
         self.text.anchorClicked.connect(self._clicked)
         self.detail = label(
-            "Hover over a token to see what the model wanted.", "inspectDetail", self
+            "Hover over a token to see what the model wanted.", "tokenViewDetail", self
         )
         layout.addWidget(self.summary)
         layout.addWidget(self.text)

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import LibraryError
-from engine.library.paths import is_inside, own_folder
+from engine.files import is_inside
+from engine.library.paths import own_folder
 from engine.memory.budget import MemoryBudget, gb
 
 MARKER = "corral_download.json"

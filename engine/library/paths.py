@@ -8,18 +8,12 @@ nor a symbolic link can make it touch another app's files.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 from engine.errors import LibraryError
+from engine.files import is_inside, remove_tree
 
 OWN_FOLDERS = ("models", "downloads")
-
-
-def is_inside(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
-    """True if `path`, resolved, lies strictly inside `root`, resolved."""
-    resolved, base = Path(path).resolve(), Path(root).resolve()
-    return resolved != base and base in resolved.parents
 
 
 def own_folder(corral_root: Path, kind: str) -> Path:
@@ -58,5 +52,5 @@ def delete_own_copy(path: str | os.PathLike[str], corral_root: Path) -> int:
     if not target.is_dir():
         raise LibraryError(f"{target}: no such model")
     size = sum(p.lstat().st_size for p in target.rglob("*") if not p.is_dir())
-    shutil.rmtree(target)  # removes links inside, never follows them
+    remove_tree(target, target.parent)  # removes links inside, never follows them
     return size

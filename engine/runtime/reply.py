@@ -267,7 +267,6 @@ class Reply:
             warnings=self.tool_plan.warnings if self.tool_plan is not None else notes,
             tight=tight,
             token_ids=list(fed),
-            prompt_length=len(self.prompt_tokens),
             logprobs=logprobs,
             as_written=as_written,
         )

@@ -227,9 +227,9 @@ class ChatResult:
     # what the tight defaults did to the reply's JSON schema ("declared keys only", ...)
     tight: list[str] = field(default_factory=list)
     # The exact token ids sent and fed (prompt + every token given to the model), for
-    # measuring cache reuse on the tokens actually sent; not part of the JSON form.
+    # measuring cache reuse on the tokens actually sent; not part of the JSON form. The
+    # first stats.prompt_tokens of them are the prompt.
     token_ids: list[int] = field(default_factory=list, repr=False)
-    prompt_length: int = 0
     # each reply token's log-probabilities, when the request asked (ChatRequest.logprobs)
     logprobs: list[TokenLogprob] | None = None
     # the reply checked against the schema (or tools' schemas) as the user wrote them, when

@@ -157,13 +157,13 @@ class PreferencesDialog(QDialog):
         self.close_loops = QCheckBox("End a reply that repeats itself inside a value", self)
         self.close_loops.setChecked(prefs.close_loops)
         form.addRow("", self.close_loops)
-        self.record_tokens = QCheckBox("Record token probabilities (Inspect a reply)", self)
-        self.record_tokens.setToolTip(
+        self.record_logprobs = QCheckBox("Record token probabilities (Inspect a reply)", self)
+        self.record_logprobs.setToolTip(
             "Keep what the model wanted at each token and what the constraint allowed, "
             "shown by a reply's Inspect action"
         )
-        self.record_tokens.setChecked(prefs.record_tokens)
-        form.addRow("", self.record_tokens)
+        self.record_logprobs.setChecked(prefs.record_logprobs)
+        form.addRow("", self.record_logprobs)
 
         # New chats
         form = self._section("New chats start with")
@@ -217,7 +217,7 @@ class PreferencesDialog(QDialog):
         self.kv_budget.valueChanged.connect(self._edited)
         self.max_rows.valueChanged.connect(self._edited)
         self.speculative.toggled.connect(self._edited)
-        for box in (self.allow_extra, self.strict_schema, self.close_loops, self.record_tokens):
+        for box in (self.allow_extra, self.strict_schema, self.close_loops, self.record_logprobs):
             box.toggled.connect(self._edited)
         self.new_prompt.currentIndexChanged.connect(self._edited)
         self.follow_model.toggled.connect(self._edited)
@@ -288,7 +288,7 @@ class PreferencesDialog(QDialog):
             allow_extra_properties=self.allow_extra.isChecked(),
             strict_schema=self.strict_schema.isChecked(),
             close_loops=self.close_loops.isChecked(),
-            record_tokens=self.record_tokens.isChecked(),
+            record_logprobs=self.record_logprobs.isChecked(),
         )
         self.changed.emit(self.prefs)
 

@@ -1,8 +1,8 @@
-"""The token inspector in the window (tiny random model, which wants to repeat its last
+"""A reply's token view in the window (tiny random model, which wants to repeat its last
 token: a JSON schema overrides it and forces tokens): a reply's Inspect action shows its
 tokens coloured by probability with the summary line, a token's alternatives on hover and
 click; the tokens are stored with the message (an old database gains the table), so the
-inspector opens after a restart and the JSON export carries them."""
+token view opens after a restart and the JSON export carries them."""
 
 from __future__ import annotations
 
@@ -62,13 +62,13 @@ def _hover(widget, pos: QPoint) -> None:
     QApplication.sendEvent(widget, event)
 
 
-def test_inspector_opens_on_a_stored_reply_after_a_restart(qtbot, tmp_path, tiny_engine):
+def test_token_view_opens_on_a_stored_reply_after_a_restart(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     set_sampling(window, temperature=0.0, max_tokens=24)
     window.controller.set_constraint(json_schema_constraint(SCHEMA, "person"))
     _ask(qtbot, window, "A person, please")
     reply = window.chat.message_widgets()[-1]
-    assert reply.message.meta["inspect"] > 0 and "Inspect" in reply.action_buttons
+    assert reply.message.meta["logprobs"] > 0 and "Inspect" in reply.action_buttons
     conversation = window.controller.conversation_id
     close_window(window)
 
@@ -112,15 +112,15 @@ def test_inspector_opens_on_a_stored_reply_after_a_restart(qtbot, tmp_path, tiny
     close_window(again)
 
 
-def test_no_inspect_when_recording_is_off(qtbot, tmp_path, tiny_engine):
+def test_no_token_view_when_recording_is_off(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     set_sampling(window, temperature=0.0, max_tokens=4)
-    window.prefs.record_tokens = False
-    window.apply_preferences(window.prefs)
-    assert window.controller.record_tokens is None
+    window.prefs.record_logprobs = False
+    window.core.set_preferences(window.prefs)
+    assert window.controller.logprobs is None
     _ask(qtbot, window, "Hi")
     reply = window.chat.message_widgets()[-1]
-    assert "inspect" not in reply.message.meta and "Inspect" not in reply.action_buttons
+    assert "logprobs" not in reply.message.meta and "Inspect" not in reply.action_buttons
     assert window.store.token_logprobs(reply.message.id) is None
     close_window(window)
 
@@ -140,7 +140,7 @@ def test_an_old_database_gains_the_token_table(tmp_path):
     old.close()
     store = Store.open(tmp_path)
     try:
-        assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         message = store.message(1)
         assert message is not None and message.content == "Hello"
         assert store.token_logprobs(1) is None

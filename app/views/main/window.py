@@ -1,8 +1,13 @@
 """The main window: toolbar (sidebar, new chat, model, settings, tools), the shell with the
-conversations sidebar, the chat and the inspector, menus and status bar. It wires the views
-to the ChatController and the engine bridge and never waits on either."""
+conversations sidebar, the chat and the inspector, menus and status bar. It is handed the
+app's parts (app.application.AppCore: store, engine bridge, ChatController, MCP) and wires
+the views to them, never waiting on any. One class: what it does about files, the model,
+the library and Preferences lives in helpers that hold the window (files.py, models.py,
+library.py, preferences_actions.py)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray, QEvent, QSize, Qt, QTimer
 from PySide6.QtGui import (
@@ -28,13 +33,10 @@ from PySide6.QtWidgets import (
 
 from app import __version__
 from app.constraints import describe_constraint
-from app.controller import ChatController
-from app.jobs.engine_bridge import EngineBridge
-from app.jobs.mcp_job import McpBridge
 from app.paths import app_icon_path, resources_dir
 from app.preferences import Preferences
 from app.qt_compat import guard_refcounts
-from app.store import Store
+from app.store import ToolsConfig
 from app.tools import builtin_names, builtin_tools
 from app.views import theme
 from app.views.chat_view import ChatView, Entry
@@ -43,50 +45,46 @@ from app.views.constraint_widgets import ConstraintBar
 from app.views.distributed_controls import DistributedControls
 from app.views.icons import icon
 from app.views.inspector import SETTINGS_TAB, TOOLS_TAB, Inspector
-from app.views.mcp_setup import install_mcp
-from app.views.menus import build_menus
+from app.views.main.files import FileActions
+from app.views.main.library import LibraryActions
+from app.views.main.mcp import install_mcp_views
+from app.views.main.menus import build_menus
+from app.views.main.models import ModelActions
+from app.views.main.preferences_actions import PreferencesActions
+from app.views.main.shell import Shell
 from app.views.message_parts import Note
 from app.views.model_bar import ModelBar
 from app.views.notice_bar import LoadingStrip, NoticeBar
 from app.views.server_controls import ServerControls
 from app.views.settings_panel import SettingsPanel
-from app.views.shell import Shell
 from app.views.sidebar import Sidebar
 from app.views.tools_chip import ToolsChip, describe_tools
 from app.views.tools_panel import ToolsPanel
 from app.views.welcome import Example
-from app.views.window_actions import WindowActions
-from app.views.window_library import WindowLibrary
-from app.views.window_model import WindowModel
-from engine.library.defaults import ModelDefaults
 from engine.types import ConstraintSpec
+
+if TYPE_CHECKING:
+    from app.core import AppCore
 
 DEFAULT_SIZE = (1180, 780)
 MINIMUM_SIZE = (640, 440)
 STATUS_INTERVAL_MS = 1000
 
 
-class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
-    def __init__(self, store: Store, bridge: EngineBridge, mcp: McpBridge | None = None) -> None:
+class MainWindow(QMainWindow):
+    """The one main window over the app's parts (built by app.application)."""
+
+    def __init__(self, core: AppCore) -> None:
         super().__init__()
         guard_refcounts()  # before the thousands of Qt calls a session makes
-        self.store = store
-        self.bridge = bridge
-        self.prefs = Preferences.load(store)
-        bridge.set_max_rows(self.prefs.max_rows)
-        bridge.set_speculative(self.prefs.speculative)
-        theme.set_chat_pt(self.prefs.chat_font_pt)
-        theme.apply_appearance(self.prefs.appearance)
-        self.controller = ChatController(store, bridge, self)
-        self.controller.new_chat_settings = self.prefs.new_chat
-        self.controller.new_chat_tools = self.prefs.new_chat_tools
-        self.controller.set_schema_preferences(self.prefs.schema_options, self.prefs.close_loops)
-        if not self.prefs.record_tokens:
-            self.controller.record_tokens = None
-        self.model_defaults = ModelDefaults()
-        self._model_name: str | None = None  # what is loaded now
-        self._loaded_spec: str | None = None
-        self._loading_spec: str | None = None
+        self.core = core
+        self.store = core.store
+        self.bridge = core.bridge
+        self.controller = core.controller
+        self.mcp = core.mcp  # MCP servers start with self.mcp.start()
+        self.mcp_calls = core.mcp_calls
+        self.builtins = builtin_tools()
+        self.models = ModelActions(self)
         self.setWindowTitle("Corral")
         self.setObjectName("mainWindow")
         self.setUnifiedTitleAndToolBarOnMac(True)
@@ -95,26 +93,25 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self._restyling = False
         self.setAcceptDrops(True)
         self._build()
+        self.files = FileActions(self)
+        self.library = LibraryActions(self)
+        self.preferences = PreferencesActions(self)
         self.restyle()
         self.actions_by_name = build_menus(self)
         self._connect()
-        self.setup_library()
-        self.mcp = install_mcp(self, mcp)  # MCP servers start with self.mcp.start()
-        self._builtins = builtin_tools()
-        self.tools_panel.set_builtins(self._builtins)
-        self.tools_chip.set_builtins(self._builtins)
-        self.settings_panel.set_presets(store.presets())
+        self.mcp_panel = install_mcp_views(self)
+        self.tools_panel.set_builtins(self.builtins)
+        self.tools_chip.set_builtins(self.builtins)
+        self.settings_panel.set_presets(self.store.presets())
         self._restore_state()
         self._open_initial_conversation()
         self.distributed.restore()  # before the first model loads
         self.server.restore()
         self._status_timer = QTimer(self, interval=STATUS_INTERVAL_MS)
-        self._status_timer.timeout.connect(self.update_status)
+        self._status_timer.timeout.connect(self.models.update_status)
         self._status_timer.start()
-        if bridge.model_info is not None:  # an engine handed over already loaded
-            self._loaded_spec = bridge.model_spec
-            self._model_loaded(bridge.model_info)
-        self.update_status()
+        self.models.adopt_loaded()  # an engine handed over already loaded
+        self.models.update_status()
 
     # ---- construction ----
 
@@ -161,10 +158,10 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.inspector_tabs = self.inspector.tabs
         self.inspector.closeRequested.connect(lambda: self.shell.set_inspector_open(False))
 
-        self.shell = Shell(self.sidebar, self.chat_area, self.inspector, self)
+        self.shell: Shell = Shell(self.sidebar, self.chat_area, self.inspector, self)
         self.setCentralWidget(self.shell)
 
-        self.model_bar = ModelBar(self)
+        self.model_bar: ModelBar = ModelBar(self)
         self.toolbar = QToolBar("Main", self)
         self.toolbar.setObjectName("mainToolbar")
         self.toolbar.setMovable(False)
@@ -199,8 +196,10 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.statusBar().addPermanentWidget(self.cache_label)
         self.statusBar().setSizeGripEnabled(False)
         self.setMinimumSize(*MINIMUM_SIZE)
-        self.server = ServerControls(self, self.store, lambda: self.bridge.engine)
-        self.distributed = DistributedControls(self, self.store, self.bridge, self.reload_model)
+        self.server: ServerControls = ServerControls(self, self.store, lambda: self.bridge.engine)
+        self.distributed: DistributedControls = DistributedControls(
+            self, self.store, self.bridge, self.models.reload
+        )
         width, height = DEFAULT_SIZE
         screen = QGuiApplication.primaryScreen()
         if screen is not None:  # a small screen gets most of it, not more than all of it
@@ -235,6 +234,8 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         c.notice.connect(lambda text: self.notice.show_message(text, "error"))
         c.contextExceeded.connect(self.offer_shorter_prompt)
         c.chipsChanged.connect(self._show_chips)
+        # an edit still being typed is saved before the controller reads the settings
+        c.save_pending_edits = self.settings_panel.flush
 
         self.sidebar.newRequested.connect(self.new_chat)
         self.sidebar.conversationSelected.connect(self._select_conversation)
@@ -244,40 +245,42 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
 
         self.composer.sendRequested.connect(self.send)
         self.composer.stopRequested.connect(self.stop)
-        self.composer.filesDropped.connect(self.open_files)
+        self.composer.filesDropped.connect(self.files.open)
         self.chat.editSubmitted.connect(self._edit)
         self.chat.regenerateRequested.connect(self.regenerate)
         self.chat.retryRequested.connect(self.retry)
         self.chat.continueRequested.connect(self.continue_reply)
         self.chat.branchStepped.connect(c.switch_branch)
         self.chat.toolResultSubmitted.connect(c.submit_tool_result)
-        self.chat.toolRunRequested.connect(self.run_builtin_tool)
+        self.chat.toolRunRequested.connect(self.files.run_builtin_tool)
         self.chat.welcome.examplePicked.connect(self.use_example)
 
-        self.constraint_bar.openFileRequested.connect(self.choose_constraint_file)
-        self.constraint_bar.editorRequested.connect(self.open_constraint_editor)
+        files = self.files
+        self.constraint_bar.openFileRequested.connect(files.choose_constraint_file)
+        self.constraint_bar.editorRequested.connect(files.open_constraint_editor)
         self.constraint_bar.anyJsonRequested.connect(
-            lambda: self.apply_constraint(ConstraintSpec(kind="any_json", name="any JSON"))
+            lambda: files.apply_constraint(ConstraintSpec(kind="any_json", name="any JSON"))
         )
-        self.constraint_bar.removeRequested.connect(self.remove_constraint)
-        self.tools_chip.configChanged.connect(self._tools_chip_changed)
+        self.constraint_bar.removeRequested.connect(files.remove_constraint)
+        self.tools_chip.configChanged.connect(self.tools_chip_changed)
         self.tools_chip.editRequested.connect(self.show_tools)
 
-        self.settings_panel.changed.connect(self._settings_changed)
+        self.settings_panel.changed.connect(c.set_settings)
         self.settings_panel.presetSaved.connect(self._save_preset)
         self.settings_panel.presetDeleted.connect(self._delete_preset)
         self.tools_panel.changed.connect(self._tools_changed)
-        self.tools_panel.loadFileRequested.connect(self.choose_tools_file)
+        self.tools_panel.loadFileRequested.connect(files.choose_tools_file)
         self.shell.panelsChanged.connect(self._panels_changed)
         self.inspector_tabs.currentChanged.connect(lambda _i: self._panels_changed())
 
-        self.model_bar.loadRequested.connect(self.load_model)
+        self.model_bar.loadRequested.connect(self.models.load)
         self.bridge.loadStarted.connect(self.model_bar.loading)
-        self.bridge.loadStarted.connect(lambda _spec: self.update_model_menu())
+        self.bridge.loadStarted.connect(lambda _spec: self.library.update_model_menu())
         self.bridge.loadProgress.connect(self.model_bar.progressed)
         self.bridge.loadProgress.connect(self.loading_strip.progress)
-        self.bridge.modelLoaded.connect(self._model_loaded)
-        self.bridge.loadFailed.connect(self._model_failed)
+        self.bridge.modelLoaded.connect(self.models.loaded)
+        self.bridge.loadFailed.connect(self.models.failed)
+        self.core.preferencesChanged.connect(self.preferences.changed)
 
     def _open_initial_conversation(self) -> None:
         last = self.store.get_setting("last_conversation")
@@ -289,6 +292,11 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         else:
             self.controller.new_conversation()
         self.refresh_sidebar()
+
+    @property
+    def prefs(self) -> Preferences:
+        """The user's preferences as applied now (AppCore keeps them)."""
+        return self.core.prefs
 
     # ---- look ----
 
@@ -348,13 +356,11 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.setWindowTitle(f"{conv.title} — Corral" if conv is not None else "Corral")
 
     def new_chat(self) -> None:
-        self.settings_panel.flush()
         self.controller.new_conversation()
         self.composer.edit.setFocus()
 
     def _select_conversation(self, conversation_id: int) -> None:
         if conversation_id != self.controller.conversation_id:
-            self.settings_panel.flush()
             self.controller.open_conversation(conversation_id)
             if self.shell.placements["sidebar"] == "overlay":
                 self.shell.close_overlays()
@@ -369,10 +375,6 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.constraint_bar.show_error("")
         self.chat.end_reply()
         self.refresh_sidebar()
-
-    def set_tools_area(self, widget: QWidget) -> None:
-        """What the inspector's Tools tab shows (MCP adds its panel under the tools')."""
-        self.inspector.set_tools_widget(widget)
 
     def _show_chips(self) -> None:
         """The composer's chips as the controller describes the open conversation."""
@@ -395,6 +397,37 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.shell.set_sidebar_open(True)
         self.sidebar.search.setFocus()
         self.sidebar.search.selectAll()
+
+    def bring_forward(self, files: list[str]) -> None:
+        """Another launch of Corral on this data folder: show this window, open its files."""
+        if self.isMinimized():
+            self.showNormal()
+        self.show()
+        self.raise_()
+        self.activateWindow()
+        if files:
+            self.files.open(files)
+
+    # ---- the inspector's panels and the tools chip (saved with the conversation) ----
+
+    def _tools_changed(self, config: ToolsConfig) -> None:
+        """The Tools panel changed the conversation's tools."""
+        self.controller.set_tools(config)
+        self.tools_chip.set_config(config)
+
+    def tools_chip_changed(self, config: ToolsConfig) -> None:
+        """The chip's menu (or an example) changed the conversation's tools."""
+        self.controller.set_tools(config)
+        self.tools_panel.set_config(config)
+        self.tools_chip.set_config(config)
+
+    def _save_preset(self, name: str, text: str) -> None:
+        self.store.save_preset(name, text)
+        self.settings_panel.set_presets(self.store.presets())
+
+    def _delete_preset(self, name: str) -> None:
+        self.store.delete_preset(name)
+        self.settings_panel.set_presets(self.store.presets())
 
     # ---- the chat ----
 
@@ -421,7 +454,7 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
                     note=note,
                 )
             )
-        builtins = frozenset(builtin_names()) if self._builtins else frozenset()
+        builtins = frozenset(builtin_names()) if self.builtins else frozenset()
         self.chat.set_entries(entries, interactive=not c.busy, builtins=builtins)
         streaming_here = c.busy and c.reply_conversation_id == c.conversation_id
         if streaming_here and self.chat.reply is None:
@@ -433,7 +466,6 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self._update_title()
 
     def send(self, text: str) -> None:
-        self.settings_panel.flush()
         if self.controller.send(text):
             self.composer.edit.clear()
             self.notice.hide()
@@ -443,19 +475,15 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
 
     def regenerate(self, count: int = 1) -> None:
         """Write `count` new versions of the last reply, side by side."""
-        self.settings_panel.flush()
         self.controller.regenerate(count)
 
     def retry(self, message_id: int) -> None:
-        self.settings_panel.flush()
         self.controller.retry(message_id)
 
     def continue_reply(self, message_id: int) -> None:
-        self.settings_panel.flush()
         self.controller.continue_reply(message_id)
 
     def _edit(self, message_id: int, text: str) -> None:
-        self.settings_panel.flush()
         self.controller.edit(message_id, text)
 
     def _reply_started(self) -> None:
@@ -476,9 +504,22 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         elif self.bridge.model_info is None:
             reply.set_status("Waiting for a model…")
 
+    def offer_shorter_prompt(self, message: str, tools_on: bool) -> None:
+        """A prompt longer than the model reads: offer to leave out the oldest messages,
+        or (when tools were offered) to turn tools off."""
+        c = self.controller
+        self.notice.show_message(
+            f"{message}.",
+            "error",
+            action="Leave out oldest messages",
+            callback=lambda: None if c.drop_oldest_turns() else None,
+            second_action="Turn tools off" if tools_on else "",
+            second_callback=(lambda: None if c.turn_tools_off() else None) if tools_on else None,
+        )
+
     def _reply_finished(self, _result: object) -> None:
         self.chat.end_reply(keep_body=True)
-        self.update_status()  # the prompt cache just changed
+        self.models.update_status()  # the prompt cache just changed
 
     def _busy_changed(self, busy: bool) -> None:
         self.composer.set_busy(busy)
@@ -496,10 +537,10 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
                 from dataclasses import replace
 
                 config = replace(conv.tools, builtins=[*conv.tools.builtins, example.tool])
-                self._tools_chip_changed(config)
+                self.tools_chip_changed(config)
         if example.grammar:
             path = str(resources_dir() / "grammars" / example.grammar)
-            self.open_constraint_file(path, then=lambda: self.send(example.prompt))
+            self.files.open_constraint_file(path, then=lambda: self.send(example.prompt))
             return
         self.send(example.prompt)
 
@@ -534,7 +575,7 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.controller.stop()
         self.server.shutdown()
         self.mcp.close()  # no server outlives the window
-        self.library.close()
+        self.library.job.close()
         super().closeEvent(event)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
@@ -551,7 +592,7 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         paths = dropped_paths(event.mimeData())
         if paths:
             event.acceptProposedAction()
-            self.open_files(paths)
+            self.files.open(paths)
 
     def quit(self) -> None:
         self.close()

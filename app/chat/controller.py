@@ -8,26 +8,25 @@ asks for N alternatives at once (the engine decodes them side by side): the firs
 into the chat, and when all are done each is saved as a version of the reply (‹ 1/N ›),
 the first one shown. A reply that
 ends before any text is not saved; its question remembers why, so the chat can offer
-Retry. It keeps each conversation's constraint compiled (checked once, reused by every
-request) and says what the chips in the composer show: the constraint, whether it is
-joined with the tools or paused while they are on, and the tools with what Corral cannot
-enforce about them. Views only call these methods and listen to the signals.
+Retry. Each conversation's constraint and tool state, and the composer's chips, are kept
+by its ConversationFormats (app/chat/formats.py). Views only call these methods and listen
+to the signals; an edit still being typed in a view is saved first through one hook,
+`save_pending_edits`, before every action that reads or leaves the open conversation.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from app.constraints import Checked, check_spec, spec_from_dict, spec_to_dict
-from app.history_window import start_after_dropping
+from app.chat.formats import ChipState, ConversationFormats
+from app.chat.history import start_after_dropping
 from app.jobs.engine_bridge import EngineBridge, ReplyJob
-from app.jobs.thread import run_task
 from app.store import DEFAULT_TITLE, ChatSettings, Conversation, Message, Store, ToolsConfig
-from app.tools import enabled_tool_definitions, enabled_tool_warnings
-from engine.constraints.validate import constraint_notes
+from app.tools import enabled_tool_definitions
 from engine.mcp.turn import DEFAULT_MAX_STEPS, tool_choice_for_step
 from engine.runtime.context import CONTEXT_LENGTH_EXCEEDED
 from engine.types import (
@@ -35,16 +34,15 @@ from engine.types import (
     ChatRequest,
     ChatResult,
     ConstraintSpec,
-    ConstraintUse,
     SchemaOptions,
     StopReason,
     ToolChoiceOption,
 )
 
 TITLE_LENGTH = 48
-# Alternatives kept per recorded reply token (Inspect): enough to see what the model
-# wanted, small enough to store with every reply.
-INSPECT_ALTERNATIVES = 5
+# Alternatives kept per recorded reply token (its token view, Inspect): enough to see what
+# the model wanted, small enough to store with every reply.
+LOGPROB_ALTERNATIVES = 5
 
 
 def _steps_since_user(path: list[Message]) -> int:
@@ -55,23 +53,6 @@ def _steps_since_user(path: list[Message]) -> int:
             break
         steps += message.role == "assistant" and bool(message.meta.get("tool_calls"))
     return steps
-
-
-@dataclass(frozen=True)
-class ChipState:
-    """What the chips above the composer show for the open conversation."""
-
-    constraint: ConstraintSpec | None = None
-    # with tools on: the constraint joined with them (a reply fits it or is a tool call),
-    # or paused (only calls are allowed, or the model's calls could pass for its text)
-    constraint_use: ConstraintUse | None = None
-    tools: tuple[str, ...] = ()
-    tool_choice: str = "auto"
-    tool_warnings: tuple[str, ...] = ()
-    # what the tight defaults do to the constraint ("declared keys only", ...) and what
-    # Corral cannot enforce of it (keywords and formats compiled leniently)
-    constraint_tight: tuple[str, ...] = ()
-    constraint_warnings: tuple[str, ...] = ()
 
 
 def _title_from(text: str) -> str:
@@ -122,16 +103,16 @@ class ChatController(QObject):
         # and max_steps; None offers no MCP tools.
         self.tool_source: Any = None
         self._tools_running = False
-        # per conversation id: its constraint as checked and compiled, what the last reply
-        # with tools did with that constraint, and what Corral cannot enforce of its tools
-        self._constraints: dict[int, ConstraintSpec] = {}
-        self._constraint_use: dict[int, ConstraintUse] = {}
-        self._tool_warnings: dict[int, tuple[str, ...]] = {}
-        # how JSON schemas are followed (Preferences)
-        self.schema_options = SchemaOptions()
-        self.close_loops = True
-        # record each reply's tokens with this many alternatives (Inspect); None: off
-        self.record_tokens: int | None = INSPECT_ALTERNATIVES
+        # per conversation: its constraint compiled, its tools' warnings, the chips
+        self.formats = ConversationFormats(store, bridge, self)
+        self.formats.changed.connect(self._formats_changed)
+        self.formats.problem.connect(self._formats_problem)
+        # Saves an edit a view has not handed over yet (the settings panel's system prompt,
+        # saved as typing pauses): called before every action that reads or leaves the
+        # open conversation's settings, so none of them can forget it.
+        self.save_pending_edits: Callable[[], None] = lambda: None
+        # record each reply's token logprobs with this many alternatives; None: off
+        self.logprobs: int | None = LOGPROB_ALTERNATIVES
         # per conversation id: the message the model reads from (older ones are left out
         # after the user chose to, for a model whose context they overflow)
         self._history_from: dict[int, int] = {}
@@ -158,6 +139,7 @@ class ChatController(QObject):
     def new_conversation(self) -> int:
         """Open an empty chat that starts from the user's defaults (Preferences): system
         prompt, sampling and tools; never a constraint."""
+        self.save_pending_edits()
         current = self.conversation
         if current is not None and current.active_leaf_id is None:
             self._reset_to_defaults(current.id)  # already on an empty chat: reuse it
@@ -173,19 +155,23 @@ class ChatController(QObject):
         self.store.set_chat_settings(conversation_id, replace(self.new_chat_settings))
         self.store.set_tools(conversation_id, replace(self.new_chat_tools))
         self.store.set_constraint(conversation_id, None)
-        self._constraints.pop(conversation_id, None)
-        self._constraint_use.pop(conversation_id, None)
+        self.formats.forget(conversation_id)
 
     def open_conversation(self, conversation_id: int) -> None:
+        self.save_pending_edits()
         if self.store.conversation(conversation_id) is None:
             return
         self.conversation_id = conversation_id
         self.store.set_setting("last_conversation", conversation_id)
         self.conversationOpened.emit(conversation_id)
         self.pathChanged.emit()
-        self._prepare_constraint(conversation_id)
-        self._check_tools(conversation_id)
+        self.formats.prepare(conversation_id)
         self.chipsChanged.emit()
+
+    def set_settings(self, settings: ChatSettings) -> None:
+        """The open conversation's settings (system prompt, sampling), as edited."""
+        if self.conversation_id is not None:
+            self.store.set_chat_settings(self.conversation_id, settings)
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         self.store.rename_conversation(conversation_id, title)
@@ -221,6 +207,7 @@ class ChatController(QObject):
 
     def send(self, text: str) -> bool:
         """Add a user message after the active leaf and start the reply."""
+        self.save_pending_edits()
         text = text.strip()
         if not text or self.busy:
             return False
@@ -252,6 +239,7 @@ class ChatController(QObject):
     def regenerate(self, count: int = 1) -> bool:
         """Generate `count` new versions of the last reply, side by side; the old ones stay
         as branches and the first new one is shown."""
+        self.save_pending_edits()
         if self.busy:
             return False
         path = self.path()
@@ -270,6 +258,7 @@ class ChatController(QObject):
     def retry(self, message_id: int) -> bool:
         """Answer again: a question left without a reply, or a reply that failed (its new
         version becomes a branch beside it)."""
+        self.save_pending_edits()
         message = self.store.message(message_id)
         if self.busy or message is None:
             return False
@@ -287,6 +276,7 @@ class ChatController(QObject):
     def continue_reply(self, message_id: int) -> bool:
         """Write on from the end of a reply cut at its length limit. The longer reply is
         saved as a new version beside the cut one."""
+        self.save_pending_edits()
         message = self.store.message(message_id)
         if self.busy or message is None or message.role != "assistant" or message.parent_id is None:
             return False
@@ -308,6 +298,7 @@ class ChatController(QObject):
 
     def edit(self, message_id: int, text: str) -> bool:
         """Replace a user message by a new version (a new branch) and reply to it."""
+        self.save_pending_edits()
         message = self.store.message(message_id)
         text = text.strip()
         if self.busy or message is None or message.role != "user" or not text:
@@ -375,12 +366,9 @@ class ChatController(QObject):
 
     def set_schema_preferences(self, options: SchemaOptions, close_loops: bool) -> None:
         """How JSON schemas are followed from now on (constraints are checked again)."""
-        changed = options != self.schema_options
-        self.schema_options, self.close_loops = options, close_loops
-        if changed:
-            self._constraints.clear()
+        if self.formats.set_schema_preferences(options, close_loops):
             if self.conversation_id is not None:
-                self._prepare_constraint(self.conversation_id)
+                self.formats.prepare(self.conversation_id)
             self.chipsChanged.emit()
 
     def set_constraint(self, spec: ConstraintSpec | None, path: str | None = None) -> None:
@@ -388,17 +376,8 @@ class ChatController(QObject):
         see app.constraints), or lift the constraint."""
         if self.conversation_id is None:
             self.new_conversation()
-        cid = self.conversation_id
-        assert cid is not None
-        if spec is not None and spec.options != self.schema_options:
-            spec = replace(spec, options=self.schema_options, compiled=None)
-        self.store.set_constraint(cid, spec_to_dict(spec, path) if spec is not None else None)
-        self._constraint_use.pop(cid, None)
-        if spec is not None and spec.compiled is not None:
-            self._constraints[cid] = spec
-        else:
-            self._constraints.pop(cid, None)
-            self._prepare_constraint(cid)
+        assert self.conversation_id is not None
+        self.formats.set_constraint(self.conversation_id, spec, path)
         self.chipsChanged.emit()
 
     def set_tools(self, config: ToolsConfig) -> None:
@@ -406,90 +385,20 @@ class ChatController(QObject):
         if self.conversation_id is None:
             return
         self.store.set_tools(self.conversation_id, config)
-        self._constraint_use.pop(self.conversation_id, None)
-        self._check_tools(self.conversation_id)
+        self.formats.tools_changed(self.conversation_id)
         self.chipsChanged.emit()
 
     def chip_state(self) -> ChipState:
         """The constraint and tools chips of the open conversation."""
-        conv = self.conversation
-        if conv is None:
-            return ChipState()
-        constraint = self._constraint_for(conv)
-        tools = enabled_tool_definitions(conv.tools)
-        names = tuple(str(t.get("function", t).get("name", "?")) for t in tools)
-        choice = conv.tools.tool_choice if tools else "auto"
-        use: ConstraintUse | None = None
-        if constraint is not None and tools:
-            if choice == "none":
-                use = "alone"
-            elif choice != "auto":
-                use = "paused"  # "required" or a named tool: only calls may be written
-            else:  # joined, unless the last reply found the model's calls could pass for it
-                use = self._constraint_use.get(conv.id, "with_tools")
-        compiled = constraint.compiled if constraint is not None else None
-        return ChipState(
-            constraint=constraint,
-            constraint_use=use,
-            tools=names,
-            tool_choice=choice,
-            tool_warnings=self._tool_warnings.get(conv.id, ()) if tools else (),
-            constraint_tight=compiled.notes if compiled is not None else (),
-            constraint_warnings=tuple(constraint_notes(constraint)[0]) if constraint else (),
-        )
+        return self.formats.chip_state(self.conversation)
 
-    def _constraint_for(self, conv: Conversation) -> ConstraintSpec | None:
-        """The conversation's constraint: the compiled one if it is still the stored one."""
-        if not conv.constraint:
-            return None
-        stored = replace(spec_from_dict(conv.constraint), options=self.schema_options)
-        compiled = self._constraints.get(conv.id)
-        return compiled if compiled == stored else stored  # equality ignores `compiled`
+    def _formats_changed(self, conversation_id: int) -> None:
+        if conversation_id == self.conversation_id:
+            self.chipsChanged.emit()
 
-    def _prepare_constraint(self, conversation_id: int) -> None:
-        """Check and compile a stored constraint off the GUI thread, once per session."""
-        conv = self.store.conversation(conversation_id)
-        if conv is None or not conv.constraint:
-            return
-        stored = replace(spec_from_dict(conv.constraint), options=self.schema_options)
-        if self._constraints.get(conversation_id) == stored:
-            return
-        check = self.bridge.check_constraint
-
-        def done(checked: Checked | None, error: BaseException | None) -> None:
-            current = self.store.conversation(conversation_id)
-            if checked is None or current is None or not current.constraint:
-                return
-            if replace(spec_from_dict(current.constraint), options=self.schema_options) != stored:
-                return  # replaced meanwhile
-            if checked.ok and checked.spec is not None:
-                self._constraints[conversation_id] = checked.spec
-                if conversation_id == self.conversation_id:
-                    self.chipsChanged.emit()  # the chip names the tight defaults, warnings
-            elif conversation_id == self.conversation_id:
-                problems = "; ".join(str(d) for d in checked.errors)
-                self.notice.emit(f"{stored.name or 'The constraint'} no longer checks: {problems}")
-
-        run_task(lambda: check_spec(stored, check), done)
-
-    def _check_tools(self, conversation_id: int) -> None:
-        """Find, off the GUI thread, what Corral cannot enforce of the conversation's tools."""
-        conv = self.store.conversation(conversation_id)
-        if conv is None or not enabled_tool_definitions(conv.tools):
-            self._tool_warnings.pop(conversation_id, None)
-            return
-        config = conv.tools
-
-        def done(warnings: list[str] | None, error: BaseException | None) -> None:
-            current = self.store.conversation(conversation_id)
-            if current is None or current.tools != config:
-                return  # changed meanwhile
-            found = list(warnings or []) + ([str(error)] if error is not None else [])
-            self._tool_warnings[conversation_id] = tuple(found)
-            if conversation_id == self.conversation_id:
-                self.chipsChanged.emit()
-
-        run_task(lambda: enabled_tool_warnings(config), done)
+    def _formats_problem(self, conversation_id: int, text: str) -> None:
+        if conversation_id == self.conversation_id:
+            self.notice.emit(text)
 
     # ---- the reply ----
 
@@ -511,12 +420,12 @@ class ChatController(QObject):
         return ChatRequest(
             messages=messages,
             sampling=conv.settings.to_sampling(self.model_defaults),
-            constraint=self._constraint_for(conv),
+            constraint=self.formats.constraint_for(conv),
             tools=tools or None,
             tool_choice=choice,
-            schema_options=self.schema_options,
-            close_loops=self.close_loops,
-            logprobs=self.record_tokens,
+            schema_options=self.formats.schema_options,
+            close_loops=self.formats.close_loops,
+            logprobs=self.logprobs,
         )
 
     def _read_from(self, path: list[Message], conversation_id: int) -> list[Message]:
@@ -651,7 +560,7 @@ class ChatController(QObject):
     ) -> Message | None:
         """Save `result` as a reply to `parent` if it is worth keeping; the first reply of
         several may go on to run its tool calls."""
-        self._note_tool_outcome(result)
+        self.formats.note_outcome(self._reply_conversation, result)
         # An empty reply that ended normally is kept (and shown as such); an empty one that
         # was stopped or failed is not: its question says why, and offers Retry.
         keep = bool(result.text or result.tool_calls) or (
@@ -681,26 +590,13 @@ class ChatController(QObject):
         if result.as_written is not None:
             meta["as_written"] = result.as_written.to_dict()
         if result.logprobs and continued is None:  # a continuation's cover only its new part
-            meta["inspect"] = len(result.logprobs)
+            meta["logprobs"] = len(result.logprobs)
         message = self.store.add_message(
             parent.conversation_id, parent.id, "assistant", prefix + result.text, meta
         )
-        if "inspect" in meta and result.logprobs:
+        if "logprobs" in meta and result.logprobs:
             self.store.set_token_logprobs(message.id, result.logprobs)
         self.conversationsChanged.emit()
         if first and meta["tool_calls"] and result.stop_reason != StopReason.CANCELLED:
             self.toolCallsReady.emit(parent.conversation_id, meta["tool_calls"])
         return message
-
-    def _note_tool_outcome(self, result: ChatResult) -> None:
-        """Keep what a reply with tools did with the constraint, and its tool warnings."""
-        cid = self._reply_conversation
-        if cid is None or result.error is not None:
-            return
-        if result.constraint_use is not None:
-            self._constraint_use[cid] = result.constraint_use
-        if result.warnings:
-            self._tool_warnings[cid] = tuple(result.warnings)
-        if result.constraint_use is not None or result.warnings:
-            if cid == self.conversation_id:
-                self.chipsChanged.emit()

@@ -1,4 +1,4 @@
-"""Which part of a long conversation the model reads.
+"""Which part of a long conversation the model reads (its context window).
 
 When a prompt is longer than the model's context, the app offers to leave out the oldest
 turns: the messages stay in the chat and in the store, only the request starts later. The

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu
+
+if TYPE_CHECKING:
+    from app.views.main.window import MainWindow
 
 Key = QKeySequence.StandardKey
 
@@ -33,19 +36,20 @@ def _action(
     return action
 
 
-def build_menus(window: Any) -> dict[str, QAction]:
-    """Create the menus of `window` (a MainWindow); return the actions by name."""
+def build_menus(window: MainWindow) -> dict[str, QAction]:
+    """Create the menus of `window`; return the actions by name."""
     bar = window.menuBar()
+    files, library = window.files, window.library
     acts: dict[str, QAction] = {}
     file = bar.addMenu("&File")
     acts["new"] = _action(file, "&New Chat", window.new_chat, Key.New)
     acts["constrain_file"] = _action(
-        file, "Open Schema or &Grammar…", window.choose_constraint_file, Key.Open
+        file, "Open Schema or &Grammar…", files.choose_constraint_file, Key.Open
     )
-    acts["load_tools"] = _action(file, "Load &Tools…", window.choose_tools_file)
+    acts["load_tools"] = _action(file, "Load &Tools…", files.choose_tools_file)
     file.addSeparator()
-    acts["export_md"] = _action(file, "Export as &Markdown…", lambda: window.export("md"))
-    acts["export_json"] = _action(file, "Export as &JSON…", lambda: window.export("json"))
+    acts["export_md"] = _action(file, "Export as &Markdown…", lambda: files.export("md"))
+    acts["export_json"] = _action(file, "Export as &JSON…", lambda: files.export("json"))
     file.addSeparator()
     acts["close"] = _action(file, "&Close Window", window.close, Key.Close)
     acts["quit"] = _action(file, "&Quit", window.quit, Key.Quit, role=QAction.MenuRole.QuitRole)
@@ -55,7 +59,7 @@ def build_menus(window: Any) -> dict[str, QAction]:
     acts["preferences"] = _action(
         edit,
         "&Preferences…",
-        window.show_preferences,
+        window.preferences.show,
         Key.Preferences,
         "Ctrl+,",
         role=QAction.MenuRole.PreferencesRole,
@@ -69,17 +73,17 @@ def build_menus(window: Any) -> dict[str, QAction]:
     )
     chat.addSeparator()
     acts["constrain_editor"] = _action(
-        chat, "Reply &Format: Write or Paste…", window.open_constraint_editor, "Ctrl+G"
+        chat, "Reply &Format: Write or Paste…", files.open_constraint_editor, "Ctrl+G"
     )
-    acts["remove_constraint"] = _action(chat, "Free-Text Replies", window.remove_constraint)
+    acts["remove_constraint"] = _action(chat, "Free-Text Replies", files.remove_constraint)
     chat.addSeparator()
     acts["rename"] = _action(chat, "Re&name Chat", window.rename_chat, "F2")
     acts["delete"] = _action(chat, "&Delete Chat…", window.delete_chat)
 
     model = bar.addMenu("&Model")
-    _action(model, "&Default Model (SmolLM2-135M)", lambda: window.load_model("default"))
-    acts["library"] = _action(model, "Model &Library…", window.show_library, "Ctrl+Shift+L")
-    acts["download"] = _action(model, "Down&load a Model…", window.show_download)
+    _action(model, "&Default Model (SmolLM2-135M)", lambda: window.models.load("default"))
+    acts["library"] = _action(model, "Model &Library…", library.show, "Ctrl+Shift+L")
+    acts["download"] = _action(model, "Down&load a Model…", library.show_download)
     _action(model, "Open MLX Model &Folder…", window.model_bar.choose_folder)
     _action(model, "Import &GGUF…", window.model_bar.choose_gguf)
 

@@ -6,11 +6,9 @@ when it arrives)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QMainWindow
 
 from app.jobs.library_job import DownloadJob, LibraryJob
 from app.views.download_dialog import DownloadDialog
@@ -18,35 +16,36 @@ from app.views.library_window import LibraryWindow
 from app.views.model_menu import menu_entries
 from engine.memory.budget import MemoryBudget
 
+if TYPE_CHECKING:
+    from app.views.main.window import MainWindow
+    from engine.library.downloads import DownloadPlan, DownloadProgress
 
-class WindowLibrary(QMainWindow):
-    """MainWindow's library side; uses its bridge, store, model bar, notice and
-    `load_model`."""
 
-    bridge: Any
-    store: Any
-    model_bar: Any
-    notice: Any
-    library: LibraryJob
-    download_job: DownloadJob | None
-    download_dialog: DownloadDialog
-    library_window: LibraryWindow | None
-    load_model: Callable[[str], None]  # WindowModel's
+class LibraryActions:
+    """The main window's library: `job` scans the models on this computer, `download_job`
+    is the download in flight (None when none), `download_dialog` and `library_window`
+    the windows shown."""
 
-    def setup_library(self) -> None:
-        self.library = LibraryJob(self.memory_budget, self)
-        self.library.recent_paths = [str(r.get("path")) for r in self.recent_models()]
-        self.download_job = None
-        self.library_window = None
-        self.download_dialog = DownloadDialog(self)
+    def __init__(self, window: MainWindow) -> None:
+        self.window = window
+        self.bridge = window.bridge
+        self.store = window.store
+        self.model_bar = window.model_bar
+        self.notice = window.notice
+        self.load_model = window.models.load
+        self.job = LibraryJob(self.memory_budget, window)
+        self.job.recent_paths = [str(r.get("path")) for r in self.recent_models()]
+        self.download_job: DownloadJob | None = None
+        self.library_window: LibraryWindow | None = None
+        self.download_dialog = DownloadDialog(window)
         self.download_dialog.requested.connect(self.request_repo)
         self.download_dialog.confirmed.connect(self._download_confirmed)
         self.download_dialog.cancelRequested.connect(self.cancel_download)
-        self.library.scanned.connect(self._library_scanned)
-        self.model_bar.libraryRequested.connect(self.show_library)
+        self.job.scanned.connect(self._library_scanned)
+        self.model_bar.libraryRequested.connect(self.show)
         self.model_bar.downloadRequested.connect(self.show_download)
-        self.model_bar.menuOpened.connect(self.library.refresh)  # shown when it changes
-        QTimer.singleShot(0, self.library.refresh)  # after the window has painted
+        self.model_bar.menuOpened.connect(self.job.refresh)  # shown when it changes
+        QTimer.singleShot(0, self.job.refresh)  # after the window has painted
 
     def memory_budget(self) -> MemoryBudget:
         """The engine's measured budget once a model has loaded; an estimate before."""
@@ -63,12 +62,12 @@ class WindowLibrary(QMainWindow):
         return [r for r in recents if isinstance(r, dict)] if isinstance(recents, list) else []
 
     def _library_scanned(self, _models: object) -> None:
-        self.download_dialog.set_completions(self.library.repo_ids())
+        self.download_dialog.set_completions(self.job.repo_ids())
         self.update_model_menu()
 
     def update_model_menu(self) -> None:
         """Rebuild the picker's list from the last scan (no disk access here)."""
-        lib = self.library
+        lib = self.job
         self.model_bar.set_entries(
             menu_entries(
                 lib.models,
@@ -80,15 +79,16 @@ class WindowLibrary(QMainWindow):
             )
         )
 
-    def show_library(self) -> None:
+    def show(self) -> None:
+        """The library window (made once)."""
         if self.library_window is None:
-            window = LibraryWindow(self.library, self.loaded_model_path, self)
+            window = LibraryWindow(self.job, self.loaded_model_path, self.window)
             window.loadRequested.connect(self.load_model)
             self.library_window = window
         self.library_window.show()
         self.library_window.raise_()
         self.library_window.activateWindow()
-        self.library.refresh()
+        self.job.refresh()
 
     def show_download(self) -> None:
         """The download window, under the picker."""
@@ -100,7 +100,7 @@ class WindowLibrary(QMainWindow):
         """Load `repo_id` from a copy on this computer, or check and download it."""
         dialog = self.download_dialog
         local = [
-            m for m in self.library.models if m.repo_id == repo_id and m.kind == "mlx" and m.can_run
+            m for m in self.job.models if m.repo_id == repo_id and m.kind == "mlx" and m.can_run
         ]
         if local:
             dialog.idle(f"{repo_id} is on this computer already: loading it.")
@@ -109,7 +109,7 @@ class WindowLibrary(QMainWindow):
         if self.download_job is not None and self.download_job.running:
             dialog.idle(f"Downloading {self.download_job.repo_id} already; cancel it first.")
             return
-        job = DownloadJob(repo_id, self.memory_budget(), self)
+        job = DownloadJob(repo_id, self.memory_budget(), self.window)
         job.planned.connect(self._download_planned)
         job.progressed.connect(self._download_progressed)
         job.finished.connect(self._download_finished)
@@ -119,7 +119,7 @@ class WindowLibrary(QMainWindow):
         dialog.checking(repo_id)
         job.check()
 
-    def _download_planned(self, plan: Any) -> None:
+    def _download_planned(self, plan: DownloadPlan) -> None:
         job = self.download_job
         if job is None:
             return
@@ -136,14 +136,14 @@ class WindowLibrary(QMainWindow):
         if self.download_job is not None:
             self.download_job.start()
 
-    def _download_progressed(self, progress: Any) -> None:
+    def _download_progressed(self, progress: DownloadProgress) -> None:
         self.download_dialog.progressed(progress)
         self.model_bar.downloading(progress.repo_id, progress.describe(), progress.fraction)
 
     def _download_finished(self, folder: str) -> None:
         repo = self.download_job.repo_id if self.download_job else folder
         self._download_ended(f"{repo} is downloaded: loading it.")
-        self.library.refresh()
+        self.job.refresh()
         self.load_model(folder)
 
     def _download_failed(self, message: str) -> None:

@@ -1,21 +1,23 @@
-"""Wires MCP into a MainWindow: the MCP panel under the Tools panel, the call coordinator
-as the controller's tool source, and MCP cards in the chat."""
+"""MCP in the main window: the MCP panel under the Tools panel (the inspector's Tools tab)
+and MCP cards in the chat. The MCP bridge and its call coordinator (the controller's tool
+source) are built with the app's other parts, in app.application."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QScrollArea, QSplitter
 
-from app.jobs.mcp_calls import McpCalls
-from app.jobs.mcp_job import McpBridge
+from app.chat.controller import ChatController
 from app.views.mcp_card import make_card
 from app.views.mcp_panel import McpPanel
-from engine.mcp.config import default_config_path
+
+if TYPE_CHECKING:
+    from app.views.main.window import MainWindow
 
 
-def stored_result(controller: Any, call_id: str) -> dict[str, Any] | None:
+def stored_result(controller: ChatController, call_id: str) -> dict[str, Any] | None:
     """The stored MCP result of a call on the open conversation's path, if any."""
     for message in controller.path():
         if message.role == "tool" and message.meta.get("tool_call_id") == call_id:
@@ -24,11 +26,10 @@ def stored_result(controller: Any, call_id: str) -> dict[str, Any] | None:
     return None
 
 
-def install_mcp(window: Any, bridge: McpBridge | None = None) -> McpBridge:
-    """Add MCP to `window` (servers start with `bridge.start()`); returns the bridge."""
-    if bridge is None:
-        bridge = McpBridge(window.store, default_config_path(), window)
-    panel = McpPanel(bridge, window)
+def install_mcp_views(window: MainWindow) -> McpPanel:
+    """Put the MCP panel under `window`'s tools panel and MCP cards in its chat; returns
+    the panel."""
+    panel = McpPanel(window.mcp, window)
     scroll = QScrollArea(window)  # a short dock scrolls instead of squeezing the panel
     scroll.setWidgetResizable(True)
     scroll.setFrameShape(QFrame.Shape.NoFrame)
@@ -39,14 +40,9 @@ def install_mcp(window: Any, bridge: McpBridge | None = None) -> McpBridge:
     area.addWidget(scroll)
     area.setStretchFactor(0, 1)
     area.setStretchFactor(1, 1)
-    window.set_tools_area(area)  # the inspector's Tools tab
-    calls = McpCalls(window.controller, bridge, window)
-    window.controller.tool_source = calls
-    calls.runningChanged.connect(window.controller.set_tools_running)
-    controller = window.controller
+    window.inspector.set_tools_widget(area)  # the inspector's Tools tab
+    calls, controller = window.mcp_calls, window.controller
     window.chat.card_factory = lambda call, parent: make_card(
         calls, call, stored_result(controller, call["id"]), parent
     )
-    window.mcp_panel = panel
-    window.mcp_calls = calls
-    return bridge
+    return panel

@@ -1,0 +1,55 @@
+"""The Preferences dialog opened from the main window, and what the window itself does when
+the preferences change (AppCore applies them to the chat and the engine): the text size
+restyles the window, and the model to start with is remembered."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from app.preferences import Preferences
+from app.views.preferences_dialog import PreferencesDialog
+
+if TYPE_CHECKING:
+    from app.views.main.window import MainWindow
+
+
+class PreferencesActions:
+    """The main window's Preferences: the dialog (`dialog`, once opened) and its effects."""
+
+    def __init__(self, window: MainWindow) -> None:
+        self.window = window
+        self.dialog: PreferencesDialog | None = None
+
+    def show(self) -> None:
+        w = self.window
+        server = w.server.preferences_section()
+        distributed = w.distributed.preferences_section()
+        dialog = PreferencesDialog(
+            w.prefs,
+            presets=w.store.presets(),
+            builtin_tools=w.builtins,
+            current_model=w.models.loaded_spec or "",
+            parent=w,
+            sections=[("", server)],  # titled by its own group box
+            model_sections=[distributed],
+        )
+        dialog.changed.connect(w.core.set_preferences)
+        # The server restarts on a new port or key: once, when the window closes, not for
+        # every keystroke in the port field.
+        dialog.finished.connect(lambda _result: w.server.apply(server))
+        # Switching to or from a group reloads the model: also once, when the window closes.
+        dialog.finished.connect(lambda _result: w.distributed.apply(distributed))
+        self.dialog = dialog
+        dialog.open()
+
+    def changed(self, prefs: Preferences, old: Preferences) -> None:
+        """New preferences were applied: the window's own part."""
+        w = self.window
+        if prefs.default_model:
+            w.store.set_setting("model_spec", prefs.default_model)
+        elif w.models.loaded_spec:
+            w.store.set_setting("model_spec", w.models.loaded_spec)
+        if prefs.chat_font_pt != old.chat_font_pt:
+            w.restyle()
+            w.chat.restyle()
+            w.composer.restyle()
