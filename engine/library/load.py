@@ -23,6 +23,7 @@ from engine.library.discovery import (
 )
 from engine.library.gguf_file import is_gguf_file, open_gguf
 from engine.library.gguf_import import import_gguf
+from engine.prompt.reasoning import detect_reasoning
 from engine.library.import_cache import (
     clean_stale_temp_folders,
     file_sha256,
@@ -275,6 +276,7 @@ def load_model(
         weights_bytes=int(weights_bytes),
         context_length=context,
         has_chat_template=getattr(tokenizer, "chat_template", None) is not None,
+        reasoning=detect_reasoning(tokenizer),
     )
     report("Ready", 1.0)
     return LoadedModel(model=model, tokenizer=tokenizer, info=info)
