@@ -95,3 +95,29 @@ def test_a_bad_effort_is_refused_naming_it(server) -> None:
             messages=MESSAGES,  # type: ignore[arg-type]
             reasoning_effort="enormous",  # type: ignore[arg-type]
         )
+
+
+def test_anthropic_messages_return_thinking_blocks(server) -> None:
+    from server_support import anthropic_client
+
+    client = anthropic_client(server)
+    kwargs = {
+        "model": "local",
+        "max_tokens": 60,
+        "messages": MESSAGES,
+        "thinking": {"type": "enabled", "budget_tokens": 6},
+        "output_config": {"format": {"type": "json_schema", "schema": SCHEMA}},
+    }
+    whole = client.messages.create(**kwargs)
+    kinds = [block.type for block in whole.content]
+    assert kinds == ["thinking", "text"]
+    assert whole.content[0].thinking
+    jsonschema.validate(json.loads(whole.content[1].text), SCHEMA)
+    with client.messages.stream(**kwargs) as stream:
+        events = [e.type for e in stream]
+        final = stream.get_final_message()
+    assert [b.type for b in final.content] == ["thinking", "text"]
+    assert final.content[0].thinking
+    assert "content_block_delta" in events
+    off = client.messages.create(**{**kwargs, "thinking": {"type": "disabled"}})
+    assert [block.type for block in off.content] == ["text"]
