@@ -121,3 +121,24 @@ def test_anthropic_messages_return_thinking_blocks(server) -> None:
     assert "content_block_delta" in events
     off = client.messages.create(**{**kwargs, "thinking": {"type": "disabled"}})
     assert [block.type for block in off.content] == ["text"]
+
+
+def test_responses_return_a_reasoning_item(server) -> None:
+    client = openai_client(server)
+    kwargs = {
+        "model": "local",
+        "input": "Give me a and b.",
+        "max_output_tokens": 60,
+        "reasoning": {"effort": "low"},
+        "text": {"format": {"type": "json_schema", "name": "ab", "schema": SCHEMA}},
+    }
+    whole = client.responses.create(**kwargs)
+    kinds = [item.type for item in whole.output]
+    assert kinds == ["reasoning", "message"]
+    assert whole.output[0].content and whole.output[0].content[0].text
+    jsonschema.validate(json.loads(whole.output_text), SCHEMA)
+    with client.responses.stream(**kwargs) as stream:
+        events = [e.type for e in stream]
+        final = stream.get_final_response()
+    assert "response.reasoning_text.delta" in events
+    assert [item.type for item in final.output] == ["reasoning", "message"]
