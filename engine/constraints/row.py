@@ -42,8 +42,8 @@ from llguidance import LLMatcher
 from engine.constraints import ConstraintError, Diagnostic
 from engine.constraints.closing import MARGIN, ClosingPolicy, ClosingTracker
 from engine.constraints.compiled import compiled_of
-from engine.constraints.reasoning import ThinkingRow, with_thinking
 from engine.constraints.masking import TokenMasker
+from engine.constraints.reasoning import ThinkingRow, with_thinking
 from engine.constraints.tokenizer import ll_tokenizer
 from engine.constraints.validate import compile_constraint, parse_message
 from engine.types import KIND_NAMES, ConstraintSpec, GenerationStats

@@ -23,7 +23,6 @@ from engine.library.discovery import (
 )
 from engine.library.gguf_file import is_gguf_file, open_gguf
 from engine.library.gguf_import import import_gguf
-from engine.prompt.reasoning import detect_reasoning
 from engine.library.import_cache import (
     clean_stale_temp_folders,
     file_sha256,
@@ -33,6 +32,7 @@ from engine.library.import_cache import (
     safe_folder_name,
 )
 from engine.memory.budget import CPU_DEQUANTIZE_LIMIT
+from engine.prompt.reasoning import detect_reasoning
 from engine.types import MemoryPlan, ModelInfo
 
 if TYPE_CHECKING:

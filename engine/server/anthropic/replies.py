@@ -21,8 +21,8 @@ from engine.types import (
     ChatResult,
     Finished,
     PrefillProgress,
-    StopReason,
     ReasoningDelta,
+    StopReason,
     TextDelta,
     ToolCallDelta,
 )
