@@ -9,7 +9,8 @@ stop strings, end tokens and the length limit), and turns the ending into the Ch
 with the reply's statistics. A model that thinks first (`engine.prompt.reasoning`)
 has its thinking block taken apart from the answer: streamed as ReasoningDelta, kept in
 `ChatResult.reasoning`, its end forced when the thinking budget is spent.
-`engine.runtime.scheduler` prefills its prompt from the prompt cache's longest prefix and runs it as a row of the decode batch (`engine.runtime.batch`).
+`engine.runtime.scheduler` prefills its prompt from the prompt cache's longest prefix
+and runs it as a row of the decode batch (`engine.runtime.batch`).
 """
 
 from __future__ import annotations
