@@ -127,6 +127,9 @@ class _Count:
         self.tokens += 1
         return StopReason.LENGTH if self.tokens >= self.limit else None
 
+    def forced_token(self) -> int | None:
+        return None
+
 
 def _forced_tps(loaded: Any, spec: ConstraintSpec, tokens: int, forced: bool) -> tuple[float, int]:
     """4 record rows decoded together, forced tokens fed in one step or not (engine thread):

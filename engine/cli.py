@@ -23,6 +23,7 @@ from engine.types import (
     ConstraintSpec,
     LoadProgress,
     ModelInfo,
+    ReasoningDelta,
     SamplingSettings,
     SchemaOptions,
     TextDelta,
@@ -117,6 +118,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
         seed=args.seed,
         max_tokens=args.max_tokens,
         stop=args.stop or [],
+        think=args.think,
+        max_thinking_tokens=args.max_thinking_tokens,
     )
     request = ChatRequest(
         messages,
@@ -144,6 +147,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
             for event in handle.events():
                 if isinstance(event, TextDelta) and not args.json:
                     print(event.text, end="", flush=True)
+                elif isinstance(event, ReasoningDelta) and not args.json:
+                    # the thinking goes apart: dim, on stderr, so stdout is the answer
+                    print(f"\x1b[2m{event.text}\x1b[0m", end="", file=sys.stderr, flush=True)
         except KeyboardInterrupt:
             handle.cancel()
         result = handle.result()
@@ -275,6 +281,17 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--prompt", required=True)
     chat.add_argument("--system")
     chat.add_argument("--max-tokens", type=int, default=256)
+    chat.add_argument(
+        "--think",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a model that thinks first does (--think) or not (--no-think); default: its own",
+    )
+    chat.add_argument(
+        "--max-thinking-tokens",
+        type=int,
+        help="thinking budget: the answer is made to begin after this many thinking tokens",
+    )
     chat.add_argument("--temperature", type=float, default=0.7)
     chat.add_argument("--top-p", type=float, default=1.0)
     chat.add_argument("--top-k", type=int, default=0)

@@ -84,3 +84,22 @@ def default_gguf() -> Path:
     from engine.library.load import default_gguf_path
 
     return default_gguf_path()
+
+
+@pytest.fixture(scope="session")
+def thinking_model_dir(tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path) -> Path:
+    """The tiny model with a Qwen3-like tokenizer and chat template: `<think>`/`</think>`
+    as single tokens, thinking switched by `enable_thinking`."""
+    from benchmarks.tiny_thinking_model import build_tiny_thinking_model
+
+    return build_tiny_thinking_model(tmp_path_factory.mktemp("thinking-model"), default_model_dir)
+
+
+@pytest.fixture(scope="session")
+def thinking_engine(thinking_model_dir: Path):
+    from engine.engine import Engine
+
+    eng = Engine()
+    eng.load_model(str(thinking_model_dir)).result()
+    yield eng
+    eng.close()

@@ -268,6 +268,9 @@ def _lone_and_batched_rows(loaded, prompts: list[str], settings: SamplingSetting
                 self.got.append(token)
                 return StopReason.LENGTH if len(self.got) >= 40 else None
 
+            def forced_token(self) -> int | None:
+                return None
+
         owner = Owner()
         owner.got, owner.prompt_length = [], len(tokens)
         spec = Speculator(PromptLookup(), lambda o=owner: 40 - len(o.got))

@@ -17,6 +17,12 @@ validly within the budget (or when it loops inside a value), which the loop hand
 reply after `close` has fed them to the matcher; they count like the model's. With
 `on_pool=False` (the benchmark's serial baseline) jobs run on the caller's thread when
 collected instead. Every public method runs on the engine thread.
+
+With `thinking`, the grammar first allows one free thinking block
+(`engine.constraints.reasoning`); this component counts its tokens and forces the end tag
+once the budget is spent, or when only the tokens the answer needs to end validly (its
+shortest ending, found by the closing policy as the grammar compiles) are left of
+`max_tokens`. The closing policy watches the answer only.
 """
 
 from __future__ import annotations
@@ -34,9 +40,10 @@ import numpy as np
 from llguidance import LLMatcher
 
 from engine.constraints import ConstraintError, Diagnostic
-from engine.constraints.closing import ClosingTracker
+from engine.constraints.closing import MARGIN, ClosingPolicy, ClosingTracker
 from engine.constraints.compiled import compiled_of
 from engine.constraints.masking import TokenMasker
+from engine.constraints.reasoning import ThinkingRow, with_thinking
 from engine.constraints.tokenizer import ll_tokenizer
 from engine.constraints.validate import compile_constraint, parse_message
 from engine.types import KIND_NAMES, ConstraintSpec, GenerationStats
@@ -91,13 +98,23 @@ class RowConstraint:
         max_tokens: int | None = None,
         close_loops: bool = True,
         cancelled: Callable[[], bool] | None = None,
+        thinking: ThinkingRow | None = None,
     ) -> None:
-        """`cancelled` says whether the reply was cancelled: a long closing walk gives up."""
+        """`cancelled` says whether the reply was cancelled: a long closing walk gives up.
+        `thinking`: the reply thinks first, the constraint holding only its answer."""
         self._started = time.perf_counter()
         # Converted here if no validation did: syntax errors it can see raise right away.
         self.constraint = compile_constraint(constraint)
         compiled = compiled_of(self.constraint)
         assert compiled is not None
+        self._thinking = thinking
+        # "before" the thinking block, "thinking" inside it, or in the "answer"
+        self._phase = "answer" if thinking is None else "thinking" if thinking.opened else "before"
+        self.thinking_tokens = 0  # tokens inside the block, tags excluded
+        self.thinking_cap: int | None = None  # set by _compile: where the end tag is forced
+        self.thinking_forced = False  # the budget ended the block
+        if thinking is not None:
+            compiled = with_thinking(compiled, thinking)
         self._grammar = compiled
         self.on_pool = on_pool
         self._use_ff = forced_tokens
@@ -294,6 +311,8 @@ class RowConstraint:
             self._tracker = ClosingTracker(
                 lltok, self._max_tokens, repetition=self._close_loops, cancelled=self._cancelled
             )
+        if self._thinking is not None:
+            self.thinking_cap = self._thinking_cap(lltok, matcher)
         step = self._after_consume(time.perf_counter(), [], record=False)
         self.forced_at_start = len(step.ff)
         self.compile_ms = (time.perf_counter() - self._started) * 1e3
@@ -315,10 +334,23 @@ class RowConstraint:
         ff = matcher.compute_ff_tokens() if self._use_ff else []
         if ff and not matcher.consume_tokens(ff):
             return MaskStep(stopped=True, error=matcher.get_error())
+        answer = tokens + ff
+        if self._thinking is not None and self._phase != "answer":
+            answer = self._note_thinking(tokens + ff)
+            if self._phase == "thinking" and self._over_budget():
+                end = [self._thinking.end_id]
+                if not matcher.consume_tokens(end):
+                    return MaskStep(stopped=True, error=matcher.get_error())
+                after = matcher.compute_ff_tokens() if self._use_ff else []
+                if after and not matcher.consume_tokens(after):
+                    return MaskStep(stopped=True, error=matcher.get_error())
+                self.thinking_forced = True
+                ff = ff + end + after
+                answer = self._note_thinking(end + after)
         step = MaskStep(ff=ff, stopped=matcher.is_stopped())
         self._generated += len(tokens) + len(ff)
-        if not step.stopped and self._tracker is not None:
-            step.closing = self._tracker.after(matcher, tokens + ff, self._generated)
+        if not step.stopped and self._tracker is not None and self._phase == "answer":
+            step.closing = self._tracker.after(matcher, answer, self._generated)
         if not step.stopped and step.closing is None:
             step.mask = self._fill_mask(matcher)
             step.allowed = _allowed(self._words_u32)
@@ -329,6 +361,46 @@ class RowConstraint:
         if record:
             self._mask_s.append(step.ready_at - started)
         return step
+
+    def _note_thinking(self, tokens: list[int]) -> list[int]:
+        """Follow the thinking block through `tokens`; the ones after its end (the answer's)."""
+        thinking = self._thinking
+        assert thinking is not None
+        for i, token in enumerate(tokens):
+            if self._phase == "before":
+                self._phase = "thinking" if token == thinking.start_id else "answer"
+            elif token == thinking.end_id:
+                self._phase = "answer"
+                return tokens[i + 1 :]
+            else:
+                self.thinking_tokens += 1
+            if self._phase == "answer":
+                return tokens[i:]
+        return []
+
+    def _over_budget(self) -> bool:
+        cap = self.thinking_cap
+        return cap is not None and self.thinking_tokens >= cap
+
+    def _thinking_cap(self, lltok: Any, matcher: LLMatcher) -> int | None:
+        """Thinking tokens the reply may write: its budget, and no more than leaves the
+        answer room for its shortest valid ending within `max_tokens` (the end tag and
+        the text it forces counted, with the closing policy's margin)."""
+        thinking = self._thinking
+        assert thinking is not None
+        cap = thinking.max_tokens
+        if self._max_tokens is None:
+            return cap
+        probe = matcher.deep_copy()
+        head = [] if thinking.opened else [thinking.start_id]
+        if not probe.consume_tokens([*head, thinking.end_id]):
+            return cap
+        forced = probe.compute_ff_tokens()
+        probe.consume_tokens(forced)
+        ending = ClosingPolicy.for_tokenizer(lltok).ending(probe, self._max_tokens)
+        needed = len(head) + 1 + len(forced) + len(ending or []) + MARGIN
+        room = max(0, self._max_tokens - needed)
+        return room if cap is None else min(cap, room)
 
     def _fill_mask(self, matcher: LLMatcher) -> np.ndarray:
         words = self._words

@@ -32,6 +32,7 @@ from engine.library.import_cache import (
     safe_folder_name,
 )
 from engine.memory.budget import CPU_DEQUANTIZE_LIMIT
+from engine.prompt.reasoning import detect_reasoning
 from engine.types import MemoryPlan, ModelInfo
 
 if TYPE_CHECKING:
@@ -275,6 +276,7 @@ def load_model(
         weights_bytes=int(weights_bytes),
         context_length=context,
         has_chat_template=getattr(tokenizer, "chat_template", None) is not None,
+        reasoning=detect_reasoning(tokenizer),
     )
     report("Ready", 1.0)
     return LoadedModel(model=model, tokenizer=tokenizer, info=info)

@@ -64,6 +64,11 @@ class RowOwner(Protocol):
         """A token of the reply, sampled or forced; a reason ends the row."""
         ...
 
+    def forced_token(self) -> int | None:
+        """A token the reply must take next whatever the model samples (the end of a
+        thinking block whose budget is spent), or None."""
+        ...
+
 
 class DecodeRow:
     """One reply in the batch: its KV state, what it feeds next, how it picks tokens.
@@ -186,6 +191,7 @@ class DecodeBatch:
             self._y = self._sample(logits, None)
             mx.async_eval(self._y)
             self._hand_over(self._read(previous))
+            self._force()
             self._verify_drafts()
         else:
             # Matchers get the tokens as early as possible, to work during the forward
@@ -204,6 +210,7 @@ class DecodeBatch:
             self._verify_drafts()
             masks = [row.mask if _samples(row) else None for row in self.rows]
             self._y = self._sample(logits, masks)
+            self._force()
             mx.async_eval(self._y)  # sampling runs while this thread goes on to the next step
         for row in self.rows:
             row.sampled = _samples(row)
@@ -384,6 +391,27 @@ class DecodeBatch:
             self._logprobs.sample(rows, raw, logits, y, self._steps)
         return y
 
+    def _force(self) -> None:
+        """Replace the samples of rows whose replies must take a given token next (their
+        thinking budget is spent): the token read back and fed next is that one. Rows under
+        a constraint have their matcher force it instead."""
+        rows = self.rows
+        forced = [
+            (i, token)
+            for i, row in enumerate(rows)
+            if row.constraint is None
+            and _samples(row)
+            and (token := row.owner.forced_token()) is not None
+        ]
+        if not forced or self._y is None:
+            return
+        where = np.zeros(len(rows), bool)
+        values = np.zeros(len(rows), np.uint32)
+        for i, token in forced:
+            where[i], values[i] = True, token
+        self._y = mx.where(mx.array(where), mx.array(values).astype(self._y.dtype), self._y)
+        mx.async_eval(self._y)
+
     def _hold(self, row: DecodeRow) -> None:
         """Alone, at a narrow mask: read the token now and wait for its matcher, so that it
         is fed together with the tokens forced after it (usually some follow)."""
@@ -492,6 +520,8 @@ class DecodeBatch:
             if row.constraint is not None and row.mask is not None:
                 scores = apply_masks(scores, [row.mask], use_metal=self._metal_masks)
             token = cast(int, row.sampler(scores, base + kept).item())
+            if row.constraint is None and (forced := row.owner.forced_token()) is not None:
+                token = forced
             agree = kept < len(draft) and token == draft[kept]
             self._take(row, token, fed=agree)
             if not agree:
@@ -601,6 +631,9 @@ def decode_alone(
 
         def take(self, token: int) -> StopReason | None:
             got.append(token)
+            return None
+
+        def forced_token(self) -> int | None:
             return None
 
     row = DecodeRow(

@@ -6,8 +6,11 @@ checks it fits the model's context (`engine.runtime.context`), starts its constr
 (which compiles while the prompt is prefilled, with the closing policy's budget), takes
 the tokens the decode loop hands it (streaming text deltas and tool-call deltas, applying
 stop strings, end tokens and the length limit), and turns the ending into the ChatResult
-with the reply's statistics. `engine.runtime.scheduler` prefills its prompt from the prompt
-cache's longest prefix and runs it as a row of the decode batch (`engine.runtime.batch`).
+with the reply's statistics. A model that thinks first (`engine.prompt.reasoning`)
+has its thinking block taken apart from the answer: streamed as ReasoningDelta, kept in
+`ChatResult.reasoning`, its end forced when the thinking budget is spent.
+`engine.runtime.scheduler` prefills its prompt from the prompt cache's longest prefix
+and runs it as a row of the decode batch (`engine.runtime.batch`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from engine.prompt.chat import encode_chat, render_continuation
+from engine.prompt.reasoning import ReplyStart, reply_start, thinking_kwargs, wants_thinking
 from engine.prompt.tokenizer import ModelTokenizer
 from engine.runtime.batch import DecodeRow
 from engine.runtime.context import reply_budget, tool_definition_tokens
@@ -30,6 +34,8 @@ from engine.types import (
     ConstraintUse,
     GenerationStats,
     PrefillProgress,
+    ReasoningDelta,
+    ReasoningFormat,
     StopReason,
     TextDelta,
     TokenLogprobs,
@@ -37,6 +43,7 @@ from engine.types import (
 )
 
 if TYPE_CHECKING:
+    from engine.constraints.reasoning import ThinkingRow
     from engine.constraints.row import RowConstraint
     from engine.library.load import LoadedModel
     from engine.memory.store import KVState
@@ -45,7 +52,9 @@ if TYPE_CHECKING:
     from engine.tools import ToolPlan
 
 
-def request_prompt(tokenizer: Any, request: ChatRequest) -> tuple[list[int], ToolPlan | None]:
+def request_prompt(
+    tokenizer: Any, request: ChatRequest, reasoning: ReasoningFormat | None = None
+) -> tuple[list[int], ToolPlan | None]:
     """The prompt tokens the engine reads for `request`, and its tool plan when it offers
     tools: the chat template's rendering (with the tools' prompt), a continuation of the
     last assistant message, or a raw prompt as written.
@@ -53,6 +62,8 @@ def request_prompt(tokenizer: Any, request: ChatRequest) -> tuple[list[int], Too
     Args:
         tokenizer: the loaded model's tokenizer.
         request: the request.
+        reasoning: the model's reasoning format (ModelInfo.reasoning): the template is told
+            whether to think, and a block the prompt opens is closed when not.
 
     Raises ValueError (ToolDefinitionError among them) for a conversation the template
     cannot render or bad tools.
@@ -61,6 +72,8 @@ def request_prompt(tokenizer: Any, request: ChatRequest) -> tuple[list[int], Too
         if request.tools or request.constraint is not None:
             raise ValueError("a reply can be continued only without tools or a constraint")
         return render_continuation(tokenizer, request.messages), None
+    think = wants_thinking(reasoning, request.sampling.think)
+    kwargs = thinking_kwargs(reasoning, think)
     if request.tools:
         from engine.tools import prepare_tool_request
 
@@ -72,12 +85,35 @@ def request_prompt(tokenizer: Any, request: ChatRequest) -> tuple[list[int], Too
             parallel_tool_calls=request.parallel_tool_calls,
             user_constraint=request.constraint,
             schema_options=request.schema_options,
+            template_kwargs=kwargs,
         )
-        return plan.prompt_tokens, plan
+        return _closed(reasoning, plan.prompt_tokens, think), plan
     if request.raw_prompt is not None:
         # As written (special-token text counts), with the BOS the model wants.
         return list(ModelTokenizer.of(tokenizer).hf.encode(request.raw_prompt)), None
-    return encode_chat(tokenizer, request.messages), None
+    return _closed(reasoning, encode_chat(tokenizer, request.messages, **kwargs), think), None
+
+
+def _closed(reasoning: ReasoningFormat | None, prompt: list[int], think: bool) -> list[int]:
+    """`prompt` with the thinking block it opened closed, for a reply that does not think
+    (DeepSeek-R1's templates open it whatever they are told)."""
+    if think or reasoning is None or not reasoning.steerable:
+        return prompt
+    if reply_start(reasoning, prompt) != "inside":
+        return prompt
+    assert reasoning.end_id is not None
+    return [*prompt, reasoning.end_id]
+
+
+def thinking_start(
+    reasoning: ReasoningFormat | None, request: ChatRequest, prompt: list[int]
+) -> ReplyStart:
+    """Where a reply to `prompt` starts with respect to thinking: "off" unless it thinks."""
+    if request.raw_prompt is not None or request.continue_final_message:
+        return "off"
+    if reasoning is None or not wants_thinking(reasoning, request.sampling.think):
+        return "off"
+    return reply_start(reasoning, prompt)
 
 
 class Reply:
@@ -99,7 +135,8 @@ class Reply:
         constraint = request.constraint
         self.constraint_use: ConstraintUse | None = None if constraint is None else "alone"
         self.user_constraint = constraint  # as the user wrote it, for the as-written check
-        prompt_tokens, self.tool_plan = request_prompt(tokenizer, request)
+        reasoning = loaded.info.reasoning
+        prompt_tokens, self.tool_plan = request_prompt(tokenizer, request, reasoning)
         if self.tool_plan is not None:
             constraint = self.tool_plan.constraint
             self.constraint_use = self.tool_plan.user_constraint
@@ -119,6 +156,20 @@ class Reply:
         self.stats = GenerationStats(prompt_tokens=len(prompt_tokens))
         self.ends = end_token_ids(tokenizer)
         self._text = ReplyText(tokenizer, settings.stop)
+        # thinking: where the reply starts, the block's text, its tokens, its budget
+        self._phase: ReplyStart | str = thinking_start(reasoning, request, prompt_tokens)
+        self._reasoning_format = reasoning
+        self._thought = self._phase != "off"
+        self._reasoning = ReplyText(tokenizer, []) if self._thought else None
+        self._thinking_tokens = 0
+        self._thinking_started: float | None = None
+        self._thinking_s = 0.0
+        self._answer_begun = False  # its leading blank lines are dropped
+        self._answer_tokens = 0
+        budget = settings.max_thinking_tokens
+        self._thinking_cap = None if budget is None else max(0, min(budget, self.budget - 1))
+        if self._phase == "off":
+            self._phase = "answer"
         self.generated: list[int] = []
         self.n_cached = 0
         self._first_token_at: float | None = None
@@ -137,6 +188,7 @@ class Reply:
                 max_tokens=self.budget if request.close_to_fit else None,
                 close_loops=request.close_loops,
                 cancelled=lambda: self.handle.cancelled,
+                thinking=self._thinking_row(settings.max_thinking_tokens),
             )
         self._close_to_fit = request.close_to_fit
         self.row_logprobs: RowLogprobs | None = None
@@ -146,6 +198,51 @@ class Reply:
 
             self.row_logprobs = RowLogprobs(request.logprobs, len(prompt_tokens))
             self._token_text = TokenText(tokenizer)
+
+    def _thinking_row(self, budget: int | None) -> ThinkingRow | None:
+        """The constraint's view of this reply's thinking (None: it does not think)."""
+        fmt = self._reasoning_format
+        if not self._thought or fmt is None or fmt.start_id is None or fmt.end_id is None:
+            return None
+        from engine.constraints.reasoning import ThinkingRow
+
+        return ThinkingRow(fmt.start_id, fmt.end_id, self._phase == "thinking", budget)
+
+    def forced_token(self) -> int | None:
+        """The token the reply must take next whatever the model says, for a reply that
+        thinks without a constraint (under one, its matcher forces these): the opening tag
+        first, and the end of the block once the thinking budget is spent."""
+        if self.row_constraint is not None or self._phase == "answer":
+            return None
+        cap, fmt = self._thinking_cap, self._reasoning_format
+        if self._phase == "before" and fmt is not None:
+            return fmt.start_id
+        if cap is None or fmt is None or self._thinking_tokens < cap:
+            return None
+        return fmt.end_id
+
+    def _take_thinking(self, token: int) -> bool:
+        """Follow the thinking block through `token`; True if the token belongs to it."""
+        fmt = self._reasoning_format
+        assert fmt is not None and self._reasoning is not None
+        now = time.perf_counter()
+        if self._phase == "before":
+            if token != fmt.start_id:
+                self._phase = "answer"
+                return False
+            self._phase, self._thinking_started = "thinking", now
+            return True
+        self._thinking_started = self._thinking_started or now
+        if token == fmt.end_id:
+            self._phase = "answer"
+            self._thinking_s = now - self._thinking_started
+            if delta := self._reasoning.finish():
+                self.handle.emit(ReasoningDelta(delta))
+            return True
+        self._thinking_tokens += 1
+        if delta := self._reasoning.add(token):
+            self.handle.emit(ReasoningDelta(delta))
+        return True
 
     @property
     def cancelled(self) -> bool:
@@ -187,6 +284,9 @@ class Reply:
             self.row_logprobs.given(token)
             if ready := self.row_logprobs.ready(self._token_text):
                 self.handle.emit(TokenLogprobs(tuple(ready)))
+        if self._phase != "answer" and self._take_thinking(token):
+            return StopReason.LENGTH if len(self.generated) >= self.budget else None
+        self._answer_tokens += 1
         if delta := self._text.add(token):
             self._emit_text(delta)
         if self._text.stopped:
@@ -196,6 +296,11 @@ class Reply:
         return None
 
     def _emit_text(self, delta: str) -> None:
+        if self._thought and not self._answer_begun:  # the blank line after the block
+            delta = delta.lstrip()
+            if not delta:
+                return
+            self._answer_begun = True
         if self._splitter is None:
             self.handle.emit(TextDelta(delta))
         else:
@@ -250,8 +355,12 @@ class Reply:
                 notes.append(_unclosed(runtime.closing_needed, self.budget))
 
         text, calls = self._text.text, list[ToolCall]()
+        reasoning = None
+        if self._thought:
+            text = text.lstrip()
+            reasoning = self._finish_thinking(stats)
         if self.tool_plan is not None:
-            text, calls = self.tool_plan.parse(self._text.text)
+            text, calls = self.tool_plan.parse(text)
             if self._splitter is not None:
                 calls = self._splitter.with_ids(calls)
         constraint = self.constraint
@@ -269,7 +378,28 @@ class Reply:
             token_ids=list(fed),
             logprobs=logprobs,
             as_written=as_written,
+            reasoning=reasoning,
         )
+
+    def _finish_thinking(self, stats: GenerationStats) -> str | None:
+        """The thinking block's text (None if the reply never opened one), its figures
+        into `stats`."""
+        assert self._reasoning is not None
+        if self._phase == "thinking":  # ended inside the block: what it holds so far
+            if delta := self._reasoning.finish():
+                self.handle.emit(ReasoningDelta(delta))
+            if self._thinking_started is not None:
+                self._thinking_s = time.perf_counter() - self._thinking_started
+        opened = self._thinking_started is not None
+        stats.thinking_tokens = self._thinking_tokens
+        stats.thinking_s = round(self._thinking_s, 3)
+        stats.answer_tokens = self._answer_tokens
+        if self.row_constraint is not None:
+            stats.thinking_forced_end = self.row_constraint.thinking_forced
+        else:
+            cap = self._thinking_cap
+            stats.thinking_forced_end = cap is not None and self._thinking_tokens >= cap
+        return self._reasoning.text.strip() if opened else None
 
     def _check_as_written(self, text: str, calls: list[ToolCall]) -> AsWrittenCheck | None:
         """The reply against the user's own schema (or its tools'), timed into the stats.

@@ -215,7 +215,7 @@ def prompt_length(request: ChatRequest, loaded: Any) -> int:
     from engine.runtime.reply import request_prompt
 
     try:
-        tokens, _ = request_prompt(loaded.tokenizer, request)
+        tokens, _ = request_prompt(loaded.tokenizer, request, loaded.info.reasoning)
     except ValueError as exc:  # ToolDefinitionError is one too
         raise APIError(400, str(exc), code="invalid_request") from None
     return len(tokens)

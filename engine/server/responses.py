@@ -20,6 +20,7 @@ from engine.types import (
     ChatEvent,
     ChatResult,
     Finished,
+    ReasoningDelta,
     StopReason,
     TextDelta,
     TokenLogprob,
@@ -127,6 +128,8 @@ def _message(result: ChatResult) -> dict[str, Any]:
         "content": result.text if result.text or not result.tool_calls else None,
         "refusal": None,
     }
+    if result.reasoning is not None:  # DeepSeek's, vLLM's and llama.cpp's field
+        message["reasoning_content"] = result.reasoning
     if result.tool_calls:
         message["tool_calls"] = tool_calls_json(result)
     return message
@@ -269,10 +272,15 @@ class ChunkWriter:
         """Chunks for a batch of events, neighbouring pieces of one kind and choice merged."""
         out: list[dict[str, Any]] = []
         text: list[str] = []
+        thought: list[str] = []
         calls: list[dict[str, Any]] = []
         current = 0  # the choice the pieces being merged belong to
 
         def flush() -> None:
+            if thought:
+                if self._chat:
+                    out.append(self._delta(current, {"reasoning_content": "".join(thought)}))
+                thought.clear()
             if text:
                 out.append(self._delta(current, {"content": "".join(text)}))
                 text.clear()
@@ -284,12 +292,16 @@ class ChunkWriter:
             if index != current:
                 flush()
                 current = index
-            if isinstance(event, TextDelta):
-                if calls:
+            if isinstance(event, ReasoningDelta):
+                if text or calls:
+                    flush()
+                thought.append(event.text)
+            elif isinstance(event, TextDelta):
+                if calls or thought:
                     flush()
                 text.append(event.text)
             elif isinstance(event, ToolCallDelta):
-                if text:
+                if text or thought:
                     flush()
                 if event.id:
                     calls.append(

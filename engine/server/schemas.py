@@ -111,13 +111,15 @@ class ChatCompletionBody(_Generation):
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     modalities: list[str] | None = None
+    # models that think first: an effort word ("none" turns thinking off) or a budget
+    reasoning_effort: str | None = None
+    max_thinking_tokens: int | None = Field(default=None, ge=0)
     # Accepted and ignored: they change nothing about the reply.
     metadata: dict[str, Any] | None = None
     store: bool | None = None
     service_tier: str | None = None
     prompt_cache_key: str | None = None
     safety_identifier: str | None = None
-    reasoning_effort: str | None = None
     verbosity: str | None = None
     # Refused with a message: features a local text model does not have.
     audio: Any = None

@@ -46,6 +46,7 @@ from engine.types import (
     ToolCallMessage,
     ToolChoiceOption,
     ToolDefinition,
+    effort_budget,
 )
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def chat_request(body: ChatCompletionBody, config: ServerConfig, check: Check) -
         raise APIError(400, "tool_choice: no tools were given", param="tool_choice")
     request = ChatRequest(
         messages=[_message(m, i) for i, m in enumerate(body.messages)],
-        sampling=_sampling(body, body.max_completion_tokens or body.max_tokens, config),
+        sampling=_chat_sampling(body, config),
         constraint=constraint,
         tools=tools,
         tool_choice=tool_choice,
@@ -192,6 +193,8 @@ def sampling_settings(
     seed: int | None = None,
     stop: list[str] | None = None,
     stop_param: str = "stop",
+    think: bool | None = None,
+    max_thinking_tokens: int | None = None,
 ) -> SamplingSettings:
     """The engine's sampling settings: what the request gives, Corral's defaults for the
     rest. APIError(400) naming the setting that is out of range."""
@@ -210,6 +213,8 @@ def sampling_settings(
         seed=seed,
         max_tokens=max_tokens or config.default_max_tokens,
         stop=[s for s in stop if s],
+        think=think,
+        max_thinking_tokens=max_thinking_tokens,
     )
     try:
         settings.validate()
@@ -321,6 +326,29 @@ def _sampling(body: _Generation, max_tokens: int | None, config: ServerConfig) -
         seed=body.seed,
         stop=[body.stop] if isinstance(body.stop, str) else list(body.stop or []),
     )
+
+
+def _chat_sampling(body: ChatCompletionBody, config: ServerConfig) -> SamplingSettings:
+    """A chat's settings, its thinking too: `reasoning_effort` ("none" turns thinking off)
+    and Corral's `max_thinking_tokens`, which wins where both are given."""
+    think, budget = reasoning_settings(body.reasoning_effort, "reasoning_effort")
+    if body.max_thinking_tokens is not None:
+        budget = body.max_thinking_tokens
+    settings = _sampling(body, body.max_completion_tokens or body.max_tokens, config)
+    settings.think, settings.max_thinking_tokens = think, budget
+    return settings
+
+
+def reasoning_settings(effort: str | None, param: str) -> tuple[bool | None, int | None]:
+    """(think, budget) for an effort word; APIError(400) for one that is not."""
+    if effort is None:
+        return None, None
+    if effort == "none":
+        return False, None
+    try:
+        return True, effort_budget(effort)
+    except ValueError as exc:
+        raise APIError(400, f"{param}: {exc}", param=param, code="invalid_value") from None
 
 
 def _constraint(

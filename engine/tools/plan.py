@@ -92,6 +92,7 @@ def prepare_tool_request(
     parallel_tool_calls: bool = True,
     user_constraint: ConstraintSpec | None = None,
     schema_options: SchemaOptions = DEFAULT_OPTIONS,
+    template_kwargs: Mapping[str, Any] | None = None,
 ) -> ToolPlan:
     """Validate `tools`, render the prompt and build the grammar for `tool_choice`.
 
@@ -113,8 +114,11 @@ def prepare_tool_request(
     # Messages and tool definitions are untrusted: their text is tokenized as plain text.
     shield = TextShield(tokenizer)
     offered = None if choice.mode == "none" else [shield_spec(shield, s) for s in specs]
-    text = render_chat_with_tools(tokenizer, shield.value(list(messages)), offered, fmt)
+    text = render_chat_with_tools(
+        tokenizer, shield.value(list(messages)), offered, fmt, template_kwargs
+    )
     user = compile_constraint(user_constraint) if user_constraint is not None else None
+    # `template_kwargs`: what else the chat template is told (`enable_thinking`).
     constraint, use, notes = _reply_constraint(
         fmt, specs, choice, parallel_tool_calls, user, schema_options
     )

@@ -134,8 +134,10 @@ def render_chat_with_tools(
     messages: Sequence[Mapping[str, Any]],
     tools: list[ToolSpec] | None,
     fmt: ToolFormat,
+    template_kwargs: Mapping[str, Any] | None = None,
 ) -> str:
-    """The prompt text for `messages` with `tools` (None: the tools are not offered)."""
+    """The prompt text for `messages` with `tools` (None: the tools are not offered);
+    `template_kwargs` go to the template as well (`enable_thinking`)."""
     normalized = normalize_messages(messages)
     if fmt.native:
         rendered = fmt.adapt_messages(normalized)
@@ -146,7 +148,7 @@ def render_chat_with_tools(
         rendered = fallback_messages(normalized, tools, fmt)
         kwargs = {}
     try:
-        return render_chat(tokenizer, rendered, **kwargs)
+        return render_chat(tokenizer, rendered, **kwargs, **(template_kwargs or {}))
     except Exception as exc:  # jinja errors and template raise_exception()
         raise ToolDefinitionError(
             f"the chat template could not render the conversation: {exc}"

@@ -14,9 +14,15 @@ from engine.types.events import (
     Finished,
     LoadProgress,
     PrefillProgress,
+    ReasoningDelta,
     TextDelta,
     TokenLogprobs,
     ToolCallDelta,
+)
+from engine.types.reasoning import (
+    EFFORT_BUDGETS,
+    ReasoningFormat,
+    effort_budget,
 )
 from engine.types.request import (
     KIND_NAMES,
@@ -74,6 +80,7 @@ __all__ = [
     "ConstraintSpec",
     "ConstraintUse",
     "DEFAULT_MAX_ROWS",
+    "EFFORT_BUDGETS",
     "Diagnostic",
     "EngineSnapshot",
     "ErrorKind",
@@ -90,6 +97,8 @@ __all__ = [
     "ModelInfo",
     "NamedToolChoice",
     "PrefillProgress",
+    "ReasoningDelta",
+    "ReasoningFormat",
     "SamplingSettings",
     "SchemaOptions",
     "StopReason",
@@ -104,5 +113,6 @@ __all__ = [
     "ToolDefinition",
     "ValidationReport",
     "check_sampling",
+    "effort_budget",
     "logprobs_summary",
 ]

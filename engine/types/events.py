@@ -15,6 +15,14 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of the model's thinking (its reasoning block), streamed apart from the
+    reply's text, which TextDelta carries."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class ToolCallDelta:
     """A piece of a tool call as it streams. The first piece of call `index` carries its id
     and name; later ones carry fragments of its arguments, whose concatenation is the
@@ -49,7 +57,7 @@ class Finished:
     result: ChatResult
 
 
-ChatEvent = TextDelta | ToolCallDelta | TokenLogprobs | PrefillProgress | Finished
+ChatEvent = TextDelta | ReasoningDelta | ToolCallDelta | TokenLogprobs | PrefillProgress | Finished
 
 
 @dataclass(frozen=True)

@@ -161,6 +161,12 @@ class GenerationStats:
     drafted_tokens: int = 0
     accepted_tokens: int = 0
     acceptance_rate: float = 0.0
+    # thinking (models that reason first): tokens of the thinking block (tags included),
+    # of the answer after it, whether the budget forced its end, and how long it took
+    thinking_tokens: int = 0
+    answer_tokens: int = 0
+    thinking_forced_end: bool = False
+    thinking_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -235,6 +241,9 @@ class ChatResult:
     # the reply checked against the schema (or tools' schemas) as the user wrote them, when
     # it had one (engine.constraints.as_written); None for free text, grammars and regexes
     as_written: AsWrittenCheck | None = None
+    # what the model thought before it answered (its reasoning block, tags removed); None
+    # when it did not think. Never part of `text`, never fed back into later prompts.
+    reasoning: str | None = None
 
     @property
     def valid_as_written(self) -> bool | None:
@@ -283,6 +292,7 @@ class ChatResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "text": self.text,
+            **({"reasoning": self.reasoning} if self.reasoning is not None else {}),
             "stop_reason": self.stop_reason.value,
             "incomplete": self.incomplete,
             "closed_to_fit": self.closed_to_fit,

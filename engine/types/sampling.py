@@ -73,6 +73,10 @@ def check_sampling(settings: SamplingSettings) -> None:
     if settings.seed is not None:
         _whole("seed", settings.seed, 0, MAX_SEED)
     _whole("max_tokens", settings.max_tokens, 1, MAX_MAX_TOKENS)
+    if settings.think is not None and not isinstance(settings.think, bool):
+        raise ValueError(f"think must be true, false or null, got {_shown(settings.think)}")
+    if settings.max_thinking_tokens is not None:
+        _whole("max_thinking_tokens", settings.max_thinking_tokens, 0, MAX_MAX_TOKENS)
     stop = settings.stop
     if not isinstance(stop, list) or len(stop) > MAX_STOP_STRINGS:
         raise ValueError(f"stop must be a list of at most {MAX_STOP_STRINGS} strings")
@@ -97,6 +101,10 @@ class SamplingSettings:
     seed: int | None = None
     max_tokens: int = 512
     stop: list[str] = field(default_factory=list)
+    # Models that think first (ModelInfo.reasoning): think or not (None: the model's own
+    # default), and at most this many thinking tokens before the answer is forced to begin.
+    think: bool | None = None
+    max_thinking_tokens: int | None = None
 
     def validate(self) -> None:
         """Raise ValueError naming the first setting that is out of range (and the range)."""

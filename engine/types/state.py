@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from engine.types.reasoning import ReasoningFormat
+
 # Replies the engine decodes side by side at most, unless told otherwise (the app's
 # Preferences, `serve --max-rows`).
 DEFAULT_MAX_ROWS = 8
@@ -20,6 +22,8 @@ class ModelInfo:
     weights_bytes: int
     context_length: int | None
     has_chat_template: bool
+    # where the model writes its thinking (engine.prompt.reasoning); None: it does not
+    reasoning: ReasoningFormat | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from engine.types import (
     ChatResult,
     Finished,
     PrefillProgress,
+    ReasoningDelta,
     StopReason,
     TextDelta,
     ToolCallDelta,
@@ -76,6 +77,8 @@ def message(
 ) -> dict[str, Any]:
     """The whole reply as a `message`."""
     content: list[dict[str, Any]] = []
+    if result.reasoning is not None:
+        content.append({"type": "thinking", "thinking": result.reasoning, "signature": ""})
     if result.text:
         content.append({"type": "text", "text": result.text})
     content += [
@@ -135,7 +138,12 @@ class MessageStream:
     def feed(self, events: list[IndexedEvent]) -> list[bytes]:
         out: list[bytes] = []
         for _, event in events:
-            if isinstance(event, TextDelta):
+            if isinstance(event, ReasoningDelta):
+                if self._open != "thinking":
+                    self._close(out)
+                    self._start(out, {"type": "thinking", "thinking": "", "signature": ""})
+                self._pending.append(event.text)
+            elif isinstance(event, TextDelta):
                 if self._open != "text":
                     self._close(out)
                     self._start(out, {"type": "text", "text": ""})
@@ -178,6 +186,8 @@ class MessageStream:
             return
         if self._open == "text":
             delta = {"type": "text_delta", "text": piece}
+        elif self._open == "thinking":
+            delta = {"type": "thinking_delta", "thinking": piece}
         else:
             delta = {"type": "input_json_delta", "partial_json": piece}
         out.append(

@@ -87,7 +87,7 @@ class JSONOutputFormat(_Closed):
 
 class OutputConfig(_Closed):
     format: JSONOutputFormat | None = None
-    # Sets the thinking budget of a model that thinks; today's models do not: accepted.
+    # The thinking budget of a model that thinks (EFFORT_BUDGETS); ignored by others.
     effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
 
 
@@ -105,9 +105,9 @@ class _Conversation(_Closed):
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     output_config: OutputConfig | None = None
-    # Accepted and ignored: they change nothing about the reply of a model that
-    # does not think, or are about Anthropic's own service.
+    # Whether a model that thinks does, and its budget (ignored by other models).
     thinking: Thinking | None = None
+    # Accepted and ignored: they are about Anthropic's own service.
     context_management: dict[str, Any] | None = None
     cache_control: dict[str, Any] | None = None
     diagnostics: dict[str, Any] | None = None

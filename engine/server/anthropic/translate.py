@@ -30,6 +30,7 @@ from engine.server.translate import (
     Check,
     Prepared,
     checked_constraint,
+    reasoning_settings,
     sampling_settings,
     tool_setup,
 )
@@ -79,6 +80,7 @@ def messages_request(
             stop=body.stop_sequences,
             stop_param="stop_sequences",
         )
+        sampling.think, sampling.max_thinking_tokens = _thinking(body)
     else:
         sampling = sampling_settings(config, 1)
     request = ChatRequest(
@@ -92,6 +94,25 @@ def messages_request(
         continue_final_message=ends_in_reply,
     )
     return Prepared(request, label, warnings)
+
+
+def _thinking(body: MessagesBody) -> tuple[bool | None, int | None]:
+    """(think, budget) from `thinking` (enabled with `budget_tokens`, or disabled) and
+    `output_config.effort`, for a model that thinks."""
+    effort = body.output_config.effort if body.output_config is not None else None
+    think, budget = reasoning_settings(effort, "output_config.effort")
+    thinking = body.thinking
+    if thinking is not None and thinking.type == "disabled":
+        return False, None
+    if thinking is not None and thinking.type == "enabled":
+        think = True
+        if thinking.budget_tokens is not None:
+            if thinking.budget_tokens < 0:
+                raise APIError(
+                    400, "thinking.budget_tokens must be >= 0", param="thinking.budget_tokens"
+                )
+            budget = thinking.budget_tokens
+    return think, budget
 
 
 def _constraint(

@@ -22,7 +22,14 @@ from typing import Any
 
 from engine.server.responses import IndexedEvent, corral_stats, failure
 from engine.server.streaming import generation_error
-from engine.types import ChatResult, Finished, StopReason, TextDelta, ToolCallDelta
+from engine.types import (
+    ChatResult,
+    Finished,
+    ReasoningDelta,
+    StopReason,
+    TextDelta,
+    ToolCallDelta,
+)
 
 
 def response_id() -> str:
@@ -62,6 +69,12 @@ def message_item(rid: str, text: str, status: str = "completed") -> dict[str, An
     }
 
 
+def reasoning_item(rid: str, text: str) -> dict[str, Any]:
+    """What the model thought before it answered, as a `reasoning` item."""
+    content = [{"type": "reasoning_text", "text": text}] if text else []
+    return {"type": "reasoning", "id": f"rs_{_suffix(rid)}", "summary": [], "content": content}
+
+
 def _text_part(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
@@ -81,7 +94,8 @@ def call_item(
 
 def output_items(rid: str, result: ChatResult) -> list[dict[str, Any]]:
     status = "incomplete" if _incomplete(result) else "completed"
-    items = [message_item(rid, result.text, status)] if result.text else []
+    items = [reasoning_item(rid, result.reasoning)] if result.reasoning is not None else []
+    items += [message_item(rid, result.text, status)] if result.text else []
     for i, call in enumerate(result.tool_calls):
         arguments = json.dumps(call.arguments, ensure_ascii=False)
         items.append(call_item(rid, i, call.id, call.name, arguments))
@@ -98,7 +112,7 @@ def usage(result: ChatResult) -> dict[str, Any]:
         "input_tokens": s.prompt_tokens,
         "input_tokens_details": {"cached_tokens": s.cached_tokens},
         "output_tokens": s.generated_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": s.thinking_tokens},
         "total_tokens": s.prompt_tokens + s.generated_tokens,
     }
 
@@ -187,7 +201,12 @@ class ResponseStream:
     def feed(self, events: list[IndexedEvent]) -> list[bytes]:
         out: list[bytes] = []
         for _, event in events:
-            if isinstance(event, TextDelta):
+            if isinstance(event, ReasoningDelta):
+                if self._open is None or self._open["type"] != "reasoning":
+                    self._close(out)
+                    self._start(out, reasoning_item(self._id, ""))
+                self._pending.append(event.text)
+            elif isinstance(event, TextDelta):
                 if self._open is None or self._open["type"] != "message":
                     self._close(out)
                     self._start(out, message_item(self._id, "", "in_progress"))
@@ -238,7 +257,17 @@ class ResponseStream:
             return
         item["_text"] += piece
         index = len(self.items)
-        if item["type"] == "message":
+        if item["type"] == "reasoning":
+            out.append(
+                self._event(
+                    "response.reasoning_text.delta",
+                    item_id=item["id"],
+                    output_index=index,
+                    content_index=0,
+                    delta=piece,
+                )
+            )
+        elif item["type"] == "message":
             out.append(
                 self._event(
                     "response.output_text.delta",
@@ -266,7 +295,18 @@ class ResponseStream:
         self._flush(out)
         text = item.pop("_text")
         index = len(self.items)
-        if item["type"] == "message":
+        if item["type"] == "reasoning":
+            out.append(
+                self._event(
+                    "response.reasoning_text.done",
+                    item_id=item["id"],
+                    output_index=index,
+                    content_index=0,
+                    text=text,
+                )
+            )
+            done = reasoning_item(self._id, text.strip())
+        elif item["type"] == "message":
             part = _text_part(text)
             out.append(
                 self._event(

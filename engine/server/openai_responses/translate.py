@@ -28,7 +28,13 @@ from engine.server.openai_responses.schemas import (
     ResponsesBody,
     TextPart,
 )
-from engine.server.translate import Check, Prepared, checked_constraint, sampling_settings
+from engine.server.translate import (
+    Check,
+    Prepared,
+    checked_constraint,
+    reasoning_settings,
+    sampling_settings,
+)
 from engine.server.translate import tool_setup as shared_tool_setup
 from engine.types import ChatMessage, ChatRequest, ConstraintSpec, ToolChoiceOption
 
@@ -89,6 +95,7 @@ def responses_request(
             min_p=body.min_p,
             repetition_penalty=body.repetition_penalty,
             seed=body.seed,
+            **_reasoning(body.reasoning),
         ),
         constraint=constraint,
         tools=tools,
@@ -96,6 +103,15 @@ def responses_request(
         parallel_tool_calls=body.parallel_tool_calls is not False,
     )
     return Translated(Prepared(request, label, warnings), conversation)
+
+
+def _reasoning(reasoning: dict[str, Any] | None) -> dict[str, Any]:
+    """`think` and `max_thinking_tokens` from `reasoning.effort` ("none": no thinking)."""
+    effort = (reasoning or {}).get("effort")
+    if effort is not None and not isinstance(effort, str):
+        raise APIError(400, "reasoning.effort must be a string", param="reasoning.effort")
+    think, budget = reasoning_settings(effort, "reasoning.effort")
+    return {"think": think, "max_thinking_tokens": budget}
 
 
 def _refuse_unsupported(body: ResponsesBody) -> None:

@@ -1,0 +1,68 @@
+"""Think freely, answer validly: a constraint's grammar behind one free thinking block.
+
+`with_thinking` wraps a compiled grammar (a JSON schema, a Lark or GBNF grammar, a regex,
+the tools' grammar) as `start: <think> text </think> "\\n\\n" @answer`, where the text is
+anything but the end tag (a single token no text lexeme can produce) and `@answer` is the
+user's grammar as a sub-grammar, unchanged: its forced tokens, the closing policy and
+drafts work inside it as before. A reply whose prompt already opened the block starts at
+the text. The wrapped grammar is built once per grammar and tag pair, so its compiled
+matcher is shared like the grammar's own.
+
+The thinking budget is not in the grammar: `engine.constraints.row` forces the end tag
+when the reply has thought enough (its request's budget, or the tokens the answer still
+needs before `max_tokens`), so one compiled grammar serves every budget.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from dataclasses import dataclass
+
+from engine.constraints.compiled import CompiledGrammar
+
+# Qwen3 and R1 write a blank line between the block and the answer; it is forced.
+ANSWER_SEPARATOR = "\\n\\n"
+
+
+@dataclass(frozen=True)
+class ThinkingRow:
+    """One constrained reply's thinking: the tags' token ids, whether the prompt opened
+    the block, and at most how many thinking tokens (None: no budget of its own)."""
+
+    start_id: int
+    end_id: int
+    opened: bool = False
+    max_tokens: int | None = None
+
+
+_lock = threading.Lock()
+_wrapped: weakref.WeakKeyDictionary[CompiledGrammar, dict[tuple[int, int, bool], CompiledGrammar]]
+_wrapped = weakref.WeakKeyDictionary()
+
+
+def with_thinking(answer: CompiledGrammar, thinking: ThinkingRow) -> CompiledGrammar:
+    """`answer`'s grammar behind one thinking block (see the module doc), built once per
+    grammar and tags."""
+    key = (thinking.start_id, thinking.end_id, thinking.opened)
+    with _lock:
+        found = _wrapped.setdefault(answer, {}).get(key)
+        if found is None:
+            found = CompiledGrammar(thinking_grammar(answer, thinking), answer.notes)
+            _wrapped[answer][key] = found
+        return found
+
+
+def thinking_grammar(answer: CompiledGrammar, thinking: ThinkingRow) -> str:
+    """llguidance's grammar (JSON) for `answer` behind a thinking block."""
+    grammars = answer.grammars()
+    name = grammars[0].get("name") or "answer"
+    grammars[0] = {**grammars[0], "name": name}
+    opener = "" if thinking.opened else f"<[{thinking.start_id}]> "
+    lark = (
+        "%llguidance {}\n"
+        f'start: {opener}think_text <[{thinking.end_id}]> "{ANSWER_SEPARATOR}" @{name}\n'
+        "think_text: /(?s:.*)/\n"
+    )
+    return json.dumps({"grammars": [{"name": "thinking", "lark_grammar": lark}, *grammars]})
