@@ -105,7 +105,7 @@ def test_the_budget_ends_thinking_at_exactly_its_size(
     assert result.error is None
     assert result.stats.thinking_tokens == budget
     assert result.stats.thinking_forced_end
-    ids = result.token_ids[result.prompt_length :]
+    ids = result.token_ids[result.stats.prompt_tokens :]
     fmt = thinking_engine.snapshot.model.reasoning  # type: ignore[union-attr]
     assert ids[0] == fmt.start_id and ids[budget + 1] == fmt.end_id
     if constrained:
@@ -124,12 +124,12 @@ def test_a_short_max_tokens_still_ends_valid(thinking_engine: Engine) -> None:
 def test_thinking_off_constrains_from_the_first_token(thinking_engine: Engine) -> None:
     result = thinking_engine.chat(_request(think=False))
     assert result.reasoning is None and result.stats.thinking_tokens == 0
-    first = result.token_ids[result.prompt_length]
+    first = result.token_ids[result.stats.prompt_tokens]
     tok = thinking_engine.run(lambda lm: lm.tokenizer).result()
     assert tok.decode([first]).startswith("{")
     jsonschema.validate(json.loads(result.text), SCHEMA)
     # the template closed an empty block in the prompt (Qwen3's switch)
-    prompt = result.token_ids[: result.prompt_length]
+    prompt = result.token_ids[: result.stats.prompt_tokens]
     assert tok.decode(prompt).endswith("<think>\n\n</think>\n\n")
 
 
@@ -145,7 +145,7 @@ def test_history_holds_reasoning_apart_and_the_next_prompt_omits_it(
     ]
     second = thinking_engine.chat(ChatRequest(history, SamplingSettings(max_tokens=4)))
     tok = thinking_engine.run(lambda lm: lm.tokenizer).result()
-    prompt = tok.decode(second.token_ids[: second.prompt_length])
+    prompt = tok.decode(second.token_ids[: second.stats.prompt_tokens])
     assert first.reasoning not in prompt and first.text in prompt
     assert "<think>" not in prompt
 
