@@ -18,6 +18,7 @@ from engine.types.events import (
     TokenLogprobs,
     ToolCallDelta,
 )
+from engine.types.images import ImageInput
 from engine.types.request import (
     KIND_NAMES,
     ChatMessage,
@@ -82,6 +83,7 @@ __all__ = [
     "FunctionChoice",
     "FunctionDefinition",
     "GenerationStats",
+    "ImageInput",
     "JSONObject",
     "KIND_NAMES",
     "LoadProgress",

@@ -20,6 +20,7 @@ class ModelInfo:
     weights_bytes: int
     context_length: int | None
     has_chat_template: bool
+    vision: bool = False  # reads images (a vision-language model, loaded with mlx-vlm)
 
 
 @dataclass(frozen=True)
