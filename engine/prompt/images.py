@@ -28,13 +28,16 @@ from PIL import Image, ImageFile, UnidentifiedImageError
 
 from engine.types import ImageInput
 
-# Set explicitly, not left to Pillow's defaults: an image of more pixels is refused before
-# it is decoded (Pillow raises DecompressionBombError past twice its limit; we refuse at it).
+# Images of more pixels are refused, with their size, before a pixel is decoded (the size
+# is in the header). Pillow's own decompression-bomb limit is set explicitly, far above it:
+# a header past it fails already while Pillow opens the file.
 MAX_IMAGE_PIXELS = 40_000_000
+PILLOW_BOMB_PIXELS = 1_000_000_000
 MAX_IMAGE_BYTES = 32 * 1024 * 1024
 MAX_IMAGE_SIDE = 2048  # longer sides are scaled down to this before the model's processor
 FORMATS = ("PNG", "JPEG", "WEBP", "GIF")
-Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+_READS = "PNG, JPEG, WebP and GIF"
+Image.MAX_IMAGE_PIXELS = PILLOW_BOMB_PIXELS
 ImageFile.LOAD_TRUNCATED_IMAGES = False  # a truncated file is an error, not a grey band
 
 _IMAGE_TOKEN_ATTR = "corral_image_token"
@@ -76,8 +79,7 @@ def check_image(data: bytes, name: str = "") -> CheckedImage:
             img = Image.open(io.BytesIO(data), formats=None)
     except UnidentifiedImageError:
         raise BadImageError(
-            f"{where}: not an image Corral can read (it reads {', '.join(FORMATS[:-1])} "
-            f"and {FORMATS[-1]})"
+            f"{where}: not an image Corral can read (it reads {_READS})"
         ) from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise BadImageError(f"{where}: refused as a possible decompression bomb: {exc}") from None
@@ -86,8 +88,7 @@ def check_image(data: bytes, name: str = "") -> CheckedImage:
     width, height = img.size
     if img.format not in FORMATS:
         raise BadImageError(
-            f"{where}: a {img.format} image; Corral reads {', '.join(FORMATS[:-1])} and "
-            f"{FORMATS[-1]}"
+            f"{where}: a {img.format} image; Corral reads {_READS}"
         )
     if width * height > MAX_IMAGE_PIXELS:
         raise BadImageError(
