@@ -119,7 +119,9 @@ def test_regex_constraint_and_batched_image_rows(vision_engine: Any) -> None:
 def test_animated_image_reads_its_first_frame_and_says_so(vision_engine: Any) -> None:
     result = ask(vision_engine, [with_image("What is this?", animated_gif(), "anim.gif")])
     assert result.error is None
-    assert any("anim.gif is animated (3 frames): only its first frame" in w for w in result.warnings)
+    assert any(
+        "anim.gif is animated (3 frames): only its first frame" in w for w in result.warnings
+    )
 
 
 @pytest.mark.parametrize("kind", sorted(BAD_IMAGES))

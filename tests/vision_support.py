@@ -49,8 +49,11 @@ def huge_png(width: int = 20000, height: int = 20000) -> bytes:
     hundred bytes, refused before any pixel is decoded."""
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     body = zlib.compress(b"\0" * 1024)
-    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", body) + _chunk(
-        b"IEND", b""
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _chunk(b"IHDR", header)
+        + _chunk(b"IDAT", body)
+        + _chunk(b"IEND", b"")
     )
 
 

@@ -78,18 +78,14 @@ def check_image(data: bytes, name: str = "") -> CheckedImage:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(io.BytesIO(data), formats=None)
     except UnidentifiedImageError:
-        raise BadImageError(
-            f"{where}: not an image Corral can read (it reads {_READS})"
-        ) from None
+        raise BadImageError(f"{where}: not an image Corral can read (it reads {_READS})") from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise BadImageError(f"{where}: refused as a possible decompression bomb: {exc}") from None
     except Exception as exc:  # a header Pillow cannot parse
         raise BadImageError(f"{where}: the image is corrupt: {exc}") from None
     width, height = img.size
     if img.format not in FORMATS:
-        raise BadImageError(
-            f"{where}: a {img.format} image; Corral reads {_READS}"
-        )
+        raise BadImageError(f"{where}: a {img.format} image; Corral reads {_READS}")
     if width * height > MAX_IMAGE_PIXELS:
         raise BadImageError(
             f"{where}: the image is {width:,} × {height:,} pixels "
