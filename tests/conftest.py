@@ -84,3 +84,7 @@ def default_gguf() -> Path:
     from engine.library.load import default_gguf_path
 
     return default_gguf_path()
+
+
+# The tiny vision model (LLaVA) and an engine for it: tests/vision_support.py.
+from tests.vision_support import vision_engine, vision_model_dir  # noqa: E402,F401

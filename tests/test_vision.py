@@ -10,13 +10,7 @@ import jsonschema
 import pytest
 
 from engine.types import ChatRequest, ConstraintSpec, ImageInput, SamplingSettings
-from tests.vision_support import (  # noqa: F401  (fixtures)
-    BAD_IMAGES,
-    animated_gif,
-    png,
-    vision_engine,
-    vision_model_dir,
-)
+from tests.vision_support import BAD_IMAGES, animated_gif, png
 
 RECEIPT = {
     "type": "object",
