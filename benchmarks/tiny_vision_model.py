@@ -56,7 +56,12 @@ def build_tiny_vision_model(
 ) -> Path:
     """Write a random LLaVA MLX folder at `out_dir` using the tokenizer in `tokenizer_dir`;
     each image becomes (image_size / patch_size)² tokens."""
-    from mlx_vlm.models import llava
+    from mlx_vlm.models.llava import llava
+    from mlx_vlm.models.llava.config import (
+        ModelConfig,
+        TextConfig,
+        VisionConfig,
+    )
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -99,9 +104,9 @@ def build_tiny_vision_model(
         "max_position_embeddings": context,
     }
     mx.random.seed(seed)
-    model_config = llava.ModelConfig.from_dict(config)
-    model_config.text_config = llava.TextConfig.from_dict(text_config)
-    model_config.vision_config = llava.VisionConfig.from_dict(vision_config)
+    model_config = ModelConfig.from_dict(config)  # type: ignore[no-untyped-call]
+    model_config.text_config = TextConfig.from_dict(text_config)  # type: ignore[no-untyped-call]
+    model_config.vision_config = VisionConfig.from_dict(vision_config)  # type: ignore[no-untyped-call]
     model = llava.Model(model_config)
     leaves = cast(list[tuple[str, mx.array]], tree_flatten(model.parameters()))
     # A larger token embedding than the default init gives peaked but varied logits.

@@ -51,7 +51,7 @@ class VisionParts:
     vocab_size: int
 
 
-class VisionTextModel(nn.Module):
+class VisionTextModel(nn.Module):  # type: ignore[misc,name-defined]
     """An mlx-vlm model's language model as the runtime calls any text model."""
 
     def __init__(self, vlm: Any, parts: VisionParts) -> None:
@@ -109,7 +109,8 @@ def load_vision_model(target: Path) -> tuple[VisionTextModel, Any]:
         )
     text_config = getattr(config, "text_config", None)
     vocab = int(getattr(text_config, "vocab_size", 0) or getattr(config, "vocab_size", 0))
-    tokenizer = load_tokenizer(target, eos_token_ids=getattr(config, "eos_token_id", None))
+    eos = getattr(config, "eos_token_id", None)
+    tokenizer = load_tokenizer(target, eos_token_ids=eos)  # type: ignore[no-untyped-call]
     set_image_token(tokenizer, image_token)
     parts = VisionParts(processor, image_token, int(image_id), max(vocab, int(image_id) + 1))
     return VisionTextModel(vlm, parts), tokenizer

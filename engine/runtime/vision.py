@@ -14,6 +14,7 @@ cached is never encoded again. Decoding is the text runtime's, unchanged.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -113,8 +114,26 @@ class VisionPrompt:
         return part
 
 
+# The processor's output for the last few images (engine thread only): a follow-up about
+# the same picture skips the processor too, not only the vision tower.
+_EXPANDED: OrderedDict[tuple[int, bytes], tuple[list[int], mx.array]] = OrderedDict()
+_EXPANDED_KEPT = 8
+
+
 def _expand(parts: VisionParts, image: CheckedImage) -> tuple[list[int], mx.array]:
     """How the processor writes one image into a prompt, and its pixel values."""
+    key = (id(parts), image.digest)
+    if (found := _EXPANDED.get(key)) is not None:
+        _EXPANDED.move_to_end(key)
+        return found
+    found = _run_processor(parts, image)
+    _EXPANDED[key] = found
+    while len(_EXPANDED) > _EXPANDED_KEPT:
+        _EXPANDED.popitem(last=False)
+    return found
+
+
+def _run_processor(parts: VisionParts, image: CheckedImage) -> tuple[list[int], mx.array]:
     try:
         batch = parts.processor(text=[parts.image_token], images=[image.image])
     except Exception as exc:  # the processor's own checks (sizes, modes)
@@ -131,5 +150,6 @@ def _expand(parts: VisionParts, image: CheckedImage) -> tuple[list[int], mx.arra
 
 def _first_row(values: Any) -> list[Any]:
     if isinstance(values, mx.array):
-        return list(values[0].tolist())
+        row: list[Any] = values[0].tolist()  # type: ignore[assignment]
+        return row
     return list(values[0])

@@ -84,6 +84,18 @@ class ResponseStore:
             return None
         return json.loads(row[0]), json.loads(row[1], object_hook=_image_from_json)
 
+    def delete(self, response_id: str) -> bool:
+        """Delete a stored response; False if there was none."""
+        with self._lock:
+            cursor = self._connect().execute("DELETE FROM responses WHERE id = ?", (response_id,))
+        return cursor.rowcount > 0
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
 
 def _image_json(value: Any) -> Any:
     """A conversation's images (ImageInput) as JSON: their bytes in base64."""
@@ -96,15 +108,3 @@ def _image_from_json(value: dict[str, Any]) -> Any:
     if set(value) == {"$image", "name"}:
         return ImageInput(base64.b64decode(value["$image"]), str(value["name"]))
     return value
-
-    def delete(self, response_id: str) -> bool:
-        """Delete a stored response; False if there was none."""
-        with self._lock:
-            cursor = self._connect().execute("DELETE FROM responses WHERE id = ?", (response_id,))
-        return cursor.rowcount > 0
-
-    def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
