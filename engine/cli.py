@@ -21,6 +21,7 @@ from engine.types import (
     ChatMessage,
     ChatRequest,
     ConstraintSpec,
+    ImageInput,
     LoadProgress,
     ModelInfo,
     ReasoningDelta,
@@ -102,6 +103,19 @@ def load_with_speculation(
     return info
 
 
+def _images_from_args(paths: list[str]) -> list[ImageInput]:
+    """The `--image` files, read and checked (BadImageError names the file and the reason)."""
+    from engine.files import read_limited
+    from engine.prompt.images import MAX_IMAGE_BYTES, check_image
+
+    images = []
+    for path in paths:
+        data = read_limited(path, MAX_IMAGE_BYTES, "image")
+        check_image(data, path)
+        images.append(ImageInput(data, path))
+    return images
+
+
 def cmd_chat(args: argparse.Namespace) -> int:
     from engine.distributed.cli import make_engine
 
@@ -109,6 +123,12 @@ def cmd_chat(args: argparse.Namespace) -> int:
     if args.system:
         messages.append({"role": "system", "content": args.system})
     messages.append({"role": "user", "content": args.prompt})
+    if args.image:
+        try:
+            messages[-1]["images"] = _images_from_args(args.image)
+        except (CorralError, ValueError, OSError) as exc:  # checked before the model loads
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     sampling = SamplingSettings(
         temperature=args.temperature,
         top_p=args.top_p,
@@ -224,6 +244,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         api_key=args.api_key or os.environ.get("CORRAL_API_KEY") or None,
         cors_origins=args.cors or [],
         serve_any_model_name=args.serve_any_model_name,
+        allow_image_urls=args.allow_image_urls,
     )
     config.check()  # refuse a public bind without a key before loading anything
     engine = make_engine(args)
@@ -280,6 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--prompt", required=True)
     chat.add_argument("--system")
+    chat.add_argument(
+        "--image",
+        action="append",
+        metavar="FILE",
+        help="an image the prompt is about (PNG, JPEG, WebP, GIF; repeatable): vision models",
+    )
     chat.add_argument("--max-tokens", type=int, default=256)
     chat.add_argument(
         "--think",
@@ -361,6 +388,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="answer requests naming any model with the loaded one (agents send their own "
         "default names, such as claude-...); without it another name is a 404",
+    )
+    serve.add_argument(
+        "--allow-image-urls",
+        action="store_true",
+        help="fetch http(s) image URLs in requests (size and time limited; never local or "
+        "private addresses); without it images come only as data: URLs or base64",
     )
     serve.add_argument(
         "--max-rows",

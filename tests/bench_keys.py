@@ -205,4 +205,9 @@ STABLE_KEYS: dict[str, set[str]] = {
         "spec_tokens_per_reply",
         "spec_section_s",
     },
+    "vision": {
+        "vision_constrained_ratio",
+        "vision_followup_ttft_over_first",
+        "image_encode_ms",
+    },
 }

@@ -103,3 +103,7 @@ def thinking_engine(thinking_model_dir: Path):
     eng.load_model(str(thinking_model_dir)).result()
     yield eng
     eng.close()
+
+
+# The tiny vision model (LLaVA) and an engine for it: tests/vision_support.py.
+from tests.vision_support import vision_engine, vision_model_dir  # noqa: E402,F401

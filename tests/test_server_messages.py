@@ -422,7 +422,7 @@ def _error(r: httpx.Response, status: int, kind: str) -> str:
         ({"messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
         (
             {"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
-            "messages[0].content[0]: image blocks are not supported; this model reads text only",
+            "messages[0].content[0].source: give a base64 source (type, media_type, data)",
         ),
         ({"tools": [{"type": "web_search_20250305", "name": "web"}]}, "server tools"),
         (

@@ -243,18 +243,27 @@ def load_model(
     import mlx_lm
     from mlx.utils import tree_flatten
 
+    from engine.library.vision import is_vision_folder, load_vision_model
     from engine.memory.plan import model_nbytes
 
     report = on_progress or (lambda stage, fraction: None)
     target = resolve_model(spec, report)
     report("Loading weights", 0.9)
+    vision = is_vision_folder(Path(str(target)))
+    if vision and shard is not None:
+        raise ModelLoadError(f"{target}: vision models cannot be sharded across machines yet")
     try:
-        model, tokenizer = mlx_lm.load(str(target), lazy=shard is not None)[:2]
+        if vision:  # mlx-vlm loads it; the runtime decodes its language model
+            model, tokenizer = load_vision_model(Path(str(target)))
+        else:
+            model, tokenizer = mlx_lm.load(str(target), lazy=shard is not None)[:2]
+    except ModelLoadError:
+        raise
     except FileNotFoundError as exc:
         raise ModelLoadError(f"{target}: {exc}") from exc
     except Exception as exc:
         raise ModelLoadError(f"{target}: could not load model: {exc}") from exc
-    if _should_dequantize(model, tree_flatten):
+    if not vision and _should_dequantize(model, tree_flatten):
         from mlx_lm.utils import dequantize_model
 
         report("Dequantizing for the CPU backend", 0.95)
@@ -269,7 +278,10 @@ def load_model(
     config_path = Path(str(target)) / "config.json"
     context = None
     if config_path.exists():
-        context = json.loads(config_path.read_text()).get("max_position_embeddings")
+        config = json.loads(config_path.read_text())
+        context = config.get("max_position_embeddings") or (config.get("text_config") or {}).get(
+            "max_position_embeddings"
+        )
     info = ModelInfo(
         name=name,
         path=str(target),
@@ -277,6 +289,7 @@ def load_model(
         context_length=context,
         has_chat_template=getattr(tokenizer, "chat_template", None) is not None,
         reasoning=detect_reasoning(tokenizer),
+        vision=vision,
     )
     report("Ready", 1.0)
     return LoadedModel(model=model, tokenizer=tokenizer, info=info)

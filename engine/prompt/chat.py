@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.prompt.images import with_image_markers
 from engine.prompt.shield import TextShield
 from engine.prompt.tokenizer import ModelTokenizer
 
@@ -72,7 +73,7 @@ def encode_chat(
     shield = TextShield(tokenizer)
     text = render_chat(
         shield.tok,
-        shield.value(list(messages)),
+        with_image_markers(tokenizer, shield.value(list(messages))),
         add_generation_prompt=add_generation_prompt,
         **shield.value(template_kwargs),
     )

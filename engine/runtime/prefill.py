@@ -20,9 +20,19 @@ class Cancelled(Exception):
     """Raised inside the engine thread when a request is cancelled mid-prefill."""
 
 
-def feed(model: Any, cache: list[Any], tokens: list[int], fed: list[int]) -> None:
-    """Run `tokens` through the model into `cache` in one forward pass; note them in `fed`."""
-    model(mx.array(tokens)[None], cache=cache)
+def feed(
+    model: Any,
+    cache: list[Any],
+    tokens: list[int],
+    fed: list[int],
+    embeddings: mx.array | None = None,
+) -> None:
+    """Run `tokens` through the model into `cache` in one forward pass; note them in `fed`.
+    `embeddings`: the tokens' input embeddings, where images are among them."""
+    if embeddings is None:
+        model(mx.array(tokens)[None], cache=cache)
+    else:
+        model(mx.array(tokens)[None], cache=cache, input_embeddings=embeddings)
     mx.eval([c.state for c in cache])
     fed.extend(tokens)
 

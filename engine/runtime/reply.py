@@ -26,6 +26,7 @@ from engine.runtime.context import reply_budget, tool_definition_tokens
 from engine.runtime.reply_text import ReplyText
 from engine.runtime.sampling import RowSampler, build_processors, end_token_ids
 from engine.runtime.speculative import Drafter, Speculator
+from engine.runtime.vision import VisionPrompt, request_images
 from engine.types import (
     AsWrittenCheck,
     ChatRequest,
@@ -135,8 +136,13 @@ class Reply:
         constraint = request.constraint
         self.constraint_use: ConstraintUse | None = None if constraint is None else "alone"
         self.user_constraint = constraint  # as the user wrote it, for the as-written check
+        images = request_images(loaded, request)  # checked (or refused) before the template
         reasoning = loaded.info.reasoning
         prompt_tokens, self.tool_plan = request_prompt(tokenizer, request, reasoning)
+        # A prompt with images: their positions keyed by digest, their embeddings on demand.
+        self.vision = VisionPrompt.build(loaded, prompt_tokens, images) if images else None
+        if self.vision is not None:
+            prompt_tokens = self.vision.tokens
         if self.tool_plan is not None:
             constraint = self.tool_plan.constraint
             self.constraint_use = self.tool_plan.user_constraint
@@ -373,7 +379,8 @@ class Reply:
             constraint_name=constraint.name or constraint.kind if constraint is not None else None,
             tool_calls=calls,
             constraint_use=self.constraint_use,
-            warnings=self.tool_plan.warnings if self.tool_plan is not None else notes,
+            warnings=(self.tool_plan.warnings if self.tool_plan is not None else notes)
+            + (self.vision.notes if self.vision is not None else []),
             tight=tight,
             token_ids=list(fed),
             logprobs=logprobs,

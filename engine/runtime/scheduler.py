@@ -174,7 +174,9 @@ class Scheduler:
             if self._may_join(prompt):
                 self.prompts.remove(prompt)
                 assert prompt.cache is not None
-                row = prompt.reply.row(prompt.cache, prompt.fed, self._drafter())
+                # no drafts for prompts with images: lookup would propose their key ids
+                drafter = self._drafter() if prompt.reply.vision is None else None
+                row = prompt.reply.row(prompt.cache, prompt.fed, drafter)
                 self.batch.join(row)
                 prompt.cache = None
 
@@ -191,7 +193,9 @@ class Scheduler:
         assert prompt.cache is not None
         chunk = tokens[len(prompt.fed) : -1][:budget]
         if chunk:
-            feed(self.loaded.model, prompt.cache, chunk, prompt.fed)
+            start = len(prompt.fed)
+            embeds = reply.vision.embeddings(start, start + len(chunk)) if reply.vision else None
+            feed(self.loaded.model, prompt.cache, chunk, prompt.fed, embeds)
             reply.progress(len(prompt.fed))
         if len(prompt.fed) == len(tokens) - 1:
             prompt.ready = True

@@ -37,6 +37,9 @@ class ServerConfig:
     # holds for the app's engine and the server alike.
     max_queued_requests: int | None = None
     default_max_tokens: int = 2048
+    # Fetch http(s) image URLs of requests (never this machine's own or private addresses);
+    # off, images come only as data: URLs or base64 (engine.server.images).
+    allow_image_urls: bool = False
     # Answer a request naming any model with the loaded one (agents send their own default
     # names, such as `claude-...`); off, another name is a 404.
     serve_any_model_name: bool = False

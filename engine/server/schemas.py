@@ -28,10 +28,12 @@ class _Open(BaseModel):
 
 
 class ContentPart(_Open):
-    """One part of a message's content: `{"type": "text", "text": ...}` (others are refused)."""
+    """One part of a message's content: `{"type": "text", "text": ...}`, or an image
+    (`{"type": "image_url", "image_url": {"url": ...}}`) for models that read images."""
 
     type: str
     text: str | None = None
+    image_url: dict[str, Any] | None = None
 
 
 class FunctionCallBody(_Open):

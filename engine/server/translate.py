@@ -94,7 +94,7 @@ def chat_request(body: ChatCompletionBody, config: ServerConfig, check: Check) -
     elif body.tool_choice not in (None, "none", "auto"):
         raise APIError(400, "tool_choice: no tools were given", param="tool_choice")
     request = ChatRequest(
-        messages=[_message(m, i) for i, m in enumerate(body.messages)],
+        messages=[_message(m, i, config) for i, m in enumerate(body.messages)],
         sampling=_chat_sampling(body, config),
         constraint=constraint,
         tools=tools,
@@ -460,6 +460,8 @@ def _text(content: str | list[ContentPart] | None, where: str) -> str:
         return content or ""
     pieces = []
     for k, part in enumerate(content):
+        if part.type == "image_url":
+            continue  # read by _images
         if part.type != "text" or part.text is None:
             raise APIError(
                 400,
@@ -472,10 +474,28 @@ def _text(content: str | list[ContentPart] | None, where: str) -> str:
     return "".join(pieces)
 
 
-def _message(message: MessageBody, index: int) -> ChatMessage:
+def _images(content: str | list[ContentPart] | None, where: str, config: ServerConfig) -> list[Any]:
+    """The `image_url` parts of a message's content, checked at the edge."""
+    from engine.server.images import ImagePolicy, from_url
+
+    found = []
+    for k, part in enumerate(content if isinstance(content, list) else []):
+        if part.type != "image_url":
+            continue
+        place = f"{where}.content[{k}]"
+        url = (part.image_url or {}).get("url")
+        if not isinstance(url, str):
+            raise APIError(400, f"{place}.image_url.url: a URL is required", param=place)
+        found.append(from_url(url, place, ImagePolicy(allow_urls=config.allow_image_urls)))
+    return found
+
+
+def _message(message: MessageBody, index: int, config: ServerConfig) -> ChatMessage:
     where = f"messages[{index}]"
     role = "system" if message.role == "developer" else message.role
     item: ChatMessage = {"role": role, "content": _text(message.content, where)}
+    if images := _images(message.content, where, config):
+        item["images"] = images
     if message.tool_calls:
         if role != "assistant":
             raise APIError(

@@ -19,6 +19,7 @@ from llguidance import LLMatcher
 
 from engine.constraints.compiled import CompiledGrammar, compiled_of
 from engine.constraints.validate import compile_constraint
+from engine.prompt.images import with_image_markers
 from engine.prompt.shield import TextShield
 from engine.tools.definitions import (
     DEFAULT_OPTIONS,
@@ -115,7 +116,11 @@ def prepare_tool_request(
     shield = TextShield(tokenizer)
     offered = None if choice.mode == "none" else [shield_spec(shield, s) for s in specs]
     text = render_chat_with_tools(
-        tokenizer, shield.value(list(messages)), offered, fmt, template_kwargs
+        tokenizer,
+        with_image_markers(tokenizer, shield.value(list(messages))),
+        offered,
+        fmt,
+        template_kwargs,
     )
     user = compile_constraint(user_constraint) if user_constraint is not None else None
     # `template_kwargs`: what else the chat template is told (`enable_thinking`).

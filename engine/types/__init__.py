@@ -19,6 +19,7 @@ from engine.types.events import (
     TokenLogprobs,
     ToolCallDelta,
 )
+from engine.types.images import ImageInput
 from engine.types.reasoning import (
     EFFORT_BUDGETS,
     ReasoningFormat,
@@ -89,6 +90,7 @@ __all__ = [
     "FunctionChoice",
     "FunctionDefinition",
     "GenerationStats",
+    "ImageInput",
     "JSONObject",
     "KIND_NAMES",
     "LoadProgress",

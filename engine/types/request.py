@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, Required, TypedDict
 
+from engine.types.images import ImageInput
 from engine.types.sampling import SamplingSettings
 
 ConstraintKind = Literal["json_schema", "lark", "regex", "gbnf", "any_json"]
@@ -94,10 +95,12 @@ ChatRole = Literal["system", "user", "assistant", "tool"]
 
 class ChatMessage(TypedDict, total=False):
     """One message of a conversation, in the OpenAI format: `role` and `content`, plus
-    `tool_calls` on assistant messages and `tool_call_id`/`name` on tool results."""
+    `tool_calls` on assistant messages and `tool_call_id`/`name` on tool results, and
+    `images` (read before the text) for models that read images."""
 
     role: Required[ChatRole]
     content: str | None
+    images: list[ImageInput]
     tool_calls: list[ToolCallMessage]
     tool_call_id: str
     name: str

@@ -24,6 +24,7 @@ class ModelInfo:
     has_chat_template: bool
     # where the model writes its thinking (engine.prompt.reasoning); None: it does not
     reasoning: ReasoningFormat | None = None
+    vision: bool = False  # reads images (a vision-language model, loaded with mlx-vlm)
 
 
 @dataclass(frozen=True)

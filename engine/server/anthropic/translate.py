@@ -26,6 +26,7 @@ from engine.server.anthropic.schemas import (
 )
 from engine.server.config import ServerConfig
 from engine.server.errors import APIError
+from engine.server.images import ImagePolicy, from_base64, from_url
 from engine.server.translate import (
     Check,
     Prepared,
@@ -34,7 +35,7 @@ from engine.server.translate import (
     sampling_settings,
     tool_setup,
 )
-from engine.types import ChatMessage, ChatRequest, ConstraintSpec, ToolChoiceOption
+from engine.types import ChatMessage, ChatRequest, ConstraintSpec, ImageInput, ToolChoiceOption
 
 SCHEMA_PARAM = "output_config.format.schema"
 
@@ -67,7 +68,7 @@ def messages_request(
         parallel = not (body.tool_choice and body.tool_choice.disable_parallel_tool_use)
     elif body.tool_choice is not None and body.tool_choice.type in ("any", "tool"):
         raise APIError(400, "tool_choice: no tools were given", param="tool_choice")
-    messages = _messages(body)
+    messages = _messages(body, config.allow_image_urls)
     ends_in_reply = messages[-1]["role"] == "assistant"
     if isinstance(body, MessagesBody):
         sampling = sampling_settings(
@@ -204,7 +205,7 @@ def _media(block: MediaBlock, where: str) -> APIError:
     )
 
 
-def _messages(body: CountTokensBody | MessagesBody) -> list[ChatMessage]:
+def _messages(body: CountTokensBody | MessagesBody, allow_urls: bool = False) -> list[ChatMessage]:
     out: list[ChatMessage] = []
     if isinstance(body.system, str) and body.system:
         out.append({"role": "system", "content": body.system})
@@ -212,13 +213,30 @@ def _messages(body: CountTokensBody | MessagesBody) -> list[ChatMessage]:
         out.append({"role": "system", "content": "\n\n".join(b.text for b in body.system)})
     names: dict[str, str] = {}  # tool_use id -> tool name, for the tool results
     for i, message in enumerate(body.messages):
-        out += _message(message, f"messages[{i}]", names)
+        out += _message(message, f"messages[{i}]", names, allow_urls)
     return out
 
 
-def _message(message: Message, where: str, names: dict[str, str]) -> list[ChatMessage]:
+def _image(block: MediaBlock, where: str, allow_urls: bool) -> ImageInput:
+    """An `image` block's picture: a base64 source, or a URL source where the server allows."""
+    source = (block.model_extra or {}).get("source")
+    if not isinstance(source, dict):
+        raise APIError(400, f"{where}.source: an image block needs a source", param=where)
+    if source.get("type") == "base64" and isinstance(source.get("data"), str):
+        return from_base64(source["data"], source.get("media_type"), where)
+    if source.get("type") == "url" and isinstance(source.get("url"), str):
+        return from_url(source["url"], where, ImagePolicy(allow_urls=allow_urls))
+    raise APIError(
+        400, f"{where}.source: give a base64 source (type, media_type, data)", param=where
+    )
+
+
+def _message(
+    message: Message, where: str, names: dict[str, str], allow_urls: bool = False
+) -> list[ChatMessage]:
     if isinstance(message.content, str):
         return [{"role": message.role, "content": message.content}]
+    images: list[ImageInput] = []
     texts: list[str] = []
     calls: list[Any] = []
     results: list[ChatMessage] = []
@@ -226,6 +244,8 @@ def _message(message: Message, where: str, names: dict[str, str]) -> list[ChatMe
         at = f"{where}.content[{k}]"
         if isinstance(block, TextBlock):
             texts.append(block.text)
+        elif isinstance(block, MediaBlock) and block.type == "image" and message.role == "user":
+            images.append(_image(block, at, allow_urls))
         elif isinstance(block, MediaBlock):
             raise _media(block, at)
         elif isinstance(block, ToolUseBlock):
@@ -259,5 +279,9 @@ def _message(message: Message, where: str, names: dict[str, str]) -> list[ChatMe
         if calls:
             reply["tool_calls"] = calls
         return [reply]
-    user: list[ChatMessage] = [{"role": "user", "content": "\n\n".join(texts)}] if texts else []
+    user: list[ChatMessage] = (
+        [{"role": "user", "content": "\n\n".join(texts)}] if texts or images else []
+    )
+    if images:
+        user[0]["images"] = images
     return results + user if results else user or [{"role": "user", "content": ""}]

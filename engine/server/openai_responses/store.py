@@ -9,6 +9,7 @@ The file is opened on first use, so a server that never stores creates nothing.
 
 from __future__ import annotations
 
+import base64
 import json
 import sqlite3
 import threading
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.types import ChatMessage
+from engine.types import ChatMessage, ImageInput
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -54,7 +55,12 @@ class ResponseStore:
             db = self._connect()
             db.execute(
                 "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)",
-                (response["id"], now, json.dumps(response), json.dumps(conversation)),
+                (
+                    response["id"],
+                    now,
+                    json.dumps(response),
+                    json.dumps(conversation, default=_image_json),
+                ),
             )
             db.execute("DELETE FROM responses WHERE created < ?", (now - self.max_age_s,))
             db.execute(
@@ -76,7 +82,7 @@ class ResponseStore:
             )
         if row is None:
             return None
-        return json.loads(row[0]), json.loads(row[1])
+        return json.loads(row[0]), json.loads(row[1], object_hook=_image_from_json)
 
     def delete(self, response_id: str) -> bool:
         """Delete a stored response; False if there was none."""
@@ -89,3 +95,16 @@ class ResponseStore:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+
+
+def _image_json(value: Any) -> Any:
+    """A conversation's images (ImageInput) as JSON: their bytes in base64."""
+    if isinstance(value, ImageInput):
+        return {"$image": base64.b64encode(value.data).decode("ascii"), "name": value.name}
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _image_from_json(value: dict[str, Any]) -> Any:
+    if set(value) == {"$image", "name"}:
+        return ImageInput(base64.b64decode(value["$image"]), str(value["name"]))
+    return value

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from engine.constraints.sources import any_json_constraint, json_schema_constraint
 from engine.server.config import ServerConfig
 from engine.server.errors import APIError, from_validation_error
+from engine.server.images import ImagePolicy, from_url
 from engine.server.openai_responses.schemas import (
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -36,7 +37,7 @@ from engine.server.translate import (
     sampling_settings,
 )
 from engine.server.translate import tool_setup as shared_tool_setup
-from engine.types import ChatMessage, ChatRequest, ConstraintSpec, ToolChoiceOption
+from engine.types import ChatMessage, ChatRequest, ConstraintSpec, ImageInput, ToolChoiceOption
 
 _ITEMS: dict[str, type[BaseModel]] = {
     "message": MessageItem,
@@ -78,7 +79,7 @@ def responses_request(
         label = tools_label or label
     elif body.tool_choice not in (None, "none", "auto"):
         raise APIError(400, "tool_choice: no tools were given", param="tool_choice")
-    conversation = list(previous or []) + _input(body.input)
+    conversation = list(previous or []) + _input(body.input, config.allow_image_urls)
     if not conversation:
         raise APIError(400, "input: empty", param="input")
     system: list[ChatMessage] = (
@@ -202,6 +203,8 @@ def _text(content: str | list[Any], where: str, joiner: str = "") -> str:
         return content
     pieces = []
     for k, part in enumerate(content):
+        if isinstance(part, MediaPart) and part.type == "input_image":
+            continue  # read by _images
         if isinstance(part, MediaPart):
             raise APIError(
                 400,
@@ -214,7 +217,21 @@ def _text(content: str | list[Any], where: str, joiner: str = "") -> str:
     return joiner.join(pieces)
 
 
-def _input(given: str | list[dict[str, Any]]) -> list[ChatMessage]:
+def _images(content: str | list[Any], where: str, allow_urls: bool) -> list[ImageInput]:
+    """The `input_image` parts of a message (`image_url`: a data: URL, or a URL where the
+    server allows)."""
+    found = []
+    for k, part in enumerate(content if isinstance(content, list) else []):
+        if isinstance(part, MediaPart) and part.type == "input_image":
+            at = f"{where}[{k}]"
+            url = (part.model_extra or {}).get("image_url")
+            if not isinstance(url, str):
+                raise APIError(400, f"{at}.image_url: a data: URL is required", param=at)
+            found.append(from_url(url, at, ImagePolicy(allow_urls=allow_urls)))
+    return found
+
+
+def _input(given: str | list[dict[str, Any]], allow_urls: bool = False) -> list[ChatMessage]:
     if isinstance(given, str):
         return [{"role": "user", "content": given}] if given else []
     out: list[ChatMessage] = []
@@ -226,7 +243,13 @@ def _input(given: str | list[dict[str, Any]]) -> list[ChatMessage]:
         item = _item(data, where)
         if isinstance(item, MessageItem):
             role = "system" if item.role == "developer" else item.role
-            out.append({"role": role, "content": _text(item.content, f"{where}.content")})
+            message: ChatMessage = {
+                "role": role,
+                "content": _text(item.content, f"{where}.content"),
+            }
+            if images := _images(item.content, f"{where}.content", allow_urls):
+                message["images"] = images
+            out.append(message)
         elif isinstance(item, FunctionCallItem):
             try:
                 arguments = json.loads(item.arguments) if item.arguments.strip() else {}

@@ -1,0 +1,125 @@
+"""Figures for vision models, on the tiny LLaVA (benchmarks/tiny_vision_model.py):
+
+- `vision_constrained_ratio`: decode tok/s of a reply about an image under a JSON schema
+  over the same reply unconstrained (the same image, both cached);
+- `vision_followup_ttft_over_first`: time to first token of a follow-up question about the
+  same image over the first question's (which encoded it; the follow-up reuses its prefix);
+- `image_encode_ms`: checking, processing and encoding one image (vision tower, projector,
+  merge into the prompt's embeddings), on the engine thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import statistics
+import tempfile
+import time
+from typing import Any
+
+from engine.engine import Engine
+from engine.types import ChatRequest, ConstraintSpec, ImageInput, SamplingSettings
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "items": {"type": "array", "items": {"type": "string", "maxLength": 16}, "maxItems": 4},
+        "total": {"type": "number"},
+        "currency": {"enum": ["EUR", "USD", "GBP"]},
+    },
+    "required": ["items", "total", "currency"],
+}
+
+
+def _image(seed: int) -> bytes:
+    import io
+    import random
+
+    from PIL import Image
+
+    rng = random.Random(seed)
+    img = Image.new("RGB", (320, 240))
+    img.putdata([(rng.randrange(256), rng.randrange(256), rng.randrange(256))] * (320 * 240))
+    buf = io.BytesIO()
+    img.save(buf, "PNG")
+    return buf.getvalue()
+
+
+def _ask(eng: Engine, messages: list[Any], tokens: int, constraint: Any = None) -> Any:
+    settings = SamplingSettings(max_tokens=tokens, temperature=0)
+    result = eng.submit(ChatRequest(messages, settings, constraint=constraint)).result()
+    if result.error:
+        raise RuntimeError(result.error)
+    return result
+
+
+def run_vision_bench(
+    engine: Engine | None, args: argparse.Namespace | None = None
+) -> dict[str, Any]:
+    from benchmarks.tiny_vision_model import build_tiny_vision_model
+    from engine.library.load import ensure_default_model
+
+    runs = 3
+    with tempfile.TemporaryDirectory() as folder:
+        # 256 image tokens and a vision tower a few times the language model's work per
+        # image, as real vision models have (a 64-token toy would time only overheads)
+        build_tiny_vision_model(
+            folder, ensure_default_model(), image_size=224, vision_layers=4, vision_hidden=256
+        )
+        eng = Engine()
+        try:
+            eng.load_model(folder).result()
+            return _figures(eng, runs)
+        finally:
+            eng.close()
+
+
+def _figures(eng: Engine, runs: int) -> dict[str, Any]:
+    spec = ConstraintSpec("json_schema", json.dumps(SCHEMA), name="receipt")
+    picture = ImageInput(_image(0), "receipt.png")
+    ask = [{"role": "user", "content": "Extract the receipt.", "images": [picture]}]
+    _ask(eng, ask, 4)  # warm-up: the image's prefix is cached for both
+    free, constrained = [], []
+    for _ in range(runs):
+        free.append(_ask(eng, ask, 48).stats.decode_tps)
+        constrained.append(_ask(eng, ask, 48, spec).stats.decode_tps)
+    firsts, follows = [], []
+    for i in range(runs):
+        image = ImageInput(_image(100 + i), f"photo{i}.png")
+        turn = [{"role": "user", "content": "What is in this photo?", "images": [image]}]
+        first = _ask(eng, turn, 8)
+        follow = turn + [
+            {"role": "assistant", "content": first.text},
+            {"role": "user", "content": "And what colour is it?"},
+        ]
+        firsts.append(first.stats.ttft_s)
+        follows.append(_ask(eng, follow, 8).stats.ttft_s)
+    encode_ms: list[float] = []
+    for i in range(runs):
+        encode_ms.append(eng.run(functools.partial(_encode_ms, seed=200 + i)).result())
+    free_tps, constrained_tps = statistics.median(free), statistics.median(constrained)
+    first_s, follow_s = statistics.median(firsts), statistics.median(follows)
+    return {
+        "vision_constrained_ratio": round(constrained_tps / free_tps, 3) if free_tps else 0.0,
+        "vision_free_tps": round(free_tps, 1),
+        "vision_constrained_tps": round(constrained_tps, 1),
+        "vision_followup_ttft_over_first": round(follow_s / first_s, 3) if first_s else 0.0,
+        "vision_first_ttft_ms": round(first_s * 1000, 2),
+        "vision_followup_ttft_ms": round(follow_s * 1000, 2),
+        "image_encode_ms": round(statistics.median(encode_ms), 2),
+        "vision_runs": runs,
+    }
+
+
+def _encode_ms(loaded: Any, seed: int) -> float:
+    """One image checked, processed and encoded into a prompt's embeddings (engine thread)."""
+    from engine.prompt.images import check_image
+    from engine.runtime.vision import VisionPrompt
+
+    started = time.perf_counter()
+    image = check_image(_image(seed), "bench.png")
+    parts = loaded.model.parts
+    prompt = VisionPrompt.build(loaded, [1, parts.image_token_id, 2], [image])
+    prompt.embeddings(0, len(prompt.tokens))
+    return (time.perf_counter() - started) * 1000

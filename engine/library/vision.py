@@ -1,0 +1,121 @@
+"""Vision-language models: loaded by mlx-vlm, decoded by Corral's own runtime.
+
+A folder whose config.json has a `vision_config` is a vision model. `load_vision_model`
+loads it through mlx-vlm's `load` (the model and its processor, as mlx-vlm reads any
+downloaded model) and hands the engine a `VisionTextModel`: the language model seen the way
+the runtime sees every text model (`model(tokens, cache=...)` gives logits, `.layers` gives
+the layers the KV cache is made for), holding the whole mlx-vlm model so its memory (vision
+tower included) counts in the memory plan. Images reach it as input embeddings computed by
+the model's own `get_input_embeddings` (`engine.runtime.vision`); everything after that
+(constraints, batching, the prompt cache) is the text path.
+
+Prompt positions of an image carry digest-derived ids (`engine.prompt.images`) so the
+prompt cache tells pictures apart; every id outside the vocabulary is read as the image
+token before it reaches the embedding table.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from engine.errors import ModelLoadError
+from engine.prompt.images import set_image_token
+
+
+def is_vision_folder(folder: Path) -> bool:
+    """Whether the model folder holds a vision-language model (its config has a vision tower)."""
+    config = folder / "config.json"
+    if not config.is_file():
+        return False
+    try:
+        data = json.loads(config.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("vision_config"), dict)
+
+
+@dataclass(frozen=True)
+class VisionParts:
+    """What the runtime needs to put images into a prompt: the processor (its image
+    processor and text expansion), the image token, and the vocabulary size."""
+
+    processor: Any
+    image_token: str
+    image_token_id: int
+    vocab_size: int
+
+
+class VisionTextModel(nn.Module):  # type: ignore[misc,name-defined]
+    """An mlx-vlm model's language model as the runtime calls any text model."""
+
+    def __init__(self, vlm: Any, parts: VisionParts) -> None:
+        super().__init__()
+        self.vlm = vlm  # a child module: its parameters (vision tower too) are this model's
+        self._parts = parts
+
+    @property
+    def parts(self) -> VisionParts:
+        return self._parts
+
+    @property
+    def layers(self) -> Any:
+        return self.vlm.language_model.layers
+
+    def __call__(
+        self, inputs: mx.array, cache: Any = None, input_embeddings: mx.array | None = None
+    ) -> mx.array:
+        parts = self._parts
+        # digest-derived ids of image positions (the prompt cache's keys) are image tokens
+        inputs = mx.where(inputs >= parts.vocab_size, parts.image_token_id, inputs)
+        out = self.vlm.language_model(inputs, inputs_embeds=input_embeddings, cache=cache)
+        logits: mx.array = getattr(out, "logits", out)
+        return logits
+
+    def input_embeddings(self, tokens: mx.array, pixel_values: mx.array) -> mx.array:
+        """The prompt's embeddings with the images' features in place, by the model's own
+        input embedding path (vision tower, projector, merge)."""
+        parts = self._parts
+        tokens = mx.where(tokens >= parts.vocab_size, parts.image_token_id, tokens)
+        features = self.vlm.get_input_embeddings(tokens, pixel_values)
+        embeds: mx.array = getattr(features, "inputs_embeds", features)
+        return embeds
+
+
+def load_vision_model(target: Path) -> tuple[VisionTextModel, Any]:
+    """Load the vision model in `target` with mlx-vlm; returns the model and an mlx-lm
+    tokenizer (the one every other layer reads tokens through) that knows the image token."""
+    from mlx_lm.utils import load_tokenizer
+    from mlx_vlm.utils import load as vlm_load
+
+    try:
+        vlm, processor = vlm_load(str(target))
+    except FileNotFoundError as exc:
+        raise ModelLoadError(f"{target}: {exc}") from exc
+    except Exception as exc:
+        raise ModelLoadError(f"{target}: could not load vision model: {exc}") from exc
+    config = getattr(vlm, "config", None)
+    image_id = getattr(config, "image_token_index", None) or getattr(config, "image_token_id", None)
+    image_token = getattr(processor, "image_token", None)
+    if image_id is None or not isinstance(image_token, str):
+        raise ModelLoadError(
+            f"{target}: Corral cannot find this vision model's image token "
+            f"(model type {getattr(config, 'model_type', '?')!r})"
+        )
+    text_config = getattr(config, "text_config", None)
+    vocab = int(getattr(text_config, "vocab_size", 0) or getattr(config, "vocab_size", 0))
+    eos = getattr(config, "eos_token_id", None)
+    tokenizer = load_tokenizer(target, eos_token_ids=eos)  # type: ignore[no-untyped-call]
+    set_image_token(tokenizer, image_token)
+    parts = VisionParts(processor, image_token, int(image_id), max(vocab, int(image_id) + 1))
+    return VisionTextModel(vlm, parts), tokenizer
+
+
+def vision_parts(model: Any) -> VisionParts | None:
+    """The vision parts of a loaded model, or None for a text model."""
+    return model.parts if isinstance(model, VisionTextModel) else None

@@ -1,0 +1,155 @@
+"""A prompt with images: its tokens, the prompt cache's key for them, and their embeddings.
+
+The chat template leaves one image token per attached image (`engine.prompt.images`).
+`VisionPrompt.build` asks the model's own processor how each image is written into the
+prompt (LLaVA repeats the image token once per patch) and what its pixel values are, and
+puts digest-derived ids on the image's positions, so the prompt cache keys them by the
+picture (`engine.prompt.images.image_key_ids`). Prefill asks `embeddings(start, end)` for
+each chunk: a chunk that holds image positions gets the prompt's input embeddings computed
+by the model's own path (vision tower, projector, merge) once; a chunk without any (the
+text after a cached image, a follow-up question) is plain text, so an image whose prefix is
+cached is never encoded again. Decoding is the text runtime's, unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import mlx.core as mx
+
+from engine.library.vision import VisionParts, VisionTextModel, vision_parts
+from engine.prompt.images import BadImageError, CheckedImage, check_image, message_images
+from engine.prompt.images import image_key_ids as _key_ids
+from engine.types import ChatRequest
+
+if TYPE_CHECKING:
+    from engine.library.load import LoadedModel
+
+
+def request_images(loaded: LoadedModel, request: ChatRequest) -> list[CheckedImage]:
+    """The request's images, decoded and checked (BadImageError says which is wrong), or a
+    clear refusal when the model reads no images."""
+    images = message_images(request.messages)
+    if not images:
+        return []
+    if vision_parts(loaded.model) is None:
+        raise BadImageError(
+            f"{loaded.info.name} does not read images: the request has {len(images)} "
+            "image(s); load a vision model (one whose config has a vision_config) for them"
+        )
+    if request.raw_prompt is not None:
+        raise BadImageError("images need the chat template: a raw prompt cannot carry them")
+    return [check_image(img.data, img.name or f"image {i + 1}") for i, img in enumerate(images)]
+
+
+class VisionPrompt:
+    """The image part of one reply's prompt (engine thread)."""
+
+    def __init__(
+        self,
+        model: VisionTextModel,
+        tokens: list[int],
+        pixel_values: mx.array,
+        positions: list[int],
+        notes: list[str],
+    ) -> None:
+        self.model = model
+        self.tokens = tokens  # the prompt, image positions holding digest-derived ids
+        self.pixel_values: mx.array | None = pixel_values
+        self.positions = positions  # prompt positions whose embeddings are image features
+        self.notes = notes
+        self.encode_s = 0.0  # time spent computing the image embeddings (0: reused)
+        self._embeds: mx.array | None = None
+
+    @classmethod
+    def build(
+        cls, loaded: LoadedModel, tokens: Sequence[int], images: list[CheckedImage]
+    ) -> VisionPrompt:
+        parts = vision_parts(loaded.model)
+        assert parts is not None and isinstance(loaded.model, VisionTextModel)
+        where = [i for i, t in enumerate(tokens) if t == parts.image_token_id]
+        if len(where) != len(images):
+            raise BadImageError(
+                f"the prompt has {len(where)} image token(s) for {len(images)} image(s): the "
+                f"text may not contain the image token {parts.image_token!r}"
+            )
+        out: list[int] = []
+        positions: list[int] = []
+        pixels: list[mx.array] = []
+        start = 0
+        for at, image in zip(where, images, strict=True):
+            out.extend(tokens[start:at])
+            ids, pixel_values = _expand(parts, image)
+            keys = iter(_key_ids(image.digest, ids.count(parts.image_token_id), parts.vocab_size))
+            for token in ids:
+                if token == parts.image_token_id:
+                    positions.append(len(out))
+                    out.append(next(keys))
+                else:
+                    out.append(token)
+            pixels.append(pixel_values)
+            start = at + 1
+        out.extend(tokens[start:])
+        notes = [image.note for image in images if image.note]
+        return cls(loaded.model, out, mx.concatenate(pixels, axis=0), positions, notes)
+
+    def embeddings(self, start: int, end: int) -> mx.array | None:
+        """Input embeddings of prompt positions [start, end), or None when none of them is
+        an image's (the tokens alone then say everything)."""
+        if not any(start <= p < end for p in self.positions):
+            return None
+        if self._embeds is None:
+            assert self.pixel_values is not None
+            began = time.perf_counter()
+            embeds = self.model.input_embeddings(mx.array(self.tokens)[None], self.pixel_values)
+            mx.eval(embeds)
+            self.encode_s += time.perf_counter() - began
+            self._embeds = embeds
+        part = self._embeds[:, start:end]
+        if end > self.positions[-1]:  # no image position is left: free the prompt's copy
+            self._embeds = self.pixel_values = None
+        return part
+
+
+# The processor's output for the last few images (engine thread only): a follow-up about
+# the same picture skips the processor too, not only the vision tower.
+_EXPANDED: OrderedDict[tuple[int, bytes], tuple[list[int], mx.array]] = OrderedDict()
+_EXPANDED_KEPT = 8
+
+
+def _expand(parts: VisionParts, image: CheckedImage) -> tuple[list[int], mx.array]:
+    """How the processor writes one image into a prompt, and its pixel values."""
+    key = (id(parts), image.digest)
+    if (found := _EXPANDED.get(key)) is not None:
+        _EXPANDED.move_to_end(key)
+        return found
+    found = _run_processor(parts, image)
+    _EXPANDED[key] = found
+    while len(_EXPANDED) > _EXPANDED_KEPT:
+        _EXPANDED.popitem(last=False)
+    return found
+
+
+def _run_processor(parts: VisionParts, image: CheckedImage) -> tuple[list[int], mx.array]:
+    try:
+        batch = parts.processor(text=[parts.image_token], images=[image.image])
+    except Exception as exc:  # the processor's own checks (sizes, modes)
+        raise BadImageError(f"the model's image processor refused the image: {exc}") from exc
+    ids = [int(t) for t in _first_row(batch["input_ids"])]
+    bos = getattr(getattr(parts.processor, "tokenizer", None), "bos_token_id", None)
+    if ids and ids[0] == bos and bos != parts.image_token_id:
+        ids = ids[1:]  # the processor's tokenizer call added one; the template wrote ours
+    pixel_values = batch["pixel_values"]
+    if not isinstance(pixel_values, mx.array):
+        pixel_values = mx.array(pixel_values)
+    return ids, pixel_values
+
+
+def _first_row(values: Any) -> list[Any]:
+    if isinstance(values, mx.array):
+        row: list[Any] = values[0].tolist()  # type: ignore[assignment]
+        return row
+    return list(values[0])
