@@ -235,7 +235,11 @@ def profile_model(engine: Engine, tokens: int, label: str) -> list[dict[str, Any
     out = []
     engine.chat(_requests(1, 4, False)[0])  # warm-up
     for rows in (1, 4):
-        forward = engine.run(lambda lm, n=rows: bare_forward_ms(lm, n, max(24, tokens))).result()
+
+        def forward_of(loaded: Any, n: int = rows) -> float:
+            return bare_forward_ms(loaded, n, max(24, tokens))
+
+        forward = engine.run(forward_of).result()
         for constrained in (False, True):
             for speculative in (False, True):
                 figures = profile_config(engine, rows, constrained, speculative, tokens)
