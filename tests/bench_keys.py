@@ -210,4 +210,23 @@ STABLE_KEYS: dict[str, set[str]] = {
         "vision_followup_ttft_over_first",
         "image_encode_ms",
     },
+    # added with issue 32: a step's time beyond its forward pass, Corral's beside mlx-lm's
+    "overhead": {
+        "forward_ms",
+        "forward_4_ms",
+        "step_overhead_ms",
+        "step_overhead_4_ms",
+        "step_overhead_constrained_ms",
+        "step_overhead_4_constrained_ms",
+        "mlx_lm_step_overhead_ms",
+        "mlx_lm_step_overhead_4_ms",
+        "step_overhead_spread_ms",
+        "step_overhead_4_spread_ms",
+        "step_overhead_constrained_spread_ms",
+        "step_overhead_4_constrained_spread_ms",
+        "mlx_lm_step_overhead_spread_ms",
+        "mlx_lm_step_overhead_4_spread_ms",
+        "overhead_runs",
+        "overhead_tokens",
+    },
 }

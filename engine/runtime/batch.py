@@ -442,6 +442,7 @@ class DecodeBatch:
         if not any(row.speculator is not None for row in self.rows):
             return
         ok = self._speculation_ok()
+        sampled: list[int] | None = None  # the batch's samples, read once for every row
         for i, row in enumerate(self.rows):
             spec = row.speculator
             if spec is None or row.done or row.at_limit:
@@ -450,7 +451,10 @@ class DecodeBatch:
                 spec.wait()
                 continue
             if row.sampled:  # its token is in the batch's samples: read it to draft after it
-                self._read_now(row, i)
+                if sampled is None:
+                    assert self._y is not None
+                    sampled = cast(list[int], self._y.tolist())
+                self._read_now(row, sampled[i])
                 if row.done or row.at_limit or row.awaiting:
                     continue
             constraint = row.constraint
@@ -466,10 +470,8 @@ class DecodeBatch:
             else:
                 spec.no_draft()
 
-    def _read_now(self, row: DecodeRow, i: int) -> None:
-        """Read `row`'s sampled token at once and take it as the next token to feed."""
-        assert self._y is not None
-        token = cast(int, self._y[i].item())
+    def _read_now(self, row: DecodeRow, token: int) -> None:
+        """Take `row`'s sampled `token`, read at once, as the next token to feed."""
         row.sampled = False
         self._take(row, token, fed=False)
 
@@ -495,10 +497,11 @@ class DecodeBatch:
         if not self._draft_logits:
             return
         rejected = [0] * len(self.rows)
+        choices = self._model_choices()
         for i, logits in self._draft_logits.items():
             row = self.rows[i]
             draft, row.draft = row.draft, []
-            kept = 0 if row.done else self._verify(row, logits, draft)
+            kept = 0 if row.done else self._verify(row, logits, draft, choices.get(i))
             rejected[i] = len(draft) - kept
             assert row.speculator is not None
             row.speculator.verified(len(draft), kept)
@@ -510,18 +513,56 @@ class DecodeBatch:
                 if n:
                     del row.fed[-n:]
 
-    def _verify(self, row: DecodeRow, logits: mx.array, draft: list[int]) -> int:
+    def _model_choices(self) -> dict[int, list[int]]:
+        """For each row verifying a draft, the token its sampler picks at every fed
+        position before any mask, all rows' read back in one synchronisation (instead of
+        one per position). Exact where `_verify` uses them: a row without a constraint
+        samples exactly this; a greedy row's argmax is the masked argmax whenever its mask
+        allows it (masking only lowers other tokens to -inf). Constrained rows that sample
+        at a temperature are left out (a mask changes what top-p/min-p keep)."""
+        parts: list[mx.array] = []
+        spans: list[tuple[int, int]] = []
+        for i, logits in self._draft_logits.items():
+            row = self.rows[i]
+            if row.done or (row.constraint is not None and not row.sampler.greedy):
+                continue
+            n = logits.shape[0]
+            if row.sampler.greedy:
+                parts.append(mx.argmax(logits, axis=-1))
+            else:
+                base = row.position - len(row.draft)
+                parts += [row.sampler(logits[j : j + 1], base + j) for j in range(n)]
+            spans.append((i, n))
+        if not parts:
+            return {}
+        flat = cast(list[int], mx.concatenate(parts).tolist())
+        choices, at = {}, 0
+        for i, n in spans:
+            choices[i], at = flat[at : at + n], at + n
+        return choices
+
+    def _verify(
+        self, row: DecodeRow, logits: mx.array, draft: list[int], choices: list[int] | None
+    ) -> int:
         """Walk `row`'s fed draft with the model's logits (one row per position, from the
-        one predicting the draft's first token): how many draft tokens it keeps."""
+        one predicting the draft's first token): how many draft tokens it keeps.
+        `choices`: the model's unmasked token at each position (`_model_choices`)."""
         base = row.position - len(draft)
         kept = 0
         while True:
-            scores = logits[kept : kept + 1]
-            if row.constraint is not None and row.mask is not None:
-                scores = apply_masks(scores, [row.mask], use_metal=self._metal_masks)
-            token = cast(int, row.sampler(scores, base + kept).item())
+            masked = row.constraint is not None and row.mask is not None
+            token = -1
+            if choices is not None:
+                token = choices[kept]
+                if masked and not _allows(row.mask, token, metal=self._metal_masks):
+                    token = -1  # the mask rules the model's choice out: sample under it
+            if token < 0:
+                scores = logits[kept : kept + 1]
+                if masked:
+                    scores = apply_masks(scores, [row.mask], use_metal=self._metal_masks)
+                token = cast(int, row.sampler(scores, base + kept).item())
             if row.constraint is None and (forced := row.owner.forced_token()) is not None:
-                token = forced
+                token = forced  # the end of a spent thinking budget, free replies
             agree = kept < len(draft) and token == draft[kept]
             self._take(row, token, fed=agree)
             if not agree:
@@ -649,6 +690,18 @@ def decode_alone(
         batch.step()
     if row.error is not None:
         raise row.error
+
+
+def _allows(mask: np.ndarray | None, token: int, *, metal: bool) -> bool:
+    """Whether a mask prepared by `TokenMasker` surely lets `token` through (False when in
+    doubt: the caller then applies it)."""
+    if mask is None:
+        return True
+    if metal:  # llguidance's packed words: bit (token % 32) of word token // 32
+        words = mask.reshape(-1)
+        return token >> 5 < words.size and bool((int(words[token >> 5]) >> (token & 31)) & 1)
+    bias = mask.reshape(-1)  # -0.0 lets a token through, -inf does not
+    return token < bias.size and bool(bias[token] == 0.0)
 
 
 def _samples(row: DecodeRow) -> bool:
