@@ -93,6 +93,9 @@ class Owner:
         self.tokens += 1
         return StopReason.LENGTH if self.tokens >= self.limit else None
 
+    def forced_token(self) -> int | None:  # no thinking block to end
+        return None
+
 
 class CheapWidePasses(PassCost):
     """Step costs as a GPU has them (a wider pass costs about what one token's does): the
