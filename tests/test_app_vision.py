@@ -130,9 +130,7 @@ def test_a_pasted_picture_is_attached(qtbot, tmp_path, vision_engine):
     close_window(window)
 
 
-def test_a_text_only_model_disables_the_paperclip_and_refuses_images(
-    qtbot, tmp_path, tiny_engine
-):
+def test_a_text_only_model_disables_the_paperclip_and_refuses_images(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
     button = window.composer.attach_button
     assert not button.isEnabled()
