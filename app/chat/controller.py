@@ -22,10 +22,19 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from app.chat.attachments import Attachment
 from app.chat.formats import ChipState, ConversationFormats
 from app.chat.history import start_after_dropping
 from app.jobs.engine_bridge import EngineBridge, ReplyJob
-from app.store import DEFAULT_TITLE, ChatSettings, Conversation, Message, Store, ToolsConfig
+from app.store import (
+    DEFAULT_TITLE,
+    ChatSettings,
+    Conversation,
+    Message,
+    NewImage,
+    Store,
+    ToolsConfig,
+)
 from app.tools import enabled_tool_definitions
 from engine.mcp.turn import DEFAULT_MAX_STEPS, tool_choice_for_step
 from engine.runtime.context import CONTEXT_LENGTH_EXCEEDED
@@ -34,6 +43,7 @@ from engine.types import (
     ChatRequest,
     ChatResult,
     ConstraintSpec,
+    ImageInput,
     SchemaOptions,
     StopReason,
     ToolChoiceOption,
@@ -205,19 +215,28 @@ class ChatController(QObject):
 
     # ---- actions ----
 
-    def send(self, text: str) -> bool:
-        """Add a user message after the active leaf and start the reply."""
+    def send(self, text: str, images: list[Attachment] | None = None) -> bool:
+        """Add a user message (with its checked `images`, stored in the data folder) after
+        the active leaf and start the reply."""
         self.save_pending_edits()
         text = text.strip()
-        if not text or self.busy:
+        if not (text or images) or self.busy:
             return False
         if self.conversation_id is None:
             self.new_conversation()
         conv = self.conversation
         assert conv is not None
-        message = self.store.add_message(conv.id, conv.active_leaf_id, "user", text)
+        new_images = [a.to_new_image() for a in images or []]
+        try:
+            message = self.store.add_message(
+                conv.id, conv.active_leaf_id, "user", text, images=new_images
+            )
+        except OSError as exc:  # the data folder is full or read-only: nothing was sent
+            self.notice.emit(f"The images could not be saved in the data folder: {exc}")
+            return False
         if conv.title == DEFAULT_TITLE:
-            self.store.rename_conversation(conv.id, _title_from(text))
+            title = text or ", ".join(i.name for i in new_images)
+            self.store.rename_conversation(conv.id, _title_from(title))
         self.conversationsChanged.emit()
         self._start_reply(message)  # first, so the chat shows the question as being answered
         self.pathChanged.emit()
@@ -303,7 +322,15 @@ class ChatController(QObject):
         text = text.strip()
         if self.busy or message is None or message.role != "user" or not text:
             return False
-        edited = self.store.add_message(message.conversation_id, message.parent_id, "user", text)
+        # the new version keeps the pictures of the old one (the same stored files)
+        kept = [
+            NewImage(self.store.image_bytes(i), i.name, i.file.rsplit(".", 1)[-1])
+            for i in message.images
+            if i.path.is_file()
+        ]
+        edited = self.store.add_message(
+            message.conversation_id, message.parent_id, "user", text, images=kept
+        )
         self._start_reply(edited)
         self.pathChanged.emit()
         return True
@@ -406,7 +433,7 @@ class ChatController(QObject):
         messages: list[ChatMessage] = []
         if conv.settings.system_prompt.strip():
             messages.append({"role": "system", "content": conv.settings.system_prompt})
-        messages += [m.to_chat_message() for m in self._read_from(upto, conv.id)]
+        messages += [self._chat_message(m) for m in self._read_from(upto, conv.id)]
         tools = enabled_tool_definitions(conv.tools)
         if self.tool_source is not None:
             reserved = [t.get("function", t).get("name") for t in tools]
@@ -427,6 +454,20 @@ class ChatController(QObject):
             close_loops=self.formats.close_loops,
             logprobs=self.logprobs,
         )
+
+    def _chat_message(self, message: Message) -> ChatMessage:
+        """`message` as the engine takes it, its pictures read from the data folder (a
+        missing file reaches the engine empty, which refuses it naming the file)."""
+        out = message.to_chat_message()
+        if message.images:
+            images = []
+            for image in message.images:
+                try:
+                    images.append(ImageInput(self.store.image_bytes(image), image.name))
+                except OSError:
+                    images.append(ImageInput(b"", f"{image.name} (its file {image.path} is gone)"))
+            out["images"] = images
+        return out
 
     def _read_from(self, path: list[Message], conversation_id: int) -> list[Message]:
         """`path` from the message the model reads from (all of it unless the user chose

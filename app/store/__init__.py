@@ -1,6 +1,13 @@
 """Persistence: conversations with branches, settings and presets in SQLite (WAL)."""
 
-from app.store.records import ChatSettings, Conversation, Message, ToolsConfig
+from app.store.records import (
+    ChatSettings,
+    Conversation,
+    Message,
+    MessageImage,
+    NewImage,
+    ToolsConfig,
+)
 from app.store.store import DB_NAME, DEFAULT_TITLE, Store
 
 __all__ = [
@@ -9,6 +16,8 @@ __all__ = [
     "ChatSettings",
     "Conversation",
     "Message",
+    "MessageImage",
+    "NewImage",
     "Store",
     "ToolsConfig",
 ]

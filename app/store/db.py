@@ -119,7 +119,32 @@ def _v3_logprobs_meta_key(db: sqlite3.Connection) -> None:
             db.execute("UPDATE messages SET meta = ? WHERE id = ?", (json.dumps(meta), message_id))
 
 
-MIGRATIONS: list[Migration] = [_v1_initial, _v2_token_logprobs, _v3_logprobs_meta_key]
+def _v4_message_images(db: sqlite3.Connection) -> None:
+    # Images attached to a message, in order: the file lives in the data folder's images/
+    # (named by the SHA-256 of its bytes, so one picture sent twice is kept once); `name` is
+    # what the user attached ("receipt.png"). Rows go with their message; the file goes when
+    # no row names it any more (Store.delete_conversation).
+    _run(
+        db,
+        """
+        CREATE TABLE message_images (
+            message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            file TEXT NOT NULL,
+            name TEXT NOT NULL,
+            PRIMARY KEY (message_id, position)
+        );
+        CREATE INDEX message_images_by_file ON message_images(file);
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [
+    _v1_initial,
+    _v2_token_logprobs,
+    _v3_logprobs_meta_key,
+    _v4_message_images,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -1,11 +1,18 @@
-"""Export a conversation: its active path as Markdown, or its whole tree as JSON."""
+"""Export a conversation: its active path as Markdown, or its whole tree as JSON.
+
+The JSON export carries each sent image whole, as base64 (`images[].data`, with its name,
+media type and SHA-256), so the file stands alone; an image whose file is gone is listed
+with `"missing": true`. The Markdown export names the images in the text.
+"""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from typing import Any
 
-from app.store.records import Message
+from app.store.records import Message, MessageImage
 from app.store.store import Store
 
 EXPORT_FORMAT = "corral.conversation/1"
@@ -49,6 +56,8 @@ def to_markdown(store: Store, conversation_id: int) -> str:
         if constraint := message.meta.get("constraint"):
             heading += f" (constrained: {constraint})"
         lines += [f"## {heading}", ""]
+        if message.images:
+            lines += ["*Images: " + ", ".join(i.name for i in message.images) + "*", ""]
         if message.content:
             lines += [message.content, ""]
         lines += _tool_calls_markdown(message)
@@ -80,6 +89,7 @@ def to_json(store: Store, conversation_id: int) -> dict[str, Any]:
                 "content": m.content,
                 "meta": m.meta,
                 "created_at": m.created_at,
+                **({"images": [_image(store, i) for i in m.images]} if m.images else {}),
                 **(
                     {"logprobs": [t.to_dict() for t in tokens]}
                     if (tokens := store.token_logprobs(m.id))
@@ -89,4 +99,23 @@ def to_json(store: Store, conversation_id: int) -> dict[str, Any]:
             for m in messages
             if m is not None
         ],
+    }
+
+
+MEDIA_TYPES = {"png": "image/png", "jpg": "image/jpeg", "webp": "image/webp", "gif": "image/gif"}
+
+
+def _image(store: Store, image: MessageImage) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": image.name,
+        "media_type": MEDIA_TYPES.get(image.file.rsplit(".", 1)[-1], "application/octet-stream"),
+    }
+    try:
+        data = store.image_bytes(image)
+    except OSError:
+        return {**out, "sha256": image.file.split(".")[0], "missing": True}
+    return {
+        **out,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "data": base64.b64encode(data).decode(),
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any, cast
 
 from engine.types import ChatMessage, ChatRole, SamplingSettings, ToolDefinition
@@ -92,12 +93,32 @@ class Conversation:
     tools: ToolsConfig
 
 
+@dataclass(frozen=True)
+class MessageImage:
+    """An image sent with a message: its stored file (`<data>/images/<sha256>.<ext>`, see
+    app.store.images) and the name the user attached it under."""
+
+    file: str
+    name: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class NewImage:
+    """An image to store with a new message: its bytes (checked already), the name it was
+    attached under, and its format's suffix (png, jpg, webp or gif)."""
+
+    data: bytes = field(repr=False)
+    name: str
+    suffix: str
+
+
 @dataclass
 class Message:
     """One node of a conversation's message tree.
 
     `meta` holds what the engine reported: stats, constraint name, tool calls, tool call
-    id, stop reason, incomplete/error flags.
+    id, stop reason, incomplete/error flags. `images` are the pictures sent with it.
     """
 
     id: int
@@ -107,6 +128,7 @@ class Message:
     content: str
     meta: dict[str, Any]
     created_at: float
+    images: list[MessageImage] = field(default_factory=list)
 
     def to_chat_message(self) -> ChatMessage:
         """The OpenAI-style message the engine takes."""

@@ -1,5 +1,8 @@
 """Conversations as message trees, app settings and presets, kept in SQLite.
 
+Images sent with a message are files in the data folder's `images/` (app.store.images),
+listed in `message_images`; a file is deleted with the last conversation that uses it.
+
 Every message has a parent; editing a message or regenerating a reply adds a sibling, so
 old branches stay. A conversation points at its active leaf, and the active path is the
 chain from the root to that leaf. Each message remembers when it was last on the active
@@ -22,7 +25,16 @@ from app.store.db import (
     connect,
     set_aside,
 )
-from app.store.records import ChatSettings, Conversation, Message, ToolsConfig
+from app.store.images import ImageFiles
+from app.store.records import (
+    ChatSettings,
+    Conversation,
+    Message,
+    MessageImage,
+    NewImage,
+    ToolsConfig,
+)
+from engine.files import OutsideFolder
 from engine.types import TokenLogprob
 
 DB_NAME = "corral.sqlite3"
@@ -40,6 +52,7 @@ class Store:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.db: sqlite3.Connection = connect(path)
+        self.images = ImageFiles(self.path.parent)  # the pictures sent in chats
         # For the user, once: where an unreadable database was moved to, and repairs made.
         self.notice: str | None = None
         self.warnings: list[str] = []
@@ -134,7 +147,25 @@ class Store:
         )
 
     def delete_conversation(self, conversation_id: int) -> None:
+        """Delete the conversation, and each image file no other message still uses."""
+        files = [
+            r["file"]
+            for r in self.db.execute(
+                "SELECT DISTINCT i.file FROM message_images i JOIN messages m"
+                " ON m.id = i.message_id WHERE m.conversation_id = ?",
+                (conversation_id,),
+            ).fetchall()
+        ]
         self.db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+        for file in files:
+            used = self.db.execute(
+                "SELECT 1 FROM message_images WHERE file = ? LIMIT 1", (file,)
+            ).fetchone()
+            if used is None:
+                try:
+                    self.images.delete(file)
+                except (OSError, OutsideFolder) as exc:  # the chat is gone all the same
+                    logging.getLogger(__name__).warning("image %s not deleted: %s", file, exc)
 
     def set_chat_settings(self, conversation_id: int, settings: ChatSettings) -> None:
         self.db.execute(
@@ -165,7 +196,24 @@ class Store:
             content=row["content"],
             meta=json.loads(row["meta"]),
             created_at=row["created_at"],
+            images=self._message_images(row["id"]),
         )
+
+    def _message_images(self, message_id: int) -> list[MessageImage]:
+        out = []
+        for r in self.db.execute(
+            "SELECT file, name FROM message_images WHERE message_id = ? ORDER BY position",
+            (message_id,),
+        ).fetchall():
+            try:
+                out.append(MessageImage(r["file"], r["name"], self.images.path(r["file"])))
+            except OutsideFolder as exc:  # a damaged row: the message shows without it
+                self.warnings.append(f"Message {message_id}: an image was left out ({exc})")
+        return out
+
+    def image_bytes(self, image: MessageImage) -> bytes:
+        """The stored bytes of a sent image (OSError if its file is gone)."""
+        return self.images.read(image.file)
 
     def message(self, message_id: int) -> Message | None:
         row = self.db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
@@ -178,9 +226,12 @@ class Store:
         role: str,
         content: str,
         meta: dict[str, Any] | None = None,
+        images: list[NewImage] | None = None,
     ) -> Message:
-        """Add a message under `parent_id` (None: a new root) and make it the active leaf."""
+        """Add a message under `parent_id` (None: a new root) and make it the active leaf;
+        its `images` are written to the data folder first (OSError if they cannot be)."""
         now = time.time()
+        files = [(self.images.save(i.data, i.suffix), i.name) for i in images or []]
         self.db.execute("BEGIN IMMEDIATE")
         try:
             cur = self.db.execute(
@@ -189,6 +240,10 @@ class Store:
                 (conversation_id, parent_id, role, content, json.dumps(meta or {}), now, now),
             )
             message_id = _row_id(cur)
+            self.db.executemany(
+                "INSERT INTO message_images (message_id, position, file, name) VALUES (?,?,?,?)",
+                [(message_id, n, file, name) for n, (file, name) in enumerate(files)],
+            )
             self._set_leaf(conversation_id, message_id, now)
             self.db.execute("COMMIT")
         except BaseException:

@@ -1,12 +1,22 @@
 """The composer: a card at the bottom of the chat with a text field that grows with its text
 (one line to MAX_LINES, then it scrolls), a row for the chips (constraint, tools) and the
 round Send button, which turns into Stop while a reply is written. Enter sends, Shift+Enter
-starts a new line; files dropped on it become constraints or tools."""
+starts a new line; files dropped on it become constraints or tools, or (pictures) images
+attached to the message. Images waiting to be sent show as thumbnails above the text; the
+paperclip button attaches more (disabled, saying why, for a model that does not read
+images), and a picture pasted from the clipboard is attached too."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QMimeData, QObject, QSize, Qt, Signal
-from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent, QResizeEvent
+from PySide6.QtGui import (
+    QDragEnterEvent,
+    QDragMoveEvent,
+    QDropEvent,
+    QImage,
+    QKeyEvent,
+    QResizeEvent,
+)
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -17,12 +27,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat.attachments import Attachment
 from app.views import theme
-from app.views.icons import icon
+from app.views.attachments import AttachmentStrip
+from app.views.icons import IconButton, icon
 
 MAX_LINES = 8
 PLACEHOLDER = "Ask anything (Shift+Enter for a new line)"
 PLACEHOLDER_LOADING = "Type now: it is sent when the model is ready"
+ATTACH_TIP = "Attach images (Ctrl+Shift+A), or drop or paste them here"
 
 
 def dropped_paths(mime: QMimeData) -> list[str]:
@@ -37,10 +50,27 @@ class MessageEdit(QPlainTextEdit):
 
     submitted = Signal(str)
     filesDropped = Signal(list)  # local paths
+    imagePasted = Signal(QImage)  # a picture pasted from the clipboard (when accepted)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setTabChangesFocus(True)
+        self.accepts_images = False  # the composer's editor takes pasted pictures
+
+    # A picture on the clipboard (or copied image files) is attached, never pasted as text.
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        if self.accepts_images and (source.hasImage() or dropped_paths(source)):
+            return True
+        return super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        if self.accepts_images and dropped_paths(source):
+            self.filesDropped.emit(dropped_paths(source))
+        elif self.accepts_images and source.hasImage():
+            image = source.imageData()
+            self.imagePasted.emit(image if isinstance(image, QImage) else QImage())
+        else:
+            super().insertFromMimeData(source)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
@@ -115,6 +145,8 @@ class Composer(QFrame):
     sendRequested = Signal(str)
     stopRequested = Signal()
     filesDropped = Signal(list)
+    imagePasted = Signal(QImage)
+    attachRequested = Signal()  # the paperclip: choose image files
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -125,22 +157,30 @@ class Composer(QFrame):
         self.edit.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.edit.setFrameShape(QFrame.Shape.NoFrame)
         self.edit.document().setDocumentMargin(2)
+        self.edit.accepts_images = True
         self.button = SendButton(self)
+        self.attachments = AttachmentStrip(self)
+        self.attach_button = IconButton("attach", ATTACH_TIP, self)
+        self.attach_button.setAccessibleName("Attach images")
+        self.attach_button.clicked.connect(self.attachRequested)
         self._busy = False
         layout = QVBoxLayout(self)
         layout.setContentsMargins(theme.SPACE.M, theme.SPACE.S, theme.SPACE.S, theme.SPACE.S)
         layout.setSpacing(theme.SPACE.XS)
+        layout.addWidget(self.attachments)
         layout.addWidget(self.edit)
         self.accessories = QHBoxLayout()
         self.accessories.setContentsMargins(0, 0, 0, 0)
         self.accessories.setSpacing(theme.SPACE.S)
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignVCenter)
         row.addLayout(self.accessories, 1)
         row.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
         layout.addLayout(row)
         self.edit.submitted.connect(self._submit)
         self.edit.filesDropped.connect(self.filesDropped)
+        self.edit.imagePasted.connect(self.imagePasted)
         self.edit.textChanged.connect(self._fit)
         self.edit.installEventFilter(self)
         self.button.clicked.connect(self._clicked)
@@ -167,6 +207,23 @@ class Composer(QFrame):
 
     def text(self) -> str:
         return self.edit.toPlainText()
+
+    # ---- images waiting to be sent ----
+
+    def add_attachment(self, attachment: Attachment) -> None:
+        self.attachments.add(attachment)
+
+    def pending_images(self) -> list[Attachment]:
+        return self.attachments.attachments()
+
+    def clear_attachments(self) -> None:
+        self.attachments.clear()
+
+    def set_images_allowed(self, allowed: bool, why_not: str = "") -> None:
+        """The paperclip, enabled or (for a model that does not read images) disabled with
+        its tooltip saying so."""
+        self.attach_button.setEnabled(allowed)
+        self.attach_button.setToolTip(ATTACH_TIP if allowed else why_not)
 
     def restyle(self) -> None:
         self.edit.setFont(theme.font(theme.type_scale().chat))
@@ -205,6 +262,6 @@ class Composer(QFrame):
             self._submit(self.edit.toPlainText())
 
     def _submit(self, text: str) -> None:
-        if self._busy or not text.strip():
+        if self._busy or not (text.strip() or self.attachments.thumbs):
             return
         self.sendRequested.emit(text)

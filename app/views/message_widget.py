@@ -5,7 +5,8 @@ on hover (always on the last reply), with the branch switcher and, for replies, 
 figures in plain words. Beside the last reply's Regenerate, Versions writes several at once
 (×2, ×3, ×4), which come back as versions ‹ 1/N ›. A note under a reply says
 honestly how it ended ("Stopped", "Stopped at the 1024-token limit" with Continue, an
-error with Retry)."""
+error with Retry). Pictures sent with a message show as thumbnails above its text; a click
+opens one full size."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
 from app.constraints import describe_reply_constraint
 from app.store import Message
 from app.views import theme
+from app.views.attachments import ImageThumbnails
 from app.views.composer import MessageEdit
 from app.views.format import reply_details, reply_summary
 from app.views.icons import IconButton
@@ -104,6 +106,11 @@ class MessageWidget(QFrame):
 
         self.bubble: QFrame | None = None
         self.body: MarkdownBody | PlainTextView
+        self.images: ImageThumbnails | None = None
+        if message is not None and message.images:
+            pictures = [(i.path, i.name) for i in message.images]
+            self.images = ImageThumbnails(pictures, right=self.role == "user", parent=self)
+            self._layout.addWidget(self.images)
         if self.role == "user" and message is not None:
             self._build_user_body(message.content)
         else:
@@ -151,6 +158,7 @@ class MessageWidget(QFrame):
         self.body = PlainTextView(text, self.bubble)
         inner.addWidget(self.body)
         row.addWidget(self.bubble)
+        self.bubble.setVisible(bool(text))  # a message of pictures only shows just them
         self._layout.addLayout(row)
         self._user_row = row
 

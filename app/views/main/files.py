@@ -1,6 +1,8 @@
 """What the main window does with files: constraint files, dropped or opened (validated off
 the GUI thread, applied only when valid), the constraint editor, tools files and built-in
-tool runs, and exporting the chat."""
+tool runs, images attached to the next message (dropped, opened or pasted: checked off the
+GUI thread by the engine's checker, refused at once with its reason), and exporting the
+chat."""
 
 from __future__ import annotations
 
@@ -9,10 +11,18 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QFileDialog
 
+from app.chat.attachments import (
+    Attachment,
+    AttachmentRefused,
+    attachment_from_file,
+    attachment_from_qimage,
+    looks_like_image,
+)
 from app.constraints import KIND_LABELS, Checked, check_file, spec_from_dict
 from app.jobs.mcp_job import looks_like_mcp_config
 from app.jobs.thread import run_task
@@ -20,12 +30,15 @@ from app.store.export import to_json, to_markdown
 from app.tools import looks_like_tools, run_builtin
 from app.views.constraint_widgets import ConstraintEditor
 from app.views.inspector import TOOLS_TAB
-from engine.types import ConstraintSpec
+from engine.types import ConstraintSpec, ModelInfo
 
 if TYPE_CHECKING:
     from app.views.main.window import MainWindow
 
 _UNSAFE_FILENAME = re.compile(r'[\\/:*?"<>|\x00-\x1f]+')
+IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.webp *.gif *.heic *.heif);;All files (*)"
+# the engine's words for a model without a vision tower (engine.prompt.images)
+NO_IMAGES = "{name} does not read images: load a vision model for them"
 
 
 class FileActions:
@@ -35,6 +48,7 @@ class FileActions:
         self.window = window
         self.controller = window.controller
         self.constraint_editor: ConstraintEditor | None = None  # the one open, if any
+        self.images_refused: str | None = None  # why the loaded model takes no images
 
     def run_builtin_tool(self, call_id: str, name: str, arguments: object) -> None:
         args = arguments if isinstance(arguments, dict) else {}
@@ -48,10 +62,13 @@ class FileActions:
     # ---- constraints ----
 
     def open(self, paths: list[str]) -> None:
-        """Dropped or opened files: a tools list goes to the tools panel, MCP servers to the
-        MCP panel, anything else is checked as a constraint (a file that is neither gets a
-        clear error)."""
-        for path in paths[:1]:
+        """Dropped or opened files: pictures are attached to the next message, a tools list
+        goes to the tools panel, MCP servers to the MCP panel, anything else is checked as
+        a constraint (a file that is neither gets a clear error)."""
+        images = [p for p in paths if looks_like_image(p)]
+        if images:
+            self.attach_files(images)
+        for path in [p for p in paths if not looks_like_image(p)][:1]:
             if path.lower().endswith(".json") and looks_like_mcp_config(path):
                 self._bring_tools_forward()
                 self.window.mcp_panel.import_file(path)
@@ -125,6 +142,54 @@ class FileActions:
             name = "pasted " + KIND_LABELS[spec.kind]
             self.apply_constraint(replace(spec, name=name))
 
+    # ---- images ----
+
+    def model_loaded(self, info: ModelInfo) -> None:
+        """Images are offered only for a model that reads them."""
+        self.images_refused = None if info.vision else NO_IMAGES.format(name=info.name)
+        self.window.composer.set_images_allowed(info.vision, self.images_refused or "")
+        action = self.window.actions_by_name.get("attach")
+        if action is not None:
+            action.setEnabled(info.vision)
+
+    def choose_images(self) -> None:
+        if self.images_refused:
+            self.window.notice.show_message(self.images_refused + ".", "error")
+            return
+        paths, _ = QFileDialog.getOpenFileNames(self.window, "Attach images", "", IMAGE_FILTER)
+        if paths:
+            self.attach_files(paths)
+
+    def attach_files(self, paths: list[str]) -> None:
+        """Check the pictures off the GUI thread; attach the good ones, and say at once
+        why each bad one was refused (the draft and the other images stay)."""
+        self._attach(lambda: [_attempt(attachment_from_file, p) for p in paths])
+
+    def attach_pasted(self, image: QImage) -> None:
+        self._attach(lambda: [_attempt(attachment_from_qimage, image)])
+
+    def _attach(self, check: Callable[[], list[Attachment | str]]) -> None:
+        if self.images_refused:
+            self.window.notice.show_message(self.images_refused + ".", "error")
+            return
+        run_task(check, self._attachments_checked)
+
+    def _attachments_checked(
+        self, results: list[Attachment | str] | None, error: BaseException | None
+    ) -> None:
+        problems = [str(error)] if error is not None else []
+        notes = []
+        for result in results or []:
+            if isinstance(result, Attachment):
+                self.window.composer.add_attachment(result)
+                notes += [result.note] if result.note else []
+            else:
+                problems.append(result)
+        if problems:
+            self.window.notice.show_message("; ".join(problems) + " — not attached.", "error")
+        elif notes:
+            self.window.notice.show_message("; ".join(notes) + ".", "info")
+
     # ---- tools ----
 
     def choose_tools_file(self) -> None:
@@ -183,3 +248,11 @@ class FileActions:
             return
         store.set_setting("export_folder", str(Path(path).parent))
         self.window.statusBar().showMessage(f"Exported to {path}", 5000)
+
+
+def _attempt(check: Callable[[Any], Attachment], source: Any) -> Attachment | str:
+    """The attachment `check(source)` makes, or why it was refused."""
+    try:
+        return check(source)
+    except AttachmentRefused as exc:
+        return str(exc)

@@ -72,6 +72,7 @@ def build_menus(window: MainWindow) -> dict[str, QAction]:
         chat, "Regenerate ×&3", lambda: window.regenerate(3), "Ctrl+Shift+R"
     )
     chat.addSeparator()
+    acts["attach"] = _action(chat, "&Attach Images…", files.choose_images, "Ctrl+Shift+A")
     acts["constrain_editor"] = _action(
         chat, "Reply &Format: Write or Paste…", files.open_constraint_editor, "Ctrl+G"
     )

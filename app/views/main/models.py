@@ -58,6 +58,7 @@ class ModelActions:
         self._remember(info)
         w.loading_strip.finish()
         w.composer.set_waiting_for_model(False)
+        w.files.model_loaded(info)  # the paperclip, for a model that reads images
         w.chat.welcome.set_model_name(info.name)
         if self.loaded_spec and not w.prefs.default_model:
             self.store.set_setting("model_spec", self.loaded_spec)

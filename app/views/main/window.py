@@ -246,6 +246,8 @@ class MainWindow(QMainWindow):
         self.composer.sendRequested.connect(self.send)
         self.composer.stopRequested.connect(self.stop)
         self.composer.filesDropped.connect(self.files.open)
+        self.composer.imagePasted.connect(self.files.attach_pasted)
+        self.composer.attachRequested.connect(self.files.choose_images)
         self.chat.editSubmitted.connect(self._edit)
         self.chat.regenerateRequested.connect(self.regenerate)
         self.chat.retryRequested.connect(self.retry)
@@ -466,8 +468,9 @@ class MainWindow(QMainWindow):
         self._update_title()
 
     def send(self, text: str) -> None:
-        if self.controller.send(text):
+        if self.controller.send(text, self.composer.pending_images()):
             self.composer.edit.clear()
+            self.composer.clear_attachments()
             self.notice.hide()
 
     def stop(self) -> None:
