@@ -18,6 +18,7 @@ def scrolling(widget: QWidget, parent: QWidget) -> QScrollArea:
     area.setWidgetResizable(True)
     area.setFrameShape(QScrollArea.Shape.NoFrame)
     area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    area.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # its controls take focus, not the frame
     area.setWidget(widget)
     return area
 

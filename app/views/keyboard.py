@@ -100,13 +100,17 @@ class MessageFocus(QObject):
             app.focusChanged.connect(self._changed)
 
     def _changed(self, old: QWidget | None, new: QWidget | None) -> None:
-        before, after = _holder(old), _holder(new)
+        try:
+            before = _holder(old)
+        except RuntimeError:  # focus left a widget being deleted (the chat re-rendered)
+            before = None
+        after = _holder(new)
         if before is after:
             return
         try:
             if before is not None:
                 before.set_focus_within(False)  # type: ignore[attr-defined]
-        except RuntimeError:  # the message was deleted (the chat re-rendered)
+        except RuntimeError:
             pass
         if after is not None:
             after.set_focus_within(True)  # type: ignore[attr-defined]

@@ -95,10 +95,12 @@ class LibraryWindow(QDialog):
         self.job = job
         self._loaded_path = loaded_path  # () -> path of the loaded model, or None
         self.filter = QLineEdit(self)
+        self.filter.setAccessibleName("Filter models")
         self.filter.setPlaceholderText("Filter by name, architecture or source")
         self.filter.setClearButtonEnabled(True)
         self.tree = QTreeWidget(self)
         self.tree.setObjectName("libraryTable")
+        self.tree.setAccessibleName("Models")
         self.tree.setColumnCount(len(COLUMNS))
         self.tree.setHeaderLabels(list(COLUMNS))
         self.tree.setRootIsDecorated(False)

@@ -368,9 +368,7 @@ class MessageWidget(QFrame):
 
     def _update_actions(self) -> None:
         if hasattr(self, "action_box"):
-            self.action_box.setVisible(
-                self._hovered or self._focused or self._always_show_actions
-            )
+            self.action_box.setVisible(self._hovered or self._focused or self._always_show_actions)
 
     def set_focus_within(self, focused: bool) -> None:
         """Focus entered or left this message (app.views.keyboard.MessageFocus tells it)."""

@@ -62,6 +62,7 @@ class PreferencesDialog(QDialog):
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # its controls take focus
         page = QWidget(scroll)
         self.page = QVBoxLayout(page)
         self.page.setContentsMargins(theme.SPACE.XL, theme.SPACE.L, theme.SPACE.XL, theme.SPACE.L)

@@ -8,8 +8,8 @@ from __future__ import annotations
 from PySide6.QtCore import (
     QAbstractItemModel,
     QEvent,
-    QObject,
     QModelIndex,
+    QObject,
     QPersistentModelIndex,
     QPoint,
     QSignalBlocker,
@@ -120,6 +120,7 @@ class Sidebar(QWidget):
         self._search_icon = self.search.addAction(
             icon("search", size=16), QLineEdit.ActionPosition.LeadingPosition
         )
+        self._search_icon.setText("Search chats")  # its button's accessible name
         self.list = QListWidget(self)
         self.list.setObjectName("conversationList")
         self.list.setAccessibleName("Chats")

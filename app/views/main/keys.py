@@ -62,9 +62,10 @@ class KeyboardActions:
     def step_chat(self, step: int) -> None:
         """Open the chat `step` rows below (or above) the open one in the list, wrapping."""
         w = self.window
-        ids = [w.sidebar.list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(
-            w.sidebar.list.count()
-        )]
+        ids = [
+            w.sidebar.list.item(i).data(Qt.ItemDataRole.UserRole)
+            for i in range(w.sidebar.list.count())
+        ]
         if not ids:
             return
         current = w.controller.conversation_id
