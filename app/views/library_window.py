@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.jobs.library_job import LibraryJob
+from app.views.fit import fit_to_screen
 from app.views.format import format_bytes
 
 COLUMNS = (
@@ -92,6 +93,7 @@ class LibraryWindow(QDialog):
         self.setWindowTitle("Model Library")
         self.setObjectName("libraryWindow")
         self.resize(1080, 540)
+        fit_to_screen(self)  # a narrow screen scrolls the table sideways
         self.job = job
         self._loaded_path = loaded_path  # () -> path of the loaded model, or None
         self.filter = QLineEdit(self)
