@@ -15,7 +15,8 @@ MARGIN = 16  # px left free around a capped window, for the title bar's shadow a
 def available_rect(widget: QWidget) -> QRect:
     """The available area of the screen `widget` opens on (its parent's screen when it has
     one, else the primary screen)."""
-    anchor = widget.parentWidget().window() if widget.parentWidget() is not None else widget
+    parent = widget.parentWidget()
+    anchor = parent.window() if parent is not None else widget
     screen = anchor.screen() or QGuiApplication.primaryScreen()
     return screen.availableGeometry()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtGui import QAction, QKeySequence
@@ -77,7 +78,7 @@ def build_menus(window: MainWindow) -> dict[str, QAction]:
         ("paste", "&Paste", Key.Paste),
         ("selectAll", "Select &All", Key.SelectAll),
     ):
-        acts[f"edit_{name}"] = _action(edit, text, lambda n=name: keys.edit(n), key)
+        acts[f"edit_{name}"] = _action(edit, text, partial(keys.edit, name), key)
         if name in ("redo", "paste"):
             edit.addSeparator()
     edit.addSeparator()
