@@ -26,3 +26,17 @@ def resources_dir() -> Path:
 def app_icon_path() -> Path:
     """The app's icon (the same picture the packaged app's .icns/.ico are made from)."""
     return resources_dir() / "brand" / "corral.png"
+
+
+def readme_path() -> Path:
+    """The README (how to use Corral): inside a PyInstaller bundle, or the source tree's."""
+    bundle = getattr(sys, "_MEIPASS", None)
+    if bundle and (Path(bundle) / "README.md").is_file():
+        return Path(bundle) / "README.md"
+    return Path(__file__).resolve().parents[1] / "README.md"
+
+
+def default_log_dir() -> Path:
+    """The platform's log folder: ~/Library/Logs/Corral on a Mac, the XDG state folder
+    ($XDG_STATE_HOME/Corral/log) on Linux."""
+    return Path(platformdirs.user_log_dir(APP_NAME, APP_NAME))

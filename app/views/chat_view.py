@@ -64,6 +64,8 @@ class ChatView(QScrollArea):
         self.setObjectName("chatView")
         self.setWidgetResizable(True)
         self.setFrameShape(QScrollArea.Shape.NoFrame)
+        # Tab goes to each message (which scrolls into view), not to the frame round them
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.container = QWidget(self)
         self.container.setObjectName("chatColumn")

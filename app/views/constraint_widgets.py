@@ -27,7 +27,9 @@ from app.chat.formats import ChipState
 from app.constraints import KIND_LABELS, Checked, Checker, check_source, describe_constraint
 from app.jobs.thread import run_task
 from app.views import theme
+from app.views.fit import fit_to_screen
 from app.views.icons import IconButton, icon
+from app.views.keyboard import guard_text_boxes
 from engine.constraints.validate import validate_constraint
 from engine.types import ConstraintSpec, ConstraintUse
 
@@ -290,6 +292,8 @@ class ConstraintEditor(QDialog):
         self.buttons.rejected.connect(self.reject)
         if spec is not None:
             self.check()
+        guard_text_boxes(self)  # Tab moves on to the problems and Apply
+        fit_to_screen(self)
 
     def _changed(self) -> None:
         self.apply_button.setEnabled(False)

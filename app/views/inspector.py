@@ -18,6 +18,7 @@ def scrolling(widget: QWidget, parent: QWidget) -> QScrollArea:
     area.setWidgetResizable(True)
     area.setFrameShape(QScrollArea.Shape.NoFrame)
     area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    area.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # its controls take focus, not the frame
     area.setWidget(widget)
     return area
 
@@ -30,6 +31,8 @@ class Inspector(QWidget):
     def __init__(self, settings: QWidget, tools: QWidget, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("inspector")
+        # opaque: its style sheet background is painted, so nothing shows through it
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, theme.SPACE.XS, 0, 0)
         self.tabs = QTabWidget(self)

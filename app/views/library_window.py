@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.jobs.library_job import LibraryJob
+from app.views.fit import fit_to_screen
 from app.views.format import format_bytes
 
 COLUMNS = (
@@ -92,13 +93,16 @@ class LibraryWindow(QDialog):
         self.setWindowTitle("Model Library")
         self.setObjectName("libraryWindow")
         self.resize(1080, 540)
+        fit_to_screen(self)  # a narrow screen scrolls the table sideways
         self.job = job
         self._loaded_path = loaded_path  # () -> path of the loaded model, or None
         self.filter = QLineEdit(self)
+        self.filter.setAccessibleName("Filter models")
         self.filter.setPlaceholderText("Filter by name, architecture or source")
         self.filter.setClearButtonEnabled(True)
         self.tree = QTreeWidget(self)
         self.tree.setObjectName("libraryTable")
+        self.tree.setAccessibleName("Models")
         self.tree.setColumnCount(len(COLUMNS))
         self.tree.setHeaderLabels(list(COLUMNS))
         self.tree.setRootIsDecorated(False)

@@ -85,6 +85,7 @@ class MessageWidget(QFrame):
         self.action_buttons: dict[str, IconButton] = {}
         self.switcher: BranchSwitcher | None = None
         self._hovered = False
+        self._focused = False  # focus inside: the actions show for keyboard users too
         self._always_show_actions = False
         self._token_loader = token_loader
         self.token_view: TokenView | None = None
@@ -265,6 +266,7 @@ class MessageWidget(QFrame):
     ) -> None:
         button = IconButton(icon_name, tip, self.action_box, size=16)
         button.setObjectName(f"action{name}")
+        button.setAccessibleName(name)
         button.setEnabled(enabled)
         button.clicked.connect(slot)
         row.addWidget(button)
@@ -374,7 +376,12 @@ class MessageWidget(QFrame):
 
     def _update_actions(self) -> None:
         if hasattr(self, "action_box"):
-            self.action_box.setVisible(self._hovered or self._always_show_actions)
+            self.action_box.setVisible(self._hovered or self._focused or self._always_show_actions)
+
+    def set_focus_within(self, focused: bool) -> None:
+        """Focus entered or left this message (app.views.keyboard.MessageFocus tells it)."""
+        self._focused = focused
+        self._update_actions()
 
     def enterEvent(self, event: QEnterEvent) -> None:
         self._hovered = True

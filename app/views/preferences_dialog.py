@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 
 from app.preferences import MAX_ROWS_LIMIT, Preferences
 from app.views import theme
+from app.views.fit import fit_to_screen
 from app.views.settings_panel import hint, section
 from engine.types import ToolDefinition
 
@@ -62,6 +63,7 @@ class PreferencesDialog(QDialog):
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # its controls take focus
         page = QWidget(scroll)
         self.page = QVBoxLayout(page)
         self.page.setContentsMargins(theme.SPACE.XL, theme.SPACE.L, theme.SPACE.XL, theme.SPACE.L)
@@ -210,6 +212,7 @@ class PreferencesDialog(QDialog):
         self.page.addStretch(1)
         self._align_labels()
         self.resize(520, 620)
+        fit_to_screen(self)  # a short screen scrolls the page instead
 
         self.appearance.currentIndexChanged.connect(self._edited)
         self.chat_size.valueChanged.connect(self._edited)

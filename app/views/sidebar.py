@@ -1,11 +1,15 @@
 """The conversation list: new chat, search by title and content, rename in place (double
-click, F2 or the context menu), delete."""
+click, F2 or the context menu), delete. By keyboard: Down in the search field moves into the
+list, Enter there opens the first match; Enter in the list goes to the composer
+(`entered`)."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import (
     QAbstractItemModel,
+    QEvent,
     QModelIndex,
+    QObject,
     QPersistentModelIndex,
     QPoint,
     QSignalBlocker,
@@ -14,6 +18,7 @@ from PySide6.QtCore import (
     QTimer,
     Signal,
 )
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -92,6 +97,7 @@ class Sidebar(QWidget):
     renameRequested = Signal(int, str)
     deleteRequested = Signal(int)
     searchChanged = Signal(str)
+    entered = Signal()  # Enter on a chat (or on a search): the user wants to type in it
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -114,8 +120,11 @@ class Sidebar(QWidget):
         self._search_icon = self.search.addAction(
             icon("search", size=16), QLineEdit.ActionPosition.LeadingPosition
         )
+        self._search_icon.setText("Search chats")  # its button's accessible name
         self.list = QListWidget(self)
         self.list.setObjectName("conversationList")
+        self.list.setAccessibleName("Chats")
+        self.search.setAccessibleName("Search chats")
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -136,6 +145,30 @@ class Sidebar(QWidget):
         self.list.currentItemChanged.connect(self._current_changed)
         self.list.customContextMenuRequested.connect(self._menu)
         self.list.itemChanged.connect(self._item_edited)
+        self.search.installEventFilter(self)
+        self.list.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent):
+            key = event.key()
+            enter = key in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+            if watched is self.search and key == Qt.Key.Key_Down and self.list.count():
+                self.list.setFocus(Qt.FocusReason.TabFocusReason)
+                if self.list.currentRow() < 0:
+                    self.list.setCurrentRow(0)
+                return True
+            if watched is self.search and enter:
+                self._search_timer.stop()  # the list shows what is typed before Enter acts
+                self.searchChanged.emit(self.query())
+                if self.list.count():
+                    self.list.setCurrentRow(0)
+                    self.entered.emit()
+                return True
+            if watched is self.list and enter and self.rename_editor() is None:
+                if self.list.currentItem() is not None:
+                    self.entered.emit()
+                return True
+        return super().eventFilter(watched, event)
 
     def query(self) -> str:
         return self.search.text().strip()

@@ -33,6 +33,7 @@ SPACE = Space
 
 RADIUS_S = 6  # chips, code blocks, inputs
 RADIUS_L = 14  # message bubbles, the composer card
+FOCUS_RING = 2  # px: the ring round the control with keyboard focus
 CHAT_MAX_WIDTH = 780  # a readable line length for the conversation column
 USER_BUBBLE_RATIO = 0.8  # a user bubble takes at most this share of the column
 
@@ -416,4 +417,51 @@ QToolTip {{
     color: {css(c.text)}; background: {css(c.surface)}; border: 1px solid {css(c.border)};
     padding: {SPACE.XS}px {SPACE.S}px;
 }}
+{focus_rules(c)}"""
+
+
+def focus_rules(c: Colors) -> str:
+    """A focus ring (FOCUS_RING px of the accent colour) on every control that takes focus,
+    in both themes: the generic kinds, then each control the sheet styles by name (a
+    name outranks a kind in a style sheet). The chat list rings the row with focus, which
+    selection alone does not; the composer's card shows its field's focus."""
+    ring = f"border: {FOCUS_RING}px solid {css(c.accent)};"
+    named = ", ".join(
+        f"{name}:focus"
+        for name in (
+            "#search",
+            "#noteAction",
+            "#messageActions QToolButton",
+            "#codeHeader QToolButton",
+            "#iconButton",
+            "#chip",
+            "#constrainButton",
+            "#toolsChip",
+            "#chipRemove",
+            "#modelPicker",
+            "#downloadChip",
+            "#examplePrompt",
+            "#sendButton",
+            "#renameField",
+        )
+    )
+    kinds = ", ".join(
+        f"{kind}:focus"
+        for kind in (
+            "QAbstractButton",
+            "QComboBox",
+            "QLineEdit",
+            "QAbstractSpinBox",
+            "QAbstractItemView",
+            "QPlainTextEdit",
+            "QTextEdit",
+            "QTabBar",
+            "QSlider",
+        )
+    )
+    return f"""
+{kinds} {{ {ring} border-radius: {RADIUS_S}px; }}
+{named} {{ {ring} }}
+#sidebar QListView::item:focus {{ {ring} }}
+#composerCard[focused="true"] {{ border: {FOCUS_RING}px solid {css(c.accent)}; }}
 """

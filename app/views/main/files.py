@@ -112,11 +112,13 @@ class FileActions:
         self.window.statusBar().showMessage(
             f"Replies now follow {spec.name or kind} ({kind}).", 5000
         )
+        self.window.keys.focus_composer()  # the Format button it came from is now a chip
 
     def remove_constraint(self) -> None:
         if self.controller.conversation_id is not None:
             self.controller.set_constraint(None)
         self.window.constraint_bar.show_error("")
+        self.window.keys.focus_composer()
 
     def choose_constraint_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
@@ -133,6 +135,7 @@ class FileActions:
         current = spec_from_dict(conv.constraint) if conv and conv.constraint else None
         dialog = ConstraintEditor(self.window, current, self.window.bridge.check_constraint)
         dialog.accepted.connect(lambda: self._editor_accepted(dialog))
+        dialog.text.setFocus()  # the keys go where the schema is typed or pasted
         dialog.open()  # window-modal, the event loop keeps running
         self.constraint_editor = dialog
 

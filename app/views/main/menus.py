@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtGui import QAction, QKeySequence
@@ -36,6 +37,19 @@ def _action(
     return action
 
 
+def open_usage() -> bool:
+    """Open the README's "Using the app" section in the user's browser or viewer (the copy
+    beside the app; nothing is fetched)."""
+    from PySide6.QtCore import QUrl
+    from PySide6.QtGui import QDesktopServices
+
+    from app.paths import readme_path
+
+    url = QUrl.fromLocalFile(str(readme_path()))
+    url.setFragment("using-the-app")
+    return QDesktopServices.openUrl(url)
+
+
 def build_menus(window: MainWindow) -> dict[str, QAction]:
     """Create the menus of `window`; return the actions by name."""
     bar = window.menuBar()
@@ -55,6 +69,19 @@ def build_menus(window: MainWindow) -> dict[str, QAction]:
     acts["quit"] = _action(file, "&Quit", window.quit, Key.Quit, role=QAction.MenuRole.QuitRole)
 
     edit = bar.addMenu("&Edit")
+    keys = window.keys
+    for name, text, key in (
+        ("undo", "&Undo", Key.Undo),
+        ("redo", "&Redo", Key.Redo),
+        ("cut", "Cu&t", Key.Cut),
+        ("copy", "&Copy", Key.Copy),
+        ("paste", "&Paste", Key.Paste),
+        ("selectAll", "Select &All", Key.SelectAll),
+    ):
+        acts[f"edit_{name}"] = _action(edit, text, partial(keys.edit, name), key)
+        if name in ("redo", "paste"):
+            edit.addSeparator()
+    edit.addSeparator()
     acts["find"] = _action(edit, "&Find Chats", window.focus_search, Key.Find)
     acts["preferences"] = _action(
         edit,
@@ -67,6 +94,7 @@ def build_menus(window: MainWindow) -> dict[str, QAction]:
 
     chat = bar.addMenu("&Chat")
     acts["stop"] = _action(chat, "&Stop", window.stop, "Esc", "Ctrl+.")
+    acts["stop"].setEnabled(window.controller.busy)  # enabled while a reply is written
     acts["regenerate"] = _action(chat, "&Regenerate Reply", window.regenerate, "Ctrl+R")
     acts["regenerate_many"] = _action(
         chat, "Regenerate ×&3", lambda: window.regenerate(3), "Ctrl+Shift+R"
@@ -78,6 +106,12 @@ def build_menus(window: MainWindow) -> dict[str, QAction]:
     )
     acts["remove_constraint"] = _action(chat, "Free-Text Replies", files.remove_constraint)
     chat.addSeparator()
+    acts["next_chat"] = _action(
+        chat, "Ne&xt Chat", lambda: keys.step_chat(1), "Ctrl+Shift+]", "Ctrl+PgDown"
+    )
+    acts["previous_chat"] = _action(
+        chat, "Pre&vious Chat", lambda: keys.step_chat(-1), "Ctrl+Shift+[", "Ctrl+PgUp"
+    )
     acts["rename"] = _action(chat, "Re&name Chat", window.rename_chat, "F2")
     acts["delete"] = _action(chat, "&Delete Chat…", window.delete_chat)
 
@@ -92,8 +126,18 @@ def build_menus(window: MainWindow) -> dict[str, QAction]:
     acts["sidebar"] = _action(view, "Chats &Sidebar", window.toggle_sidebar, "Ctrl+Shift+S")
     acts["settings"] = _action(view, "Chat &Settings", window.show_settings, "Ctrl+Shift+I")
     acts["tools"] = _action(view, "&Tools", window.show_tools, "Ctrl+Shift+T")
+    # the toolbar's checkable toggles, so the menu shows the same check marks
+    acts["sidebar"].setCheckable(True)
+    acts["settings"].setCheckable(True)
+    acts["tools"].setCheckable(True)
+    window.sidebar_action.toggled.connect(acts["sidebar"].setChecked)
+    window.settings_action.toggled.connect(acts["settings"].setChecked)
+    window.tools_action.toggled.connect(acts["tools"].setChecked)
     view.addAction(window.server.log_dock.toggleViewAction())
 
     help_menu = bar.addMenu("&Help")
+    acts["shortcuts"] = _action(help_menu, "&Keyboard Shortcuts", keys.show_shortcuts, "Ctrl+/")
+    acts["usage"] = _action(help_menu, "Using Corral (README)", open_usage)
+    help_menu.addSeparator()
     _action(help_menu, "&About Corral", window.about, role=QAction.MenuRole.AboutRole)
     return acts

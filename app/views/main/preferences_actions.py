@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.preferences import Preferences
+from app.views.keyboard import guard_text_boxes
 from app.views.preferences_dialog import PreferencesDialog
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class PreferencesActions:
         # Switching to or from a group reloads the model: also once, when the window closes.
         dialog.finished.connect(lambda _result: w.distributed.apply(distributed))
         self.dialog = dialog
+        guard_text_boxes(dialog)
         dialog.open()
 
     def changed(self, prefs: Preferences, old: Preferences) -> None:

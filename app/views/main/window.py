@@ -46,6 +46,7 @@ from app.views.distributed_controls import DistributedControls
 from app.views.icons import icon
 from app.views.inspector import SETTINGS_TAB, TOOLS_TAB, Inspector
 from app.views.main.files import FileActions
+from app.views.main.keys import KeyboardActions
 from app.views.main.library import LibraryActions
 from app.views.main.mcp import install_mcp_views
 from app.views.main.menus import build_menus
@@ -96,6 +97,7 @@ class MainWindow(QMainWindow):
         self.files = FileActions(self)
         self.library = LibraryActions(self)
         self.preferences = PreferencesActions(self)
+        self.keys = KeyboardActions(self)
         self.restyle()
         self.actions_by_name = build_menus(self)
         self._connect()
@@ -112,6 +114,7 @@ class MainWindow(QMainWindow):
         self._status_timer.start()
         self.models.adopt_loaded()  # an engine handed over already loaded
         self.models.update_status()
+        self.keys.install()  # text boxes pass Tab on; the composer takes the first keys
 
     # ---- construction ----
 
@@ -377,6 +380,7 @@ class MainWindow(QMainWindow):
         self.constraint_bar.show_error("")
         self.chat.end_reply()
         self.refresh_sidebar()
+        self.keys.after_switch()
 
     def _show_chips(self) -> None:
         """The composer's chips as the controller describes the open conversation."""
@@ -529,6 +533,7 @@ class MainWindow(QMainWindow):
         self.chat.set_interactive(not busy)
         self.actions_by_name["regenerate"].setEnabled(not busy)
         self.actions_by_name["regenerate_many"].setEnabled(not busy)
+        self.actions_by_name["stop"].setEnabled(busy)
         if not busy:
             self.composer.edit.setFocus()
 
