@@ -9,7 +9,8 @@ import time and peak memory, the error each GGUF type's conversion adds), `distr
 model sharded over two loopback ranks against one process), `batch` (replies decoded side by
 side against one after another and against mlx-lm's BatchGenerator), `inspector` (decoding with
 each token's log-probabilities recorded against without), `speculative` (speculative decoding
-against plain decoding on grounded and open-ended tasks). Each returns a flat
+against plain decoding on grounded and open-ended tasks), `reasoning` (a model that thinks
+first: constrained answers after thinking valid, budgets kept, their speed against free ones). Each returns a flat
 dict of figures; `--json` prints them merged into one object whose keys stay stable (new
 figures add keys).
 """
@@ -125,6 +126,7 @@ SECTIONS: dict[str, Section] = {
     "inspector": _lazy("benchmarks.inspector", "run_inspector_bench"),
     "speculative": _lazy("benchmarks.speculative", "run_speculative_bench"),
     "vision": _lazy("benchmarks.vision", "run_vision_bench"),
+    "reasoning": _lazy("benchmarks.reasoning", "run_reasoning_bench"),
 }
 
 

@@ -210,4 +210,13 @@ STABLE_KEYS: dict[str, set[str]] = {
         "vision_followup_ttft_over_first",
         "image_encode_ms",
     },
+    "reasoning": {
+        "reasoning_constrained_valid_rate",
+        "reasoning_constrained_runs",
+        "thinking_budget_overrun_tokens",
+        "reasoning_constrained_tps_ratio",
+        "reasoning_constrained_answer_tps",
+        "reasoning_free_answer_tps",
+        "reasoning_tps_rounds",
+    },
 }
