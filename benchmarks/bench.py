@@ -10,9 +10,9 @@ model sharded over two loopback ranks against one process), `batch` (replies dec
 side against one after another and against mlx-lm's BatchGenerator), `inspector` (decoding with
 each token's log-probabilities recorded against without), `speculative` (speculative decoding
 against plain decoding on grounded and open-ended tasks), `reasoning` (a model that thinks
-first: constrained answers after thinking valid, budgets kept, their speed against free ones). Each returns a flat
-dict of figures; `--json` prints them merged into one object whose keys stay stable (new
-figures add keys).
+first: constrained answers after thinking valid, budgets kept, their speed against free
+ones). Each returns a flat dict of figures; `--json` prints them merged into one object whose
+keys stay stable (new figures add keys).
 """
 
 from __future__ import annotations

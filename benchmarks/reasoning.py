@@ -173,7 +173,9 @@ def speed_rounds(engine: Engine, tokens: int, rounds: int) -> tuple[list[float],
 def reasoning_figures(engine: Engine, tokens: int, rounds: int) -> dict[str, Any]:
     """The section's figures on `engine` (loaded with a model that thinks)."""
     runs = validity_runs(engine)
-    valid = [r for r in runs if r.error is None and r.thought and is_valid(r.text, SCHEMAS[r.schema])]
+    valid = [
+        r for r in runs if r.error is None and r.thought and is_valid(r.text, SCHEMAS[r.schema])
+    ]
     overruns = [r.thinking_tokens - r.budget for r in runs if r.budget is not None]
     constrained, free = speed_rounds(engine, tokens, rounds)
     ratio = statistics.median(c / f for c, f in zip(constrained, free, strict=True))

@@ -31,9 +31,7 @@ def _validates(text: str, schema: dict) -> bool:
 
 def test_reasoning_section_reports_every_figure(thinking_engine):
     figures = reasoning_figures(thinking_engine, tokens=24, rounds=1)
-    assert STABLE_KEYS["reasoning"] <= set(figures), sorted(
-        STABLE_KEYS["reasoning"] - set(figures)
-    )
+    assert STABLE_KEYS["reasoning"] <= set(figures), sorted(STABLE_KEYS["reasoning"] - set(figures))
     assert figures["reasoning_constrained_runs"] == len(SCHEMAS) * len(BUDGETS) == 24
     assert figures["reasoning_tps_rounds"] == 1
     # the engine holds budgets exactly and answers validly after thinking

@@ -606,7 +606,9 @@ class ChatController(QObject):
         if reasoning:
             meta["reasoning"] = reasoning
             own_s = result.stats.thinking_s if result.reasoning else 0.0
-            meta["thinking_s"] = own_s or (continued.meta.get("thinking_s", 0.0) if continued else 0.0)
+            meta["thinking_s"] = own_s or (
+                continued.meta.get("thinking_s", 0.0) if continued else 0.0
+            )
         if result.as_written is not None:
             meta["as_written"] = result.as_written.to_dict()
         if result.logprobs and continued is None:  # a continuation's cover only its new part
