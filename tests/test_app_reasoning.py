@@ -6,7 +6,14 @@ show only for such a model, are stored per chat, and steer the next reply."""
 
 from __future__ import annotations
 
-from app_helpers import TINY_TEMPERATURE, close_window, make_window, set_sampling, wait_idle
+from app_helpers import (
+    TINY_TEMPERATURE,
+    close_window,
+    make_window,
+    screenshot,
+    set_sampling,
+    wait_idle,
+)
 from PySide6.QtCore import Qt
 
 
@@ -64,6 +71,7 @@ def test_the_thought_streams_then_stays_collapsed_above_the_answer(
     reply.thinking.toggle.click()
     assert reply.thinking.expanded and reply.thinking.text_view.isVisibleTo(window)
     assert reply.thinking.text_view.toPlainText() == reasoning
+    screenshot(window, "chat_thought_open")
     # the figures count thinking and answer apart
     tip = reply.stats.toolTip()
     answer = meta["stats"]["answer_tokens"]

@@ -40,13 +40,18 @@ class ThinkingSection(QWidget):
         self.toggle.setArrowType(Qt.ArrowType.RightArrow)
         self.toggle.setCursor(Qt.CursorShape.PointingHandCursor)
         self.toggle.setToolTip("Show what the model thought before it answered")
+        secondary = theme.css(theme.colors().secondary)
+        # a quiet header, not a pressed button, whether open or closed
+        self.toggle.setStyleSheet(
+            f"QToolButton {{ border: none; background: transparent; color: {secondary}; "
+            "padding: 0; }"
+        )
         self.toggle.toggled.connect(self.set_expanded)
         layout.addWidget(self.toggle, 0, Qt.AlignmentFlag.AlignLeft)
         self.text_view = PlainTextView("", self)
         self.text_view.setObjectName("thoughtText")
         # the thought fills the column, unlike a user's bubble that fits its text
         self.text_view.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        secondary = theme.css(theme.colors().secondary)
         self.text_view.setStyleSheet(
             f"QTextBrowser {{ background: transparent; color: {secondary}; }}"
         )
