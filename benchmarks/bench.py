@@ -9,10 +9,11 @@ import time and peak memory, the error each GGUF type's conversion adds), `distr
 model sharded over two loopback ranks against one process), `batch` (replies decoded side by
 side against one after another and against mlx-lm's BatchGenerator), `inspector` (decoding with
 each token's log-probabilities recorded against without), `speculative` (speculative decoding
-against plain decoding on grounded and open-ended tasks), `overhead` (a step's time beyond
-its forward pass, Corral's loop beside mlx-lm's). Each returns a flat
-dict of figures; `--json` prints them merged into one object whose keys stay stable (new
-figures add keys).
+against plain decoding on grounded and open-ended tasks), `reasoning` (a model that thinks
+first: constrained answers after thinking valid, budgets kept, their speed against free
+ones), `overhead` (a step's time beyond its forward pass, Corral's loop beside mlx-lm's).
+Each returns a flat dict of figures; `--json` prints them merged into one object whose keys
+stay stable (new figures add keys).
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ SECTIONS: dict[str, Section] = {
     "speculative": _lazy("benchmarks.speculative", "run_speculative_bench"),
     "vision": _lazy("benchmarks.vision", "run_vision_bench"),
     "overhead": _lazy("benchmarks.overhead", "run_overhead_bench"),
+    "reasoning": _lazy("benchmarks.reasoning", "run_reasoning_bench"),
 }
 
 

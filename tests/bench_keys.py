@@ -229,4 +229,13 @@ STABLE_KEYS: dict[str, set[str]] = {
         "overhead_runs",
         "overhead_tokens",
     },
+    "reasoning": {
+        "reasoning_constrained_valid_rate",
+        "reasoning_constrained_runs",
+        "thinking_budget_overrun_tokens",
+        "reasoning_constrained_tps_ratio",
+        "reasoning_constrained_answer_tps",
+        "reasoning_free_answer_tps",
+        "reasoning_tps_rounds",
+    },
 }

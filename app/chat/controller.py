@@ -79,6 +79,7 @@ class ChatController(QObject):
     replyStarted = Signal()
     replyPrefill = Signal(int, int)
     replyText = Signal(str)  # the whole reply text so far
+    replyReasoning = Signal(str)  # the whole thinking so far (models that think first)
     replyFinished = Signal(object)  # ChatResult
     busyChanged = Signal(bool)
     notice = Signal(str)  # a message for the user (errors included)
@@ -446,7 +447,10 @@ class ChatController(QObject):
             choice = tool_choice_for_step(choice, _steps_since_user(upto), max_steps)
         return ChatRequest(
             messages=messages,
-            sampling=conv.settings.to_sampling(self.model_defaults),
+            sampling=conv.settings.to_sampling(
+                self.model_defaults,
+                reasoning=getattr(self.bridge.model_info, "reasoning", None) is not None,
+            ),
             constraint=self.formats.constraint_for(conv),
             tools=tools or None,
             tool_choice=choice,
@@ -539,6 +543,7 @@ class ChatController(QObject):
         self.job, self._alternatives = jobs[0], jobs[1:]
         self.job.prefill.connect(self.replyPrefill)
         self.job.delta.connect(self._on_delta)
+        self.job.thinking.connect(self._on_thinking)
         for index, job in enumerate(jobs):
             job.finished.connect(lambda result, index=index: self._on_finished(index, result))
         self.busyChanged.emit(True)
@@ -556,6 +561,14 @@ class ChatController(QObject):
     def _on_delta(self, _piece: str) -> None:
         if self.job is not None:
             self.replyText.emit(self.reply_text())
+
+    def reply_reasoning(self) -> str:
+        """What the reply in flight has thought so far ("" when it does not think)."""
+        return self.job.reasoning if self.job is not None else ""
+
+    def _on_thinking(self, _piece: str) -> None:
+        if self.job is not None:
+            self.replyReasoning.emit(self.job.reasoning)
 
     def _on_finished(self, index: int, result: ChatResult) -> None:
         """Reply `index` of those in flight has finished; once all have, save them."""
@@ -628,6 +641,15 @@ class ChatController(QObject):
             meta["continued_from"] = continued.id
         if result.error:
             meta["error"] = result.error_line
+        # the thinking is kept for the user to read, never sent back (to_chat_message reads
+        # the content alone); a continuation keeps the thought of the reply it continues
+        reasoning = result.reasoning or (continued.meta.get("reasoning") if continued else None)
+        if reasoning:
+            meta["reasoning"] = reasoning
+            own_s = result.stats.thinking_s if result.reasoning else 0.0
+            meta["thinking_s"] = own_s or (
+                continued.meta.get("thinking_s", 0.0) if continued else 0.0
+            )
         if result.as_written is not None:
             meta["as_written"] = result.as_written.to_dict()
         if result.logprobs and continued is None:  # a continuation's cover only its new part

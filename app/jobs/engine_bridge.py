@@ -27,6 +27,7 @@ from engine.types import (
     LoadProgress,
     ModelInfo,
     PrefillProgress,
+    ReasoningDelta,
     TextDelta,
     TokenLogprobs,
 )
@@ -42,6 +43,7 @@ class ReplyJob(QObject):
 
     prefill = Signal(int, int)  # prompt tokens done, total
     delta = Signal(str)  # new reply text
+    thinking = Signal(str)  # new thinking text (models that think first), before any reply text
     finished = Signal(object)  # ChatResult
     _wake = Signal()
 
@@ -50,9 +52,11 @@ class ReplyJob(QObject):
         self.request = request
         self.handle: RequestHandle | None = None
         self.text = ""
+        self.reasoning = ""  # the thinking so far, its leading blank lines left out
         self.result: ChatResult | None = None
         self._lock = threading.Lock()
         self._pieces: list[str] = []
+        self._thoughts: list[str] = []
         self._progress: tuple[int, int] | None = None
         self._final: ChatResult | None = None
         self._scheduled = False
@@ -74,6 +78,8 @@ class ReplyJob(QObject):
         with self._lock:
             if isinstance(event, TextDelta):
                 self._pieces.append(event.text)
+            elif isinstance(event, ReasoningDelta):
+                self._thoughts.append(event.text)
             elif isinstance(event, PrefillProgress):
                 self._progress = (event.done, event.total)
             elif isinstance(event, Finished):
@@ -86,11 +92,16 @@ class ReplyJob(QObject):
     def _drain(self) -> None:
         with self._lock:
             pieces, self._pieces = self._pieces, []
+            thoughts, self._thoughts = self._thoughts, []
             progress, self._progress = self._progress, None
             final = self._final
             self._scheduled = False
         if progress is not None and final is None:
             self.prefill.emit(*progress)
+        if thoughts:
+            thought = "".join(thoughts)
+            self.reasoning = (self.reasoning + thought).lstrip()
+            self.thinking.emit(thought)
         if pieces:
             text = "".join(pieces)
             self.text += text

@@ -30,6 +30,10 @@ class ChatSettings:
     repetition_penalty: float | None = None
     max_tokens: int = DEFAULT_MAX_TOKENS
     seed: int | None = None
+    # models that think first (ModelInfo.reasoning): think before answering, and at most
+    # this many thinking tokens (0: no budget of the chat's own). Other models ignore both.
+    think: bool = True
+    max_thinking_tokens: int = 0
 
     def effective(self, model_defaults: Mapping[str, float] | None = None) -> dict[str, Any]:
         """Each sampling value as it will be used: the conversation's own, else the model's,
@@ -49,10 +53,18 @@ class ChatSettings:
         """The sampling values this conversation sets itself (not following the model)."""
         return [name for name in SAMPLING_FIELDS if getattr(self, name) is not None]
 
-    def to_sampling(self, model_defaults: Mapping[str, float] | None = None) -> SamplingSettings:
-        return SamplingSettings(
+    def to_sampling(
+        self, model_defaults: Mapping[str, float] | None = None, *, reasoning: bool = False
+    ) -> SamplingSettings:
+        """The engine's settings; with `reasoning` (the model thinks first) the chat's
+        thinking switch and budget too, else the engine's (the model's own) default."""
+        sampling = SamplingSettings(
             **self.effective(model_defaults), max_tokens=self.max_tokens, seed=self.seed
         )
+        if reasoning:
+            sampling.think = self.think
+            sampling.max_thinking_tokens = self.max_thinking_tokens or None
+        return sampling
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

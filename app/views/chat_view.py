@@ -22,6 +22,7 @@ from app.views import theme
 from app.views.markdown_view import MarkdownBody
 from app.views.message_parts import Note
 from app.views.message_widget import MessageWidget
+from app.views.thinking_section import THINKING
 from app.views.welcome import Welcome
 
 RENDER_INTERVAL_MS = 50
@@ -91,6 +92,7 @@ class ChatView(QScrollArea):
         self.card_factory: Any = None  # (call, parent) -> a card for MCP calls, or None
         self.token_loader: Any = None  # message id -> its token logprobs, or None
         self._reply_text = ""
+        self._reply_reasoning = ""  # the streamed reply's thinking so far
         self._handoff: MarkdownBody | None = None  # a finished reply's rendered body
         self._render_timer = QTimer(self, singleShot=True, interval=RENDER_INTERVAL_MS)
         self._render_timer.timeout.connect(self._render_reply)
@@ -202,6 +204,7 @@ class ChatView(QScrollArea):
         self.reply.show()
         self._show_welcome(False)
         self._reply_text = prefix
+        self._reply_reasoning = ""
         self._stick = True
         return self.reply
 
@@ -215,10 +218,20 @@ class ChatView(QScrollArea):
         if not self._render_timer.isActive():
             self._render_timer.start()
 
+    def update_reasoning(self, text: str) -> None:
+        """The streamed reply's thinking so far (models that think first)."""
+        self._reply_reasoning = text
+        if not self._render_timer.isActive():
+            self._render_timer.start()
+
     def _render_reply(self) -> None:
         if self.reply is not None:
+            if self._reply_reasoning:
+                self.reply.set_reasoning(self._reply_reasoning)
             self.reply.set_text(self._reply_text)
-            self.reply.set_status("")
+            # until the answer begins, the answer area says the model is thinking
+            thinking = bool(self._reply_reasoning) and not self._reply_text
+            self.reply.set_status(THINKING if thinking else "")
 
     def end_reply(self, keep_body: bool = False) -> None:
         """Remove the streaming widget; with `keep_body`, the saved reply's widget may adopt

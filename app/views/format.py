@@ -75,6 +75,15 @@ def reply_details(stats: dict[str, Any]) -> str:
     if tokens > 1 and stats.get("decode_tps"):
         line += f" ({_rate(float(stats['decode_tps']))}{NBSP}tokens/s while writing)"
     lines.append(line)
+    thinking = int(stats.get("thinking_tokens") or 0)
+    if thinking:  # a model that thinks first: its thinking and its answer apart
+        line = f"Thinking: {_count(thinking, 'token')}"
+        if float(stats.get("thinking_s") or 0) > 0:
+            line += f" in {format_seconds(float(stats['thinking_s']))}"
+        if stats.get("thinking_forced_end"):
+            line += " (ended by the budget)"
+        lines.append(line)
+        lines.append(f"Answer: {_count(int(stats.get('answer_tokens') or 0), 'token')}")
     prompt, cached = int(stats.get("prompt_tokens") or 0), int(stats.get("cached_tokens") or 0)
     if prompt:
         lines.append(f"Prompt: {_count(prompt, 'token')}, {cached} reused from the cache")

@@ -35,6 +35,7 @@ from app.views.format import reply_details, reply_summary
 from app.views.icons import IconButton
 from app.views.markdown_view import MarkdownBody, PlainTextView
 from app.views.message_parts import BranchSwitcher, Note, ToolCallCard, label, reply_note
+from app.views.thinking_section import ThinkingSection
 from app.views.token_view import TokenView
 from engine.types import TokenLogprob
 
@@ -89,6 +90,7 @@ class MessageWidget(QFrame):
         self._always_show_actions = False
         self._token_loader = token_loader
         self.token_view: TokenView | None = None
+        self.thinking: ThinkingSection | None = None  # a reply's thought (None: a user's)
 
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 0, 0, 0)
@@ -116,6 +118,11 @@ class MessageWidget(QFrame):
             self._build_user_body(message.content)
         else:
             self._layout.addWidget(self.tag)
+            self.thinking = ThinkingSection(self)  # above the answer; hidden without thinking
+            stats = meta.get("stats") or {}
+            seconds = meta.get("thinking_s") or stats.get("thinking_s") or 0.0
+            self.thinking.show_thought(meta.get("reasoning") or "", float(seconds))
+            self._layout.addWidget(self.thinking)
             self.body = body if body is not None else MarkdownBody(self)
             self.body.setParent(self)
             self.body.set_markdown(message.content if message is not None else "")
@@ -351,6 +358,11 @@ class MessageWidget(QFrame):
         self.note_action.setVisible(bool(note.action) and self.message is not None)
         self.note_action.setEnabled(interactive)
         self.note_row.setVisible(True)
+
+    def set_reasoning(self, text: str) -> None:
+        """The streamed reply's thinking so far (shown in its thinking section)."""
+        if self.thinking is not None:
+            self.thinking.show_thinking(text)
 
     def set_text(self, text: str) -> None:
         if isinstance(self.body, MarkdownBody):

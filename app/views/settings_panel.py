@@ -31,6 +31,7 @@ from app.store import ChatSettings
 from app.store.records import SAMPLING_FIELDS
 from app.views import theme
 from app.views.icons import IconButton
+from app.views.thinking_settings import ThinkingSettings
 
 CUSTOM = "Custom"
 NO_PROMPT = "None"
@@ -139,6 +140,10 @@ class SettingsPanel(QWidget):
         form2.addRow("Longest reply", self.max_tokens)
         form2.addRow("Seed", self.seed)
         layout.addLayout(form2)
+        # only for a model that thinks first (set_reasoning)
+        self.thinking_settings = ThinkingSettings(self)
+        self.thinking_settings.setVisible(False)
+        layout.addWidget(self.thinking_settings)
         layout.addStretch(1)
 
         self._prompt_timer = QTimer(self, singleShot=True, interval=400)
@@ -148,6 +153,7 @@ class SettingsPanel(QWidget):
             box.valueChanged.connect(lambda value, n=name: self._sampling_edited(n, value))  # type: ignore[attr-defined]
         self.max_tokens.valueChanged.connect(self._reply_edited)
         self.seed.valueChanged.connect(self._reply_edited)
+        self.thinking_settings.edited.connect(self._emit)
         self.reset_sampling.clicked.connect(self.reset_to_model)
         self.preset.activated.connect(self._apply_preset)
         self.save_preset.clicked.connect(self._save_preset)
@@ -213,6 +219,10 @@ class SettingsPanel(QWidget):
         self._defaults_source = source
         self._show_sampling()
 
+    def set_reasoning(self, available: bool) -> None:
+        """Show the thinking settings only while the loaded model thinks before answering."""
+        self.thinking_settings.setVisible(available)
+
     def set_settings(self, settings: ChatSettings) -> None:
         """Show `settings` without emitting `changed`."""
         self._settings = replace(settings)
@@ -223,6 +233,7 @@ class SettingsPanel(QWidget):
         with QSignalBlocker(self.max_tokens), QSignalBlocker(self.seed):
             self.max_tokens.setValue(settings.max_tokens)
             self.seed.setValue(-1 if settings.seed is None else settings.seed)
+        self.thinking_settings.show_settings(settings)
         self._show_sampling()
         self._show_preset()
 
@@ -250,12 +261,14 @@ class SettingsPanel(QWidget):
         self.defaults_hint.setText(text)
 
     def settings(self) -> ChatSettings:
-        return replace(
+        settings = replace(
             self._settings,
             system_prompt=self.system_prompt.toPlainText(),
             max_tokens=self.max_tokens.value(),
             seed=None if self.seed.value() < 0 else self.seed.value(),
         )
+        self.thinking_settings.apply_to(settings)
+        return settings
 
     # ---- edits ----
 

@@ -60,6 +60,7 @@ class ModelActions:
         w.composer.set_waiting_for_model(False)
         w.files.model_loaded(info)  # the paperclip, for a model that reads images
         w.chat.welcome.set_model_name(info.name)
+        w.settings_panel.set_reasoning(info.reasoning is not None)
         if self.loaded_spec and not w.prefs.default_model:
             self.store.set_setting("model_spec", self.loaded_spec)
         if w.prefs.kv_budget_mb:

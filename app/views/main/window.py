@@ -232,6 +232,7 @@ class MainWindow(QMainWindow):
         c.replyStarted.connect(self._reply_started)
         c.replyPrefill.connect(self.chat.reply_prefill)
         c.replyText.connect(self.chat.update_reply)
+        c.replyReasoning.connect(self.chat.update_reasoning)
         c.replyFinished.connect(self._reply_finished)
         c.busyChanged.connect(self._busy_changed)
         c.notice.connect(lambda text: self.notice.show_message(text, "error"))
@@ -465,6 +466,8 @@ class MainWindow(QMainWindow):
         streaming_here = c.busy and c.reply_conversation_id == c.conversation_id
         if streaming_here and self.chat.reply is None:
             self._reply_started()
+            if c.job is not None and c.reply_reasoning():
+                self.chat.update_reasoning(c.reply_reasoning())
             if c.job is not None and c.reply_text():
                 self.chat.update_reply(c.reply_text())
         elif not streaming_here and self.chat.reply is not None:

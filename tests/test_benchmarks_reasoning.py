@@ -1,0 +1,83 @@
+"""The reasoning bench section on the tiny thinking fixture: every figure it promises,
+each recomputed here from the replies themselves."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import jsonschema
+from bench_keys import STABLE_KEYS
+
+from benchmarks.reasoning import (
+    BUDGETS,
+    SCHEMAS,
+    VALID_MAX_TOKENS,
+    answer_tps,
+    reasoning_figures,
+    request_for,
+    validity_runs,
+)
+from engine.types import ReasoningDelta, TextDelta
+
+
+def _validates(text: str, schema: dict) -> bool:
+    try:
+        jsonschema.Draft202012Validator(schema).validate(json.loads(text))
+    except (json.JSONDecodeError, jsonschema.ValidationError):
+        return False
+    return True
+
+
+def test_reasoning_section_reports_every_figure(thinking_engine):
+    figures = reasoning_figures(thinking_engine, tokens=24, rounds=1)
+    assert STABLE_KEYS["reasoning"] <= set(figures), sorted(STABLE_KEYS["reasoning"] - set(figures))
+    assert figures["reasoning_constrained_runs"] == len(SCHEMAS) * len(BUDGETS) == 24
+    assert figures["reasoning_tps_rounds"] == 1
+    # the engine holds budgets exactly and answers validly after thinking
+    assert figures["reasoning_constrained_valid_rate"] == 1.0
+    assert figures["thinking_budget_overrun_tokens"] == 0
+    # one round: the ratio is exactly the two answer speeds' quotient, and within a band
+    ratio = figures["reasoning_constrained_tps_ratio"]
+    quotient = figures["reasoning_constrained_answer_tps"] / figures["reasoning_free_answer_tps"]
+    assert abs(ratio - quotient) < 0.01 * quotient + 0.002
+    assert 0.2 < ratio < 5, ratio
+
+
+def test_the_validity_sweep_recomputed_from_its_replies(thinking_engine):
+    runs = validity_runs(thinking_engine)
+    assert [(r.schema, r.budget) for r in runs] == [(s, b) for s in SCHEMAS for b in BUDGETS]
+    for run in runs:
+        assert run.error is None and run.thought, run
+        assert _validates(run.text, SCHEMAS[run.schema]), run
+        if run.budget is not None:
+            # a budget below what max_tokens leaves is spent exactly (forced end)
+            assert run.thinking_tokens == run.budget, run
+        else:
+            assert run.thinking_tokens < VALID_MAX_TOKENS, run
+    # the same seeded request gives the same reply: the figures are reproducible
+    first = runs[1]
+    again = thinking_engine.chat(
+        request_for(SCHEMAS[first.schema], first.budget, VALID_MAX_TOKENS, first.seed)
+    )
+    assert again.text == first.text and again.stats.thinking_tokens == first.thinking_tokens
+
+
+def test_answer_speed_leaves_the_thinking_out(thinking_engine):
+    # timed independently: the answer's streamed text, from the end of the thinking on
+    stamps: list[tuple[type, float]] = []
+    handle = thinking_engine.submit(
+        request_for(None, 16, 16 + 2 + 24, 5),
+        lambda event: stamps.append((type(event), time.perf_counter())),
+    )
+    result = handle.result()
+    stats = result.stats
+    assert stats.thinking_tokens == 16 and stats.answer_tokens >= 8
+    thought_end = max(t for kind, t in stamps if kind is ReasoningDelta)
+    answer_end = max(t for kind, t in stamps if kind is TextDelta)
+    streamed = stats.answer_tokens / (answer_end - thought_end)
+    tps = answer_tps(result)
+    assert 0.5 < tps / streamed < 2, (tps, streamed)
+    # and faster than the whole reply's rate counted over its whole decode span would say
+    whole_s = (stats.generated_tokens - 1) / stats.decode_tps
+    assert stats.answer_tokens / whole_s < tps
