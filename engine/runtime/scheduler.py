@@ -235,6 +235,8 @@ class Scheduler:
         if self._token_bytes or prompt.cache is None or not prompt.fed:
             return
         keys = getattr(prompt.cache[0], "keys", None)
+        if isinstance(keys, tuple) and keys:  # a quantized cache: (values, scales, biases)
+            keys = keys[0]
         width = keys.shape[2] if keys is not None and hasattr(keys, "shape") else 0
         if width:  # buffers hold `width` token positions, whatever is filled
             self._token_bytes = cache_nbytes(prompt.cache) // width
