@@ -211,7 +211,8 @@ def test_two_processes_share_one_folder(tiny_model_dir: Path, tmp_path: Path) ->
     budget = 10 * 70_000
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _WRITER, str(tiny_model_dir), str(folder), str(base), str(budget)],
+            [sys.executable, "-c", _WRITER, str(tiny_model_dir), str(folder), str(base)]
+            + [str(budget)],
             cwd=Path(__file__).resolve().parents[1],
         )
         for base in (1000, 2000)

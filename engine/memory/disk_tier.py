@@ -49,9 +49,9 @@ from engine.memory.disk_format import (
     serialize,
 )
 from engine.memory.prompt_cache import trim_cache
+from engine.memory.settings import DEFAULT_DISK_BUDGET
 from engine.memory.store import KVState
 
-DEFAULT_DISK_BUDGET = 4 << 30
 FREE_SHARE = 0.25  # the disk tier never takes more than this share of the free disk
 MIN_TOKENS = 32  # shorter prefixes are cheaper to prefill than to write and read back
 INDEX = "index.sqlite3"
