@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from engine.library.load import LoadedModel
     from engine.memory.plan import WiredLimit
     from engine.memory.prompt_cache import PromptCacheTrie
+    from engine.runtime.context import KVMemory
 
 T = TypeVar("T")
 Loader = Callable[[str, "Callable[[str, float], None] | None"], "LoadedModel"]
@@ -415,14 +416,29 @@ class Engine:
         self.prompt_cache = self._build_prompt_cache(loaded, plan.kv_budget_bytes)
         self._built_for = wanted
 
+    def _kv_memory(self, plan: MemoryPlan | None) -> KVMemory | None:
+        """KV bytes per token at the precision set, and the budget (None when unknown)."""
+        from engine.memory.kv_precision import kv_bytes_per_token
+        from engine.runtime.context import KVMemory
+
+        loaded = self._loaded
+        if plan is None or loaded is None or loaded.make_prompt_cache is not None:
+            return None
+        full = kv_bytes_per_token(loaded.model, None)
+        ours = kv_bytes_per_token(loaded.model, self._kv_bits)
+        if not full or not ours or plan.kv_budget_bytes <= 0:
+            return None
+        return KVMemory(ours, full, plan.kv_budget_bytes, self._kv_bits)
+
     def _build_prompt_cache(self, loaded: LoadedModel, budget: int) -> PromptCacheStore:
         """The trie at the KV precision set, over a disk tier if a folder is set."""
         import sqlite3
 
-        from engine.memory.disk_tier import DEFAULT_DISK_BUDGET, DiskTier
+        from engine.memory.disk_tier import DiskTier
         from engine.memory.identity import cache_identity
         from engine.memory.kv_precision import cache_maker
         from engine.memory.prompt_cache import PromptCacheTrie
+        from engine.memory.settings import DEFAULT_DISK_BUDGET
         from engine.memory.tiered import TieredPromptCache
 
         trie = PromptCacheTrie(budget, make_cache=cache_maker(self._kv_bits))
@@ -484,6 +500,7 @@ class Engine:
             speculative=self.speculative,
             draft=self._draft,
             pass_cost=self._pass_cost,
+            kv_memory=self._kv_memory(plan),
         )
         self._scheduler = scheduler
         try:

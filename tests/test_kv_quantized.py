@@ -101,3 +101,24 @@ def test_kv8_speculative_decoding_gives_the_same_greedy_reply(tiny_model_dir: Pa
         eng.close()
     assert with_spec.stats.drafted_tokens > 0  # the quantized cache took the rollbacks
     assert with_spec.text == without.text
+
+
+def test_a_prompt_beyond_the_kv_budget_is_refused_with_the_numbers(tiny_model_dir: Path) -> None:
+    from engine.engine import Engine
+
+    request = _request("Summarise this: " + "the cache holds tokens. " * 12)
+    answers = {}
+    for bits in (None, 8):
+        # tiny model, float32: 1 KB of KV per token, 320 bytes at 8 bits; room for 64 / 204
+        eng = Engine(kv_budget_bytes=64 << 10, kv_bits=bits)
+        try:
+            eng.load_model(str(tiny_model_dir)).result()
+            answers[bits] = eng.chat(request)
+        finally:
+            eng.close()
+    refused = answers[None]
+    assert refused.error_code == "context_length_exceeded"
+    assert "1.0 KB per token at full-precision" in (refused.error or "")
+    assert "room for 64 tokens" in (refused.error or "")
+    assert "--kv-bits" in (refused.error or "")
+    assert answers[8].error is None and answers[8].stats.prompt_tokens > 64
