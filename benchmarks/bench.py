@@ -124,6 +124,7 @@ SECTIONS: dict[str, Section] = {
     "batch": _lazy("benchmarks.batch", "run_batch_bench"),
     "inspector": _lazy("benchmarks.inspector", "run_inspector_bench"),
     "speculative": _lazy("benchmarks.speculative", "run_speculative_bench"),
+    "agent": _lazy("benchmarks.agent", "run_agent_bench"),
 }
 
 
