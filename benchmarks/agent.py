@@ -89,7 +89,7 @@ def tool_result(turn: int) -> str:
     return f"Tool result (read_file src/module_{turn}.py):\n" + "\n".join(lines)
 
 
-def _request(messages: list[dict[str, str]], max_tokens: int = REPLY_TOKENS) -> ChatRequest:
+def _request(messages: list[Any], max_tokens: int = REPLY_TOKENS) -> ChatRequest:
     return ChatRequest(
         messages=list(messages),
         sampling=SamplingSettings(temperature=0.0, max_tokens=max_tokens),
