@@ -75,6 +75,7 @@ class MainWindow(WindowModel, WindowActions, WindowLibrary, QMainWindow):
         self.prefs = Preferences.load(store)
         bridge.set_max_rows(self.prefs.max_rows)
         bridge.set_speculative(self.prefs.speculative)
+        bridge.set_kv_bits(self.prefs.kv_bits)
         theme.set_chat_pt(self.prefs.chat_font_pt)
         theme.apply_appearance(self.prefs.appearance)
         self.controller = ChatController(store, bridge, self)

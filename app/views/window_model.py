@@ -195,6 +195,8 @@ class WindowModel(QMainWindow):
             self.bridge.set_max_rows(prefs.max_rows)
         if prefs.speculative != old.speculative:
             self.bridge.set_speculative(prefs.speculative)
+        if prefs.kv_bits != old.kv_bits:
+            self.bridge.set_kv_bits(prefs.kv_bits)
 
     def update_status(self) -> None:
         info = self.bridge.model_info
