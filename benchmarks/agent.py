@@ -4,7 +4,8 @@ two tiers and quantized KV caches.
 A deterministic agent prompt (instructions plus tool definitions as JSON, about 2k tokens of
 the default model: a 6k one takes ~40 s per uncached prefill on the 2-core CPU this runs on
 in CI) and 8 turns, each adding the model's reply and a tool result; then turn 9 on the warm
-engine, a restart (a new Engine over the same cache folder), turn 9 again and turn 10.
+engine, and a restart after turn 8 (a new Engine over a copy of the cache folder as turn 8
+left it) running turn 9 again and turn 10.
 
 - `agent_turn_ttft_over_uncached`: median over turns 2-8 of the turn's time to first token
   over the same prompt's uncached one (measured at turns 2 and 8, interpolated by length).
@@ -26,7 +27,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from engine.engine import Engine
 from engine.types import ChatRequest, SamplingSettings
@@ -115,6 +116,8 @@ def _run(engine: Engine, spec: str, folder: Path) -> dict[str, Any]:
     from engine.prompt.chat import encode_chat
 
     out: dict[str, Any] = {}
+    restart_folder = folder / "after-turn-8"
+    folder = folder / "session"
     history: list[dict[str, str]] = [{"role": "system", "content": agent_system_prompt()}]
     prompts: list[list[dict[str, str]]] = []
     ttft: list[float] = []
@@ -123,6 +126,9 @@ def _run(engine: Engine, spec: str, folder: Path) -> dict[str, Any]:
     try:
         warm.load_model(spec).result()
         for turn in range(1, TURNS + 2):  # turn 9: the warm reference for the restart
+            if turn == TURNS + 1:  # the folder as a restart after turn 8 would find it
+                warm.run(lambda lm: cast(Any, warm.prompt_cache).persist()).result()
+                shutil.copytree(folder, restart_folder)
             messages = _turn_messages(history, turn)
             result = warm.chat(_request(messages))
             prompts.append(messages)
@@ -149,7 +155,7 @@ def _run(engine: Engine, spec: str, folder: Path) -> dict[str, Any]:
     out["agent_turn_ttft_s"] = round(statistics.median(ttft[1:TURNS]), 4)
     out["agent_uncached_ttft_s"] = round(uncached[TURNS], 3)
 
-    restarted = Engine(speculative=False, disk_cache_dir=folder)
+    restarted = Engine(speculative=False, disk_cache_dir=restart_folder)
     try:
         started = time.perf_counter()
         restarted.load_model(spec).result()
