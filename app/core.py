@@ -55,6 +55,8 @@ class AppCore(QObject):
             self.bridge.set_max_rows(prefs.max_rows)
         if old is None or prefs.speculative != old.speculative:
             self.bridge.set_speculative(prefs.speculative)
+        if old is None or prefs.kv_bits != old.kv_bits:
+            self.bridge.set_kv_bits(prefs.kv_bits)
         if old is not None and prefs.kv_budget_mb != old.kv_budget_mb:
             self.apply_cache_budget()
 

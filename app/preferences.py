@@ -28,6 +28,7 @@ KEYS = {
     "close_loops": "close_loops",
     "record_logprobs": "record_tokens",  # the stored key keeps its first name
     "speculative": "speculative_decoding",
+    "kv_bits": "kv_cache_bits",
 }
 
 
@@ -39,6 +40,7 @@ class Preferences:
     kv_budget_mb: int = 0  # 0: automatic
     max_rows: int = DEFAULT_MAX_ROWS  # replies written side by side at most
     speculative: bool = True  # guess ahead from the conversation, verify in one pass
+    kv_bits: int | None = None  # KV cache precision: 8 or 4 bits, None: the model's own
     new_chat: ChatSettings = field(default_factory=ChatSettings)
     new_chat_tools: ToolsConfig = field(default_factory=ToolsConfig)
     # JSON schemas: use all the freedom they leave (no tight defaults); refuse keywords
@@ -70,6 +72,8 @@ class Preferences:
         rows = get(KEYS["max_rows"], DEFAULT_MAX_ROWS)
         if isinstance(rows, int) and 1 <= rows <= MAX_ROWS_LIMIT:
             prefs.max_rows = rows
+        bits = get(KEYS["kv_bits"])
+        prefs.kv_bits = bits if bits in (8, 4) else None
         prefs.new_chat = ChatSettings.from_dict(_dict(get(KEYS["new_chat"])))
         prefs.new_chat_tools = ToolsConfig.from_dict(_dict(get(KEYS["new_chat_tools"])))
         for name in (
@@ -90,6 +94,7 @@ class Preferences:
         store.set_setting(KEYS["default_model"], self.default_model)
         store.set_setting(KEYS["kv_budget_mb"], self.kv_budget_mb)
         store.set_setting(KEYS["max_rows"], self.max_rows)
+        store.set_setting(KEYS["kv_bits"], self.kv_bits)
         store.set_setting(KEYS["new_chat"], self.new_chat.to_dict())
         store.set_setting(KEYS["new_chat_tools"], self.new_chat_tools.to_dict())
         for name in (

@@ -129,6 +129,7 @@ SECTIONS: dict[str, Section] = {
     "vision": _lazy("benchmarks.vision", "run_vision_bench"),
     "overhead": _lazy("benchmarks.overhead", "run_overhead_bench"),
     "reasoning": _lazy("benchmarks.reasoning", "run_reasoning_bench"),
+    "agent": _lazy("benchmarks.agent", "run_agent_bench"),
 }
 
 

@@ -71,6 +71,11 @@ class EngineAPI(Protocol):
         """Whether replies draft tokens and verify them."""
         ...
 
+    def set_kv_bits(self, kv_bits: int | None) -> Future[None]:
+        """The KV caches' precision for the next requests: 8 or 4 bits, None: the model's
+        own. ValueError for any other value."""
+        ...
+
     def load_draft_model(self, spec: str | None) -> Future[ModelInfo | None]:
         """Load the draft model of speculative decoding (None: prompt lookup drafts)."""
         ...

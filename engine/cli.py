@@ -361,8 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--tool-choice", default="auto", help="auto, required, none or a tool name")
     from engine.distributed.cli import add_arguments as add_distributed_arguments
     from engine.mcp.cli import add_arguments as add_mcp_arguments
+    from engine.memory.settings import add_cache_arguments
 
     add_speculative_arguments(chat)
+    add_cache_arguments(chat)
     add_mcp_arguments(chat)
     add_distributed_arguments(chat)
     chat.set_defaults(func=cmd_chat)
@@ -402,6 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"replies decoded side by side at most (default {DEFAULT_MAX_ROWS}; 1: one at a time)",
     )
     add_speculative_arguments(serve)
+    add_cache_arguments(serve)
     add_distributed_arguments(serve)
     serve.set_defaults(func=cmd_serve)
 

@@ -14,12 +14,14 @@ an immutable EngineSnapshot after every change.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.errors import EngineBusyError, EngineClosedError
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from engine.library.load import LoadedModel
     from engine.memory.plan import WiredLimit
     from engine.memory.prompt_cache import PromptCacheTrie
+    from engine.runtime.context import KVMemory
 
 T = TypeVar("T")
 Loader = Callable[[str, "Callable[[str, float], None] | None"], "LoadedModel"]
@@ -66,6 +69,9 @@ class Engine:
         max_queued: int = DEFAULT_MAX_QUEUED,
         loader: Loader | None = None,
         speculative: bool = True,
+        kv_bits: int | None = None,
+        disk_cache_dir: Path | None = None,
+        disk_budget_bytes: int | None = None,
     ) -> None:
         """`prompt_cache` replaces the KV-cache store (default: an LRU token trie sized by
         the memory plan at each load); `kv_budget_bytes` is the user's budget setting
@@ -74,7 +80,18 @@ class Engine:
         refuses a request when `max_queued` are already waiting for a row.
         `loader(spec, progress)` replaces `engine.library.load.load_model` (engine.distributed).
         `speculative`: replies draft tokens and verify them (`engine.runtime.speculative`): by
-        prompt lookup, or with a draft model (`load_draft_model`)."""
+        prompt lookup, or with a draft model (`load_draft_model`). `kv_bits` (8 or 4)
+        quantizes the KV caches (`engine.memory.kv_precision`); `disk_cache_dir` puts a disk
+        tier under the prompt cache (`engine.memory.disk_tier`), one folder per model
+        identity inside it, within `disk_budget_bytes` (default 4 GiB, at most a quarter
+        of the free disk)."""
+        from engine.memory.kv_precision import check_kv_bits
+
+        self._kv_bits = check_kv_bits(kv_bits)
+        self._disk_dir = disk_cache_dir
+        self._disk_budget = disk_budget_bytes
+        self._built_for: tuple[Any, ...] | None = None  # what the prompt cache was made for
+        self.disk_error: str | None = None  # why the disk tier is off, if it failed to open
         self._ids = itertools.count(1)
         self._closed = False
         self.max_rows = max(1, max_rows)
@@ -205,6 +222,27 @@ class Engine:
         """Generate a whole reply and return it (blocking)."""
         return self.submit(request).result()
 
+    def set_kv_bits(self, kv_bits: int | None) -> Future[None]:
+        """Change the KV precision (8, 4 or None: the model's own) for the next requests;
+        the prompt cache starts over for the new precision (the old one's entries stay on
+        disk, under their own identity)."""
+        from engine.memory.kv_precision import check_kv_bits
+
+        bits = check_kv_bits(kv_bits)
+
+        def job() -> None:
+            self._kv_bits = bits
+            if self._loaded is not None:
+                self._plan_memory(self._loaded)
+            self._publish()
+
+        return self._submit_call(job)
+
+    @property
+    def kv_bits(self) -> int | None:
+        """The KV precision requests get (None: the model's own)."""
+        return self._kv_bits
+
     def set_kv_budget(self, kv_budget_bytes: int | None) -> Future[MemoryPlan | None]:
         """Change the prompt-cache budget (None: automatic); returns the new memory plan."""
 
@@ -310,7 +348,7 @@ class Engine:
         self._snapshot = EngineSnapshot(
             model=self._loaded.info if self._loaded is not None else None,
             memory=self._memory_plan,
-            cache=self.prompt_cache.stats(),
+            cache=dataclasses.replace(self.prompt_cache.stats(), kv_bits=self._kv_bits),
             requests_done=self._requests_done,
         )
 
@@ -362,15 +400,78 @@ class Engine:
             self._wired.apply(plan)
         if self._prompt_cache_override is not None or not self._reuse_prefixes:
             return
-        make_trie = loaded.make_prompt_cache or PromptCacheTrie
-        if isinstance(self.prompt_cache, PromptCacheTrie) and self._trie_maker is make_trie:
-            self.prompt_cache.budget_bytes = plan.kv_budget_bytes
+        if loaded.make_prompt_cache is not None:  # a sharded model: its own mirrored trie
+            make_trie = loaded.make_prompt_cache
+            if isinstance(self.prompt_cache, PromptCacheTrie) and self._trie_maker is make_trie:
+                self.prompt_cache.budget_bytes = plan.kv_budget_bytes
+            else:
+                self.prompt_cache = make_trie(plan.kv_budget_bytes)
+                self._trie_maker = make_trie
+            return
+        wanted = (id(loaded), self._kv_bits, self._disk_dir, self._disk_budget)
+        if self._built_for == wanted:
+            self.prompt_cache.budget_bytes = plan.kv_budget_bytes  # type: ignore[attr-defined]
+            return
+        self._close_prompt_cache()
+        self.prompt_cache = self._build_prompt_cache(loaded, plan.kv_budget_bytes)
+        self._built_for = wanted
+
+    def _kv_memory(self, plan: MemoryPlan | None) -> KVMemory | None:
+        """KV bytes per token at the precision set, and the budget (None when unknown)."""
+        from engine.memory.kv_precision import kv_bytes_per_token
+        from engine.runtime.context import KVMemory
+
+        loaded = self._loaded
+        if plan is None or loaded is None or loaded.make_prompt_cache is not None:
+            return None
+        full = kv_bytes_per_token(loaded.model, None)
+        ours = kv_bytes_per_token(loaded.model, self._kv_bits)
+        if not full or not ours or plan.kv_budget_bytes <= 0:
+            return None
+        return KVMemory(ours, full, plan.kv_budget_bytes, self._kv_bits)
+
+    def _build_prompt_cache(self, loaded: LoadedModel, budget: int) -> PromptCacheStore:
+        """The trie at the KV precision set, over a disk tier if a folder is set."""
+        import sqlite3
+
+        from engine.memory.disk_tier import DiskTier
+        from engine.memory.identity import cache_identity
+        from engine.memory.kv_precision import cache_maker
+        from engine.memory.prompt_cache import PromptCacheTrie
+        from engine.memory.settings import DEFAULT_DISK_BUDGET
+        from engine.memory.tiered import TieredPromptCache
+
+        trie = PromptCacheTrie(budget, make_cache=cache_maker(self._kv_bits))
+        self.disk_error = None
+        if self._disk_dir is None:
+            return trie
+        try:
+            identity = cache_identity(
+                loaded.model, Path(loaded.info.path), self._kv_bits, self._disk_dir
+            )
+            disk = DiskTier(
+                self._disk_dir / identity, identity, self._disk_budget or DEFAULT_DISK_BUDGET
+            )
+        except (OSError, ValueError, sqlite3.Error) as exc:  # memory alone still serves
+            self.disk_error = f"the prompt cache's disk tier is off: {exc}"
+            return trie
+        return TieredPromptCache(trie, disk)
+
+    def _close_prompt_cache(self) -> None:
+        """Persist and close the prompt cache this engine built (its disk tier's writer)."""
+        close = getattr(self.prompt_cache, "close", None)
+        if self._built_for is not None and callable(close):
+            close()
         else:
-            self.prompt_cache = make_trie(plan.kv_budget_bytes)
-            self._trie_maker = make_trie
+            self.prompt_cache.clear()
+        self._built_for = None
 
     def _unload(self) -> None:
-        self.prompt_cache.clear()
+        if self._built_for is not None:
+            self._close_prompt_cache()
+            self.prompt_cache = NoPromptCache()
+        else:
+            self.prompt_cache.clear()
         self._draft = None
         self._pass_cost = None
         if self._wired is not None:
@@ -399,6 +500,7 @@ class Engine:
             speculative=self.speculative,
             draft=self._draft,
             pass_cost=self._pass_cost,
+            kv_memory=self._kv_memory(plan),
         )
         self._scheduler = scheduler
         try:

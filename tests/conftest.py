@@ -9,6 +9,12 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Engines the app builds keep prompts on disk: in a folder of this test run's own, so no
+# run reads what an earlier one left (nor fills the user's cache folder).
+if "CORRAL_PROMPT_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["CORRAL_PROMPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="corral-prompt-cache-")
 
 import pytest  # noqa: E402
 

@@ -131,6 +131,7 @@ class EngineBridge(QObject):
         self._failure_told: str | None = None
         self._max_rows: int | None = None  # the user's setting, for an engine made later
         self._speculative: bool | None = None  # likewise
+        self._kv_bits: int | None = None  # likewise
         self._jobs: set[ReplyJob] = set()
         self.loading_spec: str | None = None
         self.model_spec: str | None = None  # the spec of the model loaded last
@@ -140,8 +141,16 @@ class EngineBridge(QObject):
     def engine(self) -> EngineAPI:
         if self._engine is None:
             from engine.engine import Engine
+            from engine.memory.settings import DEFAULT_DISK_BUDGET, prompt_cache_dir
 
-            self._engine = (self._make_engine or Engine)()
+            def local() -> Engine:  # prompts kept on disk across restarts
+                return Engine(
+                    kv_bits=self._kv_bits,
+                    disk_cache_dir=prompt_cache_dir(),
+                    disk_budget_bytes=DEFAULT_DISK_BUDGET,
+                )
+
+            self._engine = (self._make_engine or local)()
             if self._max_rows is not None:
                 self._engine.set_max_rows(self._max_rows)
             if self._speculative is not None:
@@ -262,6 +271,12 @@ class EngineBridge(QObject):
         self._max_rows = max_rows
         if self._engine is not None:
             self._engine.set_max_rows(max_rows)
+
+    def set_kv_bits(self, bits: int | None) -> None:
+        """The KV cache's precision (8, 4 or None: the model's own), for a local engine."""
+        self._kv_bits = bits
+        if self._engine is not None:
+            self._engine.set_kv_bits(bits)  # a group refuses quantized caches: it stays full
 
     def set_speculative(self, on: bool) -> None:
         """Whether replies are written speculatively (drafts verified in one pass)."""

@@ -129,6 +129,15 @@ class PreferencesDialog(QDialog):
             " is the same. Replies that record token probabilities (Inspect) do not guess."
         )
         form.addRow("Speculative writing", self.speculative)
+        self.kv_bits = QComboBox(self)
+        for label, bits in (("Full", None), ("8 bits", 8), ("4 bits", 4)):
+            self.kv_bits.addItem(label, bits)
+        self.kv_bits.setCurrentIndex(max(0, self.kv_bits.findData(prefs.kv_bits)))
+        self.kv_bits.setToolTip(
+            "Hold what the model read at lower precision: 8 bits takes about half the memory "
+            "(replies nearly always the same), 4 bits about a quarter, so longer chats fit."
+        )
+        form.addRow("Reuse precision", self.kv_bits)
         form.addRow(
             hint(
                 "The model checks several guessed words at once (guesses copied from the "
@@ -286,6 +295,7 @@ class PreferencesDialog(QDialog):
             kv_budget_mb=self.kv_budget.value(),
             max_rows=self.max_rows.value(),
             speculative=self.speculative.isChecked(),
+            kv_bits=self.kv_bits.currentData(),
             new_chat=new_chat,
             new_chat_tools=tools,
             allow_extra_properties=self.allow_extra.isChecked(),

@@ -44,6 +44,8 @@ def _positive(text: str) -> float:
 def make_engine(args: argparse.Namespace) -> EngineAPI:
     """A DistributedEngine when `--distributed` was given, else the ordinary Engine."""
     if not getattr(args, "distributed", None):
-        return Engine()
+        from engine.memory.settings import engine_cache_options
+
+        return Engine(**engine_cache_options(args))
     config = DistributedConfig(args.distributed, shard=args.shard, timeout_s=args.dist_timeout)
     return DistributedEngine(config)

@@ -222,6 +222,18 @@ class DistributedEngine:
     def set_speculative(self, on: bool) -> None:
         """Nothing to change: rank 0 decodes as the group was started."""
 
+    def set_kv_bits(self, kv_bits: int | None) -> Future[None]:
+        """A group keeps its KV caches at the model's own precision: anything else is
+        refused (the future raises ValueError); None is accepted."""
+        future: Future[None] = Future()
+        if kv_bits is None:
+            future.set_result(None)
+        else:
+            future.set_exception(
+                ValueError("a model split across machines keeps its KV cache at full precision")
+            )
+        return future
+
     def load_draft_model(self, spec: str | None) -> Future[ModelInfo | None]:
         """A group takes no draft model (its replies draft by prompt lookup, if at all)."""
         future: Future[ModelInfo | None] = Future()

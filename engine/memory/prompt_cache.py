@@ -164,15 +164,19 @@ class PromptCacheTrie:
         *,
         make_cache: Callable[[Any], KVState] | None = None,
         steal_tail_tokens: int = 4,
+        on_evict: Callable[[list[int], KVState], None] | None = None,
     ) -> None:
         """`make_cache(model)` builds an empty cache on a miss (default: mlx-lm's
         `make_prompt_cache`). A divergent tail of at most `steal_tail_tokens` is trimmed off the
-        stored entry in place rather than kept by copying the shared part."""
+        stored entry in place rather than kept by copying the shared part. `on_evict(tokens,
+        cache)` is given each entry the trie lets go of (evicted, or too large to keep): the
+        disk tier (`engine.memory.tiered`)."""
         self._budget = max(0, int(budget_bytes))
         self._reserved = 0
         self._make_cache = make_cache or mlx_cache.make_prompt_cache
         self._steal_tail = steal_tail_tokens
         self._model_ref: Any = None
+        self.on_evict = on_evict
         self.clear()
 
     # -- public API ----------------------------------------------------------------------------
@@ -309,6 +313,8 @@ class PromptCacheTrie:
         if nbytes > self._budget:
             self._counts["rejected"] += 1
             self._prune_handed_out()
+            if self.on_evict is not None and mlx_cache.can_trim_prompt_cache(cache):
+                self.on_evict(tokens, cache)
             return
         trimmable = mlx_cache.can_trim_prompt_cache(cache)
         path, matched, partial = self._walk(tokens)
@@ -332,6 +338,37 @@ class PromptCacheTrie:
         self._add(node, cache, nbytes, trimmable)
         self._prune_handed_out()
         self._evict_to_budget()
+
+    def longest(self, tokens: Sequence[int]) -> int:
+        """How many tokens of `tokens` a `fetch` would serve now (at most len - 1), without
+        changing anything."""
+        tokens = list(tokens)
+        limit = len(tokens) - 1
+        path, matched, partial = self._walk(tokens)
+        best = 0
+        for node in reversed(path):
+            e = node.entry
+            if e is not None and (node.depth <= limit or e.trimmable):
+                best = min(node.depth, limit)
+                break
+        n_copy = min(matched, limit)
+        if n_copy > best and self._trimmable_below(partial or path[-1]) is not None:
+            best = n_copy
+        return best
+
+    def note_hit(self, model: Any, n_tokens: int, n_cached: int) -> None:
+        """Count a prompt of `n_tokens` served `n_cached` tokens from elsewhere (the disk)."""
+        self._check_model(model)
+        self._loan = None
+        self._prune_handed_out()
+        self._counts["prompt_tokens_total"] += n_tokens
+        self._counts["cached_tokens_total"] += n_cached
+        self._counts["hits"] += 1
+
+    def entries(self) -> list[tuple[list[int], KVState]]:
+        """(tokens, cache) of every entry, most recently used first."""
+        ordered = sorted(self._entries, key=lambda e: -e.node.touched)
+        return [(self._tokens_of(e.node), e.cache) for e in ordered]
 
     def stats(self) -> CacheStats:
         """Entries, bytes, budget and counters since the last `clear`."""
@@ -357,6 +394,14 @@ class PromptCacheTrie:
         return slice_cache(cache, n, compact)
 
     # -- tree ------------------------------------------------------------------------------------
+
+    def _tokens_of(self, node: _Node) -> list[int]:
+        spans: list[list[int]] = []
+        n: _Node | None = node
+        while n is not None:
+            spans.append(n.span)
+            n = n.parent
+        return [t for span in reversed(spans) for t in span]
 
     def _check_model(self, model: Any) -> None:
         current = self._model_ref() if self._model_ref is not None else None
@@ -473,6 +518,8 @@ class PromptCacheTrie:
                     n = n.parent
                 if n is not None and n.depth > 0 and n.n_entries == 1:
                     target = n  # the victim is the last entry holding this shared prefix
+            if self.on_evict is not None and victim.trimmable:
+                self.on_evict(self._tokens_of(victim.node), victim.cache)
             if target is not None:
                 compact = self._slice_cache(victim.cache, target.depth, compact=True)
                 arrays = cache_arrays(compact)

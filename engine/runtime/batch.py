@@ -429,12 +429,13 @@ class DecodeBatch:
 
     def _speculation_ok(self) -> bool:
         """Whether the batch's cache can drop a row's rejected positions: a lone row's plain
-        KV cache, or mlx-lm's batch KV cache (not rotating caches)."""
+        or quantized KV cache, or mlx-lm's batch KV cache (not rotating caches)."""
         cache = self.cache
         if not cache:
             return False
-        kind = mlx_cache.KVCache if len(self.rows) == 1 else mlx_cache.BatchKVCache
-        return all(type(c) is kind for c in cache)
+        if len(self.rows) == 1:
+            return all(type(c) in (mlx_cache.KVCache, mlx_cache.QuantizedKVCache) for c in cache)
+        return all(type(c) is mlx_cache.BatchKVCache for c in cache)
 
     def _draft_rows(self) -> None:
         """Each speculating row reads its token now (if it sampled one) and queues a draft

@@ -8,6 +8,7 @@ that would run past the context stops there (stop reason "length").
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import CorralError
@@ -18,12 +19,52 @@ if TYPE_CHECKING:
 CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"  # OpenAI's error code for the same
 
 
+@dataclass(frozen=True)
+class KVMemory:
+    """What a token's KV state costs and how much memory the KV caches may take."""
+
+    bytes_per_token: int  # at the precision requests get
+    full_bytes_per_token: int  # at the model's own precision
+    budget_bytes: int
+    kv_bits: int | None = None
+
+    @property
+    def max_tokens(self) -> int:
+        return self.budget_bytes // max(1, self.bytes_per_token)
+
+    def describe(self) -> str:
+        """The numbers, as a clause of a sentence."""
+        precision = f"{self.kv_bits}-bit" if self.kv_bits else "full-precision"
+        text = (
+            f"the KV cache takes {_size(self.bytes_per_token)} per token at {precision} precision"
+        )
+        if self.kv_bits:
+            text += f" ({_size(self.full_bytes_per_token)} at full precision)"
+        return text + (
+            f" and may use {_size(self.budget_bytes)}, room for {self.max_tokens:,} tokens"
+        )
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
 class ContextLengthError(CorralError, ValueError):
-    """A prompt does not fit in the model's context; the message gives both numbers."""
+    """A prompt does not fit in the model's context, or its KV cache in the KV budget; the
+    message gives the numbers."""
 
     code = CONTEXT_LENGTH_EXCEEDED
 
-    def __init__(self, prompt_tokens: int, context_length: int, tool_tokens: int = 0) -> None:
+    def __init__(
+        self,
+        prompt_tokens: int,
+        context_length: int,
+        tool_tokens: int = 0,
+        memory: KVMemory | None = None,
+    ) -> None:
         self.prompt_tokens = prompt_tokens
         self.context_length = context_length
         self.tool_tokens = tool_tokens
@@ -32,6 +73,10 @@ class ContextLengthError(CorralError, ValueError):
             message += ", and a reply needs at least one more"
         if tool_tokens:
             message += f" (the tool definitions take {tool_tokens:,} of them)"
+        if memory is not None:
+            message += f"; {memory.describe()}"
+            if memory.kv_bits is None and prompt_tokens > memory.max_tokens:
+                message += " (--kv-bits 8 or 4 makes room for more)"
         super().__init__(message)
 
 
@@ -40,17 +85,21 @@ def reply_budget(
     context_length: int | None,
     max_tokens: int,
     tool_tokens: Any = None,
+    memory: KVMemory | None = None,
 ) -> int:
     """How many tokens the reply may have: `max_tokens`, or fewer where the context ends.
 
-    Raises ContextLengthError when the prompt leaves no room for a reply. `tool_tokens` is
-    called (only then) for how many of the prompt's tokens the tool definitions take.
+    Raises ContextLengthError when the prompt leaves no room for a reply, in the context or
+    (with `memory`) in the KV budget. `tool_tokens` is called (only then) for how many of
+    the prompt's tokens the tool definitions take.
     """
-    if not context_length or context_length <= 0:
+    too_big = memory is not None and prompt_tokens >= memory.max_tokens
+    if (not context_length or context_length <= 0) and not too_big:
         return max_tokens
-    if prompt_tokens >= context_length:
+    if too_big or (context_length and prompt_tokens >= context_length):
         tools = int(tool_tokens()) if callable(tool_tokens) else 0
-        raise ContextLengthError(prompt_tokens, context_length, max(0, tools))
+        raise ContextLengthError(prompt_tokens, context_length or 0, max(0, tools), memory)
+    assert context_length
     return min(max_tokens, context_length - prompt_tokens)
 
 

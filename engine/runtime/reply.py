@@ -22,7 +22,7 @@ from engine.prompt.chat import encode_chat, render_continuation
 from engine.prompt.reasoning import ReplyStart, reply_start, thinking_kwargs, wants_thinking
 from engine.prompt.tokenizer import ModelTokenizer
 from engine.runtime.batch import DecodeRow
-from engine.runtime.context import reply_budget, tool_definition_tokens
+from engine.runtime.context import KVMemory, reply_budget, tool_definition_tokens
 from engine.runtime.reply_text import ReplyText
 from engine.runtime.sampling import RowSampler, build_processors, end_token_ids
 from engine.runtime.speculative import Drafter, Speculator
@@ -124,7 +124,13 @@ class Reply:
     cannot be served: bad settings, a conversation the template cannot render, bad tools.
     """
 
-    def __init__(self, loaded: LoadedModel, handle: RequestHandle, started: float) -> None:
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        handle: RequestHandle,
+        started: float,
+        memory: KVMemory | None = None,
+    ) -> None:
         request = handle.request
         tokenizer = loaded.tokenizer
         self.handle = handle
@@ -154,6 +160,7 @@ class Reply:
             loaded.info.context_length,
             settings.max_tokens,
             lambda: tool_definition_tokens(tokenizer, request, len(prompt_tokens)),
+            memory,
         )
         self.prompt_tokens: list[int] = prompt_tokens
         self.constraint: ConstraintSpec | None = constraint

@@ -36,7 +36,7 @@ import mlx.core as mx
 from engine.errors import CorralError
 from engine.memory.store import common_prefix
 from engine.runtime.batch import DecodeBatch, DecodeRow, can_batch
-from engine.runtime.context import annotate_error
+from engine.runtime.context import KVMemory, annotate_error
 from engine.runtime.prefill import PREFILL_CHUNK, feed
 from engine.runtime.reply import Reply
 from engine.runtime.speculative import Drafter, DraftModel, PassCost, PromptLookup
@@ -79,11 +79,14 @@ class Scheduler:
         speculative: bool = False,
         draft: tuple[LoadedModel, PromptCacheStore] | None = None,
         pass_cost: PassCost | None = None,
+        kv_memory: KVMemory | None = None,
     ) -> None:
         """`deliver(handle, result)` finishes a request (after its cache is stored).
         `speculative`: replies draft tokens to verify (`engine.runtime.speculative`), with the
         `draft` model (and its prompt cache) if given, else by prompt lookup; `pass_cost`
-        holds what wider steps cost on this model (learnt across schedulers)."""
+        holds what wider steps cost on this model (learnt across schedulers); `kv_memory`
+        (KV bytes per token and the budget) refuses a prompt whose KV cache cannot fit."""
+        self.kv_memory = kv_memory
         self.loaded = loaded
         self.prompt_cache = prompt_cache
         self.max_rows = max(1, max_rows)
@@ -142,7 +145,7 @@ class Scheduler:
             self.deliver(handle, ChatResult("", StopReason.CANCELLED, stats))
             return
         try:
-            reply = Reply(self.loaded, handle, started)
+            reply = Reply(self.loaded, handle, started, self.kv_memory)
         except Exception as exc:  # bad input must fail its request, never the engine
             self.deliver(handle, error_result(exc, started))
             return
@@ -239,6 +242,8 @@ class Scheduler:
         if self._token_bytes or prompt.cache is None or not prompt.fed:
             return
         keys = getattr(prompt.cache[0], "keys", None)
+        if isinstance(keys, tuple) and keys:  # a quantized cache: (values, scales, biases)
+            keys = keys[0]
         width = keys.shape[2] if keys is not None and hasattr(keys, "shape") else 0
         if width:  # buffers hold `width` token positions, whatever is filled
             self._token_bytes = cache_nbytes(prompt.cache) // width

@@ -46,12 +46,14 @@ class Service:
     # ---- simple endpoints ----
 
     async def health(self, request: Request) -> Response:
-        info = self.engine.snapshot.model
+        snapshot = self.engine.snapshot
+        info = snapshot.model
         return JSONResponse(
             {
                 "status": "ok" if info is not None else "loading",
                 "model": info.name if info is not None else None,
                 "active_requests": self.activity.active,
+                "prompt_cache": snapshot.cache.to_dict(),  # memory and disk use, hit rates
             }
         )
 

@@ -59,9 +59,24 @@ class CacheStats:
     prompt_tokens_total: int = 0
     hit_rate: float = 0.0  # cached prompt tokens over all prompt tokens
     reserved_bytes: int = 0  # KV state of the replies decoding, counted against the budget
+    kv_bits: int | None = None  # KV precision of the entries (None: the model's own)
+    # The disk tier (`engine.memory.disk_tier`): zeros when there is none.
+    disk_entries: int = 0
+    disk_bytes: int = 0
+    disk_budget_bytes: int = 0
+    disk_hits: int = 0  # prompts served from disk
+    disk_restored_tokens: int = 0
+    disk_writes: int = 0
+    disk_evictions: int = 0
+    disk_removed_bad: int = 0  # truncated, damaged or foreign files removed unread
 
-    def to_dict(self) -> dict[str, int | float]:
-        return asdict(self)
+    @property
+    def disk_hit_rate(self) -> float:
+        """Prompt tokens restored from disk over all prompt tokens."""
+        return self.disk_restored_tokens / max(1, self.prompt_tokens_total)
+
+    def to_dict(self) -> dict[str, int | float | None]:
+        return {**asdict(self), "disk_hit_rate": self.disk_hit_rate}
 
 
 @dataclass(frozen=True)

@@ -147,12 +147,24 @@ class ModelActions:
             stats = snapshot.cache
             budget = snapshot.memory.kv_budget_bytes if snapshot.memory else stats.budget_bytes
             text = f"Reuse memory {format_bytes(stats.bytes)}"
-            w.cache_label.setText(text + (f" of {format_bytes(budget)}" if budget else ""))
+            text += f" of {format_bytes(budget)}" if budget else ""
+            if stats.disk_budget_bytes:
+                text += f", disk {format_bytes(stats.disk_bytes)}"
+            w.cache_label.setText(text)
             kept = f"{stats.entries} earlier prompt{'s' if stats.entries != 1 else ''}"
-            w.cache_label.setToolTip(
+            tip = (
                 f"Memory holding what the model already read ({kept}), so the next reply "
-                "starts sooner"
+                f"starts sooner. {stats.hit_rate:.0%} of prompt tokens were reused"
             )
+            if stats.disk_budget_bytes:
+                tip += (
+                    f"; {stats.disk_entries} on disk ({format_bytes(stats.disk_bytes)} of "
+                    f"{format_bytes(stats.disk_budget_bytes)}), {stats.disk_hit_rate:.0%} "
+                    "read back from there"
+                )
+            if stats.kv_bits:
+                tip += f". KV cache at {stats.kv_bits} bits"
+            w.cache_label.setToolTip(tip + ".")
         else:
             w.cache_label.setText("")
 

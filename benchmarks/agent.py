@@ -1,0 +1,262 @@
+"""The `agent` bench section: a replayed coding-agent session against the prompt cache's
+two tiers and quantized KV caches.
+
+A deterministic agent prompt (instructions plus tool definitions as JSON, about 2k tokens of
+the default model: a 6k one takes ~40 s per uncached prefill on the 2-core CPU this runs on
+in CI) and 8 turns, each adding the model's reply and a tool result; then turn 9 on the warm
+engine, and a restart after turn 8 (a new Engine over a copy of the cache folder as turn 8
+left it) running turn 9 again and turn 10.
+
+- `agent_turn_ttft_over_uncached`: median over turns 2-8 of the turn's time to first token
+  over the same prompt's uncached one (measured at turns 2 and 8, interpolated by length).
+- `disk_restore_over_prefill`: loading the turn-9 prefix from disk over prefilling it.
+- `restart_ttft_over_warm`: turn 9 after the restart over turn 9 before it.
+- `kv8_memory_ratio`, `kv4_memory_ratio`: KV bytes of 512 tokens over full precision.
+- `kv8_tps_ratio`, `kv8_greedy_agreement`: decode rate and identical greedy replies of
+  8-bit KV over full precision, on a fixed prompt set.
+- `agent_ttft_vs_mlx_lm`: median time to first token of turns 2-8 over mlx-lm's own
+  prompt cache (`LRUPromptCache`, as `mlx_lm.server` uses it) replaying the same prompts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, cast
+
+from engine.engine import Engine
+from engine.types import ChatRequest, SamplingSettings
+
+TURNS = 8
+REPLY_TOKENS = 12
+TOOLS = ["read_file", "write_file", "list_dir", "grep", "run_tests", "git_diff", "edit_range"]
+AGREEMENT_PROMPTS = [
+    "Name three colours.",
+    "What is the capital of France?",
+    "Write one sentence about the sea.",
+    "List three fruits.",
+    "What does a compiler do?",
+    "Say hello politely.",
+]
+
+
+def agent_system_prompt() -> str:
+    """Instructions and tool definitions, the same every run."""
+    rules = [
+        f"Rule {i}: when a task touches module {i}, read it first, keep its public names, "
+        f"run its tests, and report what changed in one short paragraph."
+        for i in range(1, 19)
+    ]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": f"{name.replace('_', ' ')} in the repository; returns text. "
+                "Paths are relative to the repository root and never leave it.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "a file or folder path"},
+                        "pattern": {"type": "string", "description": "what to look for"},
+                        "start": {"type": "integer", "description": "first line, from 1"},
+                        "end": {"type": "integer", "description": "last line, inclusive"},
+                    },
+                    "required": ["path"],
+                },
+            },
+        }
+        for name in TOOLS
+    ]
+    return (
+        "You are a coding agent working in a Python repository.\n"
+        + "\n".join(rules)
+        + "\n\nTools:\n"
+        + json.dumps(tools, indent=1)
+    )
+
+
+def tool_result(turn: int) -> str:
+    """What a tool call of turn `turn` returned: a short file listing."""
+    lines = [
+        f"def helper_{turn}_{i}(value: int) -> int:\n    return value * {i} + {turn}"
+        for i in range(6)
+    ]
+    return f"Tool result (read_file src/module_{turn}.py):\n" + "\n".join(lines)
+
+
+def _request(messages: list[Any], max_tokens: int = REPLY_TOKENS) -> ChatRequest:
+    return ChatRequest(
+        messages=list(messages),
+        sampling=SamplingSettings(temperature=0.0, max_tokens=max_tokens),
+    )
+
+
+def _turn_messages(history: list[dict[str, str]], turn: int) -> list[dict[str, str]]:
+    text = "Fix the failing test in module 1." if turn == 1 else tool_result(turn)
+    return [*history, {"role": "user", "content": text}]
+
+
+def run_agent_bench(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    """The section's figures (`engine` is the bench's own, full precision, no disk tier)."""
+    folder = Path(tempfile.mkdtemp(prefix="corral-agent-bench-"))
+    try:
+        return _run(engine, args.model, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run(engine: Engine, spec: str, folder: Path) -> dict[str, Any]:
+    from engine.memory.store import NoPromptCache
+    from engine.prompt.chat import encode_chat
+
+    out: dict[str, Any] = {}
+    restart_folder = folder / "after-turn-8"
+    folder = folder / "session"
+    history: list[dict[str, str]] = [{"role": "system", "content": agent_system_prompt()}]
+    prompts: list[list[dict[str, str]]] = []
+    ttft: list[float] = []
+    lengths: list[int] = []
+    warm = Engine(speculative=False, disk_cache_dir=folder)
+    try:
+        warm.load_model(spec).result()
+        for turn in range(1, TURNS + 2):  # turn 9: the warm reference for the restart
+            if turn == TURNS + 1:  # the folder as a restart after turn 8 would find it
+                warm.run(lambda lm: cast(Any, warm.prompt_cache).persist()).result()
+                shutil.copytree(folder, restart_folder)
+            messages = _turn_messages(history, turn)
+            result = warm.chat(_request(messages))
+            prompts.append(messages)
+            ttft.append(result.stats.ttft_s)
+            lengths.append(result.stats.prompt_tokens)
+            history = [*messages, {"role": "assistant", "content": result.text}]
+    finally:
+        warm.close()  # writes what memory holds to the cache folder
+    out["agent_prompt_tokens"] = lengths[0]
+    out["agent_turn9_prompt_tokens"] = lengths[TURNS]
+
+    cold = Engine(NoPromptCache(), speculative=False)
+    try:
+        cold.load_model(spec).result()
+        uncached = {t: cold.chat(_request(prompts[t - 1])).stats.ttft_s for t in (2, TURNS)}
+    finally:
+        cold.close()
+    slope = (uncached[TURNS] - uncached[2]) / max(1, lengths[TURNS - 1] - lengths[1])
+    ratios = [
+        ttft[t - 1] / (uncached[2] + slope * (lengths[t - 1] - lengths[1]))
+        for t in range(2, TURNS + 1)
+    ]
+    out["agent_turn_ttft_over_uncached"] = round(statistics.median(ratios), 4)
+    out["agent_turn_ttft_s"] = round(statistics.median(ttft[1:TURNS]), 4)
+    out["agent_uncached_ttft_s"] = round(uncached[TURNS], 3)
+
+    restarted = Engine(speculative=False, disk_cache_dir=restart_folder)
+    try:
+        started = time.perf_counter()
+        restarted.load_model(spec).result()
+        out["restart_load_s"] = round(time.perf_counter() - started, 3)
+
+        def restore(lm: Any) -> tuple[float, int]:
+            tokens = encode_chat(lm.tokenizer, prompts[TURNS])
+            t0 = time.perf_counter()
+            _, n = restarted.prompt_cache.fetch(lm.model, tokens)
+            return time.perf_counter() - t0, n
+
+        restore_s, restored = restarted.run(restore).result()
+        prefill_tps = lengths[TURNS - 1] / uncached[TURNS]
+        out["disk_restore_tokens"] = restored
+        out["disk_restore_over_prefill"] = round(restore_s / max(1e-9, restored / prefill_tps), 4)
+        again = restarted.chat(_request(prompts[TURNS]))
+        out["restart_ttft_over_warm"] = round(again.stats.ttft_s / ttft[TURNS], 3)
+        follow = [
+            *prompts[TURNS],
+            {"role": "assistant", "content": again.text},
+            {"role": "user", "content": tool_result(TURNS + 2)},
+        ]
+        out["restart_turn10_ttft_s"] = round(restarted.chat(_request(follow)).stats.ttft_s, 4)
+        out["agent_disk_hits"] = restarted.snapshot.cache.disk_hits
+    finally:
+        restarted.close()
+
+    out["agent_ttft_vs_mlx_lm"] = round(
+        statistics.median(ttft[1:TURNS]) / _mlx_lm_session(engine, prompts[:TURNS]), 3
+    )
+    out.update(_kv_figures(engine, spec))
+    return out
+
+
+def _mlx_lm_session(engine: Engine, prompts: list[list[dict[str, str]]]) -> float:
+    """Median time to first token of turns 2.. through mlx-lm's LRUPromptCache."""
+    from mlx_lm import stream_generate
+    from mlx_lm.models.cache import LRUPromptCache, make_prompt_cache
+
+    from engine.prompt.chat import encode_chat
+
+    def session(lm: Any) -> list[float]:
+        lru = LRUPromptCache(max_size=10)
+        times = []
+        for messages in prompts:
+            tokens = encode_chat(lm.tokenizer, messages)
+            t0 = time.perf_counter()
+            cache, rest = lru.fetch_nearest_cache("model", tokens)
+            if cache is None:
+                cache, rest = make_prompt_cache(lm.model), tokens
+            for _ in stream_generate(
+                lm.model, lm.tokenizer, rest, max_tokens=1, prompt_cache=cache
+            ):
+                break
+            times.append(time.perf_counter() - t0)
+            lru.insert_cache("model", tokens, cache)
+        return times
+
+    times = engine.run(session).result()
+    return statistics.median(times[1:])
+
+
+def _kv_figures(engine: Engine, spec: str) -> dict[str, Any]:
+    import mlx.core as mx
+
+    from engine.memory.kv_precision import cache_maker
+    from engine.memory.prompt_cache import cache_nbytes
+
+    def sizes(lm: Any) -> dict[int | None, int]:
+        tokens = mx.array(encode_prompt(lm)[:512])[None]
+        found = {}
+        for bits in (None, 8, 4):
+            cache = cache_maker(bits)(lm.model)
+            lm.model(tokens, cache=cache)
+            mx.eval([c.state for c in cache])
+            found[bits] = cache_nbytes(cache)
+        return found
+
+    def encode_prompt(lm: Any) -> list[int]:
+        from engine.prompt.chat import encode_chat
+
+        return encode_chat(lm.tokenizer, [{"role": "system", "content": agent_system_prompt()}])
+
+    nbytes = engine.run(sizes).result()
+    out: dict[str, Any] = {
+        "kv8_memory_ratio": round(nbytes[8] / nbytes[None], 4),
+        "kv4_memory_ratio": round(nbytes[4] / nbytes[None], 4),
+    }
+    kv8 = Engine(kv_bits=8, speculative=False)
+    try:
+        kv8.load_model(spec).result()
+        full_tps, q_tps, same = [], [], 0
+        for text in AGREEMENT_PROMPTS:
+            request = _request([{"role": "user", "content": text}], max_tokens=24)
+            a, b = engine.chat(request), kv8.chat(request)
+            full_tps.append(a.stats.decode_tps)
+            q_tps.append(b.stats.decode_tps)
+            same += a.text == b.text
+    finally:
+        kv8.close()
+    out["kv8_tps_ratio"] = round(statistics.median(q_tps) / statistics.median(full_tps), 3)
+    out["kv8_greedy_agreement"] = round(same / len(AGREEMENT_PROMPTS), 3)
+    out["kv_prompts"] = len(AGREEMENT_PROMPTS)
+    return out
