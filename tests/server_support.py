@@ -93,3 +93,50 @@ def leave_stream(server: HTTPServer, path: str, body: dict[str, Any], lines: int
         read = r.iter_lines()
         for _ in range(lines):
             next(read)
+
+
+# What agents' tools look like (a nested schema with enums and arrays), a plain tool, and a
+# structured-output schema: shared by the tests of every dialect.
+TICKET_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "maxLength": 12},
+        "priority": {"enum": ["low", "high"]},
+        "labels": {
+            "type": "array",
+            "items": {"enum": ["bug", "docs", "ui"]},
+            "minItems": 1,
+            "maxItems": 2,
+        },
+        "owner": {
+            "type": "object",
+            "properties": {
+                "team": {"enum": ["core", "app"]},
+                "ids": {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": 0, "maximum": 9},
+                    "maxItems": 2,
+                },
+            },
+            "required": ["team", "ids"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["title", "priority", "labels", "owner"],
+    "additionalProperties": False,
+}
+WEATHER_PARAMETERS = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 12}},
+    "required": ["city"],
+}
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3},
+    },
+    "required": ["name", "age", "tags"],
+    "additionalProperties": False,
+}

@@ -13,6 +13,9 @@ import httpx
 import jsonschema
 import pytest
 from server_support import (
+    PERSON,
+    TICKET_PARAMETERS,
+    WEATHER_PARAMETERS,
     anthropic_client,
     leave_stream,
     serving,
@@ -29,53 +32,12 @@ from engine.types import ChatResult, Finished, GenerationStats, StopReason, Tool
 TICKET = {
     "name": "file_ticket",
     "description": "File a ticket in the tracker",
-    "input_schema": {
-        "type": "object",
-        "properties": {
-            "title": {"type": "string", "maxLength": 12},
-            "priority": {"enum": ["low", "high"]},
-            "labels": {
-                "type": "array",
-                "items": {"enum": ["bug", "docs", "ui"]},
-                "minItems": 1,
-                "maxItems": 2,
-            },
-            "owner": {
-                "type": "object",
-                "properties": {
-                    "team": {"enum": ["core", "app"]},
-                    "ids": {
-                        "type": "array",
-                        "items": {"type": "integer", "minimum": 0, "maximum": 9},
-                        "maxItems": 2,
-                    },
-                },
-                "required": ["team", "ids"],
-                "additionalProperties": False,
-            },
-        },
-        "required": ["title", "priority", "labels", "owner"],
-        "additionalProperties": False,
-    },
+    "input_schema": TICKET_PARAMETERS,
 }
 WEATHER = {
     "name": "get_weather",
     "description": "Current weather in a city",
-    "input_schema": {
-        "type": "object",
-        "properties": {"city": {"type": "string", "maxLength": 12}},
-        "required": ["city"],
-    },
-}
-PERSON = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 12},
-        "age": {"type": "integer", "minimum": 0, "maximum": 120},
-        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3},
-    },
-    "required": ["name", "age", "tags"],
-    "additionalProperties": False,
+    "input_schema": WEATHER_PARAMETERS,
 }
 GREEDY = {"temperature": 0}
 

@@ -13,7 +13,16 @@ import httpx
 import jsonschema
 import openai
 import pytest
-from server_support import leave_stream, openai_client, serving, sse_events, wait_for_record
+from server_support import (
+    PERSON,
+    TICKET_PARAMETERS,
+    WEATHER_PARAMETERS,
+    leave_stream,
+    openai_client,
+    serving,
+    sse_events,
+    wait_for_record,
+)
 
 from engine.engine import Engine
 from engine.server import HTTPServer
@@ -24,54 +33,13 @@ TICKET = {
     "name": "file_ticket",
     "description": "File a ticket in the tracker",
     "strict": True,
-    "parameters": {
-        "type": "object",
-        "properties": {
-            "title": {"type": "string", "maxLength": 12},
-            "priority": {"enum": ["low", "high"]},
-            "labels": {
-                "type": "array",
-                "items": {"enum": ["bug", "docs", "ui"]},
-                "minItems": 1,
-                "maxItems": 2,
-            },
-            "owner": {
-                "type": "object",
-                "properties": {
-                    "team": {"enum": ["core", "app"]},
-                    "ids": {
-                        "type": "array",
-                        "items": {"type": "integer", "minimum": 0, "maximum": 9},
-                        "maxItems": 2,
-                    },
-                },
-                "required": ["team", "ids"],
-                "additionalProperties": False,
-            },
-        },
-        "required": ["title", "priority", "labels", "owner"],
-        "additionalProperties": False,
-    },
+    "parameters": TICKET_PARAMETERS,
 }
 WEATHER = {
     "type": "function",
     "name": "get_weather",
     "description": "Current weather in a city",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string", "maxLength": 12}},
-        "required": ["city"],
-    },
-}
-PERSON = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 12},
-        "age": {"type": "integer", "minimum": 0, "maximum": 120},
-        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3},
-    },
-    "required": ["name", "age", "tags"],
-    "additionalProperties": False,
+    "parameters": WEATHER_PARAMETERS,
 }
 YES_NO = {"format": {"type": "json_schema", "name": "yes_no", "schema": {"enum": ["yes", "no"]}}}
 
