@@ -130,6 +130,17 @@ def setup_logging(
     return path
 
 
+def close_logging() -> None:
+    """Stop writing the file (at exit, and after a test)."""
+    global _handler
+    if _handler is None:
+        return
+    for name in LOGGERS:
+        logging.getLogger(name).removeHandler(_handler)
+    _handler.close()
+    _handler = None
+
+
 def set_level(name: str) -> None:
     """The user's level ("warnings", "info", "debug"); an unknown name means warnings."""
     level = LEVELS.get(name, LEVELS[DEFAULT_LEVEL])
