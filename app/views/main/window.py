@@ -162,6 +162,7 @@ class MainWindow(QMainWindow):
         self.inspector.closeRequested.connect(lambda: self.shell.set_inspector_open(False))
 
         self.shell: Shell = Shell(self.sidebar, self.chat_area, self.inspector, self)
+        self.shell.keep_clear(bottom)  # a floating inspector never covers Send, Format, Tools
         self.setCentralWidget(self.shell)
 
         self.model_bar: ModelBar = ModelBar(self)
