@@ -4,7 +4,8 @@ inspector (chat settings, tools) on the right, as in LM Studio and Jan.
 The chat always keeps at least CHAT_MIN_WIDTH: a side panel sits beside it while there is
 room, and floats over it (with a dimmed backdrop; a click outside closes it) when there is
 not; a floating inspector ends above the composer's area (`keep_clear`), so Send, Format
-and Tools stay visible and clickable. So every width from 800 px up, and narrower, shows a usable chat with either panel.
+and Tools stay visible and clickable. So every width from 800 px up, and narrower, shows
+a usable chat with either panel.
 """
 
 from __future__ import annotations
