@@ -205,7 +205,7 @@ class CrashReporter(QObject):
         tb: TracebackType | None,
         where: str,
     ) -> None:
-        log.error("Uncaught exception in %s", where, exc_info=(exc_type, exc, tb))
+        log.error("Uncaught exception in %s", where, exc_info=exc if exc is not None else True)
         self.crashed.emit(report_text(exc_type, exc, tb, where))
 
     def _sys_hook(
