@@ -110,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         QMessageBox.critical(None, "Corral", f"Corral cannot open its conversations: {exc}.")
         return 1
     bridge = EngineBridge()
-    window = build_window(store, bridge)  # the app's parts, and the window over them
+    # the app's parts, the window over them, the log file and the crash hooks
+    window = build_window(store, bridge, diagnostics=True)
     file_opener.attach(window.files.open)
     instance.activated.connect(window.bring_forward)
     window.show()

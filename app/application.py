@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QFileOpenEvent, QIcon
 from PySide6.QtWidgets import QApplication
 
-from app import __version__
+from app import __version__, logs
 from app.core import AppCore
 from app.jobs.engine_bridge import EngineBridge
 from app.jobs.mcp_job import McpBridge
@@ -79,12 +79,41 @@ def apply_look(prefs: Preferences, old: Preferences | None = None) -> None:
         theme.apply_appearance(prefs.appearance)
 
 
-def build_window(store: Store, bridge: EngineBridge, mcp: McpBridge | None = None) -> MainWindow:
+def build_window(
+    store: Store, bridge: EngineBridge, mcp: McpBridge | None = None, diagnostics: bool = False
+) -> MainWindow:
     """The app's parts over `store` and `bridge` (AppCore, its preferences applied), and
-    the main window over them."""
+    the main window over them; with `diagnostics` (the app run by `python -m app`), the log
+    file and the crash hooks too."""
     from app.views.main.window import MainWindow
 
     core = AppCore(store, bridge, mcp)
+    if diagnostics:
+        logs.setup_logging(core.prefs.log_level)
     apply_look(core.prefs)
     core.preferencesChanged.connect(apply_look)  # before the window's own reaction
-    return MainWindow(core)
+    window = MainWindow(core)
+    if diagnostics:
+        start_crash_reports(window)
+    return window
+
+
+def start_crash_reports(window: MainWindow) -> logs.CrashReporter:
+    """Uncaught exceptions on any thread: logged, and shown over `window` (a queued signal
+    brings a worker thread's report to the GUI thread). The level follows Preferences."""
+    from app.views.crash_dialog import CrashDialog
+
+    window.core.preferencesChanged.connect(lambda new, _old: logs.set_level(new.log_level))
+    reporter = logs.CrashReporter(window)
+
+    def show(report: str) -> None:
+        dialog = CrashDialog(report, str(logs.log_dir()), window)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        window.crash_dialog = dialog  # the latest one, for tests and screenshots
+        dialog.show()
+
+    reporter.crashed.connect(show, Qt.ConnectionType.QueuedConnection)
+    reporter.install()
+    window.destroyed.connect(reporter.uninstall)
+    window.crash_reporter = reporter
+    return reporter

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from app.tools import POLICY_SHORT
 from engine.constraints import ConstraintError, sources
 from engine.constraints.validate import validate_constraint
 from engine.types import ConstraintKind, ConstraintSpec, Diagnostic, ValidationReport
@@ -52,7 +53,7 @@ def describe_reply_constraint(
     return f"{text}, or a tool call" if use == "with_tools" else text
 
 
-_CHOICE_WORDS = {"auto": "auto", "required": "must call one", "none": "off"}
+_CHOICE_WORDS = POLICY_SHORT
 
 
 # Checks a spec and compiles it: the engine bridge's `check_constraint` (for the loaded

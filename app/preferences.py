@@ -3,7 +3,7 @@ text size, the model to start with, the KV-cache budget, how many replies are wr
 once, whether they are written speculatively, what a new chat starts from (system prompt,
 sampling, built-in tools; a new chat never inherits a constraint), how JSON schemas are
 followed (tight defaults, strict schemas, closing loops), and whether replies record their
-token log-probabilities (a reply's token view, Inspect)."""
+token log-probabilities (a reply's token view, Inspect), and how much the log file holds."""
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ KEYS = {
     "record_logprobs": "record_tokens",  # the stored key keeps its first name
     "speculative": "speculative_decoding",
     "kv_bits": "kv_cache_bits",
+    "log_level": "log_level",
 }
+LOG_LEVELS = ("warnings", "info", "debug")  # app.logs.LEVELS
 
 
 @dataclass
@@ -51,6 +53,8 @@ class Preferences:
     close_loops: bool = True
     # record each reply's token log-probabilities, for its token view (Inspect)
     record_logprobs: bool = True
+    # what the log file holds (app.logs): warnings, info, or debug (with message text)
+    log_level: str = "warnings"
 
     @property
     def schema_options(self) -> SchemaOptions:
@@ -86,6 +90,9 @@ class Preferences:
             value = get(KEYS[name], getattr(prefs, name))
             if isinstance(value, bool):
                 setattr(prefs, name, value)
+        level = get(KEYS["log_level"], prefs.log_level)
+        if level in LOG_LEVELS:
+            prefs.log_level = level
         return prefs
 
     def save(self, store: Store) -> None:
@@ -105,6 +112,7 @@ class Preferences:
             "speculative",
         ):
             store.set_setting(KEYS[name], getattr(self, name))
+        store.set_setting(KEYS["log_level"], self.log_level)
 
 
 def _dict(value: Any) -> dict[str, Any] | None:

@@ -12,6 +12,15 @@ from typing import Any
 from app.store.records import ToolsConfig
 from engine.types import ToolDefinition
 
+# The one wording of a tool policy (docs/design.md): short in chips and a reply's tag, a
+# sentence in menus and the Tools panel.
+POLICY_SHORT = {"auto": "auto", "required": "must call one", "none": "off"}
+POLICY_LONG = {
+    "auto": "The model decides when to call a tool",
+    "required": "The model must call a tool",
+    "none": "No tool calls (tools stay listed)",
+}
+
 
 class ToolsError(ValueError):
     """Tool definitions the user wrote or loaded are not usable; the message says why."""

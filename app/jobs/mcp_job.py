@@ -16,12 +16,14 @@ tool-loop settings live in the app's store.
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QFileSystemWatcher, QObject, QTimer, Signal
 
+from app.logs import remember_secrets
 from engine.mcp.catalog import CatalogTool, ToolCatalog
 from engine.mcp.config import (
     EMPTY_CONFIG_TEXT,
@@ -39,6 +41,8 @@ from engine.mcp.results import ToolResult
 from engine.mcp.runner import ServerSnapshot, ServerState
 from engine.mcp.turn import DEFAULT_MAX_STEPS, run_call
 from engine.types import ToolCall
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CALL_TIMEOUT_S = 60
 
@@ -188,6 +192,9 @@ class McpBridge(QObject):
             self._set_problem(f"{exc} — nothing was applied; the servers run as before.")
             return
         self._set_problem("")
+        # Env and header values are secrets the log never writes, whatever prints them.
+        remember_secrets(value for server in config.servers for value in server.secrets())
+        log.info("mcp.json read: %d servers (%s)", len(config.servers), config.source)
         self._forget_stale_approvals(config)
         approved = self.approved()
         self.config = config

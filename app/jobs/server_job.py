@@ -9,12 +9,17 @@ GUI as a queued signal.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
+
+from app.logs import remember_secrets
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8080
 
@@ -51,6 +56,12 @@ class ServerJob(QObject):
     def start(self, port: int, api_key: str | None = None, any_model: bool = False) -> None:
         """Serve on 127.0.0.1:`port`; `started` or `failed` follows. `any_model`: answer
         requests naming any model with the loaded one."""
+        remember_secrets([api_key])  # before anything could log it
+        log.info(
+            "local server starting on 127.0.0.1:%d (%s)",
+            port,
+            "API key required" if api_key else "no API key",
+        )
         engine = self._engine()
         threading.Thread(
             target=self._start, args=(engine, port, api_key or None, any_model), daemon=True
@@ -69,12 +80,14 @@ class ServerJob(QObject):
                 serve_any_model_name=any_model,
                 responses_db=self._responses_db,
             )
+            log.debug("local server settings: %r", config)
             server = HTTPServer(engine, config, activity)
             with self._lock:
                 self._stop_locked()
                 url = server.start()
                 self._server = server
         except Exception as exc:  # shown to the user as a message
+            log.warning("local server did not start: %s", exc)
             self.failed.emit(str(exc) or type(exc).__name__)
             return
         self.started.emit(url)

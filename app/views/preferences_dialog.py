@@ -175,6 +175,27 @@ class PreferencesDialog(QDialog):
         )
         self.record_logprobs.setChecked(prefs.record_logprobs)
         form.addRow("", self.record_logprobs)
+        self.log_level = QComboBox(self)
+        for label, value in (
+            ("Warnings and errors", "warnings"),
+            ("Info", "info"),
+            ("Debug (includes message text)", "debug"),
+        ):
+            self.log_level.addItem(label, value)
+        self.log_level.setCurrentIndex(max(0, self.log_level.findData(prefs.log_level)))
+        self.log_level.setAccessibleName("Log level")
+        self.log_level.setToolTip(
+            "What Corral writes to its log file (Help → Show Logs). Keys and MCP secrets are "
+            "never written; what you and the model write is logged only at Debug."
+        )
+        form.addRow("Log", self.log_level)
+        form.addRow(
+            hint(
+                "What the log file holds (Help → Show Logs). What you and the model write is "
+                "logged only at Debug; API keys and MCP secrets never are.",
+                self,
+            )
+        )
 
         # New chats
         form = self._section("New chats start with")
@@ -231,6 +252,7 @@ class PreferencesDialog(QDialog):
         self.speculative.toggled.connect(self._edited)
         for box in (self.allow_extra, self.strict_schema, self.close_loops, self.record_logprobs):
             box.toggled.connect(self._edited)
+        self.log_level.currentIndexChanged.connect(self._edited)
         self.new_prompt.currentIndexChanged.connect(self._edited)
         self.follow_model.toggled.connect(self._edited)
         for w in (self.temperature, self.top_p):
@@ -302,6 +324,7 @@ class PreferencesDialog(QDialog):
             strict_schema=self.strict_schema.isChecked(),
             close_loops=self.close_loops.isChecked(),
             record_logprobs=self.record_logprobs.isChecked(),
+            log_level=str(self.log_level.currentData()),
         )
         self.changed.emit(self.prefs)
 

@@ -18,15 +18,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.store import ToolsConfig
+from app.tools import POLICY_LONG, POLICY_SHORT
 from app.views.icons import icon
 from engine.types import ToolDefinition
 
-CHOICE_WORDS = {"auto": "auto", "required": "must call one", "none": "off"}
-CHOICE_MENU = {
-    "auto": "The model decides when to call a tool",
-    "required": "The model must call a tool",
-    "none": "No tool calls (tools stay listed)",
-}
+CHOICE_WORDS = POLICY_SHORT
+CHOICE_MENU = POLICY_LONG
 MAX_NAMES = 3
 
 

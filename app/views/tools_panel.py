@@ -23,16 +23,12 @@ from PySide6.QtWidgets import (
 from app.jobs.thread import run_task
 from app.store import ToolsConfig
 from app.store.records import TOOL_CHOICES
-from app.tools import ToolsError, parse_tools_text
+from app.tools import POLICY_LONG, ToolsError, parse_tools_text
 from app.views import theme
 from app.views.settings_panel import hint, section
 from engine.types import ToolDefinition
 
-CHOICE_LABELS = {
-    "auto": "The model decides",
-    "required": "Must call a tool",
-    "none": "No tool calls",
-}
+CHOICE_LABELS = POLICY_LONG  # the same sentences as the Tools chip's menu
 
 EXAMPLE = """[
   {"type": "function", "function": {

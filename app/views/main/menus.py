@@ -50,6 +50,18 @@ def open_usage() -> bool:
     return QDesktopServices.openUrl(url)
 
 
+def show_logs() -> bool:
+    """Open the log folder (app.logs) in the system's file browser."""
+    from PySide6.QtCore import QUrl
+    from PySide6.QtGui import QDesktopServices
+
+    from app import logs
+
+    folder = logs.log_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder)))
+
+
 def build_menus(window: MainWindow) -> dict[str, QAction]:
     """Create the menus of `window`; return the actions by name."""
     bar = window.menuBar()
@@ -138,6 +150,7 @@ def build_menus(window: MainWindow) -> dict[str, QAction]:
     help_menu = bar.addMenu("&Help")
     acts["shortcuts"] = _action(help_menu, "&Keyboard Shortcuts", keys.show_shortcuts, "Ctrl+/")
     acts["usage"] = _action(help_menu, "Using Corral (README)", open_usage)
+    acts["show_logs"] = _action(help_menu, "Show &Logs", show_logs)
     help_menu.addSeparator()
     _action(help_menu, "&About Corral", window.about, role=QAction.MenuRole.AboutRole)
     return acts

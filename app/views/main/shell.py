@@ -3,14 +3,16 @@ inspector (chat settings, tools) on the right, as in LM Studio and Jan.
 
 The chat always keeps at least CHAT_MIN_WIDTH: a side panel sits beside it while there is
 room, and floats over it (with a dimmed backdrop; a click outside closes it) when there is
-not. So every width from 800 px up, and narrower, shows a usable chat with either panel.
+not; a floating inspector ends above the composer's area (`keep_clear`), so Send, Format
+and Tools stay visible and clickable. So every width from 800 px up, and narrower, shows
+a usable chat with either panel.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from PySide6.QtCore import QRect, Signal
+from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Signal
 from PySide6.QtGui import QMouseEvent, QResizeEvent
 from PySide6.QtWidgets import QWidget
 
@@ -18,6 +20,8 @@ SIDEBAR_WIDTH = 248
 INSPECTOR_WIDTH = 330
 CHAT_MIN_WIDTH = 440
 OVERLAY_MAX_SHARE = 0.86  # an overlay never covers more of the window than this
+OVERLAY_GAP = 4  # between a floating inspector and the composer's area under it
+OVERLAY_MIN_HEIGHT = 160  # a floating inspector this short at least, whatever is under it
 
 
 class Placement(StrEnum):
@@ -63,7 +67,32 @@ class Shell(QWidget):
         self._sidebar_open = True
         self._inspector_open = False
         self.placements = {"sidebar": Placement.DOCKED, "inspector": Placement.HIDDEN}
+        self._keep_clear: QWidget | None = None
         self.setMinimumSize(320, 240)
+
+    def keep_clear(self, widget: QWidget) -> None:
+        """A floating inspector ends above `widget` (inside the chat: the composer's area),
+        so its controls (Send, Format, Tools) stay visible and clickable."""
+        self._keep_clear = widget
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self._keep_clear and event.type() in (
+            QEvent.Type.Move,
+            QEvent.Type.Resize,
+            QEvent.Type.Show,
+        ):
+            if self.placements["inspector"] == Placement.OVERLAY:
+                self._arrange()
+        return False
+
+    def _clear_height(self, height: int) -> int:
+        """How tall the floating inspector may be: down to just above the kept-clear widget."""
+        widget = self._keep_clear
+        if widget is None or not widget.isVisible():
+            return height
+        top = widget.mapTo(self, QPoint(0, 0)).y() - OVERLAY_GAP
+        return max(min(height, top), min(height, OVERLAY_MIN_HEIGHT))
 
     # ---- what the user asked for ----
 
@@ -135,13 +164,16 @@ class Shell(QWidget):
         inspector_width = (
             INSPECTOR_WIDTH if inspector == Placement.DOCKED else min(INSPECTOR_WIDTH, cap)
         )
+        inspector_height = height if inspector == Placement.DOCKED else self._clear_height(height)
         self._place(
             self.inspector,
             inspector,
-            QRect(width - inspector_width, 0, inspector_width, height),
+            QRect(width - inspector_width, 0, inspector_width, inspector_height),
         )
         overlay = Placement.OVERLAY in (sidebar, inspector)
-        self.scrim.setGeometry(self.rect())
+        # Over the composer there is no backdrop either: a click there reaches it.
+        scrim_height = inspector_height if inspector == Placement.OVERLAY else height
+        self.scrim.setGeometry(QRect(0, 0, width, scrim_height))
         self.scrim.setVisible(overlay)
         if overlay:
             self.scrim.raise_()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QByteArray, QEvent, QSize, Qt, QTimer
+from PySide6.QtCore import QByteArray, QEvent, QObject, QSize, Qt, QTimer
 from PySide6.QtGui import (
     QAction,
     QCloseEvent,
@@ -21,6 +21,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QApplication,
+    QDialog,
     QHBoxLayout,
     QLabel,
     QMainWindow,
@@ -74,6 +75,10 @@ STATUS_INTERVAL_MS = 1000
 
 class MainWindow(QMainWindow):
     """The one main window over the app's parts (built by app.application)."""
+
+    # Set by app.application.start_crash_reports: the hooks, and the latest crash dialog.
+    crash_reporter: QObject | None = None
+    crash_dialog: QDialog | None = None
 
     def __init__(self, core: AppCore) -> None:
         super().__init__()
@@ -162,6 +167,7 @@ class MainWindow(QMainWindow):
         self.inspector.closeRequested.connect(lambda: self.shell.set_inspector_open(False))
 
         self.shell: Shell = Shell(self.sidebar, self.chat_area, self.inspector, self)
+        self.shell.keep_clear(bottom)  # a floating inspector never covers Send, Format, Tools
         self.setCentralWidget(self.shell)
 
         self.model_bar: ModelBar = ModelBar(self)
