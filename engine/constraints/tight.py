@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.constraints.tight_disjoint import disjoint, pairwise_disjoint, types_of
+from engine.constraints.tight_enforce import enforce
 from engine.constraints.tight_refs import Refs, escape
 
 __all__ = ["MAX_SAFE_INTEGER", "FRACTION_DIGITS", "FREE_DEPTH", "Tightened", "disjoint", "tighten"]
@@ -93,6 +94,8 @@ class Tightened:
     bounded_free: int = 0
     exact_one_of: int = 0
     required_dependents: tuple[str, ...] = ()  # in words: which key became required, why
+    enforced: tuple[str, ...] = ()  # in words: what llguidance would ignore, now enforced
+    unsatisfiable: str | None = None  # why no value can match the schema, where proven
 
     @property
     def changed(self) -> bool:
@@ -101,6 +104,7 @@ class Tightened:
             or self.bounded_numbers
             or self.bounded_free
             or self.required_dependents
+            or self.enforced
         )
 
     def notes(self) -> list[str]:
@@ -114,7 +118,7 @@ class Tightened:
             )
         if self.bounded_free:
             found.append(f"free-form values at most {FREE_DEPTH} levels deep")
-        return found + list(self.required_dependents)
+        return found + list(self.required_dependents) + list(self.enforced)
 
 
 @dataclass(frozen=True)
@@ -162,23 +166,41 @@ def tighten(schema: Any) -> Tightened:
         schema = {}
     if not isinstance(schema, dict) or _has_untouchable(schema, top=True):
         return Tightened(copy.deepcopy(schema))
+    original = schema
     refs = Refs(schema)
     if not refs.complete:  # what such a reference reaches is unknown: nothing is safe
         return Tightened(copy.deepcopy(schema))
+    contexts = _contexts(refs)
+    enforced = enforce(schema, refs, {p: c.frozen for p, c in contexts.items()})
+    if enforced.unsatisfiable is not None:
+        return Tightened(copy.deepcopy(schema), unsatisfiable=enforced.unsatisfiable)
+    if enforced.notes:
+        schema, refs = enforced.schema, Refs(enforced.schema)
+        if not isinstance(schema, dict) or not refs.complete:
+            return Tightened(copy.deepcopy(original))
+        contexts = _contexts(refs)
     counts = _Counts()
     if not set(schema) - ANNOTATIONS:  # any JSON value at all
         counts.free += 1
         out = {**copy.deepcopy(schema), **_free_ref(FREE_DEPTH, counts)}
     else:
-        out = _rewrite(schema, "", refs, _contexts(refs), counts)
+        out = _rewrite(schema, "", refs, contexts, counts)
     if counts.used_free:
         defs = out.setdefault("$defs", {})
         if not isinstance(defs, dict):
-            return Tightened(copy.deepcopy(schema))
+            return Tightened(copy.deepcopy(original))
         for level in range(max(counts.used_free) + 1):
             defs[FREE_DEF.format(level)] = _free_def(level)
     required = tuple(dict.fromkeys(counts.required))
-    return Tightened(out, counts.closed, counts.numbers, counts.free, counts.one_of, required)
+    return Tightened(
+        out,
+        counts.closed,
+        counts.numbers,
+        counts.free,
+        counts.one_of,
+        required,
+        enforced=tuple(enforced.notes),
+    )
 
 
 # ---- pass 1: where narrowing is safe ----

@@ -4,12 +4,19 @@ branches of an overlapping `oneOf` (making one branch fail can make the `oneOf` 
 
 The proof covers common cases only (different types, consts or enums, a key one object
 requires that the other forbids or gives a disjoint value); "don't know" is False.
+
+Where branches overlap, `made_disjoint` narrows each to the values no other branch
+accepts (a branch and the negation of every branch it may share a value with, see
+tight_negation.py): an instance of such a branch matches exactly one original branch, so
+the `oneOf` becomes an `anyOf` that llguidance enforces exactly.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+from engine.constraints.tight_negation import negate
 from engine.constraints.tight_refs import Refs
 
 # Keywords that describe without constraining.
@@ -24,6 +31,27 @@ def pairwise_disjoint(branches: Any, refs: Refs) -> bool:
     if not isinstance(branches, list):
         return False
     return all(disjoint(a, b, refs) for i, a in enumerate(branches) for b in branches[i + 1 :])
+
+
+def made_disjoint(branches: list[Any], refs: Refs) -> tuple[list[Any], bool] | None:
+    """`branches` of a `oneOf`, each narrowed to the values that match it and no other
+    (every instance of one result matches exactly one of `branches`), and whether that
+    narrowing is exact; None where a branch that may overlap cannot be negated."""
+    negations = []
+    for i, branch in enumerate(branches):
+        overlaps = any(not disjoint(branch, b, refs) for j, b in enumerate(branches) if j != i)
+        negations.append(negate(branch, refs) if overlaps else None)
+        if overlaps and negations[-1] is None:
+            return None
+    out: list[Any] = []
+    for i, branch in enumerate(branches):
+        parts = [copy.deepcopy(branch)]
+        for j, other in enumerate(branches):
+            found = negations[j]
+            if j != i and found is not None and not disjoint(branch, other, refs):
+                parts.append(copy.deepcopy(found.schema))
+        out.append(parts[0] if len(parts) == 1 else {"allOf": parts})
+    return out, all(n is None or n.exact for n in negations)
 
 
 def disjoint(a: Any, b: Any, refs: Refs | dict[str, Any], depth: int = 0) -> bool:
