@@ -43,6 +43,7 @@ from typing import Any
 
 from engine.constraints.tight_disjoint import disjoint, pairwise_disjoint, types_of
 from engine.constraints.tight_enforce import enforce
+from engine.constraints.tight_witness import witness
 from engine.constraints.tight_refs import Refs, escape
 
 __all__ = ["MAX_SAFE_INTEGER", "FRACTION_DIGITS", "FREE_DEPTH", "Tightened", "disjoint", "tighten"]
@@ -166,18 +167,29 @@ def tighten(schema: Any) -> Tightened:
         schema = {}
     if not isinstance(schema, dict) or _has_untouchable(schema, top=True):
         return Tightened(copy.deepcopy(schema))
-    original = schema
     refs = Refs(schema)
     if not refs.complete:  # what such a reference reaches is unknown: nothing is safe
         return Tightened(copy.deepcopy(schema))
+    found, narrowed = _tighten(schema, refs, exact_only=False)
+    if narrowed and witness(found.schema, schema) is None:
+        # a narrowing that could not be exact left no reply llguidance can produce that
+        # the schema accepts: enforce only what is exact
+        found = _tighten(schema, refs, exact_only=True)[0]
+    return found
+
+
+def _tighten(schema: dict[str, Any], refs: Refs, exact_only: bool) -> tuple[Tightened, bool]:
+    """(the tight schema, whether a rewrite in it narrows what it could not enforce)."""
+    original = schema
     contexts = _contexts(refs)
-    enforced = enforce(schema, refs, {p: c.frozen for p, c in contexts.items()})
+    enforced = enforce(schema, refs, {p: c.frozen for p, c in contexts.items()}, exact_only)
+    narrowed = enforced.narrowed
     if enforced.unsatisfiable is not None:
-        return Tightened(copy.deepcopy(schema), unsatisfiable=enforced.unsatisfiable)
+        return Tightened(copy.deepcopy(schema), unsatisfiable=enforced.unsatisfiable), False
     if enforced.notes:
         schema, refs = enforced.schema, Refs(enforced.schema)
         if not isinstance(schema, dict) or not refs.complete:
-            return Tightened(copy.deepcopy(original))
+            return Tightened(copy.deepcopy(original)), False
         contexts = _contexts(refs)
     counts = _Counts()
     if not set(schema) - ANNOTATIONS:  # any JSON value at all
@@ -188,11 +200,11 @@ def tighten(schema: Any) -> Tightened:
     if counts.used_free:
         defs = out.setdefault("$defs", {})
         if not isinstance(defs, dict):
-            return Tightened(copy.deepcopy(original))
+            return Tightened(copy.deepcopy(original)), False
         for level in range(max(counts.used_free) + 1):
             defs[FREE_DEF.format(level)] = _free_def(level)
     required = tuple(dict.fromkeys(counts.required))
-    return Tightened(
+    found = Tightened(
         out,
         counts.closed,
         counts.numbers,
@@ -201,6 +213,7 @@ def tighten(schema: Any) -> Tightened:
         required,
         enforced=tuple(enforced.notes),
     )
+    return found, narrowed
 
 
 # ---- pass 1: where narrowing is safe ----

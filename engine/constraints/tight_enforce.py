@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,7 @@ import jsonschema
 
 from engine.constraints.tight_disjoint import made_disjoint, pairwise_disjoint, types_of
 from engine.constraints.tight_negation import ALL_TYPES, negate
-from engine.constraints.tight_refs import Refs, escape
+from engine.constraints.tight_refs import Refs, escape, subschemas
 
 __all__ = ["Enforced", "enforce"]
 
@@ -54,18 +55,65 @@ class Enforced:
     schema: Any
     notes: list[str] = field(default_factory=list)
     unsatisfiable: str | None = None
+    narrowed: bool = False  # a rewrite narrows what it could not enforce exactly
 
 
-def enforce(schema: dict[str, Any], refs: Refs, frozen: dict[str, bool]) -> Enforced:
+def enforce(
+    schema: dict[str, Any], refs: Refs, frozen: dict[str, bool], exact_only: bool = False
+) -> Enforced:
     """Rewrite `schema` (the root of `refs`); `frozen` maps a subschema's pointer to
-    whether narrowing it could widen the whole (tight.py's first pass)."""
+    whether narrowing it could widen the whole (tight.py's first pass); `exact_only`
+    allows only rewrites that keep the language."""
     walk = _Walk(refs, frozen)
-    out = walk.node(schema, "", False)
-    result = Enforced(out, walk.notes)
+    out = walk.node(schema, "", exact_only)
+    if walk.notes and isinstance(out, dict):
+        _prune(out, Refs(out))
+        _drop_unused_definitions(out)
+    result = Enforced(out, list(dict.fromkeys(walk.notes)), narrowed=walk.narrowed)
     if out is False:
         result.unsatisfiable = walk.empty_reason or "no value can match it"
         result.schema = copy.deepcopy(schema)
     return result
+
+
+def _prune(root: dict[str, Any], refs: Refs) -> None:
+    """Drop the `anyOf` branches that cannot match beside the rest of their schema (the
+    same language without them): llguidance gives up on some such branches ("unable to
+    determine if regex is empty") where they are spelled out."""
+    for _, node in list(subschemas(root)):
+        branches = node.get("anyOf")
+        if not isinstance(branches, list) or len(branches) < 2:
+            continue
+        rest = {k: v for k, v in node.items() if k != "anyOf"}
+        kept = [b for b in branches if _possible([rest, b], refs) != set()]
+        if kept and len(kept) < len(branches):
+            node["anyOf"] = kept
+
+
+def _drop_unused_definitions(root: dict[str, Any]) -> None:
+    """Remove the root's definitions no reference reaches any more (a `not` rewritten
+    leaves the ones only it used): llguidance compiles, and warns about, every one."""
+    maps = [k for k in ("$defs", "definitions") if isinstance(root.get(k), dict)]
+    if not maps:
+        return
+    refs = Refs(root)
+    reached: set[str] = set()
+    body = {k: v for k, v in root.items() if k not in maps}
+    work = [body]
+    while work:
+        node = work.pop()
+        for _, sub in subschemas(node):
+            target = refs.resolve(sub.get("$ref"))
+            if target is None:
+                continue
+            head = "/".join(target[0].split("/")[:3])
+            if head not in reached:
+                reached.add(head)
+                work.append(refs.at(head))
+    for key in maps:
+        for name in list(root[key]):
+            if f"/{key}/{escape(name)}" not in reached:
+                del root[key][name]
 
 
 def _where(pointer: str | None) -> str:
@@ -78,6 +126,7 @@ class _Walk:
         self.frozen = frozen
         self.notes: list[str] = []
         self.empty_reason: str | None = None
+        self.narrowed = False
 
     def node(self, node: Any, pointer: str | None, exact_only: bool) -> Any:
         """`node` rewritten; `pointer` is None for subschemas the rewrite made."""
@@ -85,7 +134,7 @@ class _Walk:
             exact_only = exact_only or self.frozen.get(pointer, True)
         if not isinstance(node, dict):
             return copy.deepcopy(node)
-        listed = None if exact_only else self._listed(node, pointer)
+        listed = self._listed(node, pointer, exact_only)
         if listed is not None:
             return listed
         out = copy.deepcopy(node)
@@ -99,6 +148,10 @@ class _Walk:
             self._contains(out, pointer)
         for key, value in list(out.items()):
             out[key] = self._keyword(key, value, node, pointer, exact_only)
+        if isinstance(out.get("anyOf"), list) and False in out["anyOf"]:
+            out["anyOf"] = [b for b in out["anyOf"] if b is not False]  # the same language
+            if not out["anyOf"]:
+                return False
         if _possible([out], self.refs) == set():
             self.empty_reason = self.empty_reason or f"the schema {_where(pointer)} has no value"
             return False
@@ -143,6 +196,7 @@ class _Walk:
             return  # the narrowing would leave nothing: keep the keyword (and the warning)
         out.clear()
         out.update(trial)
+        self.narrowed = self.narrowed or not found.exact
         how = "enforced" if found.exact else "enforced, narrowed where it could not be exact"
         self.notes.append(f'"not" {_where(pointer)} {how}')
 
@@ -171,6 +225,7 @@ class _Walk:
             out["allOf"] = [*out.get("allOf", []), {"anyOf": kept}]
         else:
             out["anyOf"] = kept
+        self.narrowed = self.narrowed or not found[1]
         how = "" if found[1] else " (narrowed)"
         self.notes.append(
             f"oneOf {_where(pointer)} enforced: each branch excludes the others{how}"
@@ -192,7 +247,9 @@ class _Walk:
         if "items" in out:
             first = {"allOf": [first, copy.deepcopy(out["items"])]}
         out["prefixItems"] = [first]
-        out["minItems"] = max(out.get("minItems", 0) if isinstance(out.get("minItems"), int) else 0, 1)
+        least = out.get("minItems")
+        out["minItems"] = max(least if isinstance(least, int) else 0, 1)
+        self.narrowed = True
         self.notes.append(f"contains {_where(pointer)} enforced: the first item matches it")
 
     def _dependencies(self, out: dict[str, Any], pointer: str | None) -> None:
@@ -219,7 +276,7 @@ class _Walk:
             if not deps:
                 del out[key]
 
-    def _listed(self, node: dict[str, Any], pointer: str | None) -> Any:
+    def _listed(self, node: dict[str, Any], pointer: str | None, exact_only: bool) -> Any:
         """A number schema with `not`/`oneOf` inside as the integers it accepts, listed."""
         types = types_of(node)
         if types is None or not types <= {"integer", "number"} or not _hard(node, self.refs):
@@ -234,8 +291,11 @@ class _Walk:
         if not values:
             return None
         exact = whole and len(values) <= _MAX_LISTED and types == {"integer"}
+        if exact_only and not exact:
+            return None
         values = values[:_MAX_LISTED]
         kept = {k: copy.deepcopy(v) for k, v in node.items() if k in _ANNOTATIONS}
+        self.narrowed = self.narrowed or not exact
         how = "" if exact else f" (narrowed to integers from {start} to {stop})"
         self.notes.append(f"the number {_where(pointer)}: one of {len(values)} listed values{how}")
         return {**kept, "enum": values}
@@ -259,7 +319,10 @@ def _keys(node: dict[str, Any]) -> tuple[set[str], set[str]]:
     """(keys `node` requires, keys it forbids), its `allOf` members included."""
     required: set[str] = set()
     forbidden: set[str] = set()
-    for member in [node, *[m for m in node.get("allOf", []) if isinstance(m, dict)]]:
+    members = [node]
+    for member in members:
+        if isinstance(member.get("allOf"), list):
+            members.extend(m for m in member["allOf"] if isinstance(m, dict))
         if isinstance(member.get("required"), list):
             required |= {k for k in member["required"] if isinstance(k, str)}
         if isinstance(member.get("properties"), dict):
@@ -297,11 +360,13 @@ def _possible(members: list[Any], refs: Refs, depth: int = 0) -> set[str] | None
         if isinstance(member.get("enum"), list) or "const" in member:
             values = member["enum"] if "const" not in member else [member["const"]]
             types &= {_type_of(v) for v in values}
-        r, f = _keys({k: v for k, v in member.items() if k != "allOf"})
+        r, f = _keys({k: v for k, v in member.items() if k != "allOf"})  # members are flat
         required |= r
         forbidden |= f
     if required & forbidden:
         types.discard("object")
+    if "string" in types and _no_string_length(flat):
+        types.discard("string")
     if depth < 3:
         for member in flat:
             for key in ("anyOf", "oneOf"):
@@ -314,6 +379,38 @@ def _possible(members: list[Any], refs: Refs, depth: int = 0) -> set[str] | None
                         union |= set(ALL_TYPES) if found is None else found
                     types &= union
     return types
+
+
+def _no_string_length(members: list[dict[str, Any]]) -> bool:
+    """Whether the string lengths `members` allow (`minLength`, `maxLength`, patterns
+    anchored at both ends) leave none."""
+    low, high = 0, math.inf
+    for member in members:
+        if isinstance(member.get("minLength"), int):
+            low = max(low, member["minLength"])
+        if isinstance(member.get("maxLength"), int):
+            high = min(high, member["maxLength"])
+        pattern = member.get("pattern")
+        if isinstance(pattern, str):
+            width = _anchored_width(pattern)
+            if width is not None:
+                low, high = max(low, width[0]), min(high, width[1] + 1)  # `$` before a "\n"
+    return low > high
+
+
+def _anchored_width(pattern: str) -> tuple[int, int] | None:
+    """(shortest, longest) text a pattern anchored by `^…$` matches; None otherwise."""
+    if not (pattern.startswith("^") and pattern.endswith("$") and not pattern.endswith("\\$")):
+        return None
+    if "|" in pattern:  # `^a|b$` anchors each branch at one end only
+        return None
+    try:
+        from re import _parser  # type: ignore[attr-defined]
+
+        low, high = _parser.parse(pattern).getwidth()
+    except (ImportError, re.error, RecursionError, OverflowError):
+        return None
+    return int(low), int(high)
 
 
 def _type_of(value: Any) -> str:
