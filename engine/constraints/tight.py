@@ -182,11 +182,18 @@ def _tighten(schema: dict[str, Any], refs: Refs, exact_only: bool) -> tuple[Tigh
     """(the tight schema, whether a rewrite in it narrows what it could not enforce)."""
     original = schema
     contexts = _contexts(refs)
-    enforced = enforce(schema, refs, {p: c.frozen for p, c in contexts.items()}, exact_only)
-    narrowed = enforced.narrowed
-    if enforced.unsatisfiable is not None:
-        return Tightened(copy.deepcopy(schema), unsatisfiable=enforced.unsatisfiable), False
-    if enforced.notes:
+    notes: list[str] = []
+    narrowed = False
+    # a second pass reaches what the first one freed (a definition only an overlapping
+    # `oneOf` or a `not` used, now used in place)
+    for _ in range(3):
+        enforced = enforce(schema, refs, {p: c.frozen for p, c in contexts.items()}, exact_only)
+        if enforced.unsatisfiable is not None:
+            return Tightened(copy.deepcopy(original), unsatisfiable=enforced.unsatisfiable), False
+        if not enforced.notes:
+            break
+        notes += enforced.notes
+        narrowed = narrowed or enforced.narrowed
         schema, refs = enforced.schema, Refs(enforced.schema)
         if not isinstance(schema, dict) or not refs.complete:
             return Tightened(copy.deepcopy(original)), False
@@ -211,7 +218,7 @@ def _tighten(schema: dict[str, Any], refs: Refs, exact_only: bool) -> tuple[Tigh
         counts.free,
         counts.one_of,
         required,
-        enforced=tuple(enforced.notes),
+        enforced=tuple(dict.fromkeys(notes)),
     )
     return found, narrowed
 

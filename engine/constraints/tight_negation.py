@@ -17,7 +17,8 @@ their own type, so "not an object" is part of every object keyword's complement)
 - `properties` {k: s}: `k` present with a value `s` rejects; `patternProperties` {p: s}:
   a key matching `p` (a witness string) with such a value; `propertyNames` p: a key `p`
   rejects (a witness string, checked);
-- `contains` c: arrays whose items all fail `c`; `dependencies`/`dependentRequired`: the
+- `items` s (draft 2020-12): the first or the second item fails `s`; `contains` c:
+  arrays whose items all fail `c`; `dependencies`/`dependentRequired`: the
   trigger present and a needed key absent (or its schema failed);
 - `anyOf`: every branch negated (De Morgan); `allOf` and a schema of several keywords:
   any one of them negated; `not` s: `s` itself; `$ref`: its target negated.
@@ -152,6 +153,17 @@ def _negate_unit(
         return Negation(_all_of([f.schema for f in found if f]), False)
     if key == "properties":
         return _negate_object(unit, node, refs, depth)
+    if unit == ("items",) and isinstance(value, dict | bool) and _is_2020(refs.root):
+        inner = negate(value, refs, depth + 1)
+        if inner is None or inner.schema is False:
+            return inner
+        # an item that fails: the first or the second (a `contains` narrowed to the first
+        # item leaves the second free)
+        parts = [
+            {"type": "array", "prefixItems": [*([{}] * at), inner.schema], "minItems": at + 1}
+            for at in (0, 1)
+        ]
+        return Negation(_any_of(parts), False)
     if key == "propertyNames":
         return _negate_names(value, refs)
     if key == "contains" and unit == ("contains",):
@@ -459,6 +471,12 @@ def _checker(schema: Any, refs: Refs) -> Any:
     cls = jsonschema.validators.validator_for(refs.root, jsonschema.Draft202012Validator)
     validator = cls(refs.root).evolve(schema=schema)
     return validator.is_valid
+
+
+def _is_2020(root: Any) -> bool:
+    """Whether `root` is read as draft 2020-12 (it says so, or names no draft)."""
+    draft = root.get("$schema") if isinstance(root, dict) else None
+    return draft is None or (isinstance(draft, str) and "2020-12" in draft)
 
 
 def _json_type(value: Any) -> str:

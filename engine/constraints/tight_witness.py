@@ -13,6 +13,7 @@ and the narrowing is dropped.
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import jsonschema
@@ -21,9 +22,10 @@ from llguidance import LLMatcher, LLTokenizer
 
 __all__ = ["witness"]
 
-_STEPS = 400
-# Bytes tried first: those that end a value, then short digits and letters.
-_PREFERRED = b'"}]0,:1a-.tfn[{ '
+_STEPS = 300
+_ATTEMPTS = 8  # one walk in the preferred order, then random ones (seeded: repeatable)
+_CLOSING = b'"}]'  # bytes that end a value: taken whenever allowed, so walks end
+_PREFERRED = b"0,:1a-.tfn[{ "
 _TOKENIZER: LLTokenizer | None = None
 
 
@@ -40,24 +42,45 @@ def witness(rewritten: Any, original: Any) -> Any | None:
         )
     except ValueError:
         return None
-    matcher = LLMatcher(tok, grammar, log_level=0)
+    cls = jsonschema.validators.validator_for(original, jsonschema.Draft202012Validator)
+    validator = cls(original)
+    rng = random.Random(0)
+    for attempt in range(_ATTEMPTS):
+        value = _walk(LLMatcher(tok, grammar, log_level=0), rng if attempt else None)
+        if value is not _NOTHING and validator.is_valid(value):
+            return value
+    return None
+
+
+_NOTHING = object()
+
+
+def _walk(matcher: LLMatcher, rng: random.Random | None) -> Any:
+    """The JSON value of one walk through the grammar: closing bytes first, then (with
+    `rng`) a random allowed byte, else the preferred order; `_NOTHING` at a dead end."""
     if matcher.is_error():
-        return None
-    order = list(_PREFERRED) + [b for b in range(256) if b not in _PREFERRED]
+        return _NOTHING
     text = bytearray()
     for _ in range(_STEPS):
         if matcher.is_accepting():
             break
         mask = np.unpackbits(np.frombuffer(matcher.compute_bitmask(), np.uint8), bitorder="little")
         if matcher.is_error():
-            return None
-        token = next((b for b in order if b < mask.size and mask[b]), None)
-        if token is None or not matcher.consume_token(token):
-            return None
+            return _NOTHING
+        allowed = [b for b in range(min(256, mask.size)) if mask[b]]
+        closing = [b for b in _CLOSING if b in allowed]
+        if not allowed:
+            return _NOTHING
+        if closing:
+            token = closing[0]
+        elif rng is not None:
+            token = rng.choice(allowed)
+        else:
+            token = next((b for b in _PREFERRED if b in allowed), allowed[0])
+        if not matcher.consume_token(token):
+            return _NOTHING
         text.append(token)
     try:
-        value = json.loads(text.decode("utf-8"))
+        return json.loads(text.decode("utf-8"))
     except ValueError:
-        return None
-    cls = jsonschema.validators.validator_for(original, jsonschema.Draft202012Validator)
-    return value if cls(original).is_valid(value) else None
+        return _NOTHING
