@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.constraints.tight_disjoint import disjoint, pairwise_disjoint, types_of
-from engine.constraints.tight_enforce import enforce
+from engine.constraints.tight_enforce import Emptied, enforce
 from engine.constraints.tight_witness import witness
 from engine.constraints.tight_refs import Refs, escape
 
@@ -170,7 +170,10 @@ def tighten(schema: Any) -> Tightened:
     refs = Refs(schema)
     if not refs.complete:  # what such a reference reaches is unknown: nothing is safe
         return Tightened(copy.deepcopy(schema))
-    found, narrowed = _tighten(schema, refs, exact_only=False)
+    try:
+        found, narrowed = _tighten(schema, refs, exact_only=False)
+    except Emptied:
+        found, narrowed = _tighten(schema, refs, exact_only=True)[0], False
     if narrowed and witness(found.schema, schema) is None:
         # a narrowing that could not be exact left no reply llguidance can produce that
         # the schema accepts: enforce only what is exact

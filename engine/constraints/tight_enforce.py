@@ -36,7 +36,7 @@ from engine.constraints.tight_disjoint import made_disjoint, pairwise_disjoint, 
 from engine.constraints.tight_negation import ALL_TYPES, negate
 from engine.constraints.tight_refs import Refs, escape, subschemas
 
-__all__ = ["Enforced", "enforce"]
+__all__ = ["Emptied", "Enforced", "enforce"]
 
 _MAP_KEYWORDS = ("properties", "patternProperties", "$defs", "definitions")
 _MAP_KEYWORDS += ("dependentSchemas", "dependencies")
@@ -46,6 +46,7 @@ _LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 _ANNOTATIONS = ("title", "description", "default", "examples", "$comment", "comment")
 _WINDOW = 2000  # integers tried when listing a number schema's values
 _MAX_LISTED = 256
+_BUDGET = 64  # steps one emptiness check may take
 
 
 @dataclass
@@ -71,9 +72,15 @@ def enforce(
         _drop_unused_definitions(out)
     result = Enforced(out, list(dict.fromkeys(walk.notes)), narrowed=walk.narrowed)
     if out is False:
+        if walk.narrowed:  # emptied by a narrowing, not proven empty as written
+            raise Emptied
         result.unsatisfiable = walk.empty_reason or "no value can match it"
         result.schema = copy.deepcopy(schema)
     return result
+
+
+class Emptied(Exception):
+    """A narrowing left the schema no value: enforce only what is exact instead."""
 
 
 def _prune(root: dict[str, Any], refs: Refs) -> None:
@@ -127,16 +134,25 @@ class _Walk:
         self.notes: list[str] = []
         self.empty_reason: str | None = None
         self.narrowed = False
+        self.changes = 0  # rewrites so far (a subschema found empty counts)
+
+    def _note(self, text: str) -> None:
+        self.notes.append(text)
+        self.changes += 1
 
     def node(self, node: Any, pointer: str | None, exact_only: bool) -> Any:
         """`node` rewritten; `pointer` is None for subschemas the rewrite made."""
+        found = self._node(node, pointer, exact_only)
+        if found is False and node is not False:
+            self.changes += 1  # proven empty: what holds it may be empty too
+        return found
+
+    def _node(self, node: Any, pointer: str | None, exact_only: bool) -> Any:
         if pointer is not None:
             exact_only = exact_only or self.frozen.get(pointer, True)
         if not isinstance(node, dict):
             return copy.deepcopy(node)
-        listed = self._listed(node, pointer, exact_only)
-        if listed is not None:
-            return listed
+        changes, noted = self.changes, len(self.notes)
         out = copy.deepcopy(node)
         self._dependencies(out, pointer)
         if "not" in out:
@@ -146,18 +162,23 @@ class _Walk:
                 return False
         if "contains" in out and not exact_only:
             self._contains(out, pointer)
+        if _hard(out, self.refs):  # what is left of `not`/`oneOf`: a number's values, listed
+            listed = self._listed(node, pointer, exact_only)
+            if listed is not None:
+                del self.notes[noted:-1]
+                return listed
         for key, value in list(out.items()):
             out[key] = self._keyword(key, value, node, pointer, exact_only)
+        if self.changes == changes:
+            return out  # as written below here: nothing new to prove empty
         if isinstance(out.get("anyOf"), list) and False in out["anyOf"]:
             out["anyOf"] = [b for b in out["anyOf"] if b is not False]  # the same language
             if not out["anyOf"]:
                 return False
-        if _possible([out], self.refs) == set():
+        if _possible([out], self.refs) == set() or _empty_object(out):
             self.empty_reason = self.empty_reason or f"the schema {_where(pointer)} has no value"
             return False
         self._close_types(out)
-        if _empty_object(out):
-            return False
         return out
 
     def _keyword(
@@ -198,7 +219,7 @@ class _Walk:
         out.update(trial)
         self.narrowed = self.narrowed or not found.exact
         how = "enforced" if found.exact else "enforced, narrowed where it could not be exact"
-        self.notes.append(f'"not" {_where(pointer)} {how}')
+        self._note(f'"not" {_where(pointer)} {how}')
 
     def _one_of(self, out: dict[str, Any], pointer: str | None, exact_only: bool) -> bool:
         """Make an overlapping `oneOf` disjoint; False if that proves `out` empty."""
@@ -227,7 +248,7 @@ class _Walk:
             out["anyOf"] = kept
         self.narrowed = self.narrowed or not found[1]
         how = "" if found[1] else " (narrowed)"
-        self.notes.append(
+        self._note(
             f"oneOf {_where(pointer)} enforced: each branch excludes the others{how}"
         )
         return True
@@ -250,7 +271,7 @@ class _Walk:
         least = out.get("minItems")
         out["minItems"] = max(least if isinstance(least, int) else 0, 1)
         self.narrowed = True
-        self.notes.append(f"contains {_where(pointer)} enforced: the first item matches it")
+        self._note(f"contains {_where(pointer)} enforced: the first item matches it")
 
     def _dependencies(self, out: dict[str, Any], pointer: str | None) -> None:
         """Schema dependencies whose trigger is required apply always; a `false` one makes
@@ -266,20 +287,20 @@ class _Walk:
                     continue
                 if trigger in required:
                     out["allOf"] = [*out.get("allOf", []), deps.pop(trigger)]
-                    self.notes.append(
+                    self._note(
                         f'"{trigger}" {_where(pointer)} is required: what it depends on applies'
                     )
                 elif schema is False:
                     deps.pop(trigger)
                     out["allOf"] = [*out.get("allOf", []), {"properties": {trigger: False}}]
-                    self.notes.append(f'"{trigger}" {_where(pointer)} can never appear')
+                    self._note(f'"{trigger}" {_where(pointer)} can never appear')
             if not deps:
                 del out[key]
 
     def _listed(self, node: dict[str, Any], pointer: str | None, exact_only: bool) -> Any:
         """A number schema with `not`/`oneOf` inside as the integers it accepts, listed."""
         types = types_of(node)
-        if types is None or not types <= {"integer", "number"} or not _hard(node, self.refs):
+        if types is None or not types <= {"integer", "number"}:
             return None
         low, high = _bounds(node, self.refs)
         start = low if low is not None else (high - _WINDOW if high is not None else -_WINDOW // 2)
@@ -297,7 +318,7 @@ class _Walk:
         kept = {k: copy.deepcopy(v) for k, v in node.items() if k in _ANNOTATIONS}
         self.narrowed = self.narrowed or not exact
         how = "" if exact else f" (narrowed to integers from {start} to {stop})"
-        self.notes.append(f"the number {_where(pointer)}: one of {len(values)} listed values{how}")
+        self._note(f"the number {_where(pointer)}: one of {len(values)} listed values{how}")
         return {**kept, "enum": values}
 
     def _close_types(self, out: dict[str, Any]) -> None:
@@ -333,9 +354,17 @@ def _keys(node: dict[str, Any]) -> tuple[set[str], set[str]]:
     return required, forbidden
 
 
-def _possible(members: list[Any], refs: Refs, depth: int = 0) -> set[str] | None:
+def _possible(members: list[Any], refs: Refs) -> set[str] | None:
     """The JSON types a value matching every one of `members` may have (an upper bound:
-    the empty set proves no value matches); None when it cannot tell."""
+    the empty set proves no value matches); None when it cannot tell (within a budget of
+    `_BUDGET` steps: branches multiply)."""
+    return _types([*members], refs, 0, [_BUDGET])
+
+
+def _types(members: list[Any], refs: Refs, depth: int, budget: list[int]) -> set[str] | None:
+    budget[0] -= 1
+    if budget[0] < 0:
+        return None
     flat: list[dict[str, Any]] = []
     stack = list(members)
     while stack:
@@ -375,7 +404,7 @@ def _possible(members: list[Any], refs: Refs, depth: int = 0) -> set[str] | None
                     rest = [m for m in flat if m is not member]
                     union: set[str] = set()
                     for branch in branches:
-                        found = _possible([*rest, branch], refs, depth + 1)
+                        found = _types([*rest, branch], refs, depth + 1, budget)
                         union |= set(ALL_TYPES) if found is None else found
                     types &= union
     return types
@@ -429,7 +458,7 @@ def _hard(node: Any, refs: Refs, depth: int = 0) -> bool:
     """Whether `node`, or what applies in place with it, uses `not` or `oneOf`."""
     if not isinstance(node, dict) or depth > 6:
         return False
-    if "not" in node or "oneOf" in node:
+    if "not" in node or "oneOf" in node and not pairwise_disjoint(node["oneOf"], refs):
         return True
     for key in ("allOf", "anyOf"):
         if isinstance(node.get(key), list) and any(_hard(b, refs, depth + 1) for b in node[key]):
