@@ -33,7 +33,7 @@ from typing import Any
 import jsonschema
 
 from engine.constraints.tight_disjoint import made_disjoint, pairwise_disjoint, types_of
-from engine.constraints.tight_negation import ALL_TYPES, negate
+from engine.constraints.tight_negation import ALL_TYPES, inactive, negate
 from engine.constraints.tight_refs import Refs, escape, subschemas
 
 __all__ = ["Emptied", "Enforced", "enforce"]
@@ -175,7 +175,7 @@ class _Walk:
             out["anyOf"] = [b for b in out["anyOf"] if b is not False]  # the same language
             if not out["anyOf"]:
                 return False
-        if _possible([out], self.refs) == set() or _empty_object(out):
+        if _possible([out], self.refs) == set() or _empty_object(out, self.refs):
             self.empty_reason = self.empty_reason or f"the schema {_where(pointer)} has no value"
             return False
         self._close_types(out)
@@ -209,7 +209,7 @@ class _Walk:
 
     def _not(self, out: dict[str, Any], pointer: str | None, exact_only: bool) -> None:
         found = negate(out["not"], self.refs)
-        if found is None or (exact_only and not found.exact):
+        if found is None or (exact_only and not found.exact) or _patterns_meet(found.schema):
             return
         trial = {k: v for k, v in out.items() if k != "not"}
         trial["allOf"] = [*trial.get("allOf", []), found.schema]
@@ -277,7 +277,7 @@ class _Walk:
         """Schema dependencies whose trigger is required apply always; a `false` one makes
         its key absent. Both are the same language."""
         required = out.get("required") if isinstance(out.get("required"), list) else []
-        for key in ("dependencies", "dependentSchemas"):
+        for key in {"dependencies", "dependentSchemas"} - inactive(self.refs.root):
             deps = out.get(key)
             if not isinstance(deps, dict):
                 continue
@@ -288,12 +288,12 @@ class _Walk:
                 if trigger in required:
                     out["allOf"] = [*out.get("allOf", []), deps.pop(trigger)]
                     self._note(
-                        f'"{trigger}" {_where(pointer)} is required: what it depends on applies'
+                        f'{key} of "{trigger}" {_where(pointer)} apply: "{trigger}" is required'
                     )
                 elif schema is False:
                     deps.pop(trigger)
                     out["allOf"] = [*out.get("allOf", []), {"properties": {trigger: False}}]
-                    self._note(f'"{trigger}" {_where(pointer)} can never appear')
+                    self._note(f'"{trigger}" {_where(pointer)} can never appear ({key}: false)')
             if not deps:
                 del out[key]
 
@@ -325,19 +325,34 @@ class _Walk:
         """A schema that requires a key it forbids accepts no object: say so in `type`."""
         if "type" in out or "enum" in out or "const" in out:
             return
-        required, forbidden = _keys(out)
+        required, forbidden = _keys(out, inactive(self.refs.root))
         if required & forbidden:
             out["type"] = [t for t in ALL_TYPES if t != "object"]
 
 
-def _empty_object(out: dict[str, Any]) -> bool:
+def _patterns_meet(schema: Any) -> bool:
+    """Whether `schema` makes one string match several patterns (an `allOf` of them):
+    llguidance intersects such regexes lazily and, over a model's whole vocabulary, runs
+    out of lexer states mid-reply ("too many expressions constructed"), which is worse
+    than the warning."""
+    for _, node in subschemas(schema) if isinstance(schema, dict) else ():
+        members = node.get("allOf")
+        if isinstance(members, list):
+            count = sum(isinstance(m, dict) and "pattern" in m for m in members)
+            if count + ("pattern" in node) > 1:
+                return True
+    return False
+
+
+def _empty_object(out: dict[str, Any], refs: Refs) -> bool:
     types = types_of(out)
-    required, forbidden = _keys(out)
+    required, forbidden = _keys(out, inactive(refs.root))
     return bool(types and types <= {"object"} and required & forbidden)
 
 
-def _keys(node: dict[str, Any]) -> tuple[set[str], set[str]]:
-    """(keys `node` requires, keys it forbids), its `allOf` members included."""
+def _keys(node: dict[str, Any], skip: frozenset[str] = frozenset()) -> tuple[set[str], set[str]]:
+    """(keys `node` requires, keys it forbids), its `allOf` members included; `skip`: the
+    keywords its draft does not define."""
     required: set[str] = set()
     forbidden: set[str] = set()
     members = [node]
@@ -348,7 +363,7 @@ def _keys(node: dict[str, Any]) -> tuple[set[str], set[str]]:
             required |= {k for k in member["required"] if isinstance(k, str)}
         if isinstance(member.get("properties"), dict):
             forbidden |= {k for k, v in member["properties"].items() if v is False}
-        for key in ("dependencies", "dependentSchemas"):
+        for key in {"dependencies", "dependentSchemas"} - skip:
             if isinstance(member.get(key), dict):
                 forbidden |= {k for k, v in member[key].items() if v is False}
     return required, forbidden
@@ -389,7 +404,8 @@ def _types(members: list[Any], refs: Refs, depth: int, budget: list[int]) -> set
         if isinstance(member.get("enum"), list) or "const" in member:
             values = member["enum"] if "const" not in member else [member["const"]]
             types &= {_type_of(v) for v in values}
-        r, f = _keys({k: v for k, v in member.items() if k != "allOf"})  # members are flat
+        flat_member = {k: v for k, v in member.items() if k != "allOf"}  # members are flat
+        r, f = _keys(flat_member, inactive(refs.root))
         required |= r
         forbidden |= f
     if required & forbidden:

@@ -38,7 +38,7 @@ import jsonschema
 
 from engine.constraints.tight_refs import Refs
 
-__all__ = ["ALL_TYPES", "Negation", "negate", "string_witnesses", "string_complement"]
+__all__ = ["ALL_TYPES", "Negation", "inactive", "negate", "string_witnesses", "string_complement"]
 
 ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")
 _ANNOTATIONS = frozenset(
@@ -81,7 +81,7 @@ def negate(node: Any, refs: Refs, depth: int = 0) -> Negation | None:
         return Negation({}, True)
     if not isinstance(node, dict) or _has_anchor(node):
         return None
-    keys = set(node) - _ANNOTATIONS
+    keys = set(node) - _ANNOTATIONS - inactive(refs.root)
     if not keys:
         return Negation(False, True)
     units = _units(node, keys)
@@ -471,6 +471,16 @@ def _checker(schema: Any, refs: Refs) -> Any:
     cls = jsonschema.validators.validator_for(refs.root, jsonschema.Draft202012Validator)
     validator = cls(refs.root).evolve(schema=schema)
     return validator.is_valid
+
+
+def inactive(root: Any) -> frozenset[str]:
+    """Keywords the draft of `root` does not define (a validator ignores them): drafts 4-7
+    have `dependencies`, 2019-09 on `dependentRequired` and `dependentSchemas` instead."""
+    draft = root.get("$schema") if isinstance(root, dict) else None
+    old = isinstance(draft, str) and any(f"draft-0{n}" in draft for n in (3, 4, 6, 7))
+    if old:
+        return frozenset({"dependentRequired", "dependentSchemas", "prefixItems"})
+    return frozenset({"dependencies"})
 
 
 def _is_2020(root: Any) -> bool:
