@@ -43,8 +43,8 @@ from typing import Any
 
 from engine.constraints.tight_disjoint import disjoint, pairwise_disjoint, types_of
 from engine.constraints.tight_enforce import Emptied, enforce
-from engine.constraints.tight_witness import witness
 from engine.constraints.tight_refs import Refs, escape
+from engine.constraints.tight_witness import witness
 
 __all__ = ["MAX_SAFE_INTEGER", "FRACTION_DIGITS", "FREE_DEPTH", "Tightened", "disjoint", "tighten"]
 

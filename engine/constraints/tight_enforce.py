@@ -38,10 +38,10 @@ from engine.constraints.tight_refs import Refs, escape, subschemas
 
 __all__ = ["Emptied", "Enforced", "enforce"]
 
-_MAP_KEYWORDS = ("properties", "patternProperties", "$defs", "definitions")
+_MAP_KEYWORDS: tuple[str, ...] = ("properties", "patternProperties", "$defs", "definitions")
 _MAP_KEYWORDS += ("dependentSchemas", "dependencies")
-_ONE_KEYWORDS = ("additionalProperties", "additionalItems", "propertyNames", "items")
-_ONE_KEYWORDS += ("contains", "if", "then", "else", "not")
+_ONE_KEYWORDS: tuple[str, ...] = ("additionalProperties", "additionalItems", "propertyNames")
+_ONE_KEYWORDS += ("items", "contains", "if", "then", "else", "not")
 _LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 _ANNOTATIONS = ("title", "description", "default", "examples", "$comment", "comment")
 _WINDOW = 2000  # integers tried when listing a number schema's values
@@ -248,9 +248,7 @@ class _Walk:
             out["anyOf"] = kept
         self.narrowed = self.narrowed or not found[1]
         how = "" if found[1] else " (narrowed)"
-        self._note(
-            f"oneOf {_where(pointer)} enforced: each branch excludes the others{how}"
-        )
+        self._note(f"oneOf {_where(pointer)} enforced: each branch excludes the others{how}")
         return True
 
     def _contains(self, out: dict[str, Any], pointer: str | None) -> None:
@@ -276,8 +274,10 @@ class _Walk:
     def _dependencies(self, out: dict[str, Any], pointer: str | None) -> None:
         """Schema dependencies whose trigger is required apply always; a `false` one makes
         its key absent. Both are the same language."""
-        required = out.get("required") if isinstance(out.get("required"), list) else []
-        for key in {"dependencies", "dependentSchemas"} - inactive(self.refs.root):
+        found = out.get("required")
+        required: list[Any] = found if isinstance(found, list) else []
+        skip = inactive(self.refs.root)
+        for key in (k for k in ("dependencies", "dependentSchemas") if k not in skip):
             deps = out.get(key)
             if not isinstance(deps, dict):
                 continue
@@ -363,7 +363,7 @@ def _keys(node: dict[str, Any], skip: frozenset[str] = frozenset()) -> tuple[set
             required |= {k for k in member["required"] if isinstance(k, str)}
         if isinstance(member.get("properties"), dict):
             forbidden |= {k for k, v in member["properties"].items() if v is False}
-        for key in {"dependencies", "dependentSchemas"} - skip:
+        for key in (k for k in ("dependencies", "dependentSchemas") if k not in skip):
             if isinstance(member.get(key), dict):
                 forbidden |= {k for k, v in member[key].items() if v is False}
     return required, forbidden
@@ -489,7 +489,7 @@ def _bounds(node: dict[str, Any], refs: Refs) -> tuple[int | None, int | None]:
     high: int | None = None
     members = [node, *[m for m in node.get("allOf", []) if isinstance(m, dict)]]
     for member in members:
-        for key, up in (("minimum", False), ("exclusiveMinimum", False)):
+        for key in ("minimum", "exclusiveMinimum"):
             value = member.get(key)
             if isinstance(value, int | float) and not isinstance(value, bool):
                 bound = math.floor(value) + 1 if key.startswith("exclusive") else math.ceil(value)

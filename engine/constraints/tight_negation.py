@@ -131,7 +131,8 @@ def _negate_unit(
     if key == "required":
         if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
             return None
-        return Negation(_any_of([{"properties": {k: False}} for k in value]) if value else False, True)
+        absent = [{"properties": {k: False}} for k in value]
+        return Negation(_any_of(absent) if value else False, True)
     if key in _OPPOSITE:
         return _negate_bound(key, value)
     if key == "not":
@@ -304,7 +305,9 @@ def _negate_dependencies(value: Any, refs: Refs, depth: int) -> Negation | None:
             if inner.schema is not False:
                 present = {"type": "object", "required": [trigger]}
                 parts.append(Negation(_all_of([present, inner.schema]), inner.exact))
-    return Negation(_any_of([p.schema for p in parts]), all(p.exact for p in parts)) if parts else None
+    if not parts:
+        return None
+    return Negation(_any_of([p.schema for p in parts]), all(p.exact for p in parts))
 
 
 def _either(found: list[Negation | None]) -> Negation | None:
