@@ -16,6 +16,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import jsonschema
+
 from engine.constraints.tight_negation import negate
 from engine.constraints.tight_refs import Refs
 
@@ -38,6 +40,7 @@ def made_disjoint(branches: list[Any], refs: Refs) -> tuple[list[Any], bool] | N
     (every instance of one result matches exactly one of `branches`), and whether that
     narrowing is exact; None where a branch that may overlap cannot be negated."""
     negations = []
+    finite = [_finite(b, refs) for b in branches]
     for i, branch in enumerate(branches):
         overlaps = any(not disjoint(branch, b, refs) for j, b in enumerate(branches) if j != i)
         negations.append(negate(branch, refs) if overlaps else None)
@@ -45,6 +48,11 @@ def made_disjoint(branches: list[Any], refs: Refs) -> tuple[list[Any], bool] | N
             return None
     out: list[Any] = []
     for i, branch in enumerate(branches):
+        if finite[i] is not None:  # listed values: keep those no other branch accepts
+            others = [_checker(b, refs) for j, b in enumerate(branches) if j != i]
+            kept = [v for v in finite[i] if not any(accepts(v) for accepts in others)]
+            out.append({"enum": kept} if kept else False)
+            continue
         parts = [copy.deepcopy(branch)]
         for j, other in enumerate(branches):
             found = negations[j]
@@ -52,6 +60,21 @@ def made_disjoint(branches: list[Any], refs: Refs) -> tuple[list[Any], bool] | N
                 parts.append(copy.deepcopy(found.schema))
         out.append(parts[0] if len(parts) == 1 else {"allOf": parts})
     return out, all(n is None or n.exact for n in negations)
+
+
+def _finite(branch: Any, refs: Refs) -> list[Any] | None:
+    """The values `branch` accepts where it lists them (`enum`/`const`), checked."""
+    branch = _deref(branch, refs)
+    values = _values(branch) if isinstance(branch, dict) else None
+    if values is None:
+        return None
+    accepts = _checker(branch, refs)
+    return [v for v in values if accepts(v)]
+
+
+def _checker(schema: Any, refs: Refs) -> Any:
+    cls = jsonschema.validators.validator_for(refs.root, jsonschema.Draft202012Validator)
+    return cls(refs.root).evolve(schema=schema).is_valid
 
 
 def disjoint(a: Any, b: Any, refs: Refs | dict[str, Any], depth: int = 0) -> bool:

@@ -36,7 +36,7 @@ from typing import Any
 
 import jsonschema
 
-from engine.constraints.tight_refs import Refs
+from engine.constraints.tight_refs import Refs, subschemas
 
 __all__ = ["ALL_TYPES", "Negation", "inactive", "negate", "string_witnesses", "string_complement"]
 
@@ -61,6 +61,7 @@ _OPPOSITE = {
 }
 _MAX_DEPTH = 8
 _MAX_STRINGS = 32  # excluded strings a complement pattern may spell out
+_MAX_KEYS = 6  # keys tried as the extra key that `additionalProperties` rejects
 
 
 @dataclass(frozen=True)
@@ -258,9 +259,9 @@ def _negate_object(
     extra = node.get("additionalProperties")
     if "additionalProperties" in unit and extra is not None:
         inner = negate(extra, refs, depth + 1)
-        name = _free_key(properties, patterns)
-        if inner is not None and inner.schema is not False and name is not None:
-            parts.append(Negation(_key_with(name, inner).schema, False))
+        if inner is not None and inner.schema is not False:
+            for name in _free_keys(properties, patterns, refs.root):
+                parts.append(Negation(_key_with(name, inner).schema, False))
     if not parts:
         return None
     exact = all(p.exact for p in parts) and not patterns and "additionalProperties" not in unit
@@ -272,11 +273,18 @@ def _key_with(name: str, value: Negation) -> Negation:
     return Negation(schema, value.exact)
 
 
-def _free_key(properties: dict[str, Any], patterns: dict[str, Any]) -> str | None:
-    for name in ("x", "extra", "key", "k0", "z9"):
+def _free_keys(properties: dict[str, Any], patterns: dict[str, Any], root: Any) -> list[str]:
+    """Keys `additionalProperties` governs here: those other subschemas of the document
+    declare first (a key another `oneOf` branch has), then a made-up one."""
+    named: list[str] = []
+    for _, sub in subschemas(root):
+        if isinstance(sub.get("properties"), dict):
+            named += [k for k in sub["properties"] if isinstance(k, str)]
+    found = []
+    for name in dict.fromkeys([*named, "x"]):
         if name not in properties and not any(_search(p, name) for p in patterns):
-            return name
-    return None
+            found.append(name)
+    return found[:_MAX_KEYS]
 
 
 def _negate_names(names: Any, refs: Refs) -> Negation | None:
