@@ -48,9 +48,10 @@ def made_disjoint(branches: list[Any], refs: Refs) -> tuple[list[Any], bool] | N
             return None
     out: list[Any] = []
     for i, branch in enumerate(branches):
-        if finite[i] is not None:  # listed values: keep those no other branch accepts
+        values = finite[i]
+        if values is not None:  # listed values: keep those no other branch accepts
             others = [_checker(b, refs) for j, b in enumerate(branches) if j != i]
-            kept = [v for v in finite[i] if not any(accepts(v) for accepts in others)]
+            kept = [v for v in values if not any(accepts(v) for accepts in others)]
             out.append({"enum": kept} if kept else False)
             continue
         parts = [copy.deepcopy(branch)]
