@@ -37,6 +37,7 @@ or embedded resources (`$id` below the root) are left as they are.
 from __future__ import annotations
 
 import copy
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,6 +83,8 @@ _FROZEN_KEYWORDS = ("not", "if", "contains")
 _ITEM_KEYWORDS = ("items", "prefixItems", "additionalItems")
 _NUMERIC_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _NUMBER_TYPES = frozenset({"integer", "number"})
+# Keywords tight_enforce.py rewrites: a schema without them skips that pass.
+_ENFORCEABLE = ("not", "oneOf", "contains", "dependencies", "dependentSchemas")
 _ALL_TYPES = ["null", "boolean", "number", "string", "array", "object"]
 
 
@@ -189,8 +192,14 @@ def _tighten(schema: dict[str, Any], refs: Refs, exact_only: bool) -> tuple[Tigh
     narrowed = False
     # a second pass reaches what the first one freed (a definition only an overlapping
     # `oneOf` or a `not` used, now used in place)
-    for _ in range(3):
-        enforced = enforce(schema, refs, {p: c.frozen for p, c in contexts.items()}, exact_only)
+    text = json.dumps(schema)
+    passes = 3 if any(f'"{k}"' in text for k in _ENFORCEABLE) else 0  # nothing to enforce
+    for _ in range(passes):
+        frozen = {p: c.frozen for p, c in contexts.items()}
+        try:
+            enforced = enforce(schema, refs, frozen, exact_only)
+        except RecursionError:  # nested too deeply to walk again: leave it as it is
+            break
         if enforced.unsatisfiable is not None:
             return Tightened(copy.deepcopy(original), unsatisfiable=enforced.unsatisfiable), False
         if not enforced.notes:

@@ -153,7 +153,7 @@ class _Walk:
         if not isinstance(node, dict):
             return copy.deepcopy(node)
         changes, noted = self.changes, len(self.notes)
-        out = copy.deepcopy(node)
+        out = dict(node)  # children are rebuilt below; a copy of each would cost n² deep
         self._dependencies(out, pointer)
         if "not" in out:
             self._not(out, pointer, exact_only)
@@ -203,7 +203,7 @@ class _Walk:
             ]
         if key in _ONE_KEYWORDS:
             return self.node(value, where, exact)
-        return value
+        return copy.deepcopy(value)
 
     # ---- the rewrites ----
 
@@ -281,6 +281,7 @@ class _Walk:
             deps = out.get(key)
             if not isinstance(deps, dict):
                 continue
+            deps = out[key] = dict(deps)  # changed below: not the schema as written
             for trigger in list(deps):
                 schema = deps[trigger]
                 if isinstance(schema, list) or not isinstance(schema, dict | bool):
