@@ -37,13 +37,16 @@ or embedded resources (`$id` below the root) are left as they are.
 from __future__ import annotations
 
 import copy
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.constraints.tight_disjoint import disjoint, pairwise_disjoint, types_of
+from engine.constraints.tight_enforce import Emptied, enforce
 from engine.constraints.tight_groups import Group, group_of
 from engine.constraints.tight_refs import Refs, escape
+from engine.constraints.tight_witness import witness
 
 __all__ = ["MAX_SAFE_INTEGER", "FRACTION_DIGITS", "FREE_DEPTH", "Tightened", "disjoint", "tighten"]
 
@@ -80,6 +83,8 @@ _ONE_KEYWORDS = ("additionalProperties", "additionalItems", "propertyNames", "th
 _FROZEN_KEYWORDS = ("not", "if", "contains")
 _ITEM_KEYWORDS = ("items", "prefixItems", "additionalItems")
 _NUMBER_TYPES = frozenset({"integer", "number"})
+# Keywords tight_enforce.py rewrites: a schema without them skips that pass.
+_ENFORCEABLE = ("not", "oneOf", "contains", "dependencies", "dependentSchemas")
 _ALL_TYPES = ["null", "boolean", "number", "string", "array", "object"]
 
 
@@ -93,6 +98,8 @@ class Tightened:
     bounded_free: int = 0
     exact_one_of: int = 0
     required_dependents: tuple[str, ...] = ()  # in words: which key became required, why
+    enforced: tuple[str, ...] = ()  # in words: what llguidance would ignore, now enforced
+    unsatisfiable: str | None = None  # why no value can match the schema, where proven
 
     @property
     def changed(self) -> bool:
@@ -101,6 +108,7 @@ class Tightened:
             or self.bounded_numbers
             or self.bounded_free
             or self.required_dependents
+            or self.enforced
         )
 
     def notes(self) -> list[str]:
@@ -114,7 +122,7 @@ class Tightened:
             )
         if self.bounded_free:
             found.append(f"free-form values at most {FREE_DEPTH} levels deep")
-        return found + list(self.required_dependents)
+        return found + list(self.required_dependents) + list(self.enforced)
 
 
 @dataclass(frozen=True)
@@ -147,20 +155,66 @@ def tighten(schema: Any) -> Tightened:
     refs = Refs(schema)
     if not refs.complete:  # what such a reference reaches is unknown: nothing is safe
         return Tightened(copy.deepcopy(schema))
+    try:
+        found, narrowed = _tighten(schema, refs, exact_only=False)
+    except Emptied:
+        found, narrowed = _tighten(schema, refs, exact_only=True)[0], False
+    if narrowed and witness(found.schema, schema) is None:
+        # a narrowing that could not be exact left no reply llguidance can produce that
+        # the schema accepts: enforce only what is exact
+        found = _tighten(schema, refs, exact_only=True)[0]
+    return found
+
+
+def _tighten(schema: dict[str, Any], refs: Refs, exact_only: bool) -> tuple[Tightened, bool]:
+    """(the tight schema, whether a rewrite in it narrows what it could not enforce)."""
+    original = schema
+    contexts = _contexts(refs)
+    notes: list[str] = []
+    narrowed = False
+    # a second pass reaches what the first one freed (a definition only an overlapping
+    # `oneOf` or a `not` used, now used in place)
+    text = json.dumps(schema)
+    passes = 3 if any(f'"{k}"' in text for k in _ENFORCEABLE) else 0  # nothing to enforce
+    for _ in range(passes):
+        frozen = {p: c.frozen for p, c in contexts.items()}
+        try:
+            enforced = enforce(schema, refs, frozen, exact_only)
+        except RecursionError:  # nested too deeply to walk again: leave it as it is
+            break
+        if enforced.unsatisfiable is not None:
+            return Tightened(copy.deepcopy(original), unsatisfiable=enforced.unsatisfiable), False
+        if not enforced.notes:
+            break
+        notes += enforced.notes
+        narrowed = narrowed or enforced.narrowed
+        schema, refs = enforced.schema, Refs(enforced.schema)
+        if not isinstance(schema, dict) or not refs.complete:
+            return Tightened(copy.deepcopy(original)), False
+        contexts = _contexts(refs)
     counts = _Counts()
     if not set(schema) - ANNOTATIONS:  # any JSON value at all
         counts.free += 1
         out = {**copy.deepcopy(schema), **_free_ref(FREE_DEPTH, counts)}
     else:
-        out = _rewrite(schema, "", refs, _contexts(refs), counts)
+        out = _rewrite(schema, "", refs, contexts, counts)
     if counts.used_free:
         defs = out.setdefault("$defs", {})
         if not isinstance(defs, dict):
-            return Tightened(copy.deepcopy(schema))
+            return Tightened(copy.deepcopy(original)), False
         for level in range(max(counts.used_free) + 1):
             defs[FREE_DEF.format(level)] = _free_def(level)
     required = tuple(dict.fromkeys(counts.required))
-    return Tightened(out, counts.closed, counts.numbers, counts.free, counts.one_of, required)
+    found = Tightened(
+        out,
+        counts.closed,
+        counts.numbers,
+        counts.free,
+        counts.one_of,
+        required,
+        enforced=tuple(dict.fromkeys(notes)),
+    )
+    return found, narrowed
 
 
 # ---- pass 1: where narrowing is safe ----

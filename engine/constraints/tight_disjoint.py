@@ -4,12 +4,21 @@ branches of an overlapping `oneOf` (making one branch fail can make the `oneOf` 
 
 The proof covers common cases only (different types, consts or enums, a key one object
 requires that the other forbids or gives a disjoint value); "don't know" is False.
+
+Where branches overlap, `made_disjoint` narrows each to the values no other branch
+accepts (a branch and the negation of every branch it may share a value with, see
+tight_negation.py): an instance of such a branch matches exactly one original branch, so
+the `oneOf` becomes an `anyOf` that llguidance enforces exactly.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+import jsonschema
+
+from engine.constraints.tight_negation import negate
 from engine.constraints.tight_refs import Refs
 
 # Keywords that describe without constraining.
@@ -24,6 +33,49 @@ def pairwise_disjoint(branches: Any, refs: Refs) -> bool:
     if not isinstance(branches, list):
         return False
     return all(disjoint(a, b, refs) for i, a in enumerate(branches) for b in branches[i + 1 :])
+
+
+def made_disjoint(branches: list[Any], refs: Refs) -> tuple[list[Any], bool] | None:
+    """`branches` of a `oneOf`, each narrowed to the values that match it and no other
+    (every instance of one result matches exactly one of `branches`), and whether that
+    narrowing is exact; None where a branch that may overlap cannot be negated."""
+    negations = []
+    finite = [_finite(b, refs) for b in branches]
+    for i, branch in enumerate(branches):
+        overlaps = any(not disjoint(branch, b, refs) for j, b in enumerate(branches) if j != i)
+        negations.append(negate(branch, refs) if overlaps else None)
+        if overlaps and negations[-1] is None:
+            return None
+    out: list[Any] = []
+    for i, branch in enumerate(branches):
+        values = finite[i]
+        if values is not None:  # listed values: keep those no other branch accepts
+            others = [_checker(b, refs) for j, b in enumerate(branches) if j != i]
+            kept = [v for v in values if not any(accepts(v) for accepts in others)]
+            out.append({"enum": kept} if kept else False)
+            continue
+        parts = [copy.deepcopy(branch)]
+        for j, other in enumerate(branches):
+            found = negations[j]
+            if j != i and found is not None and not disjoint(branch, other, refs):
+                parts.append(copy.deepcopy(found.schema))
+        out.append(parts[0] if len(parts) == 1 else {"allOf": parts})
+    return out, all(n is None or n.exact for n in negations)
+
+
+def _finite(branch: Any, refs: Refs) -> list[Any] | None:
+    """The values `branch` accepts where it lists them (`enum`/`const`), checked."""
+    branch = _deref(branch, refs)
+    values = _values(branch) if isinstance(branch, dict) else None
+    if values is None:
+        return None
+    accepts = _checker(branch, refs)
+    return [v for v in values if accepts(v)]
+
+
+def _checker(schema: Any, refs: Refs) -> Any:
+    cls = jsonschema.validators.validator_for(refs.root, jsonschema.Draft202012Validator)
+    return cls(refs.root).evolve(schema=schema).is_valid
 
 
 def disjoint(a: Any, b: Any, refs: Refs | dict[str, Any], depth: int = 0) -> bool:

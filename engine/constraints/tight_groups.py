@@ -65,11 +65,13 @@ def group_of(node: dict[str, Any], refs: Refs) -> Group:
         properties = member.get("properties")
         if isinstance(properties, dict) and properties:
             declarers += 1
-            for name in properties:
-                typed[name] = typed.get(name, 0) + 1
+            for name, value in properties.items():
+                if value is not False:  # a key a subschema only forbids is not declared
+                    typed[name] = typed.get(name, 0) + 1
         keys |= _listed_keys(member)
         extra = member.get("additionalProperties", False)
         open_keys = open_keys or extra is not False or bool(member.get("patternProperties"))
+        open_keys = open_keys or "enum" in member or "const" in member  # values it lists
         catchall += isinstance(extra, dict)
         if isinstance(member.get("patternProperties"), dict):
             patterns += len(member["patternProperties"])
@@ -98,7 +100,7 @@ def _listed_keys(node: dict[str, Any]) -> set[str]:
     for key in ("properties", "dependentSchemas", "dependentRequired", "dependencies"):
         value = node.get(key)
         if isinstance(value, dict):
-            keys |= set(value)
+            keys |= {k for k, v in value.items() if not (key == "properties" and v is False)}
             for needed in value.values() if key != "properties" else ():
                 if isinstance(needed, list):
                     keys |= {k for k in needed if isinstance(k, str)}

@@ -61,6 +61,9 @@ def schema_for_grammar(schema: Any, options: SchemaOptions) -> tuple[Any, list[s
     if not options.tight:
         return schema, []
     tight = tighten(schema)
+    if tight.unsatisfiable is not None:
+        diag = Diagnostic(f"Unsatisfiable schema: {tight.unsatisfiable}, so nothing matches it")
+        raise ConstraintError(str(diag), [diag])
     return tight.schema, tight.notes()
 
 
@@ -101,7 +104,10 @@ def build_grammar(spec: ConstraintSpec) -> tuple[str, list[str]]:
         if not isinstance(parsed, dict | bool):
             parse_json_schema(spec.source, label)  # raises: not an object
         check_schema(parsed, label)  # before native code: too deep would crash it
-        schema, notes = schema_for_grammar({} if parsed is True else parsed, spec.options)
+        try:
+            schema, notes = schema_for_grammar({} if parsed is True else parsed, spec.options)
+        except ConstraintError as exc:  # proven to have no valid instance
+            raise ConstraintError(f"{label}: {exc}", exc.diagnostics) from exc
         try:
             return LLMatcher.grammar_from_json_schema(schema, defaults=defaults), notes
         except ValueError as exc:
