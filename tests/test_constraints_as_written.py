@@ -92,10 +92,9 @@ def test_grammars_and_free_text_are_not_rechecked():
 # enforced grammar and not the schema as written.
 UNSATISFIED = {
     "type": "object",
-    "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9}},
+    "properties": {"a": {"type": "string", "maxLength": 4, "not": {"pattern": "^"}}},
     "required": ["a"],
     "additionalProperties": False,
-    "not": {"required": ["a"]},
 }
 PLAIN = {
     "type": "object",
@@ -116,7 +115,7 @@ def test_engine_reply_valid_as_written(tiny_engine):
 def test_engine_reply_invalid_as_written_says_where(tiny_engine):
     result = tiny_engine.chat(ChatRequest(USER, GREEDY, json_schema_constraint(UNSATISFIED)))
     assert result.error is None and not result.incomplete, result.text
-    assert json.loads(result.text)["a"] in range(10)  # it fits what was enforced
+    assert len(json.loads(result.text)["a"]) <= 4  # it fits what was enforced
     assert result.valid_as_written is False
     data = result.to_dict()
     assert data["valid_as_written"] is False
