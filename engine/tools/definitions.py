@@ -13,7 +13,7 @@ import copy
 import functools
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,14 +76,39 @@ def arguments_grammar_schema(
 ) -> dict[str, Any]:
     """The schema embedded in the tool grammar for `parameters`: tightened (declared
     argument names only, I-JSON numbers, bounded free-form values; see
-    engine.constraints.tight) unless `options.tight` is off, in the compact layout, and
-    lenient about keywords llguidance cannot enforce unless `options.lenient` is off."""
-    schema: dict[str, Any] = tighten(parameters).schema if options.tight else dict(parameters)
+    engine.constraints.tight) unless `options.tight` is off or the tightened schema hits an
+    llguidance limit (then as written), in the compact layout, and lenient about keywords
+    llguidance cannot enforce unless `options.lenient` is off. The tool grammar and the
+    tool's own check use this one schema.
+
+    Raises ValueError for a schema nothing can satisfy (proven by the tight rewrite or by
+    llguidance) or one llguidance cannot read."""
+    key = json.dumps(parameters)  # in its own key order: calls write keys in that order
+    return copy.deepcopy(_grammar_schema(key, options))
+
+
+@functools.lru_cache(maxsize=512)
+def _grammar_schema(parameters_json: str, options: SchemaOptions) -> dict[str, Any]:
+    # Requests repeat the same tools turn after turn: decide each schema once.
+    from llguidance import LLMatcher
+
+    parameters = json.loads(parameters_json)
     guidance = dict(JSON_OPTIONS)
     if options.lenient:
         guidance["lenient"] = True
-    schema["x-guidance"] = guidance
-    return schema
+    if options.tight:
+        tight = tighten(parameters)
+        if tight.unsatisfiable is not None:  # no call could ever fit: refuse the tool
+            raise ValueError(f"Unsatisfiable schema: {tight.unsatisfiable}, so no call fits it")
+        schema = {**tight.schema, "x-guidance": guidance}
+        grammar = LLMatcher.grammar_from_json_schema(schema)
+        is_error, messages = LLMatcher.validate_grammar_with_warnings(grammar)
+        if not is_error:
+            return schema
+        if any("Unsatisfiable" in m for m in messages):
+            raise ValueError(messages[0])
+        # else the tightened schema hit an llguidance limit: the schema as written
+    return {**parameters, "x-guidance": guidance}
 
 
 def compile_parameters(
@@ -115,26 +140,19 @@ def compile_parameters(
 def _compile_cached(
     parameters_json: str, options: SchemaOptions
 ) -> tuple[str | None, tuple[str, ...]]:
-    # Requests repeat the same tools turn after turn; compile each schema once.
     from llguidance import LLMatcher
 
     from engine.constraints.validate import parse_message
 
-    parameters = json.loads(parameters_json)
-    for attempt in (options, replace(options, tight=False)):
-        try:
-            grammar = LLMatcher.grammar_from_json_schema(
-                arguments_grammar_schema(parameters, attempt)
-            )
-        except (ValueError, TypeError) as exc:
-            return str(exc), ()
-        is_error, messages = LLMatcher.validate_grammar_with_warnings(grammar)
-        if not is_error:
-            notes = tuple(str(parse_message(m, "json_schema", "warning")) for m in messages)
-            return None, notes
-        if not attempt.tight:
-            break  # the tightened schema hit an llguidance limit: the schema as written
-    return (messages[0] if messages else "llguidance rejected the schema"), ()
+    try:
+        schema = arguments_grammar_schema(json.loads(parameters_json), options)
+        grammar = LLMatcher.grammar_from_json_schema(schema)
+    except (ValueError, TypeError) as exc:
+        return str(exc), ()
+    is_error, messages = LLMatcher.validate_grammar_with_warnings(grammar)
+    if is_error:
+        return (messages[0] if messages else "llguidance rejected the schema"), ()
+    return None, tuple(str(parse_message(m, "json_schema", "warning")) for m in messages)
 
 
 def _where(index: int, name: str | None) -> str:
