@@ -118,7 +118,7 @@ def test_a_prompt_beyond_the_kv_budget_is_refused_with_the_numbers(tiny_model_di
             eng.close()
     refused = answers[None]
     assert refused.error_code == "context_length_exceeded"
-    assert "1.0 KB per token at full-precision" in (refused.error or "")
+    assert "1.0 KB per token at full precision" in (refused.error or "")
     assert "room for 64 tokens" in (refused.error or "")
     assert "--kv-bits" in (refused.error or "")
     assert answers[8].error is None and answers[8].stats.prompt_tokens > 64

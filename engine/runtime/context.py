@@ -34,10 +34,8 @@ class KVMemory:
 
     def describe(self) -> str:
         """The numbers, as a clause of a sentence."""
-        precision = f"{self.kv_bits}-bit" if self.kv_bits else "full-precision"
-        text = (
-            f"the KV cache takes {_size(self.bytes_per_token)} per token at {precision} precision"
-        )
+        precision = f"{self.kv_bits}-bit precision" if self.kv_bits else "full precision"
+        text = f"the KV cache takes {_size(self.bytes_per_token)} per token at {precision}"
         if self.kv_bits:
             text += f" ({_size(self.full_bytes_per_token)} at full precision)"
         return text + (
@@ -73,9 +71,9 @@ class ContextLengthError(CorralError, ValueError):
             message += ", and a reply needs at least one more"
         if tool_tokens:
             message += f" (the tool definitions take {tool_tokens:,} of them)"
-        if memory is not None:
+        if memory is not None and prompt_tokens >= memory.max_tokens:  # memory binds too
             message += f"; {memory.describe()}"
-            if memory.kv_bits is None and prompt_tokens > memory.max_tokens:
+            if memory.kv_bits is None:
                 message += " (--kv-bits 8 or 4 makes room for more)"
         super().__init__(message)
 
