@@ -33,7 +33,7 @@ from typing import Any
 import jsonschema
 
 from engine.constraints.tight_disjoint import made_disjoint, pairwise_disjoint, types_of
-from engine.constraints.tight_negation import ALL_TYPES, inactive, negate
+from engine.constraints.tight_negation import ALL_TYPES, inactive, json_type, negate
 from engine.constraints.tight_refs import Refs, escape, subschemas
 
 __all__ = ["Emptied", "Enforced", "enforce"]
@@ -404,7 +404,7 @@ def _types(members: list[Any], refs: Refs, depth: int, budget: list[int]) -> set
             types &= {"number" if t == "integer" else t for t in found}
         if isinstance(member.get("enum"), list) or "const" in member:
             values = member["enum"] if "const" not in member else [member["const"]]
-            types &= {_type_of(v) for v in values}
+            types &= {json_type(v) for v in values}
         flat_member = {k: v for k, v in member.items() if k != "allOf"}  # members are flat
         r, f = _keys(flat_member, inactive(refs.root))
         required |= r
@@ -457,18 +457,6 @@ def _anchored_width(pattern: str) -> tuple[int, int] | None:
     except (ImportError, re.error, RecursionError, OverflowError):
         return None
     return int(low), int(high)
-
-
-def _type_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 def _hard(node: Any, refs: Refs, depth: int = 0) -> bool:

@@ -194,7 +194,7 @@ def _negate_values(values: list[Any]) -> Negation:
     """Every value but `values`."""
     by_type: dict[str, list[Any]] = {}
     for v in values:
-        by_type.setdefault(_json_type(v), []).append(v)
+        by_type.setdefault(json_type(v), []).append(v)
     parts: list[Any] = []
     exact = True
     free = [t for t in ALL_TYPES if t not in by_type]
@@ -500,7 +500,8 @@ def _is_2020(root: Any) -> bool:
     return draft is None or (isinstance(draft, str) and "2020-12" in draft)
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON Schema type name of a JSON value (integers count as numbers)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
