@@ -256,37 +256,12 @@ class ResponseStream:
         if not piece or item is None:
             return
         item["_text"] += piece
-        index = len(self.items)
-        if item["type"] == "reasoning":
-            out.append(
-                self._event(
-                    "response.reasoning_text.delta",
-                    item_id=item["id"],
-                    output_index=index,
-                    content_index=0,
-                    delta=piece,
-                )
+        event, fields = _DELTAS[item["type"]]
+        out.append(
+            self._event(
+                event, item_id=item["id"], output_index=len(self.items), **fields, delta=piece
             )
-        elif item["type"] == "message":
-            out.append(
-                self._event(
-                    "response.output_text.delta",
-                    item_id=item["id"],
-                    output_index=index,
-                    content_index=0,
-                    delta=piece,
-                    logprobs=[],
-                )
-            )
-        else:
-            out.append(
-                self._event(
-                    "response.function_call_arguments.delta",
-                    item_id=item["id"],
-                    output_index=index,
-                    delta=piece,
-                )
-            )
+        )
 
     def _close(self, out: list[bytes], incomplete: bool = False) -> None:
         item = self._open
@@ -349,3 +324,11 @@ class ResponseStream:
             self._on_done(result, final)
         kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
         return self._event(kind, response=final)
+
+
+# The delta event of each kind of output item while it streams, and its extra fields.
+_DELTAS: dict[str, tuple[str, dict[str, Any]]] = {
+    "reasoning": ("response.reasoning_text.delta", {"content_index": 0}),
+    "message": ("response.output_text.delta", {"content_index": 0, "logprobs": []}),
+    "function_call": ("response.function_call_arguments.delta", {}),
+}
