@@ -381,7 +381,7 @@ def _error(r: httpx.Response, status: int, kind: str) -> str:
         ({"frobnicate": 1}, "unrecognized request argument: frobnicate"),
         ({"max_tokens": "8"}, "max_tokens"),
         ({"temperature": 1.5}, "temperature"),
-        ({"messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role"),
         (
             {"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
             "messages[0].content[0].source: give a base64 source (type, media_type, data)",

@@ -303,7 +303,7 @@ def test_the_store_is_bounded_by_count_and_age(tmp_path: Path) -> None:
             "input[0].arguments",
             "not valid JSON",
         ),
-        ({"tools": [{"type": "web_search"}]}, "tools[0].type", "not supported"),
+        ({"tools": [{"type": "file_search"}]}, "tools[0].type", "not supported"),
         (
             {
                 "tools": [

@@ -4,13 +4,17 @@
 tools and messages in `engine.tools.prompt` and render here too), so the same history gives
 the same text, and shares the prompt cache, with tools on or off. Messages are untrusted:
 their roles must be known ones, and `encode_chat` tokenizes their text as plain text, so
-only the template's own markers become control tokens (`engine.prompt.shield`).
+only the template's own markers become control tokens (`engine.prompt.shield`). System
+messages after the first stay in place where the template renders them there, and join the
+system prompt where it refuses them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import jinja2
 
 from engine.prompt.images import with_image_markers
 from engine.prompt.shield import TextShield
@@ -55,9 +59,31 @@ def render_chat(
     whose role is unknown (templates would render it silently).
     """
     check_roles(messages)
-    return ModelTokenizer.of(tokenizer).apply_chat_template(
-        _plain_messages(messages), add_generation_prompt=add_generation_prompt, **template_kwargs
+    tok = ModelTokenizer.of(tokenizer)
+    plain = _plain_messages(messages)
+    try:
+        return tok.apply_chat_template(
+            plain, add_generation_prompt=add_generation_prompt, **template_kwargs
+        )
+    except (ValueError, jinja2.TemplateError):
+        merged = merge_system_messages(plain)
+        if merged == plain:
+            raise
+    # The template refuses a system message after the first (agents send them mid-
+    # conversation): it joins the system prompt instead.
+    return tok.apply_chat_template(
+        merged, add_generation_prompt=add_generation_prompt, **template_kwargs
     )
+
+
+def merge_system_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages` with every system message's text joined into one system message first,
+    in their order; the other messages unchanged."""
+    systems = [m for m in messages if m.get("role") == "system"]
+    if len(systems) < 2 and (not systems or messages[0] is systems[0]):
+        return messages
+    text = "\n\n".join(str(m.get("content") or "") for m in systems)
+    return [{"role": "system", "content": text}] + [m for m in messages if m["role"] != "system"]
 
 
 def encode_chat(

@@ -88,11 +88,11 @@ class Service:
         return await self.core.logged(request, self._completions)
 
     async def _chat(self, request: Request, arrived: float) -> Response:
-        body = await self.core.read(request, ChatCompletionBody)
+        body = await self.core.read(request, ChatCompletionBody, "chat")
         return await self._serve(request, arrived, body, chat=True)
 
     async def _completions(self, request: Request, arrived: float) -> Response:
-        body = await self.core.read(request, CompletionBody)
+        body = await self.core.read(request, CompletionBody, "completions")
         return await self._serve(request, arrived, body, chat=False)
 
     async def _serve(self, request: Request, arrived: float, body: Any, *, chat: bool) -> Response:

@@ -26,7 +26,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from engine.api import EngineAPI
 from engine.errors import CorralError, EngineBusyError, EngineClosedError
+from engine.runtime.context import CONTEXT_LENGTH_EXCEEDED
 from engine.server.activity import RequestRecord, ServerActivity
+from engine.server.compat import Dialect, note_headers, screen
 from engine.server.config import ServerConfig
 from engine.server.errors import APIError, from_validation_error, param_path
 from engine.server.responses import IndexedEvent, error_message, failure, status_for
@@ -89,8 +91,11 @@ class Core:
         (that must not stall the other requests)."""
         return await run_in_threadpool(translate) if compiles else translate()
 
-    async def read(self, request: Request, model: type[Body]) -> Body:
-        """The JSON body as `model`; APIError naming what is wrong (type, size, field)."""
+    async def read(
+        self, request: Request, model: type[Body], dialect: Dialect | None = None
+    ) -> Body:
+        """The JSON body as `model`, after `dialect`'s row of the compatibility table
+        (engine/server/compat.py); APIError naming what is wrong (type, size, field)."""
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
             raise APIError(
@@ -109,6 +114,9 @@ class Core:
                 raise _too_large(limit)
             chunks.append(chunk)
         data = _parse_json(b"".join(chunks))
+        if dialect is not None:
+            data = screen(dialect, data)
+            note_headers(request.headers)
         try:
             return model.model_validate(data)
         except ValidationError as exc:
@@ -197,7 +205,8 @@ class Core:
         finally:
             gone.cancel()
         finished = _results(events)
-        raise_for_results(finished)
+        info = self.engine.snapshot.model
+        raise_for_results(finished, info.context_length if info is not None else None)
         if stream:  # finished before any token: a one-shot stream
             return StreamingResponse(
                 relay(writer, events, None, handles), media_type="text/event-stream"
@@ -324,13 +333,30 @@ def _results(events: list[IndexedEvent]) -> list[ChatResult]:
     return [found[i] for i in sorted(found)]
 
 
-def raise_for_results(results: list[ChatResult]) -> None:
-    """APIError for a request whose replies the engine could not all produce."""
+def raise_for_results(results: list[ChatResult], context_length: int | None = None) -> None:
+    """APIError for a request whose replies the engine could not all produce. A prompt
+    longer than the model's `context_length` is worded as each API words it, with the
+    numbers: OpenAI's `context_length_exceeded`, Anthropic's "prompt is too long"."""
     failed = failure(results)
-    if failed is not None:
+    if failed is None:
+        return
+    message = error_message(failed)
+    if failed.error_code == CONTEXT_LENGTH_EXCEEDED:
+        tokens = failed.stats.prompt_tokens
+        if context_length and tokens >= context_length:
+            anthropic = f"prompt is too long: {tokens} tokens > {context_length} maximum"
+        else:  # the KV memory binds before the context does
+            anthropic = f"prompt is too long: {message}"
         raise GenerationFailed(
-            status_for(failed), error_message(failed), code=failed.error_code or "generation_failed"
+            400,
+            message,
+            param="messages",
+            code=CONTEXT_LENGTH_EXCEEDED,
+            anthropic_message=anthropic,
         )
+    raise GenerationFailed(
+        status_for(failed), message, code=failed.error_code or "generation_failed"
+    )
 
 
 def _record(

@@ -59,6 +59,7 @@ class APIError(Exception):
         param: str | None = None,
         code: str | None = None,
         headers: Mapping[str, str] | None = None,
+        anthropic_message: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -66,6 +67,8 @@ class APIError(Exception):
         self.param = param
         self.code = code
         self.headers = headers
+        # Where Anthropic's API words the same error its own way (clients match on it).
+        self.anthropic_message = anthropic_message
 
     def body(self) -> dict[str, Any]:
         return error_body(self.status, self.message, self.param, self.code)
@@ -78,6 +81,8 @@ class APIError(Exception):
     def anthropic_body(self) -> dict[str, Any]:
         status = self.anthropic_status
         kind = _ANTHROPIC_TYPES.get(status, "api_error")
+        if self.anthropic_message is not None:
+            return {"type": "error", "error": {"type": kind, "message": self.anthropic_message}}
         message = self.message
         if self.param and not message.startswith(self.param):  # the shape has no `param`
             message = f"{self.param}: {message}"

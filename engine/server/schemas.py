@@ -1,11 +1,11 @@
 """Request bodies of the OpenAI-compatible endpoints, as typed pydantic models.
 
 Top-level fields are closed (an unknown argument is a 400 naming it), so a client never
-believes a setting took effect when it did not. Fields the API defines that Corral cannot
-honour (`logit_bias`, ...) are declared so they can be refused with a message that says
-so. `logprobs` is a boolean in chat completions and a count in text completions (checked
-in translate.py). `n` choices
-decode side by side. Message objects accept extra keys: clients echo back whole
+believes a setting took effect when it did not. Fields the API defines that change nothing
+here, or that Corral cannot honour (`logit_bias`, ...), are handled before these models
+read a body, by the table in engine/server/compat.py. `logprobs` is a boolean in chat
+completions and a count in text completions (checked in translate.py). `n` choices decode
+side by side. Message objects accept extra keys: clients echo back whole
 assistant messages (`refusal`, `annotations`, `audio`: null). Types are strict, as OpenAI's
 are: `"0.5"` is not a temperature, `true` is not a token count, `"true"` does not stream.
 """
@@ -89,12 +89,8 @@ class _Generation(_Closed):
     top_p: float | None = Field(default=None, gt=0, le=1)
     stop: str | list[str] | None = Field(default=None)
     seed: int | None = Field(default=None, ge=0, lt=2**64)
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
     n: int | None = Field(default=None, ge=1)
     logprobs: Any = None
-    logit_bias: dict[str, float] | None = None
-    user: str | None = None
     response_format: ResponseFormat | None = None
     # Corral's extensions
     grammar: Grammar | None = None
@@ -112,29 +108,12 @@ class ChatCompletionBody(_Generation):
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
-    modalities: list[str] | None = None
     # models that think first: an effort word ("none" turns thinking off) or a budget
     reasoning_effort: str | None = None
     max_thinking_tokens: int | None = Field(default=None, ge=0)
-    # Accepted and ignored: they change nothing about the reply.
-    metadata: dict[str, Any] | None = None
-    store: bool | None = None
-    service_tier: str | None = None
-    prompt_cache_key: str | None = None
-    safety_identifier: str | None = None
-    verbosity: str | None = None
-    # Refused with a message: features a local text model does not have.
-    audio: Any = None
-    prediction: Any = None
-    web_search_options: Any = None
-    functions: Any = None
-    function_call: Any = None
 
 
 class CompletionBody(_Generation):
     """POST /v1/completions: a raw prompt continued without the chat template."""
 
     prompt: str | list[str] | list[int] | list[list[int]]
-    echo: bool | None = None
-    suffix: str | None = None
-    best_of: int | None = Field(default=None, ge=1)

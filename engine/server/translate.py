@@ -1,8 +1,9 @@
 """HTTP bodies into the engine's one request type, checked at the edge.
 
-Everything a client can get wrong is caught here with a 400 naming the field: unsupported
-options, content a text model cannot read, tool definitions, and grammars or schemas that
-do not compile (with llguidance's line and column). Compiling checks run off the event
+Everything a client can get wrong is caught here with a 400 naming the field (fields
+Corral does not implement are screened before, by engine/server/compat.py): content a
+text model cannot read, tool definitions, and grammars or schemas that do not compile
+(with llguidance's line and column). Compiling checks run off the event
 loop (`needs_worker`); their outcome is cached, since clients repeat the same schema and
 tools request after request.
 """
@@ -79,8 +80,6 @@ def needs_worker(body: _Generation) -> bool:
 
 def chat_request(body: ChatCompletionBody, config: ServerConfig, check: Check) -> Prepared:
     """The ChatRequest for a chat completion body; APIError(400) for what cannot be served."""
-    _refuse_unsupported(body)
-    _refuse_chat_only(body)
     warnings: list[str] = []
     constraint, constraint_param = _constraint(body, check, warnings)
     tools = None
@@ -107,15 +106,6 @@ def chat_request(body: ChatCompletionBody, config: ServerConfig, check: Check) -
 
 def completion_request(body: CompletionBody, config: ServerConfig, check: Check) -> Prepared:
     """The ChatRequest (a raw prompt) for a text completion body."""
-    _refuse_unsupported(body)
-    if body.echo:
-        raise APIError(400, "echo is not supported", param="echo", code="unsupported_parameter")
-    if body.suffix:
-        raise APIError(400, "suffix is not supported", param="suffix", code="unsupported_parameter")
-    if body.best_of is not None and body.best_of > 1:
-        raise APIError(
-            400, "best_of > 1 is not supported yet", param="best_of", code="unsupported_parameter"
-        )
     prompt = body.prompt
     if isinstance(prompt, list):
         if len(prompt) == 1 and isinstance(prompt[0], str):
@@ -258,10 +248,6 @@ def invalid_constraint(param: str, error: str, schema: Any = None) -> APIError:
 # ---- pieces ----
 
 
-def _unsupported(param: str, message: str) -> APIError:
-    return APIError(400, message, param=param, code="unsupported_parameter")
-
-
 def _choices(body: _Generation) -> int:
     n = body.n or 1
     if n > MAX_CHOICES:
@@ -291,27 +277,6 @@ def _completion_logprobs(body: CompletionBody) -> int | None:
             param="logprobs",
         )
     return value
-
-
-def _refuse_unsupported(body: _Generation) -> None:
-    if body.logit_bias:
-        raise _unsupported("logit_bias", "logit_bias is not supported")
-    for name in ("presence_penalty", "frequency_penalty"):
-        if getattr(body, name):
-            raise _unsupported(
-                name,
-                f"{name} is not supported; Corral offers repetition_penalty "
-                "(1.0 is off, 1.1 discourages repeats)",
-            )
-
-
-def _refuse_chat_only(body: ChatCompletionBody) -> None:
-    if body.modalities not in (None, ["text"]):
-        raise _unsupported("modalities", "only text output is supported")
-    for name in ("audio", "prediction", "web_search_options", "functions", "function_call"):
-        if getattr(body, name) is not None:
-            hint = " (use tools and tool_choice)" if name.startswith("function") else ""
-            raise _unsupported(name, f"{name} is not supported{hint}")
 
 
 def _sampling(body: _Generation, max_tokens: int | None, config: ServerConfig) -> SamplingSettings:

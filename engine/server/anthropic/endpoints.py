@@ -43,7 +43,7 @@ class MessagesAPI:
 
     async def _create(self, request: Request, arrived: float) -> Response:
         core = self.core
-        body = await core.read(request, MessagesBody)
+        body = await core.read(request, MessagesBody, "messages")
         model = core.check_model(body.model)
         prepared = await core.prepare(
             functools.partial(messages_request, body, core.config, core.check), compiles(body)
@@ -63,7 +63,7 @@ class MessagesAPI:
 
     async def _count(self, request: Request, arrived: float) -> Response:
         core = self.core
-        body = await core.read(request, CountTokensBody)
+        body = await core.read(request, CountTokensBody, "messages")
         core.check_model(body.model)
         prepared = await core.prepare(
             functools.partial(messages_request, body, core.config, core.check), compiles(body)

@@ -3,8 +3,8 @@
 As in the OpenAI bodies, top-level fields are closed (an unknown one is a 400 naming it)
 and types are strict. Content blocks and tools accept extra keys (`cache_control`,
 `citations`, ...), which clients attach freely and which change nothing here. Fields the
-API defines that a local text model cannot honour (`container`, `mcp_servers`) are
-declared so they can be refused with a message that says so.
+API defines that change nothing here, or that a local server cannot honour
+(`container`, `mcp_servers`), are handled first by the table in engine/server/compat.py.
 """
 
 from __future__ import annotations
@@ -60,7 +60,10 @@ Block = Annotated[
 
 
 class Message(_Open):
-    role: Literal["user", "assistant"]
+    """A turn; `system` ones (Claude Code sends them mid-conversation) are placed by the
+    chat template: kept in place, or joined to the system prompt where it refuses them."""
+
+    role: Literal["user", "assistant", "system"]
     content: str | list[Block]
 
 
@@ -107,15 +110,6 @@ class _Conversation(_Closed):
     output_config: OutputConfig | None = None
     # Whether a model that thinks does, and its budget (ignored by other models).
     thinking: Thinking | None = None
-    # Accepted and ignored: they are about Anthropic's own service.
-    context_management: dict[str, Any] | None = None
-    cache_control: dict[str, Any] | None = None
-    diagnostics: dict[str, Any] | None = None
-    user_profile_id: str | None = None
-    workspace_id: str | None = None
-    # Refused with a message: features of Anthropic's service.
-    mcp_servers: Any = None
-    container: Any = None
 
 
 class MessagesBody(_Conversation):
@@ -127,10 +121,6 @@ class MessagesBody(_Conversation):
     temperature: float | None = Field(default=None, ge=0, le=1)
     top_p: float | None = Field(default=None, gt=0, le=1)
     top_k: int | None = Field(default=None, ge=0)
-    metadata: dict[str, Any] | None = None
-    service_tier: str | None = None
-    inference_geo: str | None = None
-    speed: str | None = None
     # Corral's extension: replies with the same seed and settings sample the same tokens.
     seed: int | None = Field(default=None, ge=0, lt=2**64)
 

@@ -51,11 +51,6 @@ def messages_request(
 ) -> Prepared:
     """The ChatRequest for a Messages (or count_tokens) body; APIError(400) for what
     cannot be served."""
-    for name in ("mcp_servers", "container"):
-        if getattr(body, name) is not None:
-            raise APIError(
-                400, f"{name} is not supported by a local server", param=name, code="unsupported"
-            )
     warnings: list[str] = []
     constraint = _constraint(body, check, warnings)
     label: str | None = constraint.name if constraint is not None else None
@@ -217,6 +212,17 @@ def _messages(body: CountTokensBody | MessagesBody, allow_urls: bool = False) ->
     return out
 
 
+def _system_text(blocks: list[Any], where: str) -> str:
+    """The text of a system message's blocks (text blocks only)."""
+    for k, block in enumerate(blocks):
+        if not isinstance(block, TextBlock):
+            at = f"{where}.content[{k}]"
+            raise APIError(
+                400, f"{at}: a system message holds text blocks, not {block.type}", param=at
+            )
+    return "\n\n".join(block.text for block in blocks)
+
+
 def _image(block: MediaBlock, where: str, allow_urls: bool) -> ImageInput:
     """An `image` block's picture: a base64 source, or a URL source where the server allows."""
     source = (block.model_extra or {}).get("source")
@@ -236,6 +242,8 @@ def _message(
 ) -> list[ChatMessage]:
     if isinstance(message.content, str):
         return [{"role": message.role, "content": message.content}]
+    if message.role == "system":
+        return [{"role": "system", "content": _system_text(message.content, where)}]
     images: list[ImageInput] = []
     texts: list[str] = []
     calls: list[Any] = []

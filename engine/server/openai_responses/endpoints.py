@@ -93,7 +93,7 @@ class ResponsesAPI:
 
     async def _create(self, request: Request, arrived: float) -> Response:
         core = self.core
-        body = await core.read(request, ResponsesBody)
+        body = await core.read(request, ResponsesBody, "responses")
         model = core.check_model(body.model)
         translated = await self._translate(body)
         prepared = translated.prepared
@@ -130,7 +130,7 @@ class ResponsesAPI:
 
     async def _count(self, request: Request, arrived: float) -> Response:
         core = self.core
-        body = await core.read(request, InputTokensBody)
+        body = await core.read(request, InputTokensBody, "responses")
         core.check_model(body.model)
         translated = await self._translate(body)
         count = await count_prompt(core.engine, translated.prepared.request)

@@ -3,8 +3,8 @@
 Top-level fields are closed and types strict, as in the other dialects. Input items are
 checked one by one in translate.py (a message item may leave out its `type`), so each
 error names the item it is in. Fields the API defines that a local text model cannot
-honour (`background`, `conversation`, `prompt`, `top_logprobs`) are declared so they can
-be refused with a message that says so.
+honour (`background`, `conversation`, `prompt`, `top_logprobs`), or that change nothing
+here, are handled first by the table in engine/server/compat.py.
 """
 
 from __future__ import annotations
@@ -79,7 +79,6 @@ class TextFormat(_Closed):
 
 class TextConfig(_Closed):
     format: TextFormat | None = None
-    verbosity: str | None = None  # accepted: a hint the model cannot take
 
 
 class ResponsesBody(_Closed):
@@ -98,24 +97,9 @@ class ResponsesBody(_Closed):
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     text: TextConfig | None = None
-    # Accepted and ignored: they change nothing about the reply of a model that does not
-    # reason, or are about OpenAI's own service.
+    # `effort` sets a thinking model's budget; `metadata` is echoed in the response.
     reasoning: dict[str, Any] | None = None
-    include: list[str] | None = None
     metadata: dict[str, str] | None = None
-    user: str | None = None
-    safety_identifier: str | None = None
-    prompt_cache_key: str | None = None
-    prompt_cache_retention: str | None = None
-    service_tier: str | None = None
-    truncation: Literal["auto", "disabled"] | None = None
-    stream_options: dict[str, Any] | None = None
-    max_tool_calls: int | None = Field(default=None, ge=1)
-    # Refused with a message.
-    background: bool | None = None
-    conversation: Any = None
-    prompt: Any = None
-    top_logprobs: int | None = None
     # Corral's extensions, as in chat completions.
     seed: int | None = Field(default=None, ge=0, lt=2**64)
     top_k: int | None = Field(default=None, ge=0)

@@ -11,12 +11,14 @@ so every call's arguments fit its parameters and every JSON reply its schema.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from engine.constraints.sources import any_json_constraint, json_schema_constraint
+from engine.server.compat import HOSTED_TOOLS
 from engine.server.config import ServerConfig
 from engine.server.errors import APIError, from_validation_error
 from engine.server.images import ImagePolicy, from_url
@@ -38,6 +40,8 @@ from engine.server.translate import (
 )
 from engine.server.translate import tool_setup as shared_tool_setup
 from engine.types import ChatMessage, ChatRequest, ConstraintSpec, ImageInput, ToolChoiceOption
+
+log = logging.getLogger("corral.server.compat")
 
 _ITEMS: dict[str, type[BaseModel]] = {
     "message": MessageItem,
@@ -68,14 +72,13 @@ def responses_request(
     check: Check,
 ) -> Translated:
     """The ChatRequest for a Responses body after the `previous` conversation."""
-    _refuse_unsupported(body)
     warnings: list[str] = []
     constraint, constraint_param = _constraint(body, check, warnings)
     label: str | None = constraint.name if constraint is not None else None
     tools = None
     tool_choice: ToolChoiceOption = "auto"
-    if body.tools:
-        tools, tool_choice, tools_label = _tools(body, constraint_param)
+    if body.tools and (offered := _offered_tools(body.tools, warnings)):
+        tools, tool_choice, tools_label = _tools(offered, body.tool_choice, constraint_param)
         label = tools_label or label
     elif body.tool_choice not in (None, "none", "auto"):
         raise APIError(400, "tool_choice: no tools were given", param="tool_choice")
@@ -115,19 +118,6 @@ def _reasoning(reasoning: dict[str, Any] | None) -> dict[str, Any]:
     return {"think": think, "max_thinking_tokens": budget}
 
 
-def _refuse_unsupported(body: ResponsesBody) -> None:
-    refused = {
-        "background": "background responses are not supported; stream instead",
-        "conversation": "conversations are not supported; use previous_response_id",
-        "prompt": "prompt templates are not supported; send instructions and input",
-        "top_logprobs": "top_logprobs is not supported by the Responses endpoint "
-        "(chat completions offer logprobs)",
-    }
-    for name, message in refused.items():
-        if getattr(body, name) not in (None, False):
-            raise APIError(400, message, param=name, code="unsupported_parameter")
-
-
 def _constraint(
     body: ResponsesBody, check: Check, warnings: list[str]
 ) -> tuple[ConstraintSpec | None, str | None]:
@@ -147,10 +137,26 @@ def _constraint(
     return spec, param
 
 
-def _tools(body: ResponsesBody, constraint_param: str | None) -> tuple[Any, Any, str | None]:
-    assert body.tools is not None
+def _offered_tools(
+    tools: list[dict[str, Any]], warnings: list[str]
+) -> list[tuple[int, dict[str, Any]]]:
+    """(index, tool) of the tools the model is offered: those of the provider's own service
+    (web search, namespaces of them: compat.HOSTED_TOOLS) are left out, with a warning."""
+    offered = []
+    for i, tool in enumerate(tools):
+        if tool.get("type") in HOSTED_TOOLS:
+            warnings.append(f"tools[{i}]: {tool['type']!r} tools are left out on a local server")
+            log.debug("left out tools[%d] (%s)", i, tool["type"])
+        else:
+            offered.append((i, tool))
+    return offered
+
+
+def _tools(
+    offered: list[tuple[int, dict[str, Any]]], choice: Any, constraint_param: str | None
+) -> tuple[Any, Any, str | None]:
     definitions = []
-    for i, tool in enumerate(body.tools):
+    for i, tool in offered:
         if tool.get("type") != "function":
             raise APIError(
                 400,
@@ -168,7 +174,6 @@ def _tools(body: ResponsesBody, constraint_param: str | None) -> tuple[Any, Any,
                 param=f"tools[{i}].{unknown[0]}",
             )
         definitions.append({"type": "function", "function": function})
-    choice = body.tool_choice
     if isinstance(choice, dict) and choice.get("type") == "function":  # {"type", "name"}
         choice = {"type": "function", "function": {"name": choice.get("name")}}
     try:
