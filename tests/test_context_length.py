@@ -3,6 +3,7 @@ replies stop where the context ends; the server answers OpenAI's context_length_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import httpx
@@ -107,3 +108,43 @@ def test_the_default_model_refuses_a_20000_token_prompt_before_prefill(default_e
     assert result.error_code == CONTEXT_LENGTH_EXCEEDED
     assert "this model reads at most 8,192" in (result.error or "")
     assert result.stats.prompt_tokens > 20_000 and result.stats.ttft_s == 0.0
+
+
+def test_messages_answer_prompt_is_too_long_with_the_numbers(
+    served: str, short_engine: Engine
+) -> None:
+    import anthropic
+
+    assert short_engine.snapshot.model is not None
+    client = anthropic.Anthropic(base_url=served, api_key="unused", max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as excinfo:
+        client.messages.create(
+            model=short_engine.snapshot.model.name,
+            max_tokens=4,
+            messages=[{"role": "user", "content": "word " * 2000}],
+        )
+    error = excinfo.value.body["error"]  # type: ignore[index]
+    assert error["type"] == "invalid_request_error"
+    found = re.fullmatch(r"prompt is too long: (\d+) tokens > (\d+) maximum", error["message"])
+    assert found is not None, error["message"]
+    assert int(found.group(1)) > 2000 and int(found.group(2)) == SHORT_CONTEXT
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_responses_answer_context_length_exceeded(
+    served: str, short_engine: Engine, stream: bool
+) -> None:
+    import openai
+
+    assert short_engine.snapshot.model is not None
+    client = openai.OpenAI(base_url=served + "/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as excinfo:
+        client.responses.create(
+            model=short_engine.snapshot.model.name,
+            input="word " * 2000,
+            max_output_tokens=4,
+            stream=stream,
+        )
+    error = excinfo.value.body  # the SDK hands the error object itself
+    assert isinstance(error, dict) and error["code"] == CONTEXT_LENGTH_EXCEEDED
+    assert f"this model reads at most {SHORT_CONTEXT}" in error["message"]
