@@ -18,6 +18,9 @@ model's speed varies far more from run to run than the server costs.
 - `messages_tps_ratio`, `messages_ttft_overhead_ms`: the same for Anthropic's Messages.
 - `responses_tps_ratio`, `responses_ttft_overhead_ms`: the same for OpenAI's Responses.
 The plain medians of each side are printed beside them.
+- `agent_replay_ok`: the recorded conversations of Claude Code, Codex and OpenCode
+  (tests/fixtures/agents/) whose every request is answered in the dialect's schema, over
+  all of them (benchmarks/agents/replay.py; goal 1.0).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from engine.engine import Engine
@@ -203,4 +207,43 @@ def run_server_bench(engine: Engine, args: argparse.Namespace) -> dict[str, Any]
         "responses_tps_ratio": ratio("responses"),
         "responses_ttft_overhead_ms": overhead("responses"),
         "responses_decode_tps": round(statistics.median(r.tps for r in runs["responses"]), 2),
+        **agent_replay(),
     }
+
+
+def agent_replay() -> dict[str, Any]:
+    """`agent_replay_ok`: the recorded agent conversations (tests/fixtures/agents/) whose
+    every request the server answers in its dialect's schema, over all of them; replayed
+    on the tiny random model with a long context (agents' prompts run to many thousands of
+    tokens), on an engine of its own."""
+    import tempfile
+
+    from benchmarks.agents.replay import conversations_passing, load_fixtures, replay
+    from benchmarks.tiny_model import build_tiny_model
+    from engine.library.load import ensure_default_model
+    from engine.server import HTTPServer, ServerConfig
+
+    fixtures = load_fixtures()
+    if not fixtures:
+        return {"agent_replay_ok": None}
+    with tempfile.TemporaryDirectory(prefix="corral-replay-") as tmp:
+        folder = build_tiny_model(Path(tmp) / "model", ensure_default_model(), context=65536)
+        engine = Engine()
+        try:
+            engine.load_model(str(folder)).result()
+            config = ServerConfig(
+                port=0, serve_any_model_name=True, responses_db=Path(tmp) / "responses.db"
+            )
+            server = HTTPServer(engine, config)
+            server.start()
+            try:
+                outcomes = replay(server.url, "any-name", fixtures)
+            finally:
+                server.stop()
+        finally:
+            engine.close()
+    for outcome in outcomes:
+        if not outcome.ok:
+            print(f"  agent replay: {outcome.fixture} request {outcome.index}: {outcome.problem}")
+    passing, total = conversations_passing(outcomes)
+    return {"agent_replay_ok": round(passing / total, 3), "agent_replay_conversations": total}

@@ -106,6 +106,8 @@ STABLE_KEYS: dict[str, set[str]] = {
         "messages_ttft_overhead_ms",
         "responses_tps_ratio",
         "responses_ttft_overhead_ms",
+        # added with issue 35: recorded agent conversations that pass, over all of them
+        "agent_replay_ok",
     },
     "coverage": {
         "coverage_schemas",

@@ -25,3 +25,5 @@ def test_server_section_compares_http_with_the_engine(tiny_engine):
         assert figures[f"{dialect}_decode_tps"] > 0
         lag = figures[f"{dialect}_ttft_overhead_ms"]
         assert -figures["server_direct_ttft_ms"] <= lag < 10_000, figures
+    # every recorded agent conversation is answered in its dialect's schema
+    assert figures["agent_replay_ok"] == 1.0, figures

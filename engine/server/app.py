@@ -133,6 +133,7 @@ def create_app(engine: EngineAPI, config: ServerConfig, activity: ServerActivity
     responses = ResponsesAPI(core)
     routes = [
         Route("/health", service.health, methods=["GET"]),
+        Route("/", service.health, methods=["GET"]),  # agents' connectivity check (HEAD /)
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", service.model, methods=["GET"]),
         Route("/v1/chat/completions", service.chat, methods=["POST"]),

@@ -107,10 +107,12 @@ def _incomplete(result: ChatResult) -> bool:
 
 
 def usage(result: ChatResult) -> dict[str, Any]:
+    """OpenAI's usage. Corral caches every prompt without being asked: nothing counts as
+    a cache write (`cache_write_tokens`, which the current SDK's types require)."""
     s = result.stats
     return {
         "input_tokens": s.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": s.cached_tokens},
+        "input_tokens_details": {"cached_tokens": s.cached_tokens, "cache_write_tokens": 0},
         "output_tokens": s.generated_tokens,
         "output_tokens_details": {"reasoning_tokens": s.thinking_tokens},
         "total_tokens": s.prompt_tokens + s.generated_tokens,

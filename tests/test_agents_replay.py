@@ -1,0 +1,58 @@
+"""The recorded requests of Claude Code, Codex and OpenCode (tests/fixtures/agents/, written
+by benchmarks/agents/record.py from the real agents) replayed against the server on the
+tiny random model with a long context: every request is answered, and every answer (each
+event of a stream) fits the dialect's schema as the official SDKs type it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from server_support import serving
+
+from benchmarks.agents.replay import conversations_passing, load_fixtures, replay
+from benchmarks.tiny_model import build_tiny_model
+from engine.engine import Engine
+from engine.server import HTTPServer
+
+FIXTURES = load_fixtures()
+LONG_CONTEXT = 65536
+
+
+@pytest.fixture(scope="module")
+def long_engine(
+    tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path
+) -> Iterator[Engine]:
+    folder = build_tiny_model(
+        tmp_path_factory.mktemp("long"), default_model_dir, context=LONG_CONTEXT
+    )
+    eng = Engine()
+    eng.load_model(str(folder)).result()
+    yield eng
+    eng.close()
+
+
+@pytest.fixture(scope="module")
+def served(long_engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HTTPServer]:
+    db = Path(tmp_path_factory.mktemp("replay")) / "responses.sqlite3"
+    with serving(long_engine, responses_db=db, serve_any_model_name=True) as server:
+        yield server
+
+
+def test_every_agent_was_recorded() -> None:
+    assert set(FIXTURES) == {"claude", "codex", "opencode-openai", "opencode-anthropic"}
+    for fixture in FIXTURES.values():
+        assert fixture["exit_code"] == 0
+        posts = [r for r in fixture["requests"] if r["method"] == "POST"]
+        assert len(posts) >= 2  # the first request and the one carrying the tool's result
+        for entry in posts:
+            assert not {"authorization", "x-api-key"} & set(entry["headers"])
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_a_recorded_conversation_is_answered_in_its_dialect(served: HTTPServer, name: str) -> None:
+    outcomes = replay(served.url, "any-name", {name: FIXTURES[name]})
+    problems = [f"request {o.index} ({o.path}): {o.problem}" for o in outcomes if not o.ok]
+    assert not problems, "\n".join(problems)
+    assert conversations_passing(outcomes) == (1, 1)
