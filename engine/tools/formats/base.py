@@ -25,6 +25,8 @@ from engine.prompt.tokenizer import ModelTokenizer
 RawCall = tuple[str, dict[str, Any]]  # (name, arguments)
 Schemas = dict[str, dict[str, Any]]  # tool name -> its parameters schema
 
+_READS_DESCRIPTION = re.compile(r"\.description\b|\[.description.\]")
+
 # Any text, newlines included.
 TEXT = r"/(.|\n)*/"
 
@@ -218,6 +220,10 @@ class ToolFormat:
     def new_call_id(self) -> str:
         return "call_" + uuid.uuid4().hex[:24]
 
+    def text_reply(self, text: str) -> str:
+        """How a reply that is only `text` is written (Harmony and Functionary mark it)."""
+        return text
+
     # ---- history ----
 
     def adapt_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -243,8 +249,14 @@ class ToolFormat:
         return out
 
     def adapt_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The OpenAI tool list as the template reads it."""
-        return tools
+        """The OpenAI tool list as the template reads it: templates that read a tool's
+        `description` without a default get an empty one where the tool has none."""
+        if not _READS_DESCRIPTION.search(self._template):
+            return tools
+        return [
+            {**t, "function": {"description": "", **t["function"]}} if "function" in t else t
+            for t in tools
+        ]
 
 
 def calls_into_text(fmt: ToolFormat, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -34,7 +34,7 @@ class HarmonyFormat(ToolFormat):
 
     @classmethod
     def detect(cls, template: str) -> bool:
-        return "<|channel|>" in template and "to=functions." in template
+        return "<|channel|>" in template and " to=" in template and "functions" in template
 
     def call_lark(self, tool_name: str, args_rule: str) -> str:
         head = self.lark_text(f" to=functions.{tool_name}<|channel|>commentary json<|message|>")
@@ -68,6 +68,9 @@ class HarmonyFormat(ToolFormat):
         if final is not None:
             return final.group("text").strip()
         return _ANALYSIS.sub("", text).replace("<|start|>assistant", "").strip()
+
+    def text_reply(self, text: str) -> str:
+        return f"<|channel|>final<|message|>{text}"
 
     def calls_as_text(self, calls: list[RawCall]) -> str:
         return "".join(

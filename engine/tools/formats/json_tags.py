@@ -257,4 +257,4 @@ class ApertusFormat(JsonListFormat):
 
     def adapt_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # The template reads each tool's name, description and parameters at the top.
-        return [t.get("function", t) for t in tools]
+        return [t.get("function", t) for t in super().adapt_tools(tools)]

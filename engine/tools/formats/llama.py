@@ -117,5 +117,8 @@ class FunctionaryFormat(ToolFormat):
             calls.append((name.strip(), arguments))
         return content.strip(), calls
 
+    def text_reply(self, text: str) -> str:
+        return f"all\n{text}"
+
     def calls_as_text(self, calls: list[RawCall]) -> str:
         return ">>>".join(f"{n}\n{json.dumps(a, ensure_ascii=False)}" for n, a in calls)

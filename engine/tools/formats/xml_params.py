@@ -28,6 +28,14 @@ from engine.tools.formats.values import (
 _NAME = r"[^\s<>\"=|]+"
 
 
+def _value_schema(value: Any) -> dict[str, Any]:
+    """The plainest schema `value` fits (what a history call's values tell about types)."""
+    for kind, types in (("boolean", bool), ("string", str), ("integer", int), ("number", float)):
+        if isinstance(value, types):
+            return {"type": kind}
+    return {"type": "null" if value is None else "array" if isinstance(value, list) else "object"}
+
+
 class XmlParamsFormat(RegionFormat):
     """Base: a call is `call_head(NAME)`, its parameters, then `call_tail`."""
 
@@ -90,7 +98,7 @@ class XmlParamsFormat(RegionFormat):
         parts = []
         for name, arguments in calls:
             params = "".join(
-                self.param_head(k, {"type": "string"} if isinstance(v, str) else {})
+                self.param_head(k, _value_schema(v))
                 + (v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
                 + self.param_close
                 for k, v in arguments.items()
