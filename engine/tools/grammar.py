@@ -1,7 +1,8 @@
 """The llguidance Lark grammar for a tool_choice.
 
-The grammar defines `fn`: one call object whose name is one of the allowed tools and
-whose arguments follow that tool's parameter schema (a `%json` embed per tool). The
+The grammar defines `fn`: one call whose name is one of the allowed tools and whose
+arguments follow that tool's parameter schema, in the format's own syntax (`call_rules`:
+a `%json` embed per tool for JSON formats, one rule per parameter for the others). The
 format's `reply_lark` places `fn` in a reply: free text until the call opener under
 `auto`, calls only under `required`, exactly one call to one function for a named choice;
 several calls unless parallel calls are turned off. `none` has no grammar at all.
@@ -95,9 +96,8 @@ def tool_grammar(
     lines = ["%llguidance {}", rules.rstrip("\n")]
     lines.append("fn: " + " | ".join(f"fn_{i}" for i in range(len(allowed))))
     for i, tool in enumerate(allowed):
-        lines.append(f"fn_{i}: {fmt.call_lark(tool.name, f'args_{i}')}")
         schema = arguments_grammar_schema(tool.parameters, options)
-        lines.append(f"args_{i}: %json {json.dumps(schema)}")
+        lines.extend(fmt.call_rules(f"fn_{i}", tool.name, schema))
     return "\n".join(lines) + "\n"
 
 
@@ -111,7 +111,7 @@ def with_user_grammar(
     """llguidance's grammar (JSON) for `auto` with the user's grammar as the free text: the
     reply follows `user`, or it is calls only. None if the two could start with the same
     byte, which llguidance's sub-grammars cannot tell apart."""
-    if _can_start_with(user.grammar, fmt.call_start):
+    if not fmt.call_start or _can_start_with(user.grammar, fmt.call_start):
         return None
     calls = tool_grammar(fmt, tools, ToolChoice("required"), parallel, options)
     head, rules = calls.split("\n", 1)  # "%llguidance {}", then rules that start with `start`

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from engine.tools.formats import ToolFormat
+from engine.tools.formats import Schemas, ToolFormat
 from engine.types import ToolCall
 
 
-def parse_tool_calls(fmt: ToolFormat, text: str) -> tuple[str, list[ToolCall]]:
+def parse_tool_calls(
+    fmt: ToolFormat, text: str, schemas: Schemas | None = None
+) -> tuple[str, list[ToolCall]]:
     """Split `text` into the content without call markup and the calls, each with a fresh id
-    and its arguments as parsed JSON. Incomplete call markup (a reply cut short) stays in
+    and its arguments as parsed JSON (`schemas`, the tools' parameters, tell how to read
+    values written raw). Incomplete call markup (a reply cut short) stays in
     the content and yields no call."""
-    content, raw = fmt.parse(text)
+    content, raw = fmt.parse(text, schemas)
     return content, [ToolCall(id=fmt.new_call_id(), name=n, arguments=a) for n, a in raw]

@@ -70,13 +70,17 @@ class ToolPlan:
         """A splitter giving content and calls while the reply streams (None under "none")."""
         if self.choice.mode == "none" or self._format is None:
             return None
-        return ToolCallStream(self._format)
+        return ToolCallStream(self._format, self.schemas())
 
     def parse(self, text: str) -> tuple[str, list[ToolCall]]:
         """(content without the call markup, calls). Under "none" the text is all content."""
         if self.choice.mode == "none" or self._format is None:
             return text, []
-        return parse_tool_calls(self._format, text)
+        return parse_tool_calls(self._format, text, self.schemas())
+
+    def schemas(self) -> dict[str, dict[str, Any]]:
+        """Each tool's parameters schema, by name."""
+        return {t.name: t.parameters for t in self.tools}
 
 
 def tool_warnings(tools: list[ToolSpec]) -> list[str]:

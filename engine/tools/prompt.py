@@ -143,7 +143,7 @@ def render_chat_with_tools(
         rendered = fmt.adapt_messages(normalized)
         kwargs: dict[str, Any] = {}
         if tools:
-            kwargs["tools"] = [t.to_openai() for t in tools]
+            kwargs["tools"] = fmt.adapt_tools([dict(t.to_openai()) for t in tools])
     else:
         rendered = fallback_messages(normalized, tools, fmt)
         kwargs = {}

@@ -9,6 +9,10 @@ A format says where calls live through three class attributes: `stream_openers` 
 that opens a call region anywhere), `stream_leading_openers` (markup that opens one only
 at the start of the reply) and `stream_closer` (the markup ending a region, or None when
 the region runs to the end). Inside a region everything but the call objects is markup.
+
+Formats whose calls are not JSON objects (XML parameters, pythonic, Harmony, …) stream
+each call whole once it parses: the text so far is parsed again as it grows (replies are
+short), content is what the parse leaves outside the calls.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import json
 import re
 from dataclasses import replace
 
-from engine.tools.formats import ToolFormat
+from engine.tools.formats import Schemas, ToolFormat
 from engine.types import TextDelta, ToolCall, ToolCallDelta
 
 StreamEvent = TextDelta | ToolCallDelta
@@ -29,8 +33,14 @@ _HEAD = re.compile(r'\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"(?:arguments|par
 class ToolCallStream:
     """Feed reply text as it decodes; get content and tool-call pieces back."""
 
-    def __init__(self, fmt: ToolFormat) -> None:
+    def __new__(cls, fmt: ToolFormat, schemas: Schemas | None = None) -> ToolCallStream:
+        if cls is ToolCallStream and not fmt.json_objects:
+            return super().__new__(WholeCallStream)
+        return super().__new__(cls)
+
+    def __init__(self, fmt: ToolFormat, schemas: Schemas | None = None) -> None:
         self._fmt = fmt
+        self._schemas = schemas
         self._buf = ""  # text received and not decided yet
         self._mode = "start"  # start | text | region | head | args | tail
         self._content_started = False
@@ -197,3 +207,51 @@ class ToolCallStream:
         out.append(TextDelta(self._held_space + body))
         self._content_started = True
         self._held_space = text[len(body) :]
+
+
+class WholeCallStream(ToolCallStream):
+    """The split for formats whose calls are not JSON objects: each call is sent whole
+    (its arguments as one JSON piece) as soon as the text so far parses into it."""
+
+    def __init__(self, fmt: ToolFormat, schemas: Schemas | None = None) -> None:
+        super().__init__(fmt, schemas)
+        self._text = ""
+        self._sent = ""  # content already sent, as the parse gives it
+        self._region = False  # an opener was seen: content waits for the final parse
+
+    def feed(self, text: str) -> list[StreamEvent]:
+        self._text += text
+        return self._step(final=False)
+
+    def finish(self) -> list[StreamEvent]:
+        return self._step(final=True)
+
+    def _step(self, final: bool) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        content, calls = self._fmt.parse(self._text, self._schemas)
+        if not final and not self._region:
+            openers = [o for o, _ in self._fmt.stream_openers + self._fmt.stream_leading_openers]
+            self._region = bool(calls) or any(o and o in self._text for o in openers)
+            if not self._region:
+                content = content[: len(content) - self._held(content)]
+        if (final or not self._region) and content.startswith(self._sent):
+            piece = content[len(self._sent) :]
+            if piece:
+                out.append(TextDelta(piece))
+                self._sent = content
+        for name, arguments in calls[len(self.calls) :]:
+            call_id = self._fmt.new_call_id()
+            self.calls.append((call_id, name))
+            out.append(ToolCallDelta(len(self.calls) - 1, call_id, name, ""))
+            out.append(ToolCallDelta(len(self.calls) - 1, arguments=json.dumps(arguments)))
+        return out
+
+    def _held(self, content: str) -> int:
+        """How much of the content's tail could still become an opener (or a call)."""
+        openers = [o for o, _ in self._fmt.stream_openers + self._fmt.stream_leading_openers]
+        if any(o and content.lstrip() and o.startswith(content.lstrip()) for o in openers):
+            return len(content)
+        for n in range(min(max((len(o) for o in openers), default=1) - 1, len(content)), 0, -1):
+            if any(o.startswith(content[-n:]) for o in openers):
+                return n
+        return 0

@@ -1,0 +1,271 @@
+"""What every call format is: the base class, markers, and the pieces formats share.
+
+A format says how a model writes calls: how to detect it from the chat template, the Lark
+for a reply (calls required or optional, one or several) built around one rule per tool
+(`call_rules`: the name fixed, the arguments constrained by the tool's schema in the
+format's own syntax), how to parse calls back, and how to adapt messages and tools for the
+template.
+
+Markers such as `<tool_call>` or `[TOOL_CALLS]` are often added tokens, which llguidance
+treats as special: they never come out of ordinary text bytes. `lark_text` writes any piece
+of call syntax so that each added token inside it is accepted as that token (or as text),
+and free text never contains the opener.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from engine.prompt.tokenizer import ModelTokenizer
+
+RawCall = tuple[str, dict[str, Any]]  # (name, arguments)
+Schemas = dict[str, dict[str, Any]]  # tool name -> its parameters schema
+
+_READS_DESCRIPTION = re.compile(r"\.description\b|\[.description.\]")
+
+# Any text, newlines included.
+TEXT = r"/(.|\n)*/"
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A fixed piece of call syntax, and its token id when it is an added token."""
+
+    text: str
+    token_id: int | None = None
+
+    def lark(self) -> str:
+        """The marker as the single token or as text."""
+        if self.token_id is None:
+            return json.dumps(self.text)
+        return f"(<[{self.token_id}]> | {json.dumps(self.text)})"
+
+    def no_text_containing(self) -> str:
+        """A terminal for free text that does not contain the marker's text."""
+        return f"{TEXT} & ~/(?s:.*){re.escape(self.text)}(?s:.*)/"
+
+
+def lit(text: str) -> str:
+    return json.dumps(text)
+
+
+def decode_objects(text: str, pos: int, separator: str) -> tuple[list[Any], int]:
+    """Decode JSON values separated by `separator` (whitespace around it allowed) from
+    `pos`; return them and where decoding stopped."""
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return values, pos
+        values.append(value)
+        pos = end
+        rest = text[pos:].lstrip()
+        if separator and rest.startswith(separator):
+            pos = len(text) - len(rest) + len(separator)
+        else:
+            return values, pos
+
+
+def json_arguments(arguments: Any) -> dict[str, Any] | None:
+    """Arguments as an object (some models write them as a JSON string), or None."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            return None
+    return arguments if isinstance(arguments, dict) else None
+
+
+def as_call(value: Any, args_keys: tuple[str, ...], name_key: str = "name") -> RawCall | None:
+    """A call object `{name_key: ..., <one of args_keys>: {...}}` as (name, arguments)."""
+    if not isinstance(value, dict) or not isinstance(value.get(name_key), str):
+        return None
+    for key in args_keys:
+        if key in value:
+            arguments = json_arguments(value[key])
+            return None if arguments is None else (value[name_key], arguments)
+    return (value[name_key], {})
+
+
+def history_calls(message: dict[str, Any]) -> list[RawCall]:
+    """The (name, arguments) of an assistant message's normalised tool calls."""
+    return [(c["function"]["name"], c["function"]["arguments"]) for c in message["tool_calls"]]
+
+
+class ToolFormat:
+    """Base class. `native` is True when the chat template renders tools itself."""
+
+    name: ClassVar[str] = ""
+    call_start: ClassVar[str] = ""  # how the text of a reply's calls begins
+    marker_text: ClassVar[str] = ""  # what a reply's calls always contain (tests, bench)
+    args_key: ClassVar[str] = "arguments"
+    # Whether the family's models may write several calls in one reply.
+    parallel: ClassVar[bool] = True
+    # Whether calls are `{"name": ..., "arguments": ...}` objects (the streaming splitter
+    # then sends arguments as they are written); other formats stream each call whole.
+    json_objects: ClassVar[bool] = True
+    # How the template wants a history call's arguments: "dict" or "string" (JSON text).
+    history_arguments: ClassVar[str] = "dict"
+    # Where calls live, for splitting a reply while it streams (engine/tools/stream.py):
+    # (markup, whether it is consumed) opening a call region anywhere or only at the start
+    # of the reply, and the markup closing a region (None: it runs to the end).
+    stream_openers: ClassVar[tuple[tuple[str, bool], ...]] = ()
+    stream_leading_openers: ClassVar[tuple[tuple[str, bool], ...]] = ()
+    stream_closer: ClassVar[str | None] = None
+
+    def __init__(self, tokenizer: ModelTokenizer, native: bool) -> None:
+        self.native = native
+        self.tokenizer = tokenizer
+        self._template = ""
+        if tokenizer is not None:
+            self._template = ModelTokenizer.of(tokenizer).chat_template or ""
+
+    @classmethod
+    def detect(cls, template: str) -> bool:
+        """Whether a chat template uses this format."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The call syntax in words, for `info` and the model library."""
+        if not self.native:
+            return "Hermes JSON calls described in the system prompt"
+        return (self.__class__.__doc__ or self.name).strip().split("\n")[0]
+
+    # ---- markers ----
+
+    def marker(self, text: str) -> Marker:
+        tok = self.tokenizer
+        return Marker(text, tok.added_token_id(text) if tok is not None else None)
+
+    def added_tokens(self) -> list[str]:
+        """The texts of the tokenizer's added tokens, longest first."""
+        if self.tokenizer is None:
+            return []
+        cached: list[str] | None = getattr(self, "_added", None)
+        if cached is None:
+            hf = ModelTokenizer.of(self.tokenizer).hf
+            decoder = getattr(hf, "added_tokens_decoder", None) or {}
+            texts = {getattr(t, "content", "") for t in decoder.values()}
+            cached = sorted((t for t in texts if t), key=len, reverse=True)
+            self._added = cached
+        return cached
+
+    def pieces(self, text: str) -> list[Marker]:
+        """`text` split into its added tokens and the plain text between them."""
+        out: list[Marker] = []
+        pos = 0
+        tokens = [t for t in self.added_tokens() if t in text]
+        while pos < len(text):
+            found = min(
+                ((i, -len(t), t) for t in tokens if (i := text.find(t, pos)) >= 0),
+                default=None,
+            )
+            if found is None:
+                out.append(Marker(text[pos:]))
+                break
+            i, _, token = found
+            if i > pos:
+                out.append(Marker(text[pos:i]))
+            out.append(self.marker(token))
+            pos = i + len(token)
+        return out
+
+    def lark_text(self, text: str) -> str:
+        """Lark for `text`: its added tokens as those tokens (or text), the rest as text."""
+        return " ".join(p.lark() for p in self.pieces(text)) if text else '""'
+
+    # ---- the grammar ----
+
+    def call_lark(self, tool_name: str, args_rule: str) -> str:
+        """Lark for one call object, `{"name": "<tool_name>", "<args_key>": <args>}`."""
+        head = '{"name": ' + json.dumps(tool_name) + ", " + json.dumps(self.args_key) + ": "
+        return f"{lit(head)} {args_rule} {lit('}')}"
+
+    def call_rules(self, rule: str, tool_name: str, schema: dict[str, Any]) -> list[str]:
+        """Lark rules defining `rule`: one call of `tool_name` whose arguments follow
+        `schema` (the grammar schema of its parameters)."""
+        args = f"{rule}_args"
+        return [f"{rule}: {self.call_lark(tool_name, args)}", f"{args}: %json {json.dumps(schema)}"]
+
+    def call_json(self, name: str, arguments: dict[str, Any]) -> str:
+        return json.dumps({"name": name, self.args_key: arguments}, ensure_ascii=False)
+
+    def reply_lark(self, required: bool, parallel: bool) -> str:
+        """Lark rules, `start` included, for a whole reply; one call is the rule `fn`.
+
+        `required`: the reply is calls only (no free text); else free text with optional
+        calls. `parallel`: one or more calls; else at most one.
+        """
+        raise NotImplementedError
+
+    # ---- parsing ----
+
+    def parse(self, text: str, schemas: Schemas | None = None) -> tuple[str, list[RawCall]]:
+        """Split a reply into its text (call markup removed) and its calls; `schemas` (the
+        tools' parameters) tell formats whose values are not JSON how to read them."""
+        raise NotImplementedError
+
+    def calls_as_text(self, calls: list[RawCall]) -> str:
+        """How an assistant turn's calls are written, for rendering history as text."""
+        raise NotImplementedError
+
+    def new_call_id(self) -> str:
+        return "call_" + uuid.uuid4().hex[:24]
+
+    def text_reply(self, text: str) -> str:
+        """How a reply that is only `text` is written (Harmony and Functionary mark it)."""
+        return text
+
+    # ---- history ----
+
+    def adapt_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Adjust normalised messages to what the native template accepts: arguments as a
+        dict or a JSON string (`history_arguments`)."""
+        if self.history_arguments == "dict":
+            return messages
+        out = []
+        for message in messages:
+            if message.get("tool_calls"):
+                message = dict(message)
+                message["tool_calls"] = [
+                    {
+                        **c,
+                        "function": {
+                            **c["function"],
+                            "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False),
+                        },
+                    }
+                    for c in message["tool_calls"]
+                ]
+            out.append(message)
+        return out
+
+    def adapt_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The OpenAI tool list as the template reads it: templates that read a tool's
+        `description` without a default get an empty one where the tool has none."""
+        if not _READS_DESCRIPTION.search(self._template):
+            return tools
+        return [
+            {**t, "function": {"description": "", **t["function"]}} if "function" in t else t
+            for t in tools
+        ]
+
+
+def calls_into_text(fmt: ToolFormat, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Assistant turns with calls written into their text, for templates that do not render
+    `tool_calls` (the model still reads what it called)."""
+    out = []
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            text = " ".join(filter(None, [message.get("content"), fmt.calls_as_text(history_calls(message))]))
+            message = {"role": "assistant", "content": text}
+        out.append(message)
+    return out

@@ -1,0 +1,149 @@
+"""Calls written as Python: `[get_weather(city="Paris", days=2)]`.
+
+Llama 4 and Gemma 3 (vLLM's templates) write a list of calls as the whole reply; OLMo 3
+writes one call a line inside `<function_calls>…</function_calls>`. Values are Python
+literals (`True`, `None`, quoted strings), each held to its subschema (values.py); calls
+are read back with Python's own parser, never evaluated.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+from engine.tools.formats.base import RawCall, Schemas, lit
+from engine.tools.formats.region import RegionFormat
+from engine.tools.formats.values import LiteralSyntax, properties, sequence
+
+
+class PythonSyntax(LiteralSyntax):
+    true, false, null = "True", "False", "None"
+    item_sep = ", "
+    key_sep = ": "
+
+
+_NAMES = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
+
+
+def literal(node: ast.AST) -> Any:
+    """A Python (or JSON) literal's value; ValueError for anything else."""
+    if isinstance(node, ast.Name) and node.id in _NAMES:
+        return _NAMES[node.id]
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -literal(node.operand)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [literal(e) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        return {literal(k): literal(v) for k, v in zip(node.keys, node.values) if k is not None}
+    raise ValueError(f"not a literal: {ast.dump(node)[:60]}")
+
+
+def read_calls(source: str) -> list[RawCall] | None:
+    """Calls from Python source: a list of calls, or calls one per line; None if it is not."""
+    try:
+        tree = ast.parse(source.strip(), mode="exec")
+    except SyntaxError:
+        return None
+    nodes: list[ast.AST] = []
+    for statement in tree.body:
+        if not isinstance(statement, ast.Expr):
+            return None
+        value = statement.value
+        nodes += value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
+    calls: list[RawCall] = []
+    for node in nodes:
+        if not isinstance(node, ast.Call) or node.args:
+            return None
+        name = _dotted(node.func)
+        try:
+            arguments = {k.arg: literal(k.value) for k in node.keywords if k.arg is not None}
+        except ValueError:
+            return None
+        if name is None:
+            return None
+        calls.append((name, arguments))
+    return calls or None
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return None if head is None else f"{head}.{node.attr}"
+    return None
+
+
+def python_call(name: str, arguments: dict[str, Any]) -> str:
+    def value(v: Any) -> str:
+        if isinstance(v, bool) or v is None:
+            return {True: "True", False: "False", None: "None"}[v]
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{json.dumps(k)}: {value(x)}" for k, x in v.items()) + "}"
+        return json.dumps(v, ensure_ascii=False)
+
+    return f"{name}(" + ", ".join(f"{k}={value(v)}" for k, v in arguments.items()) + ")"
+
+
+class PythonicFormat(RegionFormat):
+    """Pythonic list (Llama 4, Gemma 3): `[get_weather(city="Paris"), get_time(zone="CET")]`."""
+
+    name = "pythonic"
+    opener = "["
+    leading_only = True
+    syntax = PythonSyntax()
+
+    @classmethod
+    def detect(cls, template: str) -> bool:
+        return "[func_name1(" in template
+
+    def call_rules(self, rule: str, tool_name: str, schema: dict[str, Any]) -> list[str]:
+        items, out = [], []
+        for i, (key, sub, required) in enumerate(properties(schema)):
+            value = f"{rule}_v{i}"
+            out.append(f"{rule}_k{i}: {lit(key + '=')} {value}")
+            out += self.syntax.rules(value, sub, schema)
+            items.append((f"{rule}_k{i}", required))
+        out += sequence(f"{rule}_args", items, lit(", "))
+        return [f"{rule}: {lit(tool_name + '(')} {rule}_args {lit(')')}", *out]
+
+    def region_lark(self, parallel: bool) -> str:
+        more = ' (", " fn)*' if parallel else ""
+        return f'fn{more} "]"'
+
+    def parse_region(self, region: str, schemas: Schemas | None) -> list[RawCall] | None:
+        end = region.rfind("]")
+        return read_calls("[" + region[: end + 1]) if end >= 0 else None
+
+    def calls_as_text(self, calls: list[RawCall]) -> str:
+        return "[" + ", ".join(python_call(n, a) for n, a in calls) + "]"
+
+
+class OlmoFormat(PythonicFormat):
+    """OLMo 3: `<function_calls>\\nget_weather(city="Paris")\\n</function_calls>`, a call a line."""
+
+    name = "olmo"
+    opener = "<function_calls>"
+    leading_only = False
+    stream_closer = "</function_calls>"
+
+    @classmethod
+    def detect(cls, template: str) -> bool:
+        return "<function_calls>" in template
+
+    def region_lark(self, parallel: bool) -> str:
+        more = ' ("\\n" fn)*' if parallel else ""
+        return f'"\\n" fn{more} {self.lark_text(chr(10) + "</function_calls>")}'
+
+    def parse_region(self, region: str, schemas: Schemas | None) -> list[RawCall] | None:
+        body, closed, _ = region.partition("</function_calls>")
+        return read_calls(body) if closed else None
+
+    def calls_as_text(self, calls: list[RawCall]) -> str:
+        lines = "\n".join(python_call(n, a) for n, a in calls)
+        return f"<function_calls>\n{lines}\n</function_calls>"
