@@ -23,7 +23,12 @@ from dataclasses import dataclass
 from engine.constraints.compiled import CompiledGrammar
 
 # Qwen3 and R1 write a blank line between the block and the answer; it is forced.
-ANSWER_SEPARATOR = "\\n\\n"
+ANSWER_SEPARATOR = "\n\n"
+
+
+def _tokens(ids: tuple[int, ...]) -> str:
+    """A run of token ids as Lark (each one exactly that token)."""
+    return " ".join(f"<[{i}]>" for i in ids)
 
 
 @dataclass(frozen=True)
@@ -31,21 +36,43 @@ class ThinkingRow:
     """One constrained reply's thinking: the tags' token ids, whether the prompt opened
     the block, and at most how many thinking tokens (None: no budget of its own)."""
 
-    start_id: int
+    start_id: int | None
     end_id: int
     opened: bool = False
     max_tokens: int | None = None
+    # the whole opening and closing (default: the two tags), the answer's optional prefix
+    # (gpt-oss's final channel) and the text between block and answer
+    open_ids: tuple[int, ...] = ()
+    close_ids: tuple[int, ...] = ()
+    prefix_ids: tuple[int, ...] = ()
+    separator: str = ANSWER_SEPARATOR
+
+    @property
+    def opening(self) -> tuple[int, ...]:
+        if self.open_ids:
+            return self.open_ids
+        return () if self.start_id is None else (self.start_id,)
+
+    @property
+    def closing(self) -> tuple[int, ...]:
+        return self.close_ids or (self.end_id,)
 
 
 _lock = threading.Lock()
-_wrapped: weakref.WeakKeyDictionary[CompiledGrammar, dict[tuple[int, int, bool], CompiledGrammar]]
+_wrapped: weakref.WeakKeyDictionary[CompiledGrammar, dict[tuple[object, ...], CompiledGrammar]]
 _wrapped = weakref.WeakKeyDictionary()
 
 
 def with_thinking(answer: CompiledGrammar, thinking: ThinkingRow) -> CompiledGrammar:
     """`answer`'s grammar behind one thinking block (see the module doc), built once per
     grammar and tags."""
-    key = (thinking.start_id, thinking.end_id, thinking.opened)
+    key = (
+        thinking.opening,
+        thinking.closing,
+        thinking.prefix_ids,
+        thinking.separator,
+        thinking.opened,
+    )
     with _lock:
         found = _wrapped.setdefault(answer, {}).get(key)
         if found is None:
@@ -59,10 +86,13 @@ def thinking_grammar(answer: CompiledGrammar, thinking: ThinkingRow) -> str:
     grammars = answer.grammars()
     name = grammars[0].get("name") or "answer"
     grammars[0] = {**grammars[0], "name": name}
-    opener = "" if thinking.opened else f"<[{thinking.start_id}]> "
+    opener = "" if thinking.opened else _tokens(thinking.opening)
+    closer = _tokens(thinking.closing)
+    separator = f" {json.dumps(thinking.separator)}" if thinking.separator else ""
+    prefix = f" ({_tokens(thinking.prefix_ids)})?" if thinking.prefix_ids else ""
     lark = (
         "%llguidance {}\n"
-        f'start: {opener}think_text <[{thinking.end_id}]> "{ANSWER_SEPARATOR}" @{name}\n'
+        f"start: {opener} think_text {closer}{separator}{prefix} @{name}\n"
         "think_text: /(?s:.*)/\n"
     )
     return json.dumps({"grammars": [{"name": "thinking", "lark_grammar": lark}, *grammars]})

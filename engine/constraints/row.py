@@ -392,7 +392,7 @@ class RowConstraint:
         if self._max_tokens is None:
             return cap
         probe = matcher.deep_copy()
-        head = [] if thinking.opened else [thinking.start_id]
+        head = [] if thinking.opened else list(thinking.opening)
         if not probe.consume_tokens([*head, thinking.end_id]):
             return cap
         forced = probe.compute_ff_tokens()

@@ -103,13 +103,16 @@ class ModelTokenizer:
         add_generation_prompt: bool = True,
         **template_kwargs: Any,
     ) -> str:
-        """`messages` rendered to text by the model's chat template (ChatML if it has none)."""
-        if getattr(self.hf, "chat_template", None) is None:
-            template_kwargs.setdefault("chat_template", DEFAULT_CHAT_TEMPLATE)
-        text: str = self.hf.apply_chat_template(
+        """`messages` rendered to text by the model's chat template (ChatML if it has none),
+        through `engine.prompt.templates` (`chat_template=` renders another template).
+        Raises TemplateRenderError (a ValueError) naming the template's line."""
+        from engine.prompt.templates import render_template, special_tokens_of
+
+        template = template_kwargs.pop("chat_template", None) or self.chat_template
+        return render_template(
+            template or DEFAULT_CHAT_TEMPLATE,
             messages,
             add_generation_prompt=add_generation_prompt,
-            tokenize=False,
+            special_tokens=special_tokens_of(self.hf),
             **template_kwargs,
         )
-        return text

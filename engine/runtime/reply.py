@@ -74,7 +74,7 @@ def request_prompt(
             raise ValueError("a reply can be continued only without tools or a constraint")
         return render_continuation(tokenizer, request.messages), None
     think = wants_thinking(reasoning, request.sampling.think)
-    kwargs = thinking_kwargs(reasoning, think)
+    kwargs = thinking_kwargs(reasoning, think, request.sampling.max_thinking_tokens)
     if request.tools:
         from engine.tools import prepare_tool_request
 
@@ -175,6 +175,10 @@ class Reply:
         self._thought = self._phase != "off"
         self._reasoning = ReplyText(tokenizer, []) if self._thought else None
         self._thinking_tokens = 0
+        # the rest of a marker being written (gpt-oss's `analysis<|message|>`), and
+        # whether the reply forces it
+        self._pending: list[int] = []
+        self._forcing = False
         self._thinking_started: float | None = None
         self._thinking_s = 0.0
         self._answer_begun = False  # its leading blank lines are dropped
@@ -215,39 +219,64 @@ class Reply:
     def _thinking_row(self, budget: int | None) -> ThinkingRow | None:
         """The constraint's view of this reply's thinking (None: it does not think)."""
         fmt = self._reasoning_format
-        if not self._thought or fmt is None or fmt.start_id is None or fmt.end_id is None:
+        if not self._thought or fmt is None or fmt.end_id is None:
             return None
         from engine.constraints.reasoning import ThinkingRow
 
-        return ThinkingRow(fmt.start_id, fmt.end_id, self._phase == "thinking", budget)
+        return ThinkingRow(
+            fmt.start_id,
+            fmt.end_id,
+            self._phase == "thinking",
+            budget,
+            open_ids=fmt.opening,
+            close_ids=fmt.closing,
+            prefix_ids=fmt.prefix_ids,
+            separator=fmt.separator,
+        )
 
     def forced_token(self) -> int | None:
         """The token the reply must take next whatever the model says, for a reply that
-        thinks without a constraint (under one, its matcher forces these): the opening tag
-        first, and the end of the block once the thinking budget is spent."""
-        if self.row_constraint is not None or self._phase == "answer":
+        thinks without a constraint (under one, its matcher forces these): the opening
+        first, and the closing once the thinking budget is spent."""
+        if self.row_constraint is not None:
+            return None
+        if self._pending and self._forcing:
+            return self._pending[0]
+        if self._phase == "answer":
             return None
         cap, fmt = self._thinking_cap, self._reasoning_format
         if self._phase == "before" and fmt is not None:
+            self._forcing = True
             return fmt.start_id
         if cap is None or fmt is None or self._thinking_tokens < cap:
             return None
+        self._forcing = True
         return fmt.end_id
 
     def _take_thinking(self, token: int) -> bool:
-        """Follow the thinking block through `token`; True if the token belongs to it."""
+        """Follow the thinking block through `token`; True if the token belongs to it (a
+        marker or the block's text)."""
         fmt = self._reasoning_format
         assert fmt is not None and self._reasoning is not None
+        if self._pending:  # the rest of a marker: swallowed while it matches
+            if token == self._pending[0]:
+                self._pending.pop(0)
+                return True
+            self._pending, self._forcing = [], False
+            if self._phase == "answer":
+                return False
         now = time.perf_counter()
         if self._phase == "before":
             if token != fmt.start_id:
                 self._phase = "answer"
                 return False
             self._phase, self._thinking_started = "thinking", now
+            self._pending = list(fmt.opening[1:])
             return True
         self._thinking_started = self._thinking_started or now
         if token == fmt.end_id:
             self._phase = "answer"
+            self._pending = [*fmt.closing[1:], *fmt.prefix_ids]
             self._thinking_s = now - self._thinking_started
             if delta := self._reasoning.finish():
                 self.handle.emit(ReasoningDelta(delta))
@@ -297,7 +326,7 @@ class Reply:
             self.row_logprobs.given(token)
             if ready := self.row_logprobs.ready(self._token_text):
                 self.handle.emit(TokenLogprobs(tuple(ready)))
-        if self._phase != "answer" and self._take_thinking(token):
+        if (self._phase != "answer" or self._pending) and self._take_thinking(token):
             return StopReason.LENGTH if len(self.generated) >= self.budget else None
         self._answer_tokens += 1
         if delta := self._text.add(token):

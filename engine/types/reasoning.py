@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-# "think_tags": a block between two single tokens (`<think>…</think>`: Qwen3, DeepSeek-R1
-# distills, Magistral). "channels": gpt-oss's analysis channel before its final one.
+# "think_tags": a block between two markers (`<think>…</think>`, `[THINK]`, `<seed:think>`,
+# `<|START_THINKING|>`, ...). "channels": a thought channel before the answer's (gpt-oss's
+# analysis channel, Gemma 4's thought channel).
 ReasoningKind = Literal["think_tags", "channels"]
 
 # Thinking tokens each effort allows (OpenAI's and Anthropic's `effort` words).
@@ -22,11 +23,17 @@ UNBOUNDED_EFFORTS = ("max", "xhigh")
 class ReasoningFormat:
     """Where a model writes its thinking.
 
-    `start`/`end` are the tags' texts and `start_id`/`end_id` their token ids (None where a
-    tag is more than one token: such a format is recognised and shown, not steered).
-    `switchable`: the template reads `enable_thinking`, so thinking can be turned off.
-    `opens_in_prompt`: the generation prompt itself opens the block (DeepSeek-R1's way),
-    so the reply starts inside it.
+    `start`/`end` are the markers' texts and `start_id`/`end_id` the tokens that open and
+    close the block (None where a marker is not one token: such a format is recognised
+    and shown, not steered). `open_ids` is the whole opening the model writes (its first
+    token is `start_id`, e.g. `<|channel|>analysis<|message|>`), `close_ids` the whole
+    closing up to the answer (its first token is `end_id`, e.g. `<|end|><|start|>assistant`);
+    `prefix_ids` is what the answer may begin with and is not its text (gpt-oss's
+    `<|channel|>final<|message|>`, Command R7B's `<|START_RESPONSE|>`). `separator` is the
+    text written between the closing and the answer (Qwen3's blank line).
+    `switchable`: the template can be told not to think. `opens_in_prompt`: the
+    generation prompt itself opens the block (DeepSeek-R1's, Apriel's, Kimi K3's way),
+    so the reply starts inside it. `syntax` names the dialect (`engine.prompt.reasoning`).
     """
 
     kind: ReasoningKind
@@ -36,19 +43,46 @@ class ReasoningFormat:
     end_id: int | None = None
     switchable: bool = False
     opens_in_prompt: bool = False
+    syntax: str = ""
+    open_ids: tuple[int, ...] = ()
+    close_ids: tuple[int, ...] = ()
+    prefix_ids: tuple[int, ...] = ()
+    separator: str = "\n\n"
+    # the template's variables that switch thinking on or off, and the one naming its effort
+    switches: tuple[str, ...] = ()
+    effort_variable: str | None = None
 
     @property
     def steerable(self) -> bool:
-        """Whether the engine can separate, budget and constrain this format's thinking."""
-        return self.kind == "think_tags" and self.start_id is not None and self.end_id is not None
+        """Whether the engine can separate, budget and constrain this format's thinking:
+        its block ends at a token of its own and opens at one (or in the prompt)."""
+        if self.end_id is None:
+            return False
+        return self.start_id is not None or self.opens_in_prompt
+
+    @property
+    def opening(self) -> tuple[int, ...]:
+        """The tokens that open the block (just `start_id` unless `open_ids` says more)."""
+        if self.open_ids:
+            return self.open_ids
+        return () if self.start_id is None else (self.start_id,)
+
+    @property
+    def closing(self) -> tuple[int, ...]:
+        """The tokens that close the block (just `end_id` unless `close_ids` says more)."""
+        if self.close_ids:
+            return self.close_ids
+        return () if self.end_id is None else (self.end_id,)
 
     def to_dict(self) -> dict[str, object]:
         return {
             "kind": self.kind,
+            "syntax": self.syntax or self.kind,
             "start": self.start,
             "end": self.end,
             "switchable": self.switchable,
             "opens_in_prompt": self.opens_in_prompt,
+            "steerable": self.steerable,
         }
 
 
