@@ -9,7 +9,8 @@ greedy reply each at `max_tokens`: the share complete and valid under `jsonschem
 checked, against the schema as the user wrote it (`constrained_complete_rate`: Corral's
 promise); the share valid against it less the keywords Corral warned it does not enforce
 (`constrained_valid_enforced_rate`: what the grammar held the reply to); and the share the
-closing policy ended to fit.
+closing policy ended to fit, and the share the engine flagged invalid as written
+(`flagged_invalid_rate`: replies that leave saying so; the goal is none).
 
 Formats are checked with draft 2020-12's format checker whatever the schema's draft: it
 knows every format llguidance enforces (`date` and `uuid`, which draft 4 does not define,
@@ -230,13 +231,14 @@ def run_coverage_bench(engine: Any, args: Any = None, max_tokens: int = 200) -> 
     lltok = engine.run(lambda lm: ll_tokenizer(lm.tokenizer, end_token_ids(lm.tokenizer)))
     figures, compiled = compile_coverage(lltok.result(), files)
     sample = generation_sample(compiled)
-    complete = enforced = closed = agree = checked = 0
+    complete = enforced = closed = agree = checked = flagged = 0
     check_ms: list[float] = []
     for path, (result, ok) in zip(sample, replies_for(engine, sample, max_tokens), strict=True):
         valid = valid_as_written(path, result)
         complete += valid
         enforced += ok
         closed += result.closed_to_fit
+        flagged += result.valid_as_written is False  # complete or not
         if not result.error and not result.incomplete:
             # the engine's own verdict on the reply, beside this independent one
             checked += 1
@@ -247,6 +249,8 @@ def run_coverage_bench(engine: Any, args: Any = None, max_tokens: int = 200) -> 
     figures["constrained_complete_rate"] = _rate(complete, len(sample))
     figures["constrained_valid_enforced_rate"] = _rate(enforced, len(sample))
     figures["closed_to_fit_rate"] = _rate(closed, len(sample))
+    # replies the engine itself flagged invalid as written (the goal is none)
+    figures["flagged_invalid_rate"] = _rate(flagged, len(sample))
     # The check every constrained reply gets when it ends (engine.constraints.as_written):
     # how often its verdict matches this bench's, and what it costs per reply.
     figures["as_written_agreement"] = _rate(agree, checked)

@@ -123,6 +123,8 @@ STABLE_KEYS: dict[str, set[str]] = {
         "as_written_agreement",
         "as_written_p50_ms",
         "as_written_max_ms",
+        # added with issue 38: replies flagged invalid as written, over the sample
+        "flagged_invalid_rate",
     },
     "library": {
         "import_baseline_peak_mb",

@@ -72,14 +72,16 @@ def test_coverage_section_reports_rates_counted_as_written(tiny_engine, six_sche
     n = figures["coverage_sample"]
     assert n == len(compiled)
     # the same greedy replies, one at a time, checked here against the schemas as written
-    complete = closed = 0
+    complete = closed = flagged = 0
     for path in compiled:
         result = tiny_engine.chat(request_for(path, MAX_TOKENS))
         schema = json.loads(path.read_text(encoding="utf-8"))["schema"]
         complete += not result.incomplete and written_valid(schema, result.text)
         closed += result.closed_to_fit
+        flagged += result.valid_as_written is False
     assert figures["constrained_complete_rate"] == round(complete / n, 4)
     assert figures["closed_to_fit_rate"] == round(closed / n, 4)
+    assert figures["flagged_invalid_rate"] == round(flagged / n, 4)
     # the tiny model rambles: some replies are closed to fit, and those end valid
     assert closed > 0 and complete > 0
     # valid as written is valid as enforced (that schema only drops constraints)

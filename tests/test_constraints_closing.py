@@ -274,3 +274,44 @@ def test_a_reply_run_out_inside_a_formatted_value_is_closed_valid(tiny_engine, l
             before = tiny_engine.run(lambda lm, w=written: lm.tokenizer.decode(w)).result()
             mid_value += before.count('"') == 3 and not before.endswith('"')
     assert mid_value, "no budget closed the reply inside the value"
+
+
+# ---- numbers under multipleOf (issue 38) ----
+
+MULTIPLES = {
+    "type": "object",
+    "properties": {
+        "n": {"type": "integer", "allOf": [{"multipleOf": 4}, {"multipleOf": 11}]},
+        "price": {"type": "number", "multipleOf": 7.5},
+    },
+    "required": ["n", "price"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    "prefix", ['{"n":1', '{"n":-9', '{"n":1234567', '{"n":44,"price":1', '{"n":0,"price":-']
+)
+def test_a_number_the_digits_so_far_cannot_end_is_finished_in_a_few_digits(lltok, prefix):
+    """A multiple of 4 and 11 cut off at `1`: no single digit makes one, and the number is
+    unbounded, so a walk that only looks one token ahead writes digits forever. The
+    ending writes the fewest digits that make it one (`1` + `32`), then closes."""
+    spec = compile_constraint(json_schema_constraint(MULTIPLES))
+    matcher = spec.compiled.matcher(lltok)
+    assert matcher.consume_tokens(lltok.tokenize_str(prefix))
+    nesting = Nesting()
+    nesting.feed(prefix.encode())
+    ending = ClosingPolicy.for_tokenizer(lltok).ending(matcher, 80, nesting)
+    assert ending is not None, prefix
+    text = prefix + lltok.decode_str(ending)
+    assert len(text) - len(prefix) <= 16, text  # three digits at most per number, and keys
+    jsonschema.validate(json.loads(text), MULTIPLES)
+
+
+@pytest.mark.parametrize("max_tokens", [16, 24, 40])
+def test_a_reply_run_out_inside_a_multiple_is_closed_valid(tiny_engine, max_tokens):
+    result = chat(tiny_engine, json_schema_constraint(MULTIPLES), max_tokens)
+    assert not result.incomplete and result.stop_reason == StopReason.EOS, result.warnings
+    assert result.stats.generated_tokens <= max_tokens
+    jsonschema.validate(json.loads(result.text), MULTIPLES)
+    assert result.valid_as_written

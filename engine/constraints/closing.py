@@ -4,7 +4,9 @@
 model, choosing at each step the allowed token that ends the structure soonest: the
 grammar's forced tokens; in a string the quote cannot close yet (a formatted value half
 written: `"bob` in an `email`), the shortest tail of a known short value after which the
-matcher accepts the quote (`@a`, see `formats`), tried once per string; else a closing
+matcher accepts the quote (`@a`, see `formats`), tried once per string; in a number that
+may not end yet (a `multipleOf` the digits miss), the fewest digits after which it may
+(`1` + `32` for a multiple of 44), tried once per number; else a closing
 token (`"`, `}`, `]`, `"}` ...; the longest one allowed), else the shortest value (`0`,
 `""`, `{}`, `null` ...), else the allowed token after which the grammar accepts or forces
 text soonest (a one-token lookahead over the shortest allowed tokens). It stops as soon as
@@ -44,6 +46,12 @@ CANDIDATES = 48  # allowed tokens tried one step ahead when nothing closes
 CANCEL_EVERY = 16  # walk steps between looks at whether the reply was cancelled
 UNOWNED_POLICIES = 4  # policies kept for tokenizers no model owns (grammar checks)
 
+# Digits a number's tail is made of, up to NUMBER_TAIL of them: enough for any residue
+# modulo a `multipleOf` below 10**NUMBER_TAIL.
+NUMBER_TAIL = 3
+_NUMBER_BYTES = frozenset(b"0123456789.-")
+# What may follow a number inside a structure.
+_NUMBER_ENDS = (b"}", b",", b"]")
 # Short values, tried wherever a value may start.
 _VALUES = (b"0", b"1", b'""', b"{}", b"[]", b"null", b"true", b"false", b",")
 
@@ -53,25 +61,34 @@ class Nesting:
     is inside a string. A lexical view (it reads any grammar's text the same way), kept up
     to date token by token; the walk scores candidate tokens with it."""
 
-    __slots__ = ("stack", "in_string", "escaped", "strings")
+    __slots__ = ("stack", "in_string", "escaped", "strings", "last")
 
     def __init__(self) -> None:
         self.stack: list[int] = []
         self.in_string = False
         self.escaped = False
         self.strings = 0  # strings opened so far: which string the text is in
+        self.last = 0  # the text's last byte (0 before any)
 
     @property
     def depth(self) -> int:
         return len(self.stack) + self.in_string
 
+    @property
+    def in_number(self) -> bool:
+        """Whether the text ends inside a number, as far as bytes tell (a digit, a sign or
+        a decimal point outside a string)."""
+        return not self.in_string and self.last in _NUMBER_BYTES
+
     def copy(self) -> Nesting:
         twin = Nesting()
         twin.stack, twin.in_string, twin.escaped = list(self.stack), self.in_string, self.escaped
-        twin.strings = self.strings
+        twin.strings, twin.last = self.strings, self.last
         return twin
 
     def feed(self, text: bytes) -> None:
+        if text:
+            self.last = text[-1]
         for c in text:
             if self.in_string:
                 if self.escaped:
@@ -126,6 +143,11 @@ class ClosingPolicy:
         self.quote = tokenizer.tokenize_bytes(b'"')
         tails = {tuple(tokenizer.tokenize_str(t)) for t in value_tails()}
         self.tails = [list(t) for t in sorted(tails, key=lambda t: (len(t), _size(texts, t)))]
+        # Digit strings to end a number with, shortest first; and what may follow one.
+        digits = [f"{n:0{width}d}" for width in range(1, NUMBER_TAIL + 1) for n in range(10**width)]
+        self.digit_tails = [tokenizer.tokenize_str(d) for d in digits]
+        self.number_ends = [tokenizer.tokenize_bytes(e) for e in _NUMBER_ENDS]
+        self.number_ends += [[t] for t in tokenizer.eos_tokens]
 
     @classmethod
     def for_tokenizer(cls, tokenizer: llguidance.LLTokenizer) -> ClosingPolicy:
@@ -179,6 +201,7 @@ class ClosingPolicy:
         # The string tails were last tried in (forced text can close one string and open
         # the next in a single step: `","date":"`).
         tried = -1
+        number_tried = False  # the digit tails were tried on the number the text ends in
         while True:
             if walk.is_error():
                 return None
@@ -206,6 +229,18 @@ class ClosingPolicy:
                     for token in tail:
                         nest.feed(self.texts[token])
                     continue
+            if nest.in_number and not number_tried:
+                number_tried = True
+                tail = self._number_tail(walk)
+                if tail:
+                    if not walk.consume_tokens(tail):
+                        return None
+                    out += tail
+                    for token in tail:
+                        nest.feed(self.texts[token])
+                    continue
+            elif not nest.in_number:
+                number_tried = False
             walk.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
             chosen = self._choose(walk, words, nest)
             if chosen is None or not walk.consume_token(chosen):
@@ -223,6 +258,22 @@ class ClosingPolicy:
             closed = tail + self.quote
             if walk.validate_tokens(closed) == len(closed):
                 return tail
+        return None
+
+    def _number_tail(self, walk: LLMatcher) -> list[int] | None:
+        """The fewest digits after which the number the walk is in may end (a `multipleOf`
+        that the digits so far miss: `1` + `32` for a multiple of 44), when it may not end
+        now; the matcher decides (not changed). None if it may end now, or no tail of up
+        to NUMBER_TAIL digits lets it."""
+        if any(walk.validate_tokens(end) == len(end) for end in self.number_ends):
+            return None
+        for tail in self.digit_tails:
+            if walk.validate_tokens(tail) != len(tail):
+                continue
+            for end in self.number_ends:
+                ended = tail + end
+                if walk.validate_tokens(ended) == len(ended):
+                    return tail
         return None
 
     def _choose(self, walk: LLMatcher, words: np.ndarray, nest: Nesting) -> int | None:

@@ -20,8 +20,9 @@ has a valid instance, the tight one has one too.
   exponent (llguidance reads `multipleOf: 1e-6` that way);
 - free-form values (`{}`, `true`, an object without declared keys, an array without
   `items`) nest at most `FREE_DEPTH` levels;
-- a key that a required key needs (`dependentRequired`, or `dependencies` listing keys) is
-  made required itself: the same language, which llguidance can enforce.
+- dependencies in every form are rewritten into `required`, `allOf` and `anyOf`, which
+  llguidance enforces (tight_dependencies.py, through tight_enforce.py): the same
+  language.
 
 Narrowing a subschema narrows the whole only where the whole is monotone in it: never
 under `not`, `if` or `contains`, or in the branches of a `oneOf` (making one branch fail
@@ -84,7 +85,7 @@ _FROZEN_KEYWORDS = ("not", "if", "contains")
 _ITEM_KEYWORDS = ("items", "prefixItems", "additionalItems")
 _NUMBER_TYPES = frozenset({"integer", "number"})
 # Keywords tight_enforce.py rewrites: a schema without them skips that pass.
-_ENFORCEABLE = ("not", "oneOf", "contains", "dependencies", "dependentSchemas")
+_ENFORCEABLE = ("not", "oneOf", "contains", "dependencies", "dependentSchemas", "dependentRequired")
 _ALL_TYPES = ["null", "boolean", "number", "string", "array", "object"]
 
 
@@ -97,18 +98,13 @@ class Tightened:
     bounded_numbers: int = 0
     bounded_free: int = 0
     exact_one_of: int = 0
-    required_dependents: tuple[str, ...] = ()  # in words: which key became required, why
     enforced: tuple[str, ...] = ()  # in words: what llguidance would ignore, now enforced
     unsatisfiable: str | None = None  # why no value can match the schema, where proven
 
     @property
     def changed(self) -> bool:
         return bool(
-            self.closed_objects
-            or self.bounded_numbers
-            or self.bounded_free
-            or self.required_dependents
-            or self.enforced
+            self.closed_objects or self.bounded_numbers or self.bounded_free or self.enforced
         )
 
     def notes(self) -> list[str]:
@@ -122,7 +118,7 @@ class Tightened:
             )
         if self.bounded_free:
             found.append(f"free-form values at most {FREE_DEPTH} levels deep")
-        return found + list(self.required_dependents) + list(self.enforced)
+        return found + list(self.enforced)
 
 
 @dataclass(frozen=True)
@@ -138,7 +134,6 @@ class _Counts:
     numbers: int = 0
     free: int = 0
     one_of: int = 0
-    required: list[str] = field(default_factory=list)
     used_free: set[int] = field(default_factory=set)
 
 
@@ -204,14 +199,12 @@ def _tighten(schema: dict[str, Any], refs: Refs, exact_only: bool) -> tuple[Tigh
             return Tightened(copy.deepcopy(original)), False
         for level in range(max(counts.used_free) + 1):
             defs[FREE_DEF.format(level)] = _free_def(level)
-    required = tuple(dict.fromkeys(counts.required))
     found = Tightened(
         out,
         counts.closed,
         counts.numbers,
         counts.free,
         counts.one_of,
-        required,
         enforced=tuple(dict.fromkeys(notes)),
     )
     return found, narrowed
@@ -350,7 +343,6 @@ def _rewrite(
         if not refs.reached_below(f"{pointer}/oneOf"):  # a reference into it would break
             out["anyOf"] = out.pop("oneOf")
             counts.one_of += 1
-    _require_dependents(node, out, counts)
     assert ctx is not None
     group = ctx.group
     if not ctx.closable or group is None:
@@ -391,35 +383,6 @@ def _rewrite_keyword(
     if key in _ONE_KEYWORDS or key in _FROZEN_KEYWORDS or key == "items":
         return _rewrite(value, f"{pointer}/{key}", refs, contexts, counts)
     return copy.deepcopy(value)
-
-
-def _require_dependents(node: dict[str, Any], out: dict[str, Any], counts: _Counts) -> None:
-    """Make required the keys that a required key needs (`dependentRequired`, or the list
-    form of `dependencies`): the schema means that already, and llguidance enforces
-    `required` but ignores the dependency."""
-    required = node.get("required")
-    if not isinstance(required, list):
-        return
-    needs: dict[str, list[str]] = {}
-    for key in ("dependentRequired", "dependencies"):
-        value = node.get(key)
-        if isinstance(value, dict):
-            for name, needed in value.items():
-                if isinstance(needed, list):
-                    needs.setdefault(name, []).extend(k for k in needed if isinstance(k, str))
-    have = [k for k in required if isinstance(k, str)]
-    added: dict[str, str] = {}  # key made required -> the required key that needs it
-    queue = list(have)
-    while queue:
-        trigger = queue.pop(0)
-        for needed in needs.get(trigger, []):
-            if needed not in have and needed not in added:
-                added[needed] = trigger
-                queue.append(needed)
-    if added:
-        out["required"] = copy.deepcopy(required) + list(added)
-        for needed, trigger in added.items():
-            counts.required.append(f'"{needed}" required: the required "{trigger}" needs it')
 
 
 def _close(node: dict[str, Any], out: dict[str, Any], group: Group, counts: _Counts) -> bool:

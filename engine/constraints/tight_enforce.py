@@ -1,5 +1,5 @@
 """Enforce instead of warning: the part of the tight rewrite that turns keywords llguidance
-ignores in lenient mode (`not`, an overlapping `oneOf`, `contains`, `dependencies`) into
+ignores in lenient mode (`not`, an overlapping `oneOf`, `contains`, dependencies) into
 ones it enforces, narrowing only.
 
 Runs before the rest of tight.py, on the schema as written; everything the result accepts,
@@ -10,8 +10,8 @@ the keyword stays, and llguidance's warning with it):
 - `not: x` becomes `x`'s negation (tight_negation.py) as one more `allOf` member;
 - an overlapping `oneOf` becomes an `anyOf` of branches made disjoint (tight_disjoint.py);
 - `contains: c` makes the first item match `c` (and the array non-empty);
-- `dependencies`/`dependentSchemas` whose trigger key is required apply always; one
-  whose schema is `false` makes its key absent;
+- `dependencies`, `dependentSchemas` and `dependentRequired` in every form, for every
+  key, required or not (tight_dependencies.py);
 - a number schema with a `not` or `oneOf` inside lists the integers it accepts (checked
   with jsonschema) within its bounds, or within a window of them;
 - a subschema these rewrites prove empty becomes `false`; a root proven empty makes
@@ -32,6 +32,7 @@ from typing import Any
 
 import jsonschema
 
+from engine.constraints.tight_dependencies import enforce_dependencies
 from engine.constraints.tight_disjoint import made_disjoint, pairwise_disjoint, types_of
 from engine.constraints.tight_negation import ALL_TYPES, inactive, json_type, negate
 from engine.constraints.tight_refs import Refs, escape, subschemas
@@ -272,31 +273,11 @@ class _Walk:
         self._note(f"contains {_where(pointer)} enforced: the first item matches it")
 
     def _dependencies(self, out: dict[str, Any], pointer: str | None) -> None:
-        """Schema dependencies whose trigger is required apply always; a `false` one makes
-        its key absent. Both are the same language."""
-        found = out.get("required")
-        required: list[Any] = found if isinstance(found, list) else []
+        """Every form of dependency as keywords llguidance enforces (tight_dependencies.py:
+        the same language)."""
         skip = inactive(self.refs.root)
-        for key in (k for k in ("dependencies", "dependentSchemas") if k not in skip):
-            deps = out.get(key)
-            if not isinstance(deps, dict):
-                continue
-            deps = out[key] = dict(deps)  # changed below: not the schema as written
-            for trigger in list(deps):
-                schema = deps[trigger]
-                if isinstance(schema, list) or not isinstance(schema, dict | bool):
-                    continue
-                if trigger in required:
-                    out["allOf"] = [*out.get("allOf", []), deps.pop(trigger)]
-                    self._note(
-                        f'{key} of "{trigger}" {_where(pointer)} apply: "{trigger}" is required'
-                    )
-                elif schema is False:
-                    deps.pop(trigger)
-                    out["allOf"] = [*out.get("allOf", []), {"properties": {trigger: False}}]
-                    self._note(f'"{trigger}" {_where(pointer)} can never appear ({key}: false)')
-            if not deps:
-                del out[key]
+        for note in enforce_dependencies(out, self.refs, skip, _where(pointer)):
+            self._note(note)
 
     def _listed(self, node: dict[str, Any], pointer: str | None, exact_only: bool) -> Any:
         """A number schema with `not`/`oneOf` inside as the integers it accepts, listed."""
