@@ -63,6 +63,7 @@ from app.views.sidebar import Sidebar
 from app.views.tools_chip import ToolsChip, describe_tools
 from app.views.tools_panel import ToolsPanel
 from app.views.welcome import Example
+from app.views.wheel_guard import install_wheel_guard
 from engine.types import ConstraintSpec
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ class MainWindow(QMainWindow):
     def __init__(self, core: AppCore) -> None:
         super().__init__()
         guard_refcounts()  # before the thousands of Qt calls a session makes
+        install_wheel_guard()  # the wheel scrolls pages, never a value it passes over
         self.core = core
         self.store = core.store
         self.bridge = core.bridge
