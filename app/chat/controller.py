@@ -151,16 +151,27 @@ class ChatController(QObject):
         """Open an empty chat that starts from the user's defaults (Preferences): system
         prompt, sampling and tools; never a constraint."""
         self.save_pending_edits()
-        current = self.conversation
-        if current is not None and current.active_leaf_id is None:
-            self._reset_to_defaults(current.id)  # already on an empty chat: reuse it
-            self.open_conversation(current.id)
-            return current.id
+        empty = self._empty_conversation()
+        if empty is not None:  # an empty chat exists: reuse it rather than pile up another
+            self._reset_to_defaults(empty)
+            self.open_conversation(empty)
+            return empty
         conv = self.store.create_conversation(settings=replace(self.new_chat_settings))
         self.store.set_tools(conv.id, replace(self.new_chat_tools))
         self.conversationsChanged.emit()
         self.open_conversation(conv.id)
         return conv.id
+
+    def _empty_conversation(self) -> int | None:
+        """The open chat if it has no messages, else the newest chat without any (not the
+        one a reply is being written into)."""
+        current = self.conversation
+        if current is not None and current.active_leaf_id is None:
+            return current.id
+        for conv in self.store.conversations():
+            if conv.active_leaf_id is None and conv.id != self.reply_conversation_id:
+                return conv.id
+        return None
 
     def _reset_to_defaults(self, conversation_id: int) -> None:
         self.store.set_chat_settings(conversation_id, replace(self.new_chat_settings))

@@ -16,6 +16,7 @@ from PySide6.QtGui import (
     QImage,
     QKeyEvent,
     QResizeEvent,
+    QTextCursor,
 )
 from PySide6.QtWidgets import (
     QFrame,
@@ -107,9 +108,12 @@ class MessageEdit(QPlainTextEdit):
 
 
 class SendButton(QToolButton):
-    """Round: an arrow to send, a square to stop."""
+    """Round: an arrow to send, a square to stop. Enter (and a click) presses it; Space,
+    typed by someone who thinks they are still in the text, goes back to the text as a
+    space (`spaceTyped`) instead of sending a half-written message."""
 
     SIZE = 32
+    spaceTyped = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -137,6 +141,23 @@ class SendButton(QToolButton):
         super().changeEvent(event)
         if event.type() == QEvent.Type.PaletteChange:
             self._refresh()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Space and not event.modifiers():
+            if not event.isAutoRepeat():
+                self.spaceTyped.emit()
+            event.accept()
+        elif event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            self.click()
+            event.accept()
+        else:
+            super().keyPressEvent(event)
+
+    def keyReleaseEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Space and not event.modifiers():
+            event.accept()  # never a click
+        else:
+            super().keyReleaseEvent(event)
 
 
 class Composer(QFrame):
@@ -184,6 +205,7 @@ class Composer(QFrame):
         self.edit.textChanged.connect(self._fit)
         self.edit.installEventFilter(self)
         self.button.clicked.connect(self._clicked)
+        self.button.spaceTyped.connect(self._space_typed)
         self.restyle()
 
     def add_accessory(self, widget: QWidget) -> None:
@@ -254,6 +276,11 @@ class Composer(QFrame):
             self.style().unpolish(self)
             self.style().polish(self)
         return super().eventFilter(watched, event)
+
+    def _space_typed(self) -> None:
+        self.edit.setFocus(Qt.FocusReason.OtherFocusReason)
+        self.edit.moveCursor(QTextCursor.MoveOperation.End)
+        self.edit.insertPlainText(" ")
 
     def _clicked(self) -> None:
         if self._busy:

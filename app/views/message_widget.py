@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QEnterEvent, QGuiApplication, QResizeEvent
+from PySide6.QtGui import QEnterEvent, QGuiApplication, QResizeEvent, QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -443,6 +443,7 @@ class MessageWidget(QFrame):
         self.editor.submitted.connect(lambda text: self.editSubmitted.emit(message_id, text))
         save.clicked.connect(lambda: self.editSubmitted.emit(message_id, self.editor.toPlainText()))
         cancel.clicked.connect(self.cancel_edit)
+        self.editor.moveCursor(QTextCursor.MoveOperation.End)  # typing goes on from the end
         self.editor.setFocus()
 
     def cancel_edit(self) -> None:

@@ -98,6 +98,7 @@ class Sidebar(QWidget):
     deleteRequested = Signal(int)
     searchChanged = Signal(str)
     entered = Signal()  # Enter on a chat (or on a search): the user wants to type in it
+    questionClosed = Signal()  # the Delete question was answered either way
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -145,10 +146,19 @@ class Sidebar(QWidget):
         self.list.currentItemChanged.connect(self._current_changed)
         self.list.customContextMenuRequested.connect(self._menu)
         self.list.itemChanged.connect(self._item_edited)
+        self._pointer_over = False
+        self._held: tuple[list[Conversation], int | None] | None = None
+        self.delete_box: QMessageBox | None = None
         self.search.installEventFilter(self)
         self.list.installEventFilter(self)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.list and event.type() == QEvent.Type.Enter:
+            self._pointer_over = True
+        elif watched is self.list and event.type() == QEvent.Type.Leave:
+            self._pointer_over = False
+            if self._held is not None:  # the order held while the pointer was here
+                self.set_conversations(*self._held)
         if event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent):
             key = event.key()
             enter = key in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
@@ -174,6 +184,16 @@ class Sidebar(QWidget):
         return self.search.text().strip()
 
     def set_conversations(self, conversations: list[Conversation], current: int | None) -> None:
+        """Show `conversations` (newest first). While the pointer is over the list, rows keep
+        their places (titles update): a reply finishing in the background must not move
+        the row about to be clicked. The new order is shown when the pointer leaves."""
+        shown = [self._id(self.list.item(i)) for i in range(self.list.count())]
+        if self._pointer_over and {c.id for c in conversations} == set(shown):
+            position = {cid: i for i, cid in enumerate(shown)}
+            self._held = (conversations, current)
+            conversations = sorted(conversations, key=lambda c: position[c.id])
+        else:
+            self._held = None
         with QSignalBlocker(self.list):
             self.list.clear()
             for conv in conversations:
@@ -214,14 +234,32 @@ class Sidebar(QWidget):
             QTimer.singleShot(0, lambda: self.renameRequested.emit(cid, title))
 
     def confirm_delete(self, conversation_id: int) -> None:
+        """Ask before deleting, saying what is lost; Cancel is the default (Enter, Esc)."""
         item = self._item(conversation_id)
-        answer = QMessageBox.question(
-            self,
-            "Delete chat",
-            f"Delete “{item.text() if item else 'this chat'}” and all its versions?",
+        title = item.text() if item else "this chat"
+        box = QMessageBox(self.window())
+        box.setIcon(QMessageBox.Icon.Warning)
+        box.setWindowTitle("Delete chat")
+        box.setText(f"Delete “{title}”?")
+        box.setInformativeText(
+            "Its messages, every version of its replies and its settings are deleted. "
+            "This cannot be undone."
         )
-        if answer == QMessageBox.StandardButton.Yes:
-            self.deleteRequested.emit(conversation_id)
+        delete = box.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
+        cancel = box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(cancel)
+        box.setEscapeButton(cancel)
+        box.setWindowModality(Qt.WindowModality.WindowModal)
+
+        def answered() -> None:
+            if box.clickedButton() is delete:
+                self.deleteRequested.emit(conversation_id)
+            self.questionClosed.emit()
+
+        box.finished.connect(answered)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.delete_box = box  # the open question, for tests
+        box.open()
 
     def _item(self, conversation_id: int) -> QListWidgetItem | None:
         for i in range(self.list.count()):

@@ -424,7 +424,8 @@ def focus_rules(c: Colors) -> str:
     """A focus ring (FOCUS_RING px of the accent colour) on every control that takes focus,
     in both themes: the generic kinds, then each control the sheet styles by name (a
     name outranks a kind in a style sheet). The chat list rings the row with focus, which
-    selection alone does not; the composer's card shows its field's focus."""
+    selection alone does not; the composer's card shows its field's focus. The Send
+    button is filled with the accent, so its ring is the text colour."""
     ring = f"border: {FOCUS_RING}px solid {css(c.accent)};"
     named = ", ".join(
         f"{name}:focus"
@@ -441,6 +442,7 @@ def focus_rules(c: Colors) -> str:
             "#modelPicker",
             "#downloadChip",
             "#examplePrompt",
+            "#dropTarget",
             "#sendButton",
             "#renameField",
         )
@@ -464,4 +466,5 @@ def focus_rules(c: Colors) -> str:
 {named} {{ {ring} }}
 #sidebar QListView::item:focus {{ {ring} }}
 #composerCard[focused="true"] {{ border: {FOCUS_RING}px solid {css(c.accent)}; }}
+#sendButton:focus {{ border: {FOCUS_RING}px solid {css(c.text)}; }}
 """

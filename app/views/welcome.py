@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QMouseEvent, QResizeEvent
+from PySide6.QtGui import QKeyEvent, QMouseEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
@@ -46,12 +46,23 @@ EXAMPLES = (
 TWO_COLUMNS_FROM = 520  # px of column width
 
 
+def _activated_by_keys(event: QKeyEvent) -> bool:
+    return event.key() in (Qt.Key.Key_Space, Qt.Key.Key_Return, Qt.Key.Key_Enter)
+
+
 class DropTarget(QFrame):
-    """ "Drop a grammar or tool file here": lights up while a file is dragged over the window."""
+    """ "Drop a grammar or tool file here": lights up while a file is dragged over the window.
+    It is in the Tab order too: a click, Enter or Space chooses the file instead."""
+
+    clicked = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("dropTarget")
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.setAccessibleName("Choose a grammar, JSON schema or tools file")
+        self.setToolTip("Choose a file (or drop one here)")
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(theme.SPACE.M)
@@ -74,6 +85,18 @@ class DropTarget(QFrame):
             icon("file", colors.accent if armed else colors.secondary, 22).pixmap(QSize(22, 22))
         )
 
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MouseButton.LeftButton:
+            self.clicked.emit()
+        super().mouseReleaseEvent(event)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if _activated_by_keys(event):
+            self.clicked.emit()
+            event.accept()
+        else:
+            super().keyPressEvent(event)
+
 
 class ExampleCard(QFrame):
     """A clickable card: a short title over the prompt it sends."""
@@ -87,6 +110,9 @@ class ExampleCard(QFrame):
         self.setAttribute(Qt.WidgetAttribute.WA_Hover)
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.setToolTip("Send this message")
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # in the Tab order: Enter sends it
+        self.setAccessibleName(f"{example.title}: {example.prompt}")
+        self.setAccessibleDescription("Sends this message")
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(
@@ -109,11 +135,19 @@ class ExampleCard(QFrame):
             self.clicked.emit()
         super().mouseReleaseEvent(event)
 
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if _activated_by_keys(event):
+            self.clicked.emit()
+            event.accept()
+        else:
+            super().keyPressEvent(event)
+
 
 class Welcome(QWidget):
     """The empty-chat view; `examplePicked` carries the chosen Example."""
 
     examplePicked = Signal(object)
+    chooseFileRequested = Signal()  # the drop target clicked or pressed
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -143,6 +177,7 @@ class Welcome(QWidget):
         layout.addLayout(self.grid)
         layout.addSpacing(theme.SPACE.M)
         self.drop_target = DropTarget(self)
+        self.drop_target.clicked.connect(self.chooseFileRequested)
         layout.addWidget(self.drop_target)
         layout.addStretch(3)
         self.set_model_name(None)

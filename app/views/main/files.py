@@ -128,7 +128,8 @@ class FileActions:
             "Schemas and grammars (*.json *.lark *.gbnf *.regex *.re);;All files (*)",
         )
         if path:
-            self.open_constraint_file(path)
+            # an mcpServers or tools file opened here is offered as what it is, not a schema
+            self.open([path])
 
     def open_constraint_editor(self) -> None:
         conv = self.controller.conversation

@@ -1,6 +1,7 @@
 """What the main window does for the keyboard: the next and previous chat, the Edit menu's
 standard actions on whichever text box has focus, the composer focused at launch and after
-each action that leaves it, and the Help menu's list of every shortcut."""
+each action that leaves it (sending, an edit, a tool run, a dialog closed), the composer's
+Tab order, and the Help menu's list of every shortcut."""
 
 from __future__ import annotations
 
@@ -43,10 +44,31 @@ class KeyboardActions:
     def install(self) -> None:
         w = self.window
         guard_text_boxes(w)
+        self.composer_tab_order()
         w.sidebar.entered.connect(self.focus_composer)
+        w.sidebar.questionClosed.connect(self.focus_composer)
         self.focus_composer()
 
     # ---- focus ----
+
+    def composer_tab_order(self) -> None:
+        """Tab from the text goes through the composer's own controls in the order they sit
+        (the paperclip, the format chip or button, the tools chip) and then Send, before the
+        rest of the window; controls hidden or disabled at the time are skipped by Qt."""
+        w = self.window
+        chain: list[QWidget] = [
+            w.composer.edit,
+            w.composer.attach_button,
+            w.constraint_bar.chip,
+            w.constraint_bar.chip.close_button,
+            w.constraint_bar.button,
+            w.tools_chip,
+            w.composer.button,
+        ]
+        tab = Qt.FocusPolicy.TabFocus
+        chain = [c for c in chain if c.focusPolicy() & tab == tab]  # Qt drops the rest badly
+        for first, second in zip(chain, chain[1:], strict=False):
+            QWidget.setTabOrder(first, second)
 
     def focus_composer(self) -> None:
         self.window.composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)
@@ -89,6 +111,7 @@ class KeyboardActions:
     def show_shortcuts(self) -> None:
         dialog = ShortcutsDialog(self.window.menuBar().actions(), self.window)
         self.shortcuts_dialog = dialog
+        dialog.finished.connect(lambda _result: self.focus_composer())
         dialog.open()
 
 

@@ -40,6 +40,7 @@ class PreferencesActions:
         dialog.finished.connect(lambda _result: w.server.apply(server))
         # Switching to or from a group reloads the model: also once, when the window closes.
         dialog.finished.connect(lambda _result: w.distributed.apply(distributed))
+        dialog.finished.connect(lambda _result: w.keys.focus_composer())
         self.dialog = dialog
         guard_text_boxes(dialog)
         dialog.open()

@@ -46,6 +46,7 @@ from app.views.constraint_widgets import ConstraintBar
 from app.views.distributed_controls import DistributedControls
 from app.views.icons import icon
 from app.views.inspector import SETTINGS_TAB, TOOLS_TAB, Inspector
+from app.views.keyboard import focus_within
 from app.views.main.files import FileActions
 from app.views.main.keys import KeyboardActions
 from app.views.main.library import LibraryActions
@@ -63,6 +64,7 @@ from app.views.sidebar import Sidebar
 from app.views.tools_chip import ToolsChip, describe_tools
 from app.views.tools_panel import ToolsPanel
 from app.views.welcome import Example
+from app.views.wheel_guard import install_wheel_guard
 from engine.types import ConstraintSpec
 
 if TYPE_CHECKING:
@@ -83,6 +85,7 @@ class MainWindow(QMainWindow):
     def __init__(self, core: AppCore) -> None:
         super().__init__()
         guard_refcounts()  # before the thousands of Qt calls a session makes
+        install_wheel_guard()  # the wheel scrolls pages, never a value it passes over
         self.core = core
         self.store = core.store
         self.bridge = core.bridge
@@ -265,7 +268,12 @@ class MainWindow(QMainWindow):
         self.chat.branchStepped.connect(c.switch_branch)
         self.chat.toolResultSubmitted.connect(c.submit_tool_result)
         self.chat.toolRunRequested.connect(self.files.run_builtin_tool)
+        # the button or box that sent these is rebuilt: the keys go back to the composer
+        for done in (self.chat.editSubmitted, self.chat.toolResultSubmitted):
+            done.connect(lambda *_args: self.keys.focus_composer())
+        self.chat.toolRunRequested.connect(lambda *_args: self.keys.focus_composer())
         self.chat.welcome.examplePicked.connect(self.use_example)
+        self.chat.welcome.chooseFileRequested.connect(self.files.choose_constraint_file)
 
         files = self.files
         self.constraint_bar.openFileRequested.connect(files.choose_constraint_file)
@@ -468,7 +476,11 @@ class MainWindow(QMainWindow):
                 )
             )
         builtins = frozenset(builtin_names()) if self.builtins else frozenset()
+        focus_in_chat = focus_within(self.chat)
         self.chat.set_entries(entries, interactive=not c.busy, builtins=builtins)
+        if focus_in_chat and not focus_within(self.chat):
+            # the message that held focus was replaced: not onto the sidebar's New Chat
+            self.keys.focus_composer()
         streaming_here = c.busy and c.reply_conversation_id == c.conversation_id
         if streaming_here and self.chat.reply is None:
             self._reply_started()
@@ -485,6 +497,7 @@ class MainWindow(QMainWindow):
             self.composer.edit.clear()
             self.composer.clear_attachments()
             self.notice.hide()
+        self.keys.focus_composer()  # also when Send was clicked or pressed
 
     def stop(self) -> None:
         self.controller.stop()
