@@ -32,7 +32,7 @@ from engine.types import ChatRequest, ChatResult, ConstraintSpec, StopReason
 
 DEFAULT_CONTEXT = 8192
 # Tokens kept free beside the instructions, the document and the reply (template markers).
-MARGIN_TOKENS = 96
+MARGIN_TOKENS = 48
 
 
 class ExtractError(CorralError):
