@@ -11,7 +11,9 @@ side against one after another and against mlx-lm's BatchGenerator), `inspector`
 each token's log-probabilities recorded against without), `speculative` (speculative decoding
 against plain decoding on grounded and open-ended tasks), `reasoning` (a model that thinks
 first: constrained answers after thinking valid, budgets kept, their speed against free
-ones), `overhead` (a step's time beyond its forward pass, Corral's loop beside mlx-lm's).
+ones), `overhead` (a step's time beyond its forward pass, Corral's loop beside mlx-lm's),
+`extract` (a folder of documents through an extraction job, and the Batch API against the
+same requests online).
 Each returns a flat dict of figures; `--json` prints them merged into one object whose keys
 stay stable (new figures add keys).
 """
@@ -130,6 +132,7 @@ SECTIONS: dict[str, Section] = {
     "overhead": _lazy("benchmarks.overhead", "run_overhead_bench"),
     "reasoning": _lazy("benchmarks.reasoning", "run_reasoning_bench"),
     "agent": _lazy("benchmarks.agent", "run_agent_bench"),
+    "extract": _lazy("benchmarks.extract", "run_extract_bench"),
 }
 
 

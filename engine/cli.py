@@ -1,4 +1,5 @@
-"""Command line: `python -m engine chat | serve | import-gguf | models | download | bench`.
+"""Command line: `python -m engine chat | serve | import-gguf | models | download | extract |
+bench`.
 
 `bench` hands its arguments to the top-level `benchmarks` package, which a checkout has and
 the packaged app does not.
@@ -416,6 +417,10 @@ def build_parser() -> argparse.ArgumentParser:
     from engine.library.cli import add_commands as add_library_commands
 
     add_library_commands(sub)
+
+    from engine.extract.cli import add_command as add_extract_command
+
+    add_extract_command(sub)
 
     # Its options belong to benchmarks/bench.py (`python -m engine bench --help` lists them).
     bench = sub.add_parser(

@@ -261,4 +261,12 @@ STABLE_KEYS: dict[str, set[str]] = {
         "kv8_greedy_agreement",
         "kv_prompts",
     },
+    # added with issue 41: extraction jobs and the Batch API
+    "extract": {
+        "extract_docs_per_min",
+        "extract_batch_speedup",
+        "extract_valid_rate",
+        "extract_resume_overhead_s",
+        "batch_api_tps_ratio",
+    },
 }

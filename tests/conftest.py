@@ -15,6 +15,15 @@ if "CORRAL_PROMPT_CACHE_DIR" not in os.environ:
     import tempfile
 
     os.environ["CORRAL_PROMPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="corral-prompt-cache-")
+# Extraction jobs and Batch API batches likewise: never the user's data folder.
+for _name, _prefix in (
+    ("CORRAL_EXTRACT_DIR", "corral-extract-"),
+    ("CORRAL_BATCH_DIR", "corral-batches-"),
+):
+    if _name not in os.environ:
+        import tempfile
+
+        os.environ[_name] = tempfile.mkdtemp(prefix=_prefix)
 
 import pytest  # noqa: E402
 

@@ -23,6 +23,7 @@ from starlette.routing import Route
 from engine.api import EngineAPI
 from engine.server.activity import ServerActivity
 from engine.server.anthropic import MessagesAPI
+from engine.server.batches import BatchAPI
 from engine.server.config import ServerConfig
 from engine.server.core import Core, unknown_model
 from engine.server.errors import EXCEPTION_HANDLERS, APIError
@@ -131,6 +132,7 @@ def create_app(engine: EngineAPI, config: ServerConfig, activity: ServerActivity
     service = Service(core)
     messages = MessagesAPI(core)
     responses = ResponsesAPI(core)
+    batches = BatchAPI(core)
     routes = [
         Route("/health", service.health, methods=["GET"]),
         Route("/", service.health, methods=["GET"]),  # agents' connectivity check (HEAD /)
@@ -140,6 +142,7 @@ def create_app(engine: EngineAPI, config: ServerConfig, activity: ServerActivity
         Route("/v1/completions", service.completions, methods=["POST"]),
         *messages.routes(),
         *responses.routes(),
+        *batches.routes(),
     ]
     middleware = []
     if config.cors_origins:  # outermost: preflight requests carry no key
@@ -158,8 +161,10 @@ def create_app(engine: EngineAPI, config: ServerConfig, activity: ServerActivity
             )
         )
     middleware.append(Middleware(Guard, config=config, activity=activity))
-    return Starlette(
+    app = Starlette(
         routes=routes,
         middleware=middleware,
         exception_handlers=EXCEPTION_HANDLERS,
     )
+    app.state.batches = batches  # HTTPServer.stop stops its worker
+    return app

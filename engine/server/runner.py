@@ -126,6 +126,7 @@ class HTTPServer:
                 asyncio.run(self._serve(sock, on_ready))
         finally:
             sock.close()
+            self.app.state.batches.close()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop serving: open streams are cancelled, the engine keeps running."""
@@ -134,3 +135,4 @@ class HTTPServer:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        self.app.state.batches.close()  # running batches go on under the next server

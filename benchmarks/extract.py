@@ -1,0 +1,133 @@
+"""The `extract` bench section: a folder of generated documents through an extraction job,
+and the same chat completions through the Batch API and online.
+
+- `extract_docs_per_min`: documents over minutes for a job of `DOCS` mixed documents
+  (PDF, DOCX, HTML, Markdown, text) decoded `ROWS` at a time, reading included.
+- `extract_batch_speedup`: the wall time of the same job run one document at a time over
+  its time run `ROWS` at a time (the prompt cache emptied before each run; goal >= 2.5).
+- `extract_valid_rate`: rows valid against the schema over all rows (goal 1.0).
+- `extract_resume_overhead_s`: the time `--resume` spends on a job with nothing left to do
+  (every file digested again, the store read, no row submitted).
+- `batch_api_tps_ratio`: generated tokens per second of `DOCS` constrained chat completions
+  sent as one batch through `/v1/batches` (upload to results) over the same requests sent
+  online at once, through the same server (goal >= 0.95).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.documents import INVOICE_SCHEMA, mixed_folder
+from engine.engine import Engine
+from engine.extract.document import file_digest
+from engine.extract.runner import ExtractRunner
+from engine.extract.store import JobSettings, JobStore
+
+DOCS = 8
+ROWS = 4
+
+
+def _job(engine: Engine, store: JobStore, paths: list[Path], rows: int, tokens: int) -> Any:
+    engine.run(lambda _: engine.prompt_cache.clear()).result()
+    job = store.create_job(INVOICE_SCHEMA, settings=JobSettings(max_tokens=tokens))
+    store.add_documents(job.id, [(str(p), file_digest(p)) for p in paths])
+    started = time.perf_counter()
+    progress = ExtractRunner(engine, store, job.id, limit=lambda: rows).run()
+    return job.id, time.perf_counter() - started, progress
+
+
+def _batch_api_ratio(engine: Engine, tokens: int) -> float | None:
+    import openai
+
+    from engine.server import HTTPServer, ServerConfig
+
+    info = engine.snapshot.model
+    assert info is not None
+    bodies = [
+        {
+            "model": info.name,
+            "messages": [{"role": "user", "content": f"Invoice {i}: who sent it, what total?"}],
+            "max_tokens": tokens,
+            "temperature": 0,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "invoice", "schema": INVOICE_SCHEMA},
+            },
+        }
+        for i in range(DOCS)
+    ]
+    server = HTTPServer(engine, ServerConfig(port=0))
+    server.start()
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="bench", max_retries=0)
+    try:
+        tokens_online: list[int] = []
+
+        def send(body: dict[str, Any]) -> None:
+            reply = client.chat.completions.create(**body)
+            assert reply.usage is not None
+            tokens_online.append(reply.usage.completion_tokens)
+
+        engine.run(lambda _: engine.prompt_cache.clear()).result()
+        started = time.perf_counter()
+        threads = [threading.Thread(target=send, args=(b,)) for b in bodies]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        online_tps = sum(tokens_online) / (time.perf_counter() - started)
+
+        engine.run(lambda _: engine.prompt_cache.clear()).result()
+        lines = "".join(
+            json.dumps({"custom_id": str(i), "method": "POST", "url": "/v1/chat/completions",
+                        "body": b}) + "\n"
+            for i, b in enumerate(bodies)
+        )  # fmt: skip
+        started = time.perf_counter()
+        upload = client.files.create(file=("in.jsonl", io.BytesIO(lines.encode())), purpose="batch")
+        batch = client.batches.create(
+            input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        while batch.status not in ("completed", "failed", "cancelled"):
+            time.sleep(0.02)
+            batch = client.batches.retrieve(batch.id)
+        if batch.output_file_id is None:
+            return None
+        out = client.files.content(batch.output_file_id).text.splitlines()
+        batch_tokens = sum(
+            json.loads(x)["response"]["body"]["usage"]["completion_tokens"] for x in out
+        )
+        batch_tps = batch_tokens / (time.perf_counter() - started)
+    finally:
+        client.close()
+        server.stop()
+    return round(batch_tps / online_tps, 3) if online_tps else None
+
+
+def run_extract_bench(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
+    """The figures above, with `args.tokens` reply tokens per row at most."""
+    with tempfile.TemporaryDirectory(prefix="corral-extract-bench-") as tmp:
+        folder = Path(tmp)
+        paths = mixed_folder(folder / "docs", DOCS)
+        store = JobStore(folder / "jobs.sqlite3")
+        _job(engine, store, paths[:2], ROWS, 8)  # warm-up: kernels, the schema compiled
+        _, one_s, _ = _job(engine, store, paths, 1, args.tokens)
+        job, batched_s, progress = _job(engine, store, paths, ROWS, args.tokens)
+        started = time.perf_counter()
+        store.add_documents(job, [(str(p), file_digest(p)) for p in paths])
+        ExtractRunner(engine, store, job).run()
+        resume_s = time.perf_counter() - started
+        store.close()
+    return {
+        "extract_docs_per_min": round(DOCS * 60 / batched_s, 2),
+        "extract_batch_speedup": round(one_s / batched_s, 3),
+        "extract_valid_rate": round(progress.counts["valid"] / max(1, progress.total), 3),
+        "extract_resume_overhead_s": round(resume_s, 3),
+        "batch_api_tps_ratio": _batch_api_ratio(engine, args.tokens),
+    }

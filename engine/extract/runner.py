@@ -1,0 +1,254 @@
+"""Running a job: its pending rows read, windowed, decoded side by side under the schema,
+checked, and written as each finishes.
+
+The runner reads documents on its own thread while the engine decodes the rows already
+submitted (the `Feeder` keeps a batch's worth in flight). Each reply is checked against the
+schema as written with `jsonschema` (formats too): a row is `valid`, or `incomplete` with
+the reason (the reply was cut, or did not validate), `unreadable` (the document), or
+`failed` (the engine refused it). A paused or cancelled job keeps every written row, and
+running it again does only the rows still pending.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from engine.api import EngineAPI
+from engine.errors import CorralError
+from engine.extract.document import Document, UnreadableDocument, read_document
+from engine.extract.feeder import Feeder
+from engine.extract.prompt import row_request, system_prompt
+from engine.extract.store import Job, JobStore, Row
+from engine.extract.windows import TokenCount, Window, page_windows
+from engine.types import ChatRequest, ChatResult, ConstraintSpec, StopReason
+
+DEFAULT_CONTEXT = 8192
+# Tokens kept free beside the instructions, the document and the reply (template markers).
+MARGIN_TOKENS = 48
+
+
+class ExtractError(CorralError):
+    """A job cannot run at all (no model, a schema the engine refuses, no room in the
+    context); the message says why."""
+
+
+@dataclass
+class Progress:
+    """A job's rows by status, and the rate of this run."""
+
+    counts: dict[str, int]
+    started: float = field(default_factory=time.monotonic)
+    finished_this_run: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def done(self) -> int:
+        return self.total - self.counts.get("pending", 0)
+
+    @property
+    def per_minute(self) -> float:
+        elapsed = time.monotonic() - self.started
+        return self.finished_this_run * 60 / elapsed if elapsed > 0 else 0.0
+
+    @property
+    def seconds_left(self) -> float | None:
+        rate = self.per_minute
+        return self.counts.get("pending", 0) * 60 / rate if rate > 0 else None
+
+
+def schema_constraint(engine: EngineAPI, job: Job) -> ConstraintSpec:
+    """The job's schema checked and compiled for the loaded model; ExtractError if refused."""
+    spec = ConstraintSpec("json_schema", json.dumps(job.schema), name=job.name)
+    report = engine.check_constraint(spec)
+    if not report.ok:
+        raise ExtractError(f"the schema cannot be used:\n{report.summary()}")
+    return report.spec
+
+
+def token_counter(engine: EngineAPI) -> TokenCount:
+    """Counts tokens with the loaded model's tokenizer (safe off the engine thread), or
+    estimates them where the model lives elsewhere."""
+    try:
+        tokenizer = engine.run(lambda loaded: loaded.tokenizer).result()
+        encode = tokenizer.encode
+    except (CorralError, AttributeError, NotImplementedError):
+        return lambda text: len(text) // 3 + 1
+    return lambda text: len(encode(text))
+
+
+class ExtractRunner:
+    """Runs one job on `engine` (blocking `run`); `pause` and `cancel` from any thread."""
+
+    def __init__(
+        self,
+        engine: EngineAPI,
+        store: JobStore,
+        job_id: str,
+        *,
+        on_row: Callable[[Row, Progress], None] | None = None,
+        limit: Callable[[], int] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.store = store
+        self.job_id = job_id
+        self.on_row = on_row
+        self.feeder: Feeder[int] = Feeder(engine, limit=limit)
+        self.progress = Progress(store.counts(job_id))
+        self._stopped: str | None = None
+        self._lock = threading.Lock()
+        self._notes: dict[int, str | None] = {}  # what reading left out, per row
+
+    def pause(self) -> None:
+        """Stop submitting rows; those decoding finish and are written."""
+        self._stopped = self._stopped or "paused"
+        self.feeder.stop.set()
+
+    def cancel(self) -> None:
+        """Stop now: rows decoding are cancelled and stay pending."""
+        self._stopped = "cancelled"
+        self.feeder.stop.set()
+        self.feeder.cancel.set()
+
+    def run(self) -> Progress:
+        """Run the job's pending rows; returns the job's progress when they are done, or
+        when paused or cancelled. ExtractError if the job cannot run."""
+        job = self.store.job(self.job_id)
+        if job is None:
+            raise ExtractError(f"no extraction job {self.job_id!r}")
+        model = self.engine.snapshot.model
+        if model is None:
+            raise ExtractError("no model is loaded")
+        constraint = schema_constraint(self.engine, job)
+        count = token_counter(self.engine)
+        system = system_prompt(job.schema, job.instruction)
+        context = model.context_length or DEFAULT_CONTEXT
+        budget = context - count(system) - job.settings.max_tokens - MARGIN_TOKENS
+        if budget < 64:
+            raise ExtractError(
+                f"the schema and instruction ({count(system):,} tokens) and replies of "
+                f"{job.settings.max_tokens:,} tokens leave no room for a document in the "
+                f"model's context of {context:,} tokens"
+            )
+        validator = jsonschema.Draft202012Validator(
+            job.schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+        )
+        self.store.set_state(job.id, "running")
+
+        def requests() -> Iterator[tuple[int, ChatRequest]]:
+            for row in self.store.rows(job.id, "pending"):
+                if self.feeder.stop.is_set():
+                    return
+                for row_id, document, window in self._windows(
+                    job, row, model.vision, budget, count
+                ):
+                    yield (
+                        row_id,
+                        row_request(
+                            constraint,
+                            system,
+                            Path(row.path).name,
+                            window,
+                            paged=document.kind == "pdf",
+                            page_count=document.page_count,
+                            max_tokens=job.settings.max_tokens,
+                        ),
+                    )
+
+        def on_result(row_id: int, result: ChatResult) -> None:
+            self._write(row_id, result, validator)
+
+        self.feeder.run(requests(), on_result)
+        counts = self.store.counts(job.id)
+        state = self._stopped or ("done" if counts["pending"] == 0 else "ready")
+        self.store.set_state(job.id, state)
+        self.progress.counts = counts
+        return self.progress
+
+    def _windows(
+        self, job: Job, row: Row, vision: bool, budget: int, count: TokenCount
+    ) -> Iterator[tuple[int, Document, Window]]:
+        """The row's document read and cut into windows; a whole document that needs more
+        than one window becomes one row per window. An unreadable one is written as such."""
+        pages = (
+            (row.first_page, row.last_page) if row.first_page is not None else job.settings.pages
+        )
+        try:
+            document = read_document(row.path, vision=vision, pages=pages)  # type: ignore[arg-type]
+        except UnreadableDocument as exc:
+            self._finish(row.id, "unreadable", error=str(exc))
+            return
+        windows = page_windows(document.pages, budget, count)
+        if row.first_page is None and len(windows) > 1:
+            ids = self.store.split(row.id, [(w.first, w.last) for w in windows])
+        else:
+            ids = [row.id]
+            windows = (
+                [Window(tuple(p for w in windows for p in w.pages))]
+                if len(windows) > 1
+                else windows
+            )
+        self._notes[ids[0]] = "; ".join(document.notes) or None
+        for row_id, window in zip(ids, windows, strict=True):
+            yield row_id, document, window
+
+    def _write(self, row_id: int, result: ChatResult, validator: jsonschema.Validator) -> None:
+        if result.stop_reason == StopReason.CANCELLED:
+            return  # stays pending: a later run does it
+        tokens = result.stats.generated_tokens
+        note = self._notes.pop(row_id, None)
+        if result.error:
+            self._finish(row_id, "failed", error=result.error_line, tokens=tokens)
+            return
+        try:
+            data: Any = json.loads(result.text)
+        except json.JSONDecodeError as exc:
+            why = "the reply was cut short" if result.incomplete else f"not JSON ({exc.msg})"
+            self._finish(row_id, "incomplete", error=why, tokens=tokens)
+            return
+        problem = next(iter(validator.iter_errors(data)), None)
+        if problem is not None:
+            where = "/".join(str(p) for p in problem.absolute_path) or "the reply"
+            self._finish(
+                row_id,
+                "incomplete",
+                result=data,
+                error=f"{where}: {problem.message}",
+                tokens=tokens,
+            )
+        elif result.incomplete:
+            self._finish(
+                row_id, "incomplete", result=data, error="the reply was cut short", tokens=tokens
+            )
+        else:
+            if result.closed_to_fit:  # valid, but ended early: a value may be shorter
+                note = "; ".join(filter(None, [note, "closed to fit the reply's token limit"]))
+            self._finish(row_id, "valid", result=data, error=note or None, tokens=tokens)
+
+    def _finish(
+        self,
+        row_id: int,
+        status: str,
+        *,
+        result: Any = None,
+        error: str | None = None,
+        tokens: int = 0,
+    ) -> None:
+        if not self.store.finish(row_id, status, result=result, error=error, tokens=tokens):
+            return
+        with self._lock:
+            self.progress.counts = self.store.counts(self.job_id)
+            self.progress.finished_this_run += 1
+        row = self.store.row(row_id)
+        if row is not None and self.on_row is not None:
+            self.on_row(row, self.progress)
