@@ -37,11 +37,12 @@ def test_reasoning_section_reports_every_figure(thinking_engine):
     # the engine holds budgets exactly and answers validly after thinking
     assert figures["reasoning_constrained_valid_rate"] == 1.0
     assert figures["thinking_budget_overrun_tokens"] == 0
-    # one round: the ratio is exactly the two answer speeds' quotient, and within a band
+    # one round: the ratio is exactly the two answer speeds' quotient (its size depends on
+    # the machine and its load: no band), with nothing to spread over
     ratio = figures["reasoning_constrained_tps_ratio"]
     quotient = figures["reasoning_constrained_answer_tps"] / figures["reasoning_free_answer_tps"]
     assert abs(ratio - quotient) < 0.01 * quotient + 0.002
-    assert 0.2 < ratio < 5, ratio
+    assert figures["reasoning_constrained_tps_ratio_spread"] == 0
 
 
 def test_the_validity_sweep_recomputed_from_its_replies(thinking_engine):
