@@ -171,9 +171,12 @@ def speed_rounds(engine: Engine, tokens: int, rounds: int) -> tuple[list[float],
     return constrained, free
 
 
-def reasoning_figures(engine: Engine, tokens: int, rounds: int) -> dict[str, Any]:
-    """The section's figures on `engine` (loaded with a model that thinks)."""
-    runs = validity_runs(engine)
+def reasoning_figures(
+    engine: Engine, tokens: int, rounds: int, runs: list[ValidityRun] | None = None
+) -> dict[str, Any]:
+    """The section's figures on `engine` (loaded with a model that thinks); `runs`: the
+    validity sweep's replies if already made on it (else made now)."""
+    runs = validity_runs(engine) if runs is None else runs
     valid = [
         r for r in runs if r.error is None and r.thought and is_valid(r.text, SCHEMAS[r.schema])
     ]
