@@ -16,6 +16,15 @@ left it) running turn 9 again and turn 10.
   8-bit KV over full precision, on a fixed prompt set.
 - `agent_ttft_vs_mlx_lm`: median time to first token of turns 2-8 over mlx-lm's own
   prompt cache (`LRUPromptCache`, as `mlx_lm.server` uses it) replaying the same prompts.
+- `agent_reuse_overhead_ms`: what a turn costs beyond prefilling its new tokens (those the
+  cache did not hold) at the uncached prefill's speed: median over turns 2-8 of TTFT less
+  new tokens over that speed, in ms; `mlx_lm_agent_reuse_overhead_ms` the same for mlx-lm's
+  `LRUPromptCache` replay. On a CPU a turn's time is mostly that prefill, which no cache
+  removes; this is the part a cache can make small (finding the prefix, restoring it, the
+  first step). It includes the first token's decode step, for both alike.
+- Spreads (`_spread`): over turns 2-8 for the TTFT ratios and overheads (one session each:
+  a session is minutes of prefill on a CPU), over prompts for `kv8_tps_ratio` (full and
+  8-bit alternating which goes first).
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
+from benchmarks.rounds import round_ratios, spread
 from engine.engine import Engine
 from engine.types import ChatRequest, SamplingSettings
 
@@ -122,6 +132,7 @@ def _run(engine: Engine, spec: str, folder: Path) -> dict[str, Any]:
     prompts: list[list[dict[str, str]]] = []
     ttft: list[float] = []
     lengths: list[int] = []
+    new_tokens: list[int] = []  # what each turn prefilled (the cache held the rest)
     warm = Engine(speculative=False, disk_cache_dir=folder)
     try:
         warm.load_model(spec).result()
@@ -134,6 +145,7 @@ def _run(engine: Engine, spec: str, folder: Path) -> dict[str, Any]:
             prompts.append(messages)
             ttft.append(result.stats.ttft_s)
             lengths.append(result.stats.prompt_tokens)
+            new_tokens.append(result.stats.prompt_tokens - result.stats.cached_tokens)
             history = [*messages, {"role": "assistant", "content": result.text}]
     finally:
         warm.close()  # writes what memory holds to the cache folder
@@ -152,6 +164,7 @@ def _run(engine: Engine, spec: str, folder: Path) -> dict[str, Any]:
         for t in range(2, TURNS + 1)
     ]
     out["agent_turn_ttft_over_uncached"] = round(statistics.median(ratios), 4)
+    out["agent_turn_ttft_over_uncached_spread"] = spread(ratios, 4)
     out["agent_turn_ttft_s"] = round(statistics.median(ttft[1:TURNS]), 4)
     out["agent_uncached_ttft_s"] = round(uncached[TURNS], 3)
 
@@ -183,21 +196,40 @@ def _run(engine: Engine, spec: str, folder: Path) -> dict[str, Any]:
     finally:
         restarted.close()
 
+    prefill_tps = lengths[TURNS - 1] / uncached[TURNS]
+    theirs = _mlx_lm_session(engine, prompts[:TURNS])
+    their_ttft = [t for t, _ in theirs[1:]]
     out["agent_ttft_vs_mlx_lm"] = round(
-        statistics.median(ttft[1:TURNS]) / _mlx_lm_session(engine, prompts[:TURNS]), 3
+        statistics.median(ttft[1:TURNS]) / statistics.median(their_ttft), 3
     )
+    out["agent_ttft_vs_mlx_lm_spread"] = spread(
+        round_ratios(zip(ttft[1:TURNS], their_ttft, strict=True))
+    )
+    ours_over = reuse_overheads_ms(ttft[1:TURNS], new_tokens[1:TURNS], prefill_tps)
+    their_over = reuse_overheads_ms(their_ttft, [n for _, n in theirs[1:]], prefill_tps)
+    out["agent_reuse_overhead_ms"] = round(statistics.median(ours_over), 2)
+    out["agent_reuse_overhead_spread_ms"] = spread(ours_over, 2)
+    out["mlx_lm_agent_reuse_overhead_ms"] = round(statistics.median(their_over), 2)
+    out["mlx_lm_agent_reuse_overhead_spread_ms"] = spread(their_over, 2)
+    out["agent_new_tokens_per_turn"] = statistics.median(new_tokens[1:TURNS])
+    out["agent_prefill_tps"] = round(prefill_tps, 2)
     out.update(_kv_figures(engine, spec))
     return out
 
 
-def _mlx_lm_session(engine: Engine, prompts: list[list[dict[str, str]]]) -> float:
-    """Median time to first token of turns 2.. through mlx-lm's LRUPromptCache."""
+def reuse_overheads_ms(ttft_s: list[float], new: list[int], prefill_tps: float) -> list[float]:
+    """Each turn's time to first token less its new tokens' prefill at `prefill_tps`, ms."""
+    return [(t - n / prefill_tps) * 1e3 for t, n in zip(ttft_s, new, strict=True)]
+
+
+def _mlx_lm_session(engine: Engine, prompts: list[list[dict[str, str]]]) -> list[tuple[float, int]]:
+    """(time to first token, tokens prefilled) of each turn through mlx-lm's LRUPromptCache."""
     from mlx_lm import stream_generate
     from mlx_lm.models.cache import LRUPromptCache, make_prompt_cache
 
     from engine.prompt.chat import encode_chat
 
-    def session(lm: Any) -> list[float]:
+    def session(lm: Any) -> list[tuple[float, int]]:
         lru = LRUPromptCache(max_size=10)
         times = []
         for messages in prompts:
@@ -210,12 +242,11 @@ def _mlx_lm_session(engine: Engine, prompts: list[list[dict[str, str]]]) -> floa
                 lm.model, lm.tokenizer, rest, max_tokens=1, prompt_cache=cache
             ):
                 break
-            times.append(time.perf_counter() - t0)
+            times.append((time.perf_counter() - t0, len(rest)))
             lru.insert_cache("model", tokens, cache)
         return times
 
-    times = engine.run(session).result()
-    return statistics.median(times[1:])
+    return cast(list[tuple[float, int]], engine.run(session).result())
 
 
 def _kv_figures(engine: Engine, spec: str) -> dict[str, Any]:
@@ -248,15 +279,19 @@ def _kv_figures(engine: Engine, spec: str) -> dict[str, Any]:
     try:
         kv8.load_model(spec).result()
         full_tps, q_tps, same = [], [], 0
-        for text in AGREEMENT_PROMPTS:
+        for i, text in enumerate(AGREEMENT_PROMPTS):
             request = _request([{"role": "user", "content": text}], max_tokens=24)
-            a, b = engine.chat(request), kv8.chat(request)
+            if i % 2 == 0:  # which goes first alternates from prompt to prompt
+                a, b = engine.chat(request), kv8.chat(request)
+            else:
+                b, a = kv8.chat(request), engine.chat(request)
             full_tps.append(a.stats.decode_tps)
             q_tps.append(b.stats.decode_tps)
             same += a.text == b.text
     finally:
         kv8.close()
     out["kv8_tps_ratio"] = round(statistics.median(q_tps) / statistics.median(full_tps), 3)
+    out["kv8_tps_ratio_spread"] = spread(round_ratios(zip(q_tps, full_tps, strict=True)))
     out["kv8_greedy_agreement"] = round(same / len(AGREEMENT_PROMPTS), 3)
     out["kv_prompts"] = len(AGREEMENT_PROMPTS)
     return out

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.constraints import RECORD_PROMPT, RECORD_SCHEMA
+from benchmarks.rounds import paired_figures
 from engine.constraints.sources import json_schema_constraint
 from engine.engine import Engine
 from engine.prompt.chat import encode_chat
@@ -187,10 +188,6 @@ def round_plan(repeats: int, names: list[str]) -> list[list[tuple[str, str]]]:
     return plan
 
 
-def _median_ratio(pairs: list[tuple[float, float]]) -> float:
-    return round(statistics.median(a / b for a, b in pairs if b), 3)
-
-
 def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
     """The batch figures for the model loaded in `engine`."""
     tokens = getattr(args, "tokens", 64)
@@ -242,10 +239,10 @@ def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
     speed4, speed8, ratio = pairs["speed4"], pairs["speed8"], pairs["ratio"]
     vs_mlx, forced = pairs["vs_mlx"], pairs["forced"]
     return {
-        "batch_speedup_4": _median_ratio(speed4),
-        "batch_speedup_8": _median_ratio(speed8),
-        "batch_constrained_ratio": _median_ratio(ratio),
-        "batch_vs_mlx_lm": _median_ratio(vs_mlx),
+        **paired_figures("batch_speedup_4", speed4),
+        **paired_figures("batch_speedup_8", speed8),
+        **paired_figures("batch_constrained_ratio", ratio),
+        **paired_figures("batch_vs_mlx_lm", vs_mlx),
         "batch_tps_4": round(statistics.median(a for a, _ in speed4), 2),
         "batch_sequential_tps_4": round(statistics.median(b for _, b in speed4), 2),
         "batch_tps_8": round(statistics.median(a for a, _ in speed8), 2),
@@ -253,7 +250,7 @@ def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
         "batch_constrained_tps_4": round(statistics.median(a for a, _ in ratio), 2),
         "batch_free_tps_4": round(statistics.median(b for _, b in ratio), 2),
         "batch_mlx_lm_tps_4": round(statistics.median(b for _, b in vs_mlx), 2),
-        "batch_forced_token_speedup": _median_ratio(forced),
+        **paired_figures("batch_forced_token_speedup", forced),
         "batch_forced_steps": steps[True],
         "batch_unforced_steps": steps[False],
         "batch_tokens_per_reply": tokens,

@@ -16,6 +16,13 @@ ones), `overhead` (a step's time beyond its forward pass, Corral's loop beside m
 same requests online).
 Each returns a flat dict of figures; `--json` prints them merged into one object whose keys
 stay stable (new figures add keys).
+
+Every run also records the machine's state (`benchmarks/machine.py`): the load average
+before and after, the CPU count, and the share of the CPUs other processes took while each
+section ran (`load_*` keys). A section measured while that share was above
+`--max-load-share` is named in `load_warning` and on stderr; `--wait-quiet [SECONDS]`
+waits (at most that long) for a quiet machine before each section. Ratios come with their
+spread over alternating rounds (`<ratio>_spread`, `benchmarks/rounds.py`).
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
+from benchmarks.machine import DEFAULT_MAX_OTHERS_SHARE, LoadRecord
+from benchmarks.rounds import alternate, spread
 from engine.engine import Engine
 from engine.types import ChatRequest, SamplingSettings
 
@@ -71,21 +80,37 @@ def bench_decode(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
     """Decode tokens/s of the engine and of mlx-lm, alternating runs, medians compared."""
     ours, theirs, counts = [], [], []
     _engine_decode_tps(engine, 8)  # warm-up: compile kernels, fill allocator caches
-    for _ in range(args.repeats):
-        tps, n = _engine_decode_tps(engine, args.tokens)
-        ours.append(tps)
-        counts.append(n)
-        tps, n = engine.run(lambda lm: _mlx_lm_decode_tps(lm, args.tokens)).result()
-        theirs.append(tps)
-        counts.append(n)
+    for r in range(args.repeats):
+        for engine_side in alternate(r):  # the engine first in even rounds, mlx-lm in odd
+            if engine_side:
+                tps, n = _engine_decode_tps(engine, args.tokens)
+                ours.append(tps)
+            else:
+                tps, n = engine.run(lambda lm: _mlx_lm_decode_tps(lm, args.tokens)).result()
+                theirs.append(tps)
+            counts.append(n)
     decode, reference = statistics.median(ours), statistics.median(theirs)
+    rounds = [a / b for a, b in zip(ours, theirs, strict=True) if b]
     return {
         "decode_tps": round(decode, 2),
         "mlx_lm_decode_tps": round(reference, 2),
         "decode_ratio_vs_mlx_lm": round(decode / reference, 3) if reference else None,
+        # the median of the rounds' own ratios may differ a little from the medians' ratio
+        "decode_ratio_vs_mlx_lm_spread": spread(rounds),
         "decode_tokens": min(counts),
         "decode_runs": args.repeats,
     }
+
+
+def _wait_quiet(load: LoadRecord, limit_s: float | None) -> None:
+    if limit_s is None:
+        return
+    if not load.wait_quiet(limit_s):
+        print(
+            f"warning: the machine did not go quiet within {limit_s:.0f} s; measuring anyway",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _lazy(module: str, function: str) -> Section:
@@ -151,6 +176,24 @@ def build_parser(prog: str = "python -m benchmarks") -> argparse.ArgumentParser:
         help="run only this section (repeatable)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--max-load-share",
+        type=float,
+        default=DEFAULT_MAX_OTHERS_SHARE,
+        metavar="SHARE",
+        help="flag a section (load_warning) when other processes took more than this share "
+        f"of the CPUs while it ran (default {DEFAULT_MAX_OTHERS_SHARE})",
+    )
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        nargs="?",
+        const=300.0,
+        default=None,
+        metavar="SECONDS",
+        help="before each section, wait (at most SECONDS, default 300) until other "
+        "processes take no more than --max-load-share of the CPUs",
+    )
     return parser
 
 
@@ -166,19 +209,35 @@ def run_bench(args: argparse.Namespace) -> int:
     # itself); the `speculative` section turns it on for its own runs.
     engine = Engine(speculative=False)
     figures: dict[str, Any] = {}
+    load = LoadRecord(getattr(args, "max_load_share", DEFAULT_MAX_OTHERS_SHARE))
     try:
         info = engine.load_model(args.model).result()
         figures["model"] = info.name
         for name in chosen:
             if not args.json:
                 print(f"== {name}", file=sys.stderr, flush=True)
+            _wait_quiet(load, getattr(args, "wait_quiet", None))
+            load.begin(name)
             section = SECTIONS[name](engine, args)
+            taken = load.end(name)
+            if load.loaded(taken):
+                print(
+                    f"warning: {name} was measured while other processes took "
+                    f"{taken.share:.0%} of the {load.cpus} CPUs (over {load.max_share:.0%}): "
+                    "its figures are not comparable; run it again alone",
+                    file=sys.stderr,
+                    flush=True,
+                )
             figures.update(section)
             if not args.json:
                 for key, value in section.items():
                     print(f"{key:40s} {value}")
     finally:
         engine.close()
+    figures.update(load.figures())
+    if not args.json:
+        for key, value in load.figures().items():
+            print(f"{key:40s} {value}")
     if args.json:
         print(json.dumps(figures, indent=2))
     return 0

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.limits import measure_depth_check
+from benchmarks.rounds import ratio_figures, round_ratios
 from engine.constraints.row import RowConstraint
 from engine.constraints.sources import constraint_from_file, json_schema_constraint
 from engine.constraints.tokenizer import ll_tokenizer
@@ -148,7 +149,7 @@ def measure_constraints(
     out["forced_free_tps"] = _median_tps(forced["free"])
     out["forced_tps"] = _median_tps(forced["overlapped"])
     out["forced_unfed_tps"] = _median_tps(forced["unfed"])
-    out["forced_token_speedup"] = _paired_ratio(forced["overlapped"], forced["unfed"])
+    out.update(_paired("forced_token_speedup", forced["overlapped"], forced["unfed"]))
     fstats = _typical_stats(forced["overlapped"])
     out["forced_tokens"] = f"{fstats.forced_tokens} of {forced['overlapped'][0].tokens}"
     out["forced_forward_passes"] = fstats.forward_passes
@@ -309,10 +310,11 @@ def _median_tps(runs: list[_Run]) -> float:
     return round(statistics.median(run.tps for run in runs), 2)
 
 
-def _paired_ratio(runs: list[_Run], base: list[_Run]) -> float | None:
-    """Median over rounds of tps / base tps: runs side by side see the same machine load."""
-    ratios = [a.tps / b.tps for a, b in zip(runs, base, strict=True) if b.tps]
-    return round(statistics.median(ratios), 3) if ratios else None
+def _paired(key: str, runs: list[_Run], base: list[_Run]) -> dict[str, float | None]:
+    """`key`: the median over rounds of tps / base tps (runs side by side see the same
+    machine load); `key_spread`: those ratios' spread."""
+    pairs = zip((a.tps for a in runs), (b.tps for b in base), strict=True)
+    return ratio_figures(key, round_ratios(pairs))
 
 
 def _typical_stats(runs: list[_Run]) -> GenerationStats:
@@ -329,8 +331,8 @@ def _ratios(prefix: str, runs: dict[str, list[_Run]]) -> dict[str, Any]:
         f"{prefix}free_tps": _median_tps(free),
         f"{prefix}constrained_tps": _median_tps(over),
         f"{prefix}constrained_serial_tps": _median_tps(serial),
-        f"{prefix}constrained_ratio": _paired_ratio(over, free),
-        f"{prefix}constrained_ratio_serial": _paired_ratio(serial, free),
+        **_paired(f"{prefix}constrained_ratio", over, free),
+        **_paired(f"{prefix}constrained_ratio_serial", serial, free),
         f"{prefix}constrained_tokens": over[0].tokens,
         f"{prefix}grammar_compile_ms": round(stats.grammar_compile_ms, 2),
         f"{prefix}mask_mean_ms": round(stats.mask_mean_ms, 3),
@@ -349,7 +351,7 @@ def _unforced_ratios(prefix: str, runs: dict[str, list[_Run]]) -> dict[str, Any]
     return {
         f"{prefix}unforced_free_tps": _median_tps(free),
         f"{prefix}unforced_constrained_tps": _median_tps(over),
-        f"{prefix}constrained_ratio_unforced": _paired_ratio(over, free),
+        **_paired(f"{prefix}constrained_ratio_unforced", over, free),
         f"{prefix}unforced_constrained_tokens": over[0].tokens,
         f"{prefix}unforced_forced_tokens": after_start,
         f"{prefix}unforced_mask_overhead_ms": round(stats.mask_overhead_ms, 2),

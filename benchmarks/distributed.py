@@ -18,6 +18,7 @@ import argparse
 import statistics
 from typing import Any
 
+from benchmarks.rounds import round_ratios, spread
 from engine.api import EngineAPI
 from engine.engine import Engine
 from engine.types import ChatRequest, SamplingSettings
@@ -64,6 +65,7 @@ def run_distributed_bench(engine: Engine, args: argparse.Namespace) -> dict[str,
     overhead = 1e3 / many - 1e3 / one if one > 0 and many > 0 else None
     return {
         "dist_tps_ratio": round(many / one, 3) if one else None,
+        "dist_tps_ratio_spread": spread(round_ratios(zip(sharded, single, strict=True))),
         "dist_comm_ms_per_token": round(comm_ms, 3),
         "dist_overhead_ms_per_token": round(overhead, 2) if overhead is not None else None,
         "dist_tps": round(many, 2),

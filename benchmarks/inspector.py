@@ -2,7 +2,7 @@
 
 Decode tokens/s of the same greedy reply with each token's log-probabilities recorded
 (top-20 alternatives, `ChatRequest.logprobs = 20`) and without, runs alternating; ratios
-are medians of each round's ratio (recorded over plain):
+are medians of each round's ratio (recorded over plain), with their spread (`_spread`):
 
 - `inspector_tps_ratio`: a free reply (the `decode` section's story prompt);
 - `inspector_constrained_tps_ratio`: a reply under the `constraints` section's record
@@ -16,6 +16,7 @@ from typing import Any
 
 from benchmarks.bench import BENCH_PROMPT
 from benchmarks.constraints import RECORD_PROMPT, RECORD_SCHEMA
+from benchmarks.rounds import paired_figures
 from engine.constraints.sources import json_schema_constraint
 from engine.engine import Engine
 from engine.types import ChatRequest, ConstraintSpec, SamplingSettings
@@ -56,8 +57,9 @@ def run_inspector_bench(engine: Engine, args: Any) -> dict[str, Any]:
             for record in order:
                 tps = _tps(engine, prompt, args.tokens, record, constraint)
                 (recorded if record else plain).append(tps)
-        ratio = statistics.median(r / p for r, p in zip(recorded, plain, strict=True) if p)
-        figures[f"inspector_{name}tps_ratio"] = round(ratio, 3)
+        figures.update(
+            paired_figures(f"inspector_{name}tps_ratio", zip(recorded, plain, strict=True))
+        )
         figures[f"inspector_{name}plain_tps"] = round(statistics.median(plain), 2)
         figures[f"inspector_{name}recorded_tps"] = round(statistics.median(recorded), 2)
     figures["inspector_top_logprobs"] = TOP

@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks.rounds import paired_figures
 from engine.engine import Engine
 from engine.types import ChatRequest, ChatResult, ConstraintSpec, SamplingSettings
 
@@ -170,20 +171,23 @@ def speed_rounds(engine: Engine, tokens: int, rounds: int) -> tuple[list[float],
     return constrained, free
 
 
-def reasoning_figures(engine: Engine, tokens: int, rounds: int) -> dict[str, Any]:
-    """The section's figures on `engine` (loaded with a model that thinks)."""
-    runs = validity_runs(engine)
+def reasoning_figures(
+    engine: Engine, tokens: int, rounds: int, runs: list[ValidityRun] | None = None
+) -> dict[str, Any]:
+    """The section's figures on `engine` (loaded with a model that thinks); `runs`: the
+    validity sweep's replies if already made on it (else made now)."""
+    runs = validity_runs(engine) if runs is None else runs
     valid = [
         r for r in runs if r.error is None and r.thought and is_valid(r.text, SCHEMAS[r.schema])
     ]
     overruns = [r.thinking_tokens - r.budget for r in runs if r.budget is not None]
     constrained, free = speed_rounds(engine, tokens, rounds)
-    ratio = statistics.median(c / f for c, f in zip(constrained, free, strict=True))
+    ratio = paired_figures("reasoning_constrained_tps_ratio", zip(constrained, free, strict=True))
     return {
         "reasoning_constrained_valid_rate": round(len(valid) / len(runs), 3),
         "reasoning_constrained_runs": len(runs),
         "thinking_budget_overrun_tokens": max(overruns),
-        "reasoning_constrained_tps_ratio": round(ratio, 3),
+        **ratio,
         "reasoning_constrained_answer_tps": round(statistics.median(constrained), 2),
         "reasoning_free_answer_tps": round(statistics.median(free), 2),
         "reasoning_tps_rounds": rounds,

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.rounds import spread
 from engine.engine import Engine
 from engine.types import ChatEvent, ChatRequest, SamplingSettings, TextDelta
 
@@ -192,6 +193,23 @@ def run_server_bench(engine: Engine, args: argparse.Namespace) -> dict[str, Any]
     def overhead(side: str) -> float:
         return round((_lag(runs[side]) - _lag(direct)) * 1e3, 2)
 
+    def spreads(side: str) -> dict[str, float | None]:
+        """Each round's ratio and TTFT lag against that round's direct run, spread."""
+        rounds = list(zip(runs[side], direct, strict=True))
+        ratios = [
+            (s.tps / s.engine_tps) / (d.tps / d.engine_tps)
+            for s, d in rounds
+            if s.engine_tps > 0 and d.engine_tps > 0 and d.tps > 0
+        ]
+        lags = [
+            ((s.ttft_s - s.engine_ttft_s) - (d.ttft_s - d.engine_ttft_s)) * 1e3 for s, d in rounds
+        ]
+        prefix = "server" if side == "http" else side
+        return {
+            f"{prefix}_tps_ratio_spread": spread(ratios),
+            f"{prefix}_ttft_overhead_spread_ms": spread(lags, 2),
+        }
+
     return {
         "server_tps_ratio": ratio("http"),
         "server_ttft_overhead_ms": overhead("http"),
@@ -201,6 +219,9 @@ def run_server_bench(engine: Engine, args: argparse.Namespace) -> dict[str, Any]
         "server_direct_ttft_ms": round(statistics.median(r.ttft_s for r in direct) * 1e3, 2),
         "server_tokens": min(r.tokens for runs_ in runs.values() for r in runs_),
         "server_runs": args.repeats,
+        **spreads("http"),
+        **spreads("messages"),
+        **spreads("responses"),
         "messages_tps_ratio": ratio("messages"),
         "messages_ttft_overhead_ms": overhead("messages"),
         "messages_decode_tps": round(statistics.median(r.tps for r in runs["messages"]), 2),

@@ -15,6 +15,8 @@ its decode time (from each reply's first token to its last).
 - `spec_acceptance_rate_<task>`: draft tokens the model kept over those fed, per task
   (and `_grounded`, `_open` per group); `spec_drafted_<task>` how many were fed.
 - `spec_identical`: every speculative reply equals its plain one (greedy identity).
+- `spec_grounded_speedup_spread`, `spec_open_ratio_spread`: the spread of the rounds' ratios
+  (each task's on-off and off-on pairs), which also holds the tasks' differences.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 import time
 from typing import Any
 
+from benchmarks.rounds import spread
 from engine.constraints.sources import json_schema_constraint
 from engine.engine import Engine
 from engine.types import ChatRequest, ChatResult, ConstraintSpec, SamplingSettings
@@ -120,9 +123,11 @@ def run_speculative_bench(engine: Engine, args: Any) -> dict[str, Any]:
     for group, tasks in (("grounded", GROUNDED), ("open", OPEN)):
         totals = {True: [0, 0.0], False: [0, 0.0]}
         drafted = accepted = 0
+        round_ratios: list[float] = []  # each round's (a task's on-off or off-on pair) ratio
         for i, (name, (text, constraint)) in enumerate(tasks.items()):
             results: dict[bool, ChatResult] = {}
             first = i % 2 == 0
+            pair: dict[bool, float] = {}
             for on in (first, not first, not first, first):
                 result = _reply(engine, text, constraint, tokens, on=on)
                 identical = identical and result.text == results.get(on, result).text
@@ -130,6 +135,11 @@ def run_speculative_bench(engine: Engine, args: Any) -> dict[str, Any]:
                 n, seconds = _decode(result)
                 totals[on][0] += n
                 totals[on][1] += seconds
+                pair[on] = n / seconds if seconds else 0.0
+                if len(pair) == 2:
+                    if pair[False]:
+                        round_ratios.append(pair[True] / pair[False])
+                    pair = {}
             spec, plain = results[True], results[False]
             identical = identical and spec.text == plain.text
             figures[f"spec_acceptance_rate_{name}"] = round(spec.stats.acceptance_rate, 3)
@@ -139,6 +149,7 @@ def run_speculative_bench(engine: Engine, args: Any) -> dict[str, Any]:
         tps = {on: n / s if s else 0.0 for on, (n, s) in totals.items()}
         key = "spec_grounded_speedup" if group == "grounded" else "spec_open_ratio"
         figures[key] = round(tps[True] / tps[False], 3) if tps[False] else None
+        figures[f"{key}_spread"] = spread(round_ratios)
         figures[f"spec_{group}_tps"] = round(tps[True], 2)
         figures[f"spec_{group}_plain_tps"] = round(tps[False], 2)
         figures[f"spec_acceptance_rate_{group}"] = round(accepted / drafted, 3) if drafted else 0.0

@@ -18,6 +18,7 @@ import tempfile
 import time
 from typing import Any
 
+from benchmarks.rounds import alternate, round_ratios, spread
 from engine.engine import Engine
 from engine.types import ChatRequest, ConstraintSpec, ImageInput, SamplingSettings
 
@@ -81,9 +82,12 @@ def _figures(eng: Engine, runs: int) -> dict[str, Any]:
     ask = [{"role": "user", "content": "Extract the receipt.", "images": [picture]}]
     _ask(eng, ask, 4)  # warm-up: the image's prefix is cached for both
     free, constrained = [], []
-    for _ in range(runs):
-        free.append(_ask(eng, ask, 48).stats.decode_tps)
-        constrained.append(_ask(eng, ask, 48, spec).stats.decode_tps)
+    for r in range(runs):
+        for is_free in alternate(r):  # free first in even rounds, constrained in odd ones
+            if is_free:
+                free.append(_ask(eng, ask, 48).stats.decode_tps)
+            else:
+                constrained.append(_ask(eng, ask, 48, spec).stats.decode_tps)
     firsts, follows = [], []
     for i in range(runs):
         image = ImageInput(_image(100 + i), f"photo{i}.png")
@@ -102,6 +106,9 @@ def _figures(eng: Engine, runs: int) -> dict[str, Any]:
     first_s, follow_s = statistics.median(firsts), statistics.median(follows)
     return {
         "vision_constrained_ratio": round(constrained_tps / free_tps, 3) if free_tps else 0.0,
+        "vision_constrained_ratio_spread": spread(
+            round_ratios(zip(constrained, free, strict=True))
+        ),
         "vision_free_tps": round(free_tps, 1),
         "vision_constrained_tps": round(constrained_tps, 1),
         "vision_followup_ttft_over_first": round(follow_s / first_s, 3) if first_s else 0.0,

@@ -72,6 +72,7 @@ class Engine:
         kv_bits: int | None = None,
         disk_cache_dir: Path | None = None,
         disk_budget_bytes: int | None = None,
+        learn_pass_cost: bool = True,
     ) -> None:
         """`prompt_cache` replaces the KV-cache store (default: an LRU token trie sized by
         the memory plan at each load); `kv_budget_bytes` is the user's budget setting
@@ -84,7 +85,8 @@ class Engine:
         quantizes the KV caches (`engine.memory.kv_precision`); `disk_cache_dir` puts a disk
         tier under the prompt cache (`engine.memory.disk_tier`), one folder per model
         identity inside it, within `disk_budget_bytes` (default 4 GiB, at most a quarter
-        of the free disk)."""
+        of the free disk). `learn_pass_cost=False` decides drafting by acceptance alone, never
+        by this machine's step times (`engine.runtime.speculative.PassCost`; for tests)."""
         from engine.memory.kv_precision import check_kv_bits
 
         self._kv_bits = check_kv_bits(kv_bits)
@@ -122,6 +124,7 @@ class Engine:
         # Engine thread only: the draft model and its own prompt cache.
         self._draft: tuple[LoadedModel, PromptCacheStore] | None = None
         self._pass_cost: Any = None  # engine.runtime.speculative.PassCost of the loaded model
+        self._learn_pass_cost = learn_pass_cost
         self._worker = acquire_worker()
         self._drained = threading.Event()
 
@@ -176,6 +179,13 @@ class Engine:
         scheduler = self._scheduler
         if scheduler is not None:
             scheduler.speculative = on and scheduler.loaded.make_prompt_cache is None
+
+    def set_pass_cost_learning(self, on: bool) -> None:
+        """Let this machine's step times decide whether drafting pays (on, the default), or
+        decide it by the drafts' acceptance alone (off: the same on every machine)."""
+        self._learn_pass_cost = on
+        if self._pass_cost is not None:
+            self._pass_cost.learn = on
 
     def load_draft_model(self, spec: str | None) -> Future[ModelInfo | None]:
         """Load `spec` as the draft model of speculative decoding (None: none, prompt
@@ -359,7 +369,7 @@ class Engine:
         from engine.runtime.sampling import end_token_ids
         from engine.runtime.speculative import PassCost
 
-        self._pass_cost = PassCost()
+        self._pass_cost = PassCost(learn=self._learn_pass_cost)
         self._wired = WiredLimit()
         self._plan_memory(loaded)
         self._publish()

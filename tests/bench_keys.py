@@ -7,12 +7,27 @@ STABLE_KEYS: dict[str, set[str]] = {
     "model": {
         "model",
     },
+    # added with issue 37: every run records the machine's state (benchmarks/machine.py)
+    "load": {
+        "load_cpus",
+        "load_method",
+        "load_avg_before",
+        "load_avg_after",
+        "load_others_share",
+        "load_others_share_max",
+        "load_sections",
+        "load_max_share",
+        "load_waited_s",
+        "load_warning",
+    },
     "decode": {
         "decode_tps",
         "mlx_lm_decode_tps",
         "decode_ratio_vs_mlx_lm",
         "decode_tokens",
         "decode_runs",
+        # added with issue 37: each ratio's spread over its rounds
+        "decode_ratio_vs_mlx_lm_spread",
     },
     "constraints": {
         "free_tps",
@@ -56,6 +71,14 @@ STABLE_KEYS: dict[str, set[str]] = {
         "stress_unforced_mask_overhead_ms",
         "forced_unfed_tps",
         "forced_unfed_forward_passes",
+        # added with issue 37: each ratio's spread over its rounds
+        "constrained_ratio_spread",
+        "constrained_ratio_serial_spread",
+        "constrained_ratio_unforced_spread",
+        "stress_constrained_ratio_spread",
+        "stress_constrained_ratio_serial_spread",
+        "stress_constrained_ratio_unforced_spread",
+        "forced_token_speedup_spread",
     },
     "trie": {
         "trie_turns",
@@ -108,6 +131,13 @@ STABLE_KEYS: dict[str, set[str]] = {
         "responses_ttft_overhead_ms",
         # added with issue 35: recorded agent conversations that pass, over all of them
         "agent_replay_ok",
+        # added with issue 37: each ratio's spread over its rounds
+        "server_tps_ratio_spread",
+        "server_ttft_overhead_spread_ms",
+        "messages_tps_ratio_spread",
+        "messages_ttft_overhead_spread_ms",
+        "responses_tps_ratio_spread",
+        "responses_ttft_overhead_spread_ms",
     },
     "coverage": {
         "coverage_schemas",
@@ -155,6 +185,8 @@ STABLE_KEYS: dict[str, set[str]] = {
     "distributed": {
         "dist_tps_ratio",
         "dist_comm_ms_per_token",
+        # added with issue 37: each ratio's spread over its rounds
+        "dist_tps_ratio_spread",
     },
     "batch": {
         "batch_speedup_4",
@@ -173,6 +205,12 @@ STABLE_KEYS: dict[str, set[str]] = {
         "batch_unforced_steps",
         "batch_tokens_per_reply",
         "batch_runs",
+        # added with issue 37: each ratio's spread over its rounds
+        "batch_speedup_4_spread",
+        "batch_speedup_8_spread",
+        "batch_constrained_ratio_spread",
+        "batch_vs_mlx_lm_spread",
+        "batch_forced_token_speedup_spread",
     },
     "inspector": {
         "inspector_tps_ratio",
@@ -183,6 +221,9 @@ STABLE_KEYS: dict[str, set[str]] = {
         "inspector_constrained_recorded_tps",
         "inspector_top_logprobs",
         "inspector_runs",
+        # added with issue 37: each ratio's spread over its rounds
+        "inspector_tps_ratio_spread",
+        "inspector_constrained_tps_ratio_spread",
     },
     "speculative": {
         "spec_grounded_speedup",
@@ -208,11 +249,16 @@ STABLE_KEYS: dict[str, set[str]] = {
         "spec_identical",
         "spec_tokens_per_reply",
         "spec_section_s",
+        # added with issue 37: each ratio's spread over its rounds
+        "spec_grounded_speedup_spread",
+        "spec_open_ratio_spread",
     },
     "vision": {
         "vision_constrained_ratio",
         "vision_followup_ttft_over_first",
         "image_encode_ms",
+        # added with issue 37: each ratio's spread over its rounds
+        "vision_constrained_ratio_spread",
     },
     # added with issue 32: a step's time beyond its forward pass, Corral's beside mlx-lm's
     "overhead": {
@@ -241,6 +287,8 @@ STABLE_KEYS: dict[str, set[str]] = {
         "reasoning_constrained_answer_tps",
         "reasoning_free_answer_tps",
         "reasoning_tps_rounds",
+        # added with issue 37: each ratio's spread over its rounds
+        "reasoning_constrained_tps_ratio_spread",
     },
     "agent": {
         "agent_prompt_tokens",
@@ -260,6 +308,17 @@ STABLE_KEYS: dict[str, set[str]] = {
         "kv8_tps_ratio",
         "kv8_greedy_agreement",
         "kv_prompts",
+        # added with issue 37: each ratio's spread over its rounds
+        "agent_turn_ttft_over_uncached_spread",
+        "agent_ttft_vs_mlx_lm_spread",
+        "kv8_tps_ratio_spread",
+        # added with issue 37: a turn's time beyond prefilling its new tokens, beside mlx-lm's
+        "agent_reuse_overhead_ms",
+        "agent_reuse_overhead_spread_ms",
+        "mlx_lm_agent_reuse_overhead_ms",
+        "mlx_lm_agent_reuse_overhead_spread_ms",
+        "agent_new_tokens_per_turn",
+        "agent_prefill_tps",
     },
     # added with issue 41: extraction jobs and the Batch API
     "extract": {

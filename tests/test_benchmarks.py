@@ -26,10 +26,23 @@ def test_engine_bench_json_runs_the_benchmarks_package(tiny_model_dir):
     )
     assert run.returncode == 0, run.stderr[-3000:]
     figures = json.loads(run.stdout)
-    expected = STABLE_KEYS["model"] | STABLE_KEYS["decode"] | STABLE_KEYS["session"]
+    expected = (
+        STABLE_KEYS["model"] | STABLE_KEYS["decode"] | STABLE_KEYS["session"] | STABLE_KEYS["load"]
+    )
     assert expected <= set(figures), sorted(expected - set(figures))
     assert figures["model"] == tiny_model_dir.name
     assert figures["decode_tokens"] == 4 and figures["decode_tps"] > 0
+    # the machine's state: each section's share of the CPUs other processes took (whatever
+    # it was, between 0 and 1), and a warning on stderr for each one over the threshold
+    assert set(figures["load_sections"]) == {"decode", "session"}
+    assert all(0 <= share <= 1 for share in figures["load_sections"].values())
+    assert figures["load_cpus"] >= 1 and len(figures["load_avg_after"]) == 3
+    for name, share in figures["load_sections"].items():
+        flagged = share > figures["load_max_share"]
+        assert (f"warning: {name} was measured" in run.stderr) == flagged, run.stderr
+        assert (
+            figures["load_warning"] is not None and f"{name} (" in figures["load_warning"]
+        ) == flagged
 
 
 def test_engine_bench_help_lists_the_benchmark_options(capsys):
@@ -38,6 +51,7 @@ def test_engine_bench_help_lists_the_benchmark_options(capsys):
     assert exit_info.value.code == 0
     usage = capsys.readouterr().out
     assert "python -m engine bench" in usage and "--only" in usage and "session" in usage
+    assert "--wait-quiet" in usage and "--max-load-share" in usage
 
 
 def test_engine_bench_without_the_benchmarks_package_says_why(monkeypatch, capsys):

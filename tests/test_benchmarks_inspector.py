@@ -12,11 +12,13 @@ def test_inspector_section_reports_every_figure(tiny_engine):
     assert STABLE_KEYS["inspector"] <= set(figures), sorted(STABLE_KEYS["inspector"] - set(figures))
     assert figures["inspector_top_logprobs"] == 20 and figures["inspector_runs"] == 1
     for key in STABLE_KEYS["inspector"]:
-        assert figures[key] > 0, key
-    # recording the top 20 costs a fraction of a step, never speeds one up much; one round:
-    # each ratio is exactly its two tokens/s's quotient
+        if key.endswith("_spread"):  # one round: nothing to spread over
+            assert figures[key] == 0, key
+        else:
+            assert figures[key] > 0, key
+    # one round: each ratio is exactly its two tokens/s's quotient (how large it is
+    # depends on the machine and its load: no band)
     for name in ("", "constrained_"):
         ratio = figures[f"inspector_{name}tps_ratio"]
-        assert 0.2 < ratio < 5, (name, ratio)
         quotient = figures[f"inspector_{name}recorded_tps"] / figures[f"inspector_{name}plain_tps"]
         assert abs(ratio - quotient) < 0.01 * quotient + 0.002, name

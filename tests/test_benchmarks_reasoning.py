@@ -7,12 +7,14 @@ import json
 import time
 
 import jsonschema
+import pytest
 from bench_keys import STABLE_KEYS
 
 from benchmarks.reasoning import (
     BUDGETS,
     SCHEMAS,
     VALID_MAX_TOKENS,
+    ValidityRun,
     answer_tps,
     reasoning_figures,
     request_for,
@@ -29,23 +31,30 @@ def _validates(text: str, schema: dict) -> bool:
     return True
 
 
-def test_reasoning_section_reports_every_figure(thinking_engine):
-    figures = reasoning_figures(thinking_engine, tokens=24, rounds=1)
+@pytest.fixture(scope="module")
+def sweep(thinking_engine) -> list[ValidityRun]:
+    """The validity sweep's 24 replies, made once for the module's tests."""
+    return validity_runs(thinking_engine)
+
+
+def test_reasoning_section_reports_every_figure(thinking_engine, sweep):
+    figures = reasoning_figures(thinking_engine, tokens=24, rounds=1, runs=sweep)
     assert STABLE_KEYS["reasoning"] <= set(figures), sorted(STABLE_KEYS["reasoning"] - set(figures))
     assert figures["reasoning_constrained_runs"] == len(SCHEMAS) * len(BUDGETS) == 24
     assert figures["reasoning_tps_rounds"] == 1
     # the engine holds budgets exactly and answers validly after thinking
     assert figures["reasoning_constrained_valid_rate"] == 1.0
     assert figures["thinking_budget_overrun_tokens"] == 0
-    # one round: the ratio is exactly the two answer speeds' quotient, and within a band
+    # one round: the ratio is exactly the two answer speeds' quotient (its size depends on
+    # the machine and its load: no band), with nothing to spread over
     ratio = figures["reasoning_constrained_tps_ratio"]
     quotient = figures["reasoning_constrained_answer_tps"] / figures["reasoning_free_answer_tps"]
     assert abs(ratio - quotient) < 0.01 * quotient + 0.002
-    assert 0.2 < ratio < 5, ratio
+    assert figures["reasoning_constrained_tps_ratio_spread"] == 0
 
 
-def test_the_validity_sweep_recomputed_from_its_replies(thinking_engine):
-    runs = validity_runs(thinking_engine)
+def test_the_validity_sweep_recomputed_from_its_replies(thinking_engine, sweep):
+    runs = sweep
     assert [(r.schema, r.budget) for r in runs] == [(s, b) for s in SCHEMAS for b in BUDGETS]
     for run in runs:
         assert run.error is None and run.thought, run

@@ -12,7 +12,9 @@ import pytest
 from llguidance.numpy import apply_token_bitmask_inplace
 
 from engine.constraints.masking import (
+    BatchBias,
     TokenMasker,
+    apply_masks,
     apply_token_bitmask,
     apply_token_bitmask_portable,
     bitmask_to_bias,
@@ -82,6 +84,36 @@ def test_masker_reuses_its_buffer_but_apply_copies():
     mx.eval(first, second)
     assert np.isfinite(np.array(first)[0]).nonzero()[0].tolist() == [0]
     assert np.isfinite(np.array(second)[0]).nonzero()[0].tolist() == [1]
+
+
+@pytest.mark.parametrize("density", [0.5, 0.0, 1.0])
+def test_bias_is_the_unpacked_bits_exactly(density):
+    """The table gather gives, bit for bit, the bias of each token's own bit (the numpy
+    unpacking it replaced), into the buffer it was given."""
+    _, bitmask, bits = random_case(VOCAB, VOCAB // 32, seed=11, density=density)
+    out = np.empty(VOCAB, np.float32)
+    bias = bitmask_to_bias(bitmask, out)
+    assert bias is out
+    want = np.where(bits, np.float32(-0.0), np.float32(-np.inf)).astype(np.float32)
+    assert np.array_equal(bias.view(np.uint32), want.view(np.uint32))
+
+
+def test_rows_together_are_masked_as_each_alone_with_one_buffer_kept():
+    """Several rows' masks applied in one bias equal each row masked alone, step after step
+    with the same buffer (a row without a mask left as it is, a short mask's tail masked)."""
+    vocab = 1000
+    batch_bias = BatchBias()
+    for seed in range(3):
+        cases = [random_case(vocab, 32, seed=seed * 3 + i) for i in range(3)]
+        logits = np.concatenate([c[0] for c in cases])
+        masker = [TokenMasker(32, use_metal=False), TokenMasker(20, use_metal=False)]
+        masks = [masker[0].prepare(cases[0][1]), None, masker[1].prepare(cases[2][1][:, :20])]
+        got = np.array(apply_masks(mx.array(logits), masks, use_metal=False, batch_bias=batch_bias))
+        for i, mask in enumerate(masks):
+            alone = logits[i : i + 1] if mask is None else None
+            if mask is not None:
+                alone = np.array(apply_masks(mx.array(logits[i : i + 1]), [mask], use_metal=False))
+            assert np.array_equal(got[i : i + 1].view(np.uint32), alone.view(np.uint32)), i
 
 
 @pytest.mark.skipif(not metal_available(), reason="llguidance's MLX kernel needs Metal")

@@ -32,7 +32,9 @@ from engine.types import (
 
 pytestmark = pytest.mark.slow
 
-BOUND_S = 30.0  # from the failure to the reply's error
+# How long a reply may take to end after a failure before the test calls it hung: a guard,
+# not a measure (the tests assert which mechanism ended it, from the error and its order).
+HANG_GUARD_S = 600.0
 
 
 def story(max_tokens: int = 400) -> ChatRequest:
@@ -70,7 +72,7 @@ def reply_then(engine: DistributedEngine, act: threading.Event) -> tuple[object,
         assert time.monotonic() < deadline, "the reply did not start"
     act.set()
     started = time.monotonic()
-    result = handle.result(timeout=BOUND_S * 4)
+    result = handle.result(timeout=HANG_GUARD_S)
     return result, time.monotonic() - started
 
 
@@ -107,7 +109,8 @@ def test_a_frozen_rank_is_named_by_the_watchdog(tiny_model_dir: Path) -> None:
     config = DistributedConfig(loopback_hostfile(2), timeout_s=300, stall_s=6.0)
     error, took = reply_with_a_rank_stopped(tiny_model_dir, config, rank=1)
     assert "rank 1 (127.0.0.1) stopped answering" in error, error
-    assert took < BOUND_S, took
+    # the watchdog ended it, long before the timeout would have (a margin no load reaches)
+    assert took < config.timeout_s, took
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +161,8 @@ def test_a_stuck_rank_0_ends_the_reply_after_the_timeout(tiny_model_dir: Path) -
     config = DistributedConfig(loopback_hostfile(2), timeout_s=15.0, stall_s=300)
     error, took = reply_with_a_rank_stopped(tiny_model_dir, config, rank=0, warm=True)
     assert "made no progress for 15 s" in error and "rank 1 (127.0.0.1)" in error, error
-    assert took < BOUND_S, took
+    # the timeout ended it, long before the stall watchdog would have
+    assert took < config.stall_s, took
 
 
 ORPHAN_SCRIPT = """

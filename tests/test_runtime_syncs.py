@@ -11,7 +11,10 @@ Every wait for the device (`mx.eval`, or reading an array back with `.item()` /
   the model's choices at every drafted position of every row, however many rows and
   positions (a greedy constrained row needs another only where its mask rules out the
   model's choice, which ends its draft), plus the plain rows' read: at most three;
-- `mx.async_eval` (which starts work, not waits for it): at most two per step.
+- `mx.async_eval` (which starts work, not waits for it): at most two per step, and one
+  where no mask is waited for: free rows, rows recording their log-probabilities (the
+  figures start with the samples), a constrained row whose mask is already in (it feeds
+  the tokens its grammar forced, or was held at a narrow mask).
 
 Counted through wrappers around those calls, not by timing.
 """
@@ -30,6 +33,7 @@ from engine.constraints.row import RowConstraint
 from engine.constraints.sources import json_schema_constraint
 from engine.prompt.chat import encode_chat
 from engine.runtime.batch import DecodeBatch, DecodeRow
+from engine.runtime.logprobs import RowLogprobs
 from engine.runtime.prefill import prefill
 from engine.runtime.sampling import RowSampler, end_token_ids
 from engine.runtime.speculative import PassCost, PromptLookup, Speculator
@@ -97,17 +101,23 @@ class Owner:
         return None
 
 
-class CheapWidePasses(PassCost):
+def CheapWidePasses() -> PassCost:  # noqa: N802  (reads as the cost it stands for)
     """Step costs as a GPU has them (a wider pass costs about what one token's does): the
     rows keep drafting, whatever this CPU's step times say."""
-
-    def record(self, shape: tuple[int, int], seconds: float) -> None:
-        pass
+    return PassCost(learn=False)
 
 
-def _rows(tiny_model: Any, n: int, *, constrained: bool, speculative: bool) -> list[DecodeRow]:
+def _rows(
+    tiny_model: Any,
+    n: int,
+    *,
+    constrained: bool,
+    speculative: bool,
+    schema: dict[str, Any] = LONG_TEXT,
+    logprobs: int | None = None,
+) -> list[DecodeRow]:
     model, tokenizer = tiny_model
-    spec = json_schema_constraint(LONG_TEXT, "long text")
+    spec = json_schema_constraint(schema, "schema")
     rows = []
     for text in PROMPTS[:n]:
         prompt = encode_chat(tokenizer, [{"role": "user", "content": text}])
@@ -128,6 +138,7 @@ def _rows(tiny_model: Any, n: int, *, constrained: bool, speculative: bool) -> l
                 sampler=RowSampler(SamplingSettings(temperature=0.0)),
                 constraint=constraint,
                 speculator=drafts if speculative else None,
+                row_logprobs=None if logprobs is None else RowLogprobs(logprobs, len(prompt)),
             )
         )
     return rows
@@ -176,3 +187,45 @@ def test_a_speculative_step_waits_at_most_three_times(tiny_model, counts, n, con
     assert drafted > passes > 0  # drafts of several tokens were verified
     assert max(s for s, _ in found) <= 3, found
     assert max(a for _, a in found) <= 2
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_recording_logprobs_starts_a_step_once(tiny_model, counts, n) -> None:
+    """Rows recording their top-20 log-probabilities: the figures are evaluated with the
+    step's samples (one async_eval) and read back with them (one wait)."""
+    batch = DecodeBatch(tiny_model[0])
+    for row in _rows(tiny_model, n, constrained=False, speculative=False, logprobs=20):
+        batch.join(row)
+    found = _step_counts(batch, counts, 12)
+    assert len(found) >= 8
+    assert {a for _, a in found} == {1}, found
+    assert max(s for s, _ in found) == 1, found
+
+
+RECORD = {
+    "type": "object",
+    "properties": {
+        "member_first_name_of_the_library": {"type": "string", "maxLength": 6},
+        "member_is_active_in_the_library": {"type": "boolean"},
+        "member_home_branch_of_the_library": {"enum": ["north", "south"]},
+    },
+    "required": [
+        "member_first_name_of_the_library",
+        "member_is_active_in_the_library",
+        "member_home_branch_of_the_library",
+    ],
+    "additionalProperties": False,
+}
+
+
+def test_a_constrained_step_whose_mask_is_in_starts_once(tiny_model, counts) -> None:
+    """A lone row under a key-heavy schema: in the steps that feed the tokens its grammar
+    forced (their mask was computed with them) nothing waits for a matcher, and the step
+    starts once, as a free one does; the others start twice (the pass, then the masked
+    sampling)."""
+    batch = DecodeBatch(tiny_model[0])
+    (row,) = _rows(tiny_model, 1, constrained=True, speculative=False, schema=RECORD)
+    batch.join(row)
+    found = _step_counts(batch, counts, 30)
+    starts = [a for _, a in found]
+    assert 1 in starts and max(starts) <= 2, starts

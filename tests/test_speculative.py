@@ -159,7 +159,13 @@ def test_greedy_replies_are_identical_on_the_default_model(default_engine) -> No
         request.sampling = SamplingSettings(temperature=0.0, max_tokens=20)
     requests = [r for _, r in cases]
     plain = _run(default_engine, requests, speculative=False, together=False)
-    spec = _run(default_engine, requests, speculative=True, together=False)
+    # drafting decided by acceptance alone: this machine's step times (and what earlier tests
+    # taught the session's engine) would pause it on a CPU
+    default_engine.set_pass_cost_learning(False)
+    try:
+        spec = _run(default_engine, requests, speculative=True, together=False)
+    finally:
+        default_engine.set_pass_cost_learning(True)
     for p, s in zip(plain, spec, strict=True):
         assert p.error is None, p.error
         _same(p, s)
@@ -289,7 +295,7 @@ def test_rejected_drafts_leave_the_cache_holding_only_accepted_tokens(tiny_engin
         checked = 0
         for prompts in (["Repeat: a b c a b c a b"], ["Repeat: x y x y", "Hi", "Say: 1 2 1 2"]):
             rows = _lone_and_batched_rows(loaded, prompts, settings)
-            batch = DecodeBatch(loaded.model)
+            batch = DecodeBatch(loaded.model, cost=PassCost(learn=False))  # whatever the load
             for row in rows:
                 batch.join(row)
             live = list(rows)
@@ -321,7 +327,7 @@ def test_follow_up_turn_gets_the_same_cached_prefix(tiny_model_dir) -> None:
     reply (its matcher accepting at the end) is the same."""
     results = {}
     for on in (False, True):
-        engine = Engine(speculative=on)
+        engine = Engine(speculative=on, learn_pass_cost=False)  # drafts whatever the load
         try:
             engine.load_model(str(tiny_model_dir)).result()
             first = ChatRequest(
@@ -369,6 +375,20 @@ def test_drafting_pauses_when_wide_passes_cost_as_much_as_their_tokens() -> None
     assert spec.draft([1, 2, 1, 2, 1], fast, 1) == [2, 1]
 
 
+def test_drafting_decided_by_acceptance_alone_when_step_times_are_not_learnt() -> None:
+    """`PassCost(learn=False)` (Engine(learn_pass_cost=False)): the same slow wide passes
+    that pause drafting when learnt leave it drafting, so the outcome is the same under any
+    load; turned back on, the recorded timings decide again."""
+    cost = PassCost(learn=False)
+    for width in range(1, 10):
+        cost.record((1, width), 0.1 * width)
+    spec = Speculator(PromptLookup(), lambda: 100)
+    assert spec.draft([1, 2, 1, 2, 1], cost, 1) == [2, 1] and spec.active
+    cost.learn = True
+    spec = Speculator(PromptLookup(), lambda: 100)
+    assert spec.draft([1, 2, 1, 2, 1], cost, 1) == [] and not spec.active
+
+
 @pytest.mark.parametrize("room", [0, 1])
 def test_no_draft_past_the_reply_budget(room: int) -> None:
     spec = Speculator(PromptLookup(), lambda: room)
@@ -379,7 +399,7 @@ def test_a_draft_model_drafts_and_the_replies_stay_the_same(tiny_model_dir) -> N
     """The tiny model drafting for itself: its greedy guesses are the model's own tokens,
     so every draft token is kept, and the replies equal plain decoding's (free and JSON
     schema); without a loaded model a draft model is refused."""
-    engine = Engine()
+    engine = Engine(learn_pass_cost=False)  # drafts whatever the machine's load
     try:
         with pytest.raises(ValueError, match="load a model"):
             engine.load_draft_model(str(tiny_model_dir)).result()

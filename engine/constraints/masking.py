@@ -6,6 +6,10 @@ added to the logits: ~0.02 ms to build with numpy and ~0.02 ms to add for a 49k 
 where `mx.where` over an unpacked mask costs ~0.3 ms on this CPU. Both give identical
 logits. Tokens the bitmask does not cover (a model vocabulary padded beyond the
 tokenizer's) are always masked.
+
+A step allocates nothing here for its masks: the bias is one gather from a table of the 256
+byte values' 8 biases into the masker's own buffer (no unpacked bits in between), and rows
+decoding together share one (rows, vocab) buffer that is refilled each step (`BatchBias`).
 """
 
 from __future__ import annotations
@@ -29,15 +33,24 @@ def metal_available() -> bool:
         return False
 
 
+@cache
+def _byte_biases() -> np.ndarray:
+    """(256, 8) float32: the biases of the 8 tokens of each byte value (bit i of the byte is
+    token i of the 8, as llguidance packs them: little-endian)."""
+    bits = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
+    table = np.empty((256, 8), np.float32)
+    table.view(np.uint32)[:] = _BLOCKED_U32 - bits.astype(np.uint32) * _STEP_U32
+    return table
+
+
 def bitmask_to_bias(bitmask: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """A float32 bias of 32 entries per word: -0.0 where the bit is set, -inf elsewhere."""
+    """A float32 bias of 32 entries per word: -0.0 where the bit is set, -inf elsewhere
+    (written into `out`, of 32 entries per word, when given)."""
     words = np.ascontiguousarray(bitmask, dtype=np.int32).reshape(-1)
-    bits = np.unpackbits(words.view(np.uint8), bitorder="little")  # word bit i -> token 32w+i
     if out is None:
-        out = np.empty(bits.size, np.float32)
-    as_u32 = out.view(np.uint32)
-    np.multiply(bits, _STEP_U32, out=as_u32, dtype=np.uint32)
-    np.subtract(_BLOCKED_U32, as_u32, out=as_u32)
+        out = np.empty(words.size * 32, np.float32)
+    # byte b of word w holds tokens 32w+8b .. 32w+8b+7: one row of the table each
+    np.take(_byte_biases(), words.view(np.uint8), axis=0, out=out.reshape(-1, 8))
     return out
 
 
@@ -99,10 +112,40 @@ class TokenMasker:
         return apply_bias(logits, prepared)
 
 
-def apply_masks(logits: mx.array, masks: list[np.ndarray | None], *, use_metal: bool) -> mx.array:
+class BatchBias:
+    """The (rows, vocab) bias of rows decoding together, in a buffer kept from step to step
+    (`mx.array` copies it, so refilling it next step is safe)."""
+
+    def __init__(self) -> None:
+        self._buffer = np.empty((0, 0), np.float32)
+
+    def fill(self, masks: list[np.ndarray | None], vocab: int) -> np.ndarray:
+        """Each row's prepared bias (trimmed, or padded with -inf past what it covers), -0.0
+        for rows without a mask (x + -0.0 == x)."""
+        if self._buffer.shape != (len(masks), vocab):
+            self._buffer = np.empty((len(masks), vocab), np.float32)
+        bias = self._buffer
+        for i, m in enumerate(masks):
+            if m is None:
+                bias[i] = -0.0
+            else:  # as apply_bias: tokens the mask does not cover are masked
+                n = min(vocab, m.shape[-1])
+                bias[i, :n] = m[:n]
+                bias[i, n:] = -np.inf
+        return bias
+
+
+def apply_masks(
+    logits: mx.array,
+    masks: list[np.ndarray | None],
+    *,
+    use_metal: bool,
+    batch_bias: BatchBias | None = None,
+) -> mx.array:
     """Mask each row of `logits` (rows, vocab) by its TokenMasker-prepared mask in one
     operation; a row whose mask is None is left as it is. With one row the prepared mask
-    is used as is (no copy): the single-reply path costs what it did before batching."""
+    is used as is (no copy): the single-reply path costs what it did before batching.
+    `batch_bias` keeps the several rows' bias buffer from step to step."""
     if len(masks) == 1 and masks[0] is not None:
         prepared = masks[0]
         if use_metal:
@@ -115,12 +158,6 @@ def apply_masks(logits: mx.array, masks: list[np.ndarray | None], *, use_metal: 
             if m is not None:
                 words[i] = m
         return apply_token_bitmask_metal(logits, words)
-    vocab = logits.shape[-1]
-    bias = np.full((len(masks), vocab), -0.0, np.float32)  # x + -0.0 == x
-    for i, m in enumerate(masks):
-        if m is not None:  # as apply_bias: tokens the mask does not cover are masked
-            n = min(vocab, m.shape[-1])
-            bias[i, :n] = m[:n]
-            bias[i, n:] = -np.inf
+    bias = (batch_bias or BatchBias()).fill(masks, logits.shape[-1])
     b = mx.array(bias)
     return logits + (b if b.dtype == logits.dtype else b.astype(logits.dtype))

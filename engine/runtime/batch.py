@@ -38,7 +38,7 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models import cache as mlx_cache
 
-from engine.constraints.masking import apply_masks, metal_available
+from engine.constraints.masking import BatchBias, apply_masks, metal_available
 from engine.constraints.row import RowConstraint
 from engine.memory.store import KVState
 from engine.runtime.logprobs import BatchLogprobs, RowLogprobs
@@ -146,6 +146,7 @@ class DecodeBatch:
         self._left: list[DecodeRow] = []  # rows that ended before their first step
         self._cpu = mx.default_device() == mx.cpu
         self._metal_masks = metal_available()
+        self._batch_bias = BatchBias()  # several rows' masks, a buffer kept across steps
         self._steps = 0
         # the log-probabilities of the tokens of the rows that record them
         self._logprobs = BatchLogprobs()
@@ -186,10 +187,16 @@ class DecodeBatch:
         self._time_step()
         logits = self._forward()
         previous = self._y
-        if not any(row.constraint is not None for row in self.rows):
-            # No masks to wait for: the whole step is known, start it now.
-            self._y = self._sample(logits, None)
-            mx.async_eval(self._y)
+        if self._masks_known():
+            # No mask to wait for (no constraint, or every constrained row's mask for this
+            # position is in: it fed forced tokens, or was held for its matcher): the whole
+            # step is known, start it now, in one evaluation with its recorded figures.
+            masks = [
+                row.mask if row.constraint is not None and _samples(row) else None
+                for row in self.rows
+            ]
+            self._y = self._sample(logits, masks if any(m is not None for m in masks) else None)
+            mx.async_eval(self._y, *self._logprobs.started())
             self._hand_over(self._read(previous))
             self._force()
             self._verify_drafts()
@@ -211,7 +218,8 @@ class DecodeBatch:
             masks = [row.mask if _samples(row) else None for row in self.rows]
             self._y = self._sample(logits, masks)
             self._force()
-            mx.async_eval(self._y)  # sampling runs while this thread goes on to the next step
+            # sampling (and the recorded figures) run while this thread goes on to the next step
+            mx.async_eval(self._y, *self._logprobs.started())
         for row in self.rows:
             row.sampled = _samples(row)
         if self.overlap and len(self.rows) == 1 and self.rows[0].sampled and self.rows[0].narrow:
@@ -233,6 +241,17 @@ class DecodeBatch:
         return rows
 
     # ---- the parts of a step ----
+
+    def _masks_known(self) -> bool:
+        """Whether no row's sampling this step waits for a matcher: no constrained row has a
+        token to hand its matcher (sampled last step) or an answer to collect, and no row
+        verifies a draft (verification may end a row or queue tokens before sampling)."""
+        constrained = [row for row in self.rows if row.constraint is not None]
+        if not constrained:
+            return True
+        if any(row.draft for row in self.rows):
+            return False
+        return not any(row.sampled or row.awaiting for row in constrained)
 
     def _forward(self) -> mx.array:
         """Build the forward pass of every row's next input; the logits of each row's last
@@ -371,7 +390,9 @@ class DecodeBatch:
         rows = self.rows
         raw = logits
         if masks is not None and any(m is not None for m in masks):
-            logits = apply_masks(logits, masks, use_metal=self._metal_masks)
+            logits = apply_masks(
+                logits, masks, use_metal=self._metal_masks, batch_bias=self._batch_bias
+            )
         if any(row.processors for row in rows):
             parts = []
             for i, row in enumerate(rows):

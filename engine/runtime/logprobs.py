@@ -12,11 +12,12 @@ for the rows that record, and only for them, one step adds:
 - for a position the row samples at: the same token's log-probability after the mask
   and penalties, and which of the top-k the mask allowed.
 
-Everything is packed into one float32 array per step, evaluated with the step's sampled
-tokens and read back the next step when those are (`read`), so recording adds no
-synchronisation of its own. Figures are keyed by the token's position in the row, so
-tokens the grammar forced get the model's figures from the pass that fed them; tokens
-never fed (the closing policy's last tokens) have none. Engine thread only.
+Everything is packed into one float32 array per step, evaluated in the same `async_eval`
+as the step's sampled tokens (the loop takes it with `started`) and read back the next step
+when those are (`read`), so recording adds no synchronisation or evaluation of its own.
+Figures are keyed by the token's position in the row, so tokens the grammar forced get the
+model's figures from the pass that fed them; tokens never fed (the closing policy's last
+tokens) have none. Engine thread only.
 """
 
 from __future__ import annotations
@@ -163,6 +164,7 @@ class BatchLogprobs:
         self._unread: deque[StepRecord] = deque()
         self._last: dict[int, int] = {}  # row index -> position its last logits predict
         self._inner: tuple[mx.array, list[_Slot], list[int]] | None = None
+        self._fresh: list[mx.array] = []  # built this step, for the loop to evaluate
 
     def forward(self, rows: list[Any], out: mx.array, counts: list[int]) -> None:
         """After the forward pass: `out` (rows, width, vocab) holds the logits of every fed
@@ -274,11 +276,17 @@ class BatchLogprobs:
             zeros = mx.zeros((len(all_slots), 1), dtype=mx.float32)
             columns += [mx.zeros((len(all_slots), k)), model.astype(mx.float32), zeros]
         packed = mx.concatenate(columns, axis=1)
-        mx.async_eval(packed)  # with the step's samples: read back together
+        self._fresh.append(packed)  # evaluated with the step's samples: read back together
         record = StepRecord(step, all_slots, packed, k)
         self._unread.append(record)
         for row_logprobs in {id(s.row_logprobs): s.row_logprobs for s in all_slots}.values():
             row_logprobs.unread.append(record)
+
+    def started(self) -> list[mx.array]:
+        """The figures built this step, for the loop's one `async_eval` of the step's samples
+        (then no longer held here)."""
+        fresh, self._fresh = self._fresh, []
+        return fresh
 
     def read(self, step: int) -> None:
         """Read back the figures of the steps before `step` (already computed: their

@@ -180,10 +180,14 @@ class PassCost:
 
     Until a width has been timed it is assumed cheap (as on a GPU), so drafting is tried;
     the timings then decide (on a CPU a pass costs about w times one token with quantized
-    weights, and drafting switches itself off)."""
+    weights, and drafting switches itself off). With `learn` False the timings are kept but
+    not used: every width stays assumed cheap, so whether a row drafts depends on its
+    drafts' acceptance alone, the same on any machine under any load (what tests of
+    drafting need; `Engine(learn_pass_cost=False)`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, learn: bool = True) -> None:
         self._seconds: dict[tuple[int, int], float] = {}
+        self.learn = learn
 
     def record(self, shape: tuple[int, int], seconds: float) -> None:
         """A step of `shape` (rows, tokens fed to the widest row) took `seconds` (from its
@@ -200,7 +204,7 @@ class PassCost:
             return 1.0
         one = self._seconds.get((rows, 1))
         known = self._seconds.get((rows, width))
-        if one is None or known is None:
+        if not self.learn or one is None or known is None:
             return 1.0 + 0.02 * (width - 1)
         return max(1.0, known / one)
 
