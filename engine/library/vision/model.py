@@ -1,4 +1,4 @@
-"""Vision-language models: loaded by mlx-vlm, decoded by Corral's own runtime.
+"""A vision-language model loaded by mlx-vlm and seen by the runtime as a text model.
 
 A folder whose config.json has a `vision_config` is a vision model. `load_vision_model`
 loads it through mlx-vlm's `load` (the model and its processor, as mlx-vlm reads any
@@ -7,7 +7,9 @@ the runtime sees every text model (`model(tokens, cache=...)` gives logits, `.la
 the layers the KV cache is made for), holding the whole mlx-vlm model so its memory (vision
 tower included) counts in the memory plan. Images reach it as input embeddings computed by
 the model's own `get_input_embeddings` (`engine.runtime.vision`); everything after that
-(constraints, batching, the prompt cache) is the text path.
+(constraints, batching, the prompt cache) is the text path. A family with multi-axis
+rotary positions (Qwen-VL) gets its positions from the caller: a prompt's from its
+`Positions`, a decoding row's from the cache's offset plus the row's `rope_deltas`.
 
 Prompt positions of an image carry digest-derived ids (`engine.prompt.images`) so the
 prompt cache tells pictures apart; every id outside the vocabulary is read as the image
@@ -25,7 +27,9 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from engine.errors import ModelLoadError
-from engine.prompt.images import set_image_token
+from engine.library.vision.families import family_for
+from engine.library.vision.family import VisionFamily
+from engine.prompt.images import set_image_token, set_image_writer
 
 
 def is_vision_folder(folder: Path) -> bool:
@@ -49,6 +53,7 @@ class VisionParts:
     image_token: str
     image_token_id: int
     vocab_size: int
+    family: VisionFamily
 
 
 class VisionTextModel(nn.Module):  # type: ignore[misc,name-defined]
@@ -58,6 +63,7 @@ class VisionTextModel(nn.Module):  # type: ignore[misc,name-defined]
         super().__init__()
         self.vlm = vlm  # a child module: its parameters (vision tower too) are this model's
         self._parts = parts
+        self._multi_axis = type(parts.family).positions is not VisionFamily.positions
 
     @property
     def parts(self) -> VisionParts:
@@ -67,22 +73,45 @@ class VisionTextModel(nn.Module):  # type: ignore[misc,name-defined]
     def layers(self) -> Any:
         return self.vlm.language_model.layers
 
-    def __call__(
-        self, inputs: mx.array, cache: Any = None, input_embeddings: mx.array | None = None
-    ) -> mx.array:
+    @property
+    def multi_axis(self) -> bool:
+        """Whether positions are given on several axes (Qwen-VL's M-RoPE)."""
+        return self._multi_axis
+
+    def image_tokens(self, inputs: mx.array) -> mx.array:
+        """`inputs` with the digest-derived ids of image positions (the prompt cache's
+        keys) read as the image token."""
         parts = self._parts
-        # digest-derived ids of image positions (the prompt cache's keys) are image tokens
-        inputs = mx.where(inputs >= parts.vocab_size, parts.image_token_id, inputs)
-        out = self.vlm.language_model(inputs, inputs_embeds=input_embeddings, cache=cache)
+        return mx.where(inputs >= parts.vocab_size, parts.image_token_id, inputs)
+
+    def __call__(
+        self,
+        inputs: mx.array,
+        cache: Any = None,
+        input_embeddings: mx.array | None = None,
+        position_ids: mx.array | None = None,
+        rope_deltas: mx.array | None = None,
+    ) -> mx.array:
+        """Logits of `inputs`; `position_ids` (axes, rows, tokens) where a prompt's images
+        moved them, else a multi-axis model continues at the cache's offset plus each
+        row's `rope_deltas` (0 where None)."""
+        inputs = self.image_tokens(inputs)
+        if position_ids is None and self._multi_axis:
+            position_ids = _continued_positions(inputs, cache, rope_deltas)
+        kwargs = {} if position_ids is None else {"position_ids": position_ids}
+        out = self.vlm.language_model(inputs, inputs_embeds=input_embeddings, cache=cache, **kwargs)
         logits: mx.array = getattr(out, "logits", out)
         return logits
 
-    def input_embeddings(self, tokens: mx.array, pixel_values: mx.array) -> mx.array:
+    def input_embeddings(
+        self, tokens: mx.array, pixel_values: mx.array, extras: dict[str, Any] | None = None
+    ) -> mx.array:
         """The prompt's embeddings with the images' features in place, by the model's own
-        input embedding path (vision tower, projector, merge)."""
-        parts = self._parts
-        tokens = mx.where(tokens >= parts.vocab_size, parts.image_token_id, tokens)
-        features = self.vlm.get_input_embeddings(tokens, pixel_values)
+        input embedding path (vision tower, projector, merge); `extras` are the
+        processor's other outputs (Qwen's `image_grid_thw`)."""
+        features = self.vlm.get_input_embeddings(
+            self.image_tokens(tokens), pixel_values, **(extras or {})
+        )
         embeds: mx.array = getattr(features, "inputs_embeds", features)
         return embeds
 
@@ -112,10 +141,36 @@ def load_vision_model(target: Path) -> tuple[VisionTextModel, Any]:
     eos = getattr(config, "eos_token_id", None)
     tokenizer = load_tokenizer(target, eos_token_ids=eos)  # type: ignore[no-untyped-call]
     set_image_token(tokenizer, image_token)
-    parts = VisionParts(processor, image_token, int(image_id), max(vocab, int(image_id) + 1))
+    family = family_for(str(getattr(config, "model_type", "")), vlm, image_token, int(image_id))
+    template = getattr(tokenizer, "chat_template", None)
+    set_image_writer(
+        tokenizer,
+        lambda role, text, images: family.message(
+            role, text, images, template if isinstance(template, str) else None
+        ),
+    )
+    parts = VisionParts(
+        processor, image_token, int(image_id), max(vocab, int(image_id) + 1), family
+    )
     return VisionTextModel(vlm, parts), tokenizer
 
 
 def vision_parts(model: Any) -> VisionParts | None:
     """The vision parts of a loaded model, or None for a text model."""
     return model.parts if isinstance(model, VisionTextModel) else None
+
+
+def _continued_positions(inputs: mx.array, cache: Any, deltas: mx.array | None) -> mx.array:
+    """Positions (3, rows, tokens) of `inputs` fed after what `cache` holds: each row's
+    offset (mlx-lm's batch caches keep one per row) plus its delta, on every axis."""
+    rows, length = inputs.shape
+    offset = getattr(cache[0], "offset", 0) if cache else 0
+    start = (
+        mx.array(offset).reshape(-1, 1)
+        if isinstance(offset, mx.array)
+        else mx.array([[int(offset)]])
+    )
+    if deltas is not None:
+        start = start + deltas.reshape(-1, 1)
+    ids = mx.broadcast_to(start + mx.arange(length)[None], (rows, length))
+    return mx.broadcast_to(ids[None], (3, rows, length))
