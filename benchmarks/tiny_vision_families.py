@@ -29,16 +29,27 @@ _CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
 
 
 def _write_tokenizer(
-    tokenizer_dir: Path, out: Path, specials: list[str], template: str
+    tokenizer_dir: Path,
+    out: Path,
+    specials: list[str],
+    template: str,
+    named: dict[str, str] | None = None,
 ) -> dict[str, int]:
     """The default tokenizer with `specials` added as special tokens and `template` as its
-    chat template, saved into `out`; returns each special token's id."""
+    chat template, saved into `out`; `named` special tokens become tokenizer attributes
+    (`boi_token`, `image_token`, ... as the family's tokenizer_config.json names them).
+    Returns each special token's id."""
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     tok.add_special_tokens({"additional_special_tokens": specials})
     tok.chat_template = template
     tok.save_pretrained(str(out))
+    if named:
+        config_file = out / "tokenizer_config.json"
+        config = json.loads(config_file.read_text())
+        config["extra_special_tokens"] = named
+        config_file.write_text(json.dumps(config, indent=2))
     return {s: int(tok.convert_tokens_to_ids(s)) for s in specials}
 
 
@@ -147,9 +158,85 @@ def _build_qwen_vl(family: str, out: Path, tokenizer_dir: Path, templates: Path,
     return out
 
 
+def build_gemma3(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0) -> Path:
+    """Gemma 3: `<start_of_image>` in the text, which the processor turns into a fixed
+    number of soft image tokens between `<start_of_image>` and `<end_of_image>`, with a
+    blank line either side; a SigLIP tower pooled to that many tokens."""
+    from mlx_vlm.models import gemma3
+
+    named = {
+        "boi_token": "<start_of_image>",
+        "eoi_token": "<end_of_image>",
+        "image_token": "<image_soft_token>",
+    }
+    specials = ["<start_of_turn>", "<end_of_turn>", *named.values()]
+    template = (templates / "gemma-3-vllm-pythonic.jinja").read_text()
+    ids = _write_tokenizer(tokenizer_dir, out, specials, template, named)
+    vocab = max(ids.values()) + 1
+    hidden, image_size, tokens = 64, 112, 16  # 8 × 8 patches pooled to 4 × 4 tokens
+    text = _text_config(
+        vocab,
+        hidden,
+        model_type="gemma3_text",
+        head_dim=16,
+        query_pre_attn_scalar=16,
+        sliding_window=512,
+        sliding_window_pattern=2,
+        mm_tokens_per_image=tokens,
+        rope_global_base_freq=10000.0,
+        rope_local_base_freq=10000.0,
+    )
+    vision = {
+        "model_type": "siglip_vision_model",
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "intermediate_size": 64,
+        "num_attention_heads": 2,
+        "patch_size": 14,
+        "image_size": image_size,
+        "num_channels": 3,
+        "layer_norm_eps": 1e-6,
+    }
+    config = {
+        "model_type": "gemma3",
+        "text_config": text,
+        "vision_config": vision,
+        "image_token_index": ids["<image_soft_token>"],
+        "hidden_size": hidden,
+        "vocab_size": vocab,
+        "pad_token_id": 0,
+        "eos_token_id": [ids["<end_of_turn>"]],
+    }
+    mx.random.seed(seed)
+    model_config = gemma3.ModelConfig.from_dict(dict(config))
+    model_config.text_config = gemma3.TextConfig.from_dict(text)
+    model_config.vision_config = gemma3.VisionConfig.from_dict(vision)
+    _save_weights(gemma3.Model(model_config), out, seed)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    preprocessor = {
+        "image_processor_type": "Gemma3ImageProcessor",
+        "processor_class": "Gemma3Processor",
+        "do_resize": True,
+        "size": {"height": image_size, "width": image_size},
+        "resample": 2,
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "do_convert_rgb": True,
+        "do_pan_and_scan": False,
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=2))
+    processor = {"processor_class": "Gemma3Processor", "image_seq_length": tokens}
+    (out / "processor_config.json").write_text(json.dumps(processor, indent=2))
+    return out
+
+
 FAMILIES: dict[str, Callable[[Path, Path, Path, int], Path]] = {
     "qwen2_vl": build_qwen2_vl,
     "qwen2_5_vl": build_qwen2_5_vl,
+    "gemma3": build_gemma3,
 }
 
 

@@ -72,12 +72,7 @@ def reference(folder: Path, turns: list[Turn], max_tokens: int) -> Reference:
     if len(turns) == 1 and turns[0].role == "user":
         prompt_in: Any = turns[0].text  # mlx-vlm places the pictures itself
     else:  # each message's pictures where mlx-vlm's formatter puts them in that message
-        prompt_in = [
-            get_message_json(config.model_type, t.text, t.role, num_images=len(t.images))
-            if t.images
-            else {"role": t.role, "content": t.text}
-            for t in turns
-        ]
+        prompt_in = [_placed(config.model_type, t, get_message_json) for t in turns]
     prompt = apply_chat_template(processor, config, prompt_in, num_images=len(pictures))
     inputs = prepare_inputs(processor, images=pictures or None, prompts=prompt)
     prompt_ids = [int(t) for t in inputs["input_ids"][0].tolist()]
@@ -95,6 +90,20 @@ def reference(folder: Path, turns: list[Turn], max_tokens: int) -> Reference:
     while ids and ids[-1] in ends:
         ids.pop()
     return Reference(prompt_ids, ids)
+
+
+def _placed(model_type: str, turn: Turn, get_message_json: Any) -> dict[str, Any]:
+    """`turn` with its pictures as explicit content parts, where mlx-vlm's formatter places
+    them for `model_type` (it gives pictures without parts to the last user message only)."""
+    if not turn.images:
+        return {"role": turn.role, "content": turn.text}
+    built = get_message_json(model_type, turn.text, turn.role, num_images=len(turn.images))
+    if not isinstance(built["content"], str):
+        return dict(built)
+    text = [{"type": "text", "text": turn.text}]
+    images = [{"type": "image"}] * len(turn.images)
+    parts = text + images if built["content"].startswith(turn.text) else images + text
+    return {"role": turn.role, "content": parts}
 
 
 def _ends(config: Any) -> list[int]:

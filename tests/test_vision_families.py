@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +25,30 @@ QUESTION = "What is in this picture?"
 TOKENS = 10
 
 
+@dataclass(frozen=True)
+class Family:
+    name: str
+    folder: Path
+    engine: Any
+
+    def __iter__(self) -> Iterator[Any]:  # folder, engine = family
+        return iter((self.folder, self.engine))
+
+
+# Families whose language model keeps sliding-window layers (rotating KV caches), which the
+# disk tier does not write (as for text models with them): they restart without a disk hit.
+SLIDING_WINDOW = {"gemma3"}
+
+
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
-def family(request: pytest.FixtureRequest, vision_family_dir: Any) -> Iterator[tuple[Path, Any]]:
-    """(the family's tiny model folder, an engine serving it)."""
+def family(request: pytest.FixtureRequest, vision_family_dir: Any) -> Iterator[Family]:
+    """The family's tiny model folder and an engine serving it."""
     from engine.engine import Engine
 
     folder = vision_family_dir(request.param)
     eng = Engine()
     eng.load_model(str(folder)).result()
-    yield folder, eng
+    yield Family(request.param, folder, eng)
     eng.close()
 
 
@@ -46,7 +62,7 @@ def reply_ids(result: Any) -> list[int]:
     return list(result.token_ids[result.stats.prompt_tokens :])
 
 
-def test_reply_equals_mlx_vlm_alone_and_again_from_the_cache(family: tuple[Path, Any]) -> None:
+def test_reply_equals_mlx_vlm_alone_and_again_from_the_cache(family: Family) -> None:
     folder, eng = family
     turns = [Turn("user", QUESTION, (RED,))]
     ref = reference(folder, turns, TOKENS)
@@ -59,7 +75,7 @@ def test_reply_equals_mlx_vlm_alone_and_again_from_the_cache(family: tuple[Path,
     assert reply_ids(again) == ref.reply_ids
 
 
-def test_reply_equals_mlx_vlm_in_a_batch(family: tuple[Path, Any]) -> None:
+def test_reply_equals_mlx_vlm_in_a_batch(family: Family) -> None:
     folder, eng = family
     target = [Turn("user", "Describe the colours.", (BLUE,))]
     others = [
@@ -72,7 +88,7 @@ def test_reply_equals_mlx_vlm_in_a_batch(family: tuple[Path, Any]) -> None:
 
 
 def test_a_chunk_that_splits_the_picture_reads_it_whole(
-    family: tuple[Path, Any], monkeypatch: pytest.MonkeyPatch
+    family: Family, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder, eng = family
     monkeypatch.setattr("engine.runtime.scheduler.PREFILL_CHUNK", 5)  # the picture spans chunks
@@ -83,7 +99,7 @@ def test_a_chunk_that_splits_the_picture_reads_it_whole(
 
 
 def test_follow_up_reuses_the_picture_and_a_second_picture_later(
-    family: tuple[Path, Any],
+    family: Family,
 ) -> None:
     folder, eng = family
     first_turn = [Turn("user", "What colour is this?", (BLUE,))]
@@ -98,7 +114,7 @@ def test_follow_up_reuses_the_picture_and_a_second_picture_later(
     assert reply_ids(later) == reference(folder, second, TOKENS).reply_ids
 
 
-def test_picture_with_a_json_schema_validates(family: tuple[Path, Any]) -> None:
+def test_picture_with_a_json_schema_validates(family: Family) -> None:
     _, eng = family
     spec = ConstraintSpec("json_schema", json.dumps(RECEIPT), name="receipt")
     turns = [Turn("user", "Extract this receipt.", (RED,))]
@@ -107,9 +123,7 @@ def test_picture_with_a_json_schema_validates(family: tuple[Path, Any]) -> None:
     jsonschema.validate(json.loads(result.text), RECEIPT)
 
 
-def test_restart_restores_the_picture_from_the_disk_tier(
-    family: tuple[Path, Any], tmp_path: Path
-) -> None:
+def test_restart_restores_the_picture_from_the_disk_tier(family: Family, tmp_path: Path) -> None:
     from engine.engine import Engine
 
     folder, _ = family
@@ -125,6 +139,8 @@ def test_restart_restores_the_picture_from_the_disk_tier(
         finally:
             eng.close()  # closing writes what memory holds
         assert reply_ids(result) == want
-        if attempt:
+        if attempt and family.name in SLIDING_WINDOW:
+            assert hits == 0  # not written: the same reply, computed again
+        elif attempt:
             assert hits == 1
             assert result.stats.cached_tokens >= result.stats.prompt_tokens - 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.prompt.images import with_image_markers
+from engine.prompt.images import rewrite_images, with_image_markers
 from engine.prompt.shield import TextShield
 from engine.prompt.tokenizer import ModelTokenizer
 
@@ -78,7 +78,7 @@ def encode_chat(
         **shield.value(template_kwargs),
     )
     # The template already wrote any BOS it wants; the shield adds none.
-    return shield.encode(text)
+    return shield.encode(rewrite_images(tokenizer, text))
 
 
 def render_continuation(tokenizer: Any, messages: Sequence[Mapping[str, Any]]) -> list[int]:

@@ -45,6 +45,7 @@ ImageFile.LOAD_TRUNCATED_IMAGES = False  # a truncated file is an error, not a g
 
 _IMAGE_TOKEN_ATTR = "corral_image_token"
 _IMAGE_WRITER_ATTR = "corral_image_writer"
+_IMAGE_REWRITE_ATTR = "corral_image_rewrite"
 
 # (role, text, images) -> the message's content as the model's family writes it
 ImageWriter = Callable[[str, str, int], Any]
@@ -148,6 +149,19 @@ def image_token(tokenizer: Any) -> str | None:
 def set_image_writer(tokenizer: Any, writer: ImageWriter) -> None:
     """Record on a loaded model's tokenizer how its family writes a message's pictures."""
     setattr(tokenizer, _IMAGE_WRITER_ATTR, writer)
+
+
+def set_image_rewrite(tokenizer: Any, rewrite: Callable[[str], str]) -> None:
+    """Record on a loaded model's tokenizer the text its processor writes around each image
+    marker of a rendered prompt (Gemma 3's blank lines)."""
+    setattr(tokenizer, _IMAGE_REWRITE_ATTR, rewrite)
+
+
+def rewrite_images(tokenizer: Any, rendered: str) -> str:
+    """`rendered` (the template's output) with the text around its image markers that the
+    model's processor writes; unchanged for text models and most families."""
+    rewrite = getattr(tokenizer, _IMAGE_REWRITE_ATTR, None)
+    return str(rewrite(rendered)) if callable(rewrite) else rendered
 
 
 def with_image_markers(tokenizer: Any, messages: list[Any]) -> list[Any]:

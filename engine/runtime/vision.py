@@ -88,11 +88,12 @@ class VisionPrompt:
     ) -> VisionPrompt:
         parts = vision_parts(loaded.model)
         assert parts is not None and isinstance(loaded.model, VisionTextModel)
-        where = [i for i, t in enumerate(tokens) if t == parts.image_token_id]
+        marker = parts.family.marker_id
+        where = [i for i, t in enumerate(tokens) if t == marker]
         if len(where) != len(images):
             raise BadImageError(
-                f"the prompt has {len(where)} image token(s) for {len(images)} image(s): the "
-                f"text may not contain the image token {parts.image_token!r}"
+                f"the prompt has {len(where)} image marker(s) for {len(images)} image(s): the "
+                f"text may not contain the image marker {parts.family.marker!r}"
             )
         out: list[int] = []
         positions: list[int] = []

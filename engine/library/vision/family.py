@@ -59,10 +59,14 @@ class VisionFamily:
 
     name = "llava"
 
-    def __init__(self, model_type: str, marker: str, image_token_id: int) -> None:
+    def __init__(
+        self, model_type: str, marker: str, image_token_id: int, marker_id: int | None = None
+    ) -> None:
         self.model_type = model_type
         self.marker = marker  # what the template leaves per image, before expansion
         self.image_token_id = image_token_id  # what the processor repeats per image feature
+        # the marker's token id (the image token itself where the processor repeats it)
+        self.marker_id = image_token_id if marker_id is None else marker_id
 
     # ---- the message ----
 
@@ -80,6 +84,11 @@ class VisionFamily:
             if isinstance(content, list) and template is not None and "image" in template:
                 return content
         return self.marker * images + ("\n" + text if text else "")
+
+    def rewrite(self, rendered: str) -> str:
+        """The rendered prompt with the text the processor writes around each marker (a
+        marker in it is always the template's: untrusted text holds placeholders)."""
+        return rendered
 
     # ---- one image ----
 

@@ -29,7 +29,7 @@ import mlx.nn as nn
 from engine.errors import ModelLoadError
 from engine.library.vision.families import family_for
 from engine.library.vision.family import VisionFamily
-from engine.prompt.images import set_image_token, set_image_writer
+from engine.prompt.images import set_image_rewrite, set_image_token, set_image_writer
 
 
 def is_vision_folder(folder: Path) -> bool:
@@ -78,6 +78,28 @@ class VisionTextModel(nn.Module):  # type: ignore[misc,name-defined]
         """Whether positions are given on several axes (Qwen-VL's M-RoPE)."""
         return self._multi_axis
 
+    def make_cache(self) -> list[Any]:
+        """mlx-lm's KV caches of the kinds the language model asks for (a sliding-window
+        layer gets a rotating cache of its window, as in mlx-vlm's own generate)."""
+        from mlx_lm.models import cache as mlx_cache
+
+        make = getattr(self.vlm.language_model, "make_cache", None)
+        wanted: list[Any] = make() if callable(make) else [None] * len(self.layers)
+        out: list[Any] = []
+        for layer in wanted:
+            kind = type(layer).__name__
+            if kind == "RotatingKVCache":
+                rotating = mlx_cache.RotatingKVCache(max_size=layer.max_size, keep=layer.keep)  # type: ignore[no-untyped-call]
+                out.append(rotating)
+            elif layer is None or kind == "KVCache":
+                out.append(mlx_cache.KVCache())  # type: ignore[no-untyped-call]
+            else:  # a kind Corral does not batch or store (recurrent state): refuse clearly
+                raise ModelLoadError(
+                    f"this vision model's language model keeps a {type(layer).__name__} "
+                    "state Corral cannot cache yet"
+                )
+        return out
+
     def image_tokens(self, inputs: mx.array) -> mx.array:
         """`inputs` with the digest-derived ids of image positions (the prompt cache's
         keys) read as the image token."""
@@ -109,9 +131,10 @@ class VisionTextModel(nn.Module):  # type: ignore[misc,name-defined]
         """The prompt's embeddings with the images' features in place, by the model's own
         input embedding path (vision tower, projector, merge); `extras` are the
         processor's other outputs (Qwen's `image_grid_thw`)."""
-        features = self.vlm.get_input_embeddings(
-            self.image_tokens(tokens), pixel_values, **(extras or {})
-        )
+        tokens = self.image_tokens(tokens)
+        # the prompt's attention mask, as mlx-vlm's generate passes it (one row, no padding)
+        mask = mx.ones(tokens.shape, dtype=mx.int32)
+        features = self.vlm.get_input_embeddings(tokens, pixel_values, mask=mask, **(extras or {}))
         embeds: mx.array = getattr(features, "inputs_embeds", features)
         return embeds
 
@@ -140,8 +163,8 @@ def load_vision_model(target: Path) -> tuple[VisionTextModel, Any]:
     vocab = int(getattr(text_config, "vocab_size", 0) or getattr(config, "vocab_size", 0))
     eos = getattr(config, "eos_token_id", None)
     tokenizer = load_tokenizer(target, eos_token_ids=eos)  # type: ignore[no-untyped-call]
-    set_image_token(tokenizer, image_token)
-    family = family_for(str(getattr(config, "model_type", "")), vlm, image_token, int(image_id))
+    family = family_for(str(getattr(config, "model_type", "")), vlm, processor, int(image_id))
+    set_image_token(tokenizer, family.marker)
     template = getattr(tokenizer, "chat_template", None)
     set_image_writer(
         tokenizer,
@@ -149,6 +172,7 @@ def load_vision_model(target: Path) -> tuple[VisionTextModel, Any]:
             role, text, images, template if isinstance(template, str) else None
         ),
     )
+    set_image_rewrite(tokenizer, family.rewrite)
     parts = VisionParts(
         processor, image_token, int(image_id), max(vocab, int(image_id) + 1), family
     )
