@@ -124,4 +124,8 @@ def thinking_engine(thinking_model_dir: Path):
 
 
 # The tiny vision model (LLaVA) and an engine for it: tests/vision_support.py.
-from tests.vision_support import vision_engine, vision_model_dir  # noqa: E402,F401
+from tests.vision_support import (  # noqa: E402,F401
+    vision_engine,
+    vision_family_dir,
+    vision_model_dir,
+)

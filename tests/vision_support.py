@@ -1,7 +1,8 @@
-"""Helpers of the vision tests: the tiny LLaVA on an engine, and images good and bad.
+"""Helpers of the vision tests: the tiny LLaVA on an engine, the tiny model of each vision
+family (`vision_family_dir`), and images good and bad.
 
 Import the fixtures into a test module (`from tests.vision_support import vision_engine`)
-to use them; the tiny vision model is built once per session.
+to use them; each tiny vision model is built once per session.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import io
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,36 @@ def vision_model_dir(tmp_path_factory: pytest.TempPathFactory, default_model_dir
     from benchmarks.tiny_vision_model import build_tiny_vision_model
 
     return build_tiny_vision_model(tmp_path_factory.mktemp("tiny-vision"), default_model_dir)
+
+
+@pytest.fixture(scope="session")
+def vision_family_dir(
+    tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path
+) -> Callable[[str], Path]:
+    """Builds (once per session) the tiny model of a vision family by name; the family's
+    chat template is read from ../shared/datasets/chat-templates (skips without it)."""
+    from benchmarks.tiny_vision_families import build_family
+    from tests.shared_datasets import dataset
+
+    built: dict[str, Path] = {}
+
+    def build(name: str) -> Path:
+        if name not in built:
+            templates = dataset("chat-templates")
+            out = tmp_path_factory.mktemp(f"tiny-{name}")
+            built[name] = build_family(name, out, default_model_dir, templates)
+        return built[name]
+
+    return build
+
+
+def picture(color: tuple[int, int, int], size: tuple[int, int] = (90, 70)) -> bytes:
+    """A PNG with a dark block in one corner: not a flat colour, so its patches differ."""
+    img = Image.new("RGB", size, color)
+    img.paste((0, 0, 0), (8, 8, size[0] // 2, size[1] // 2))
+    buf = io.BytesIO()
+    img.save(buf, "PNG")
+    return buf.getvalue()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from typing import Any
 
 import jinja2
 
-from engine.prompt.images import with_image_markers
+from engine.prompt.images import rewrite_images, with_image_markers
 from engine.prompt.shield import TextShield
 from engine.prompt.tokenizer import ModelTokenizer
 
@@ -104,7 +104,7 @@ def encode_chat(
         **shield.value(template_kwargs),
     )
     # The template already wrote any BOS it wants; the shield adds none.
-    return shield.encode(text)
+    return shield.encode(rewrite_images(tokenizer, text))
 
 
 def render_continuation(tokenizer: Any, messages: Sequence[Mapping[str, Any]]) -> list[int]:

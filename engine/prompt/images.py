@@ -8,9 +8,12 @@ An image whose longer side exceeds `MAX_IMAGE_SIDE` is scaled down (vision proce
 resize every image to a few hundred pixels anyway). Its `digest` is the SHA-256 of the
 pixels the model will see.
 
-`with_image_markers` writes each message's images into its text as the model's image token
-after the untrusted text was shielded (`engine.prompt.shield`), so the template's rendering
-turns exactly those markers into image tokens. `image_key_ids` gives an image's prompt
+`with_image_markers` writes each message's images the way the model's family does (its
+writer, set at load by `engine.library.vision`: content parts such as
+`[{"type": "text"}, {"type": "image"}]` for templates that place pictures themselves, or
+the image token in the text) after the untrusted text was shielded
+(`engine.prompt.shield`), so the template's rendering turns exactly those markers into
+image tokens. `image_key_ids` gives an image's prompt
 positions ids derived from its digest, outside the vocabulary, so the prompt cache's trie
 tells one picture from another and reuses the prefix of the same one.
 """
@@ -20,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import io
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +44,11 @@ Image.MAX_IMAGE_PIXELS = PILLOW_BOMB_PIXELS
 ImageFile.LOAD_TRUNCATED_IMAGES = False  # a truncated file is an error, not a grey band
 
 _IMAGE_TOKEN_ATTR = "corral_image_token"
+_IMAGE_WRITER_ATTR = "corral_image_writer"
+_IMAGE_REWRITE_ATTR = "corral_image_rewrite"
+
+# (role, text, images) -> the message's content as the model's family writes it
+ImageWriter = Callable[[str, str, int], Any]
 
 
 class BadImageError(ValueError):
@@ -138,21 +146,44 @@ def image_token(tokenizer: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def set_image_writer(tokenizer: Any, writer: ImageWriter) -> None:
+    """Record on a loaded model's tokenizer how its family writes a message's pictures."""
+    setattr(tokenizer, _IMAGE_WRITER_ATTR, writer)
+
+
+def set_image_rewrite(tokenizer: Any, rewrite: Callable[[str], str]) -> None:
+    """Record on a loaded model's tokenizer the text its processor writes around each image
+    marker of a rendered prompt (Gemma 3's blank lines)."""
+    setattr(tokenizer, _IMAGE_REWRITE_ATTR, rewrite)
+
+
+def rewrite_images(tokenizer: Any, rendered: str) -> str:
+    """`rendered` (the template's output) with the text around its image markers that the
+    model's processor writes; unchanged for text models and most families."""
+    rewrite = getattr(tokenizer, _IMAGE_REWRITE_ATTR, None)
+    return str(rewrite(rendered)) if callable(rewrite) else rendered
+
+
 def with_image_markers(tokenizer: Any, messages: list[Any]) -> list[Any]:
-    """Shielded `messages` with each message's images written before its text as the image
-    token (one per image), and the `images` key dropped for the template."""
+    """Shielded `messages` with each message's images written as the model's family writes
+    them (its writer; else the image token before the text, one per image), and the
+    `images` key dropped for the template."""
     if not any(isinstance(m, Mapping) and m.get("images") for m in messages):
         return [_without_images(m) for m in messages]
     marker = image_token(tokenizer)
     if marker is None:
         raise BadImageError("this model does not read images: load a vision model for them")
+    writer = getattr(tokenizer, _IMAGE_WRITER_ATTR, None)
     out = []
     for message in messages:
         images = message.get("images") if isinstance(message, Mapping) else None
         message = _without_images(message)
         if images:
             text = message.get("content") or ""
-            message["content"] = marker * len(images) + ("\n" + text if text else "")
+            if callable(writer):
+                message["content"] = writer(str(message.get("role")), text, len(images))
+            else:
+                message["content"] = marker * len(images) + ("\n" + text if text else "")
         out.append(message)
     return out
 

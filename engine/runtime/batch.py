@@ -89,8 +89,11 @@ class DecodeRow:
         constraint: RowConstraint | None = None,
         row_logprobs: RowLogprobs | None = None,
         speculator: Speculator | None = None,
+        rope_delta: int = 0,
     ) -> None:
         """`cache` holds `fed` (the prompt but `tail`, its last token(s), fed when joining).
+        `rope_delta`: where a prompt's images moved the rotary positions (Qwen-VL), the
+        offset the row's tokens continue at (position = tokens before + delta).
         `row_logprobs` records each token's log-probabilities (`engine.runtime.logprobs`). A
         `speculator` drafts tokens to verify (not with `processors`, which read the tokens
         one by one, nor while it records logprobs, which takes one sampled token per step)."""
@@ -113,6 +116,7 @@ class DecodeRow:
         self.stop_reason: StopReason | None = None
         self.error: Exception | None = None
         self.row_logprobs = row_logprobs
+        self.rope_delta = rope_delta
 
     def finish(self, reason: StopReason, error: Exception | None = None) -> None:
         if self.stop_reason is None:
@@ -286,7 +290,11 @@ class DecodeBatch:
         if max(padding):  # shorter rows are right-padded, then realigned (mlx-lm's prefill)
             for c in self.cache:
                 c.prepare(right_padding=padding)
-        out: mx.array = self.model(inputs, cache=self.cache)
+        if any(row.rope_delta for row in rows):  # images moved some rows' positions
+            deltas = mx.array([row.rope_delta for row in rows])
+            out: mx.array = self.model(inputs, cache=self.cache, rope_deltas=deltas)
+        else:
+            out = self.model(inputs, cache=self.cache)
         if max(padding):
             for c in self.cache:
                 c.finalize()

@@ -26,13 +26,17 @@ def feed(
     tokens: list[int],
     fed: list[int],
     embeddings: mx.array | None = None,
+    positions: mx.array | None = None,
 ) -> None:
     """Run `tokens` through the model into `cache` in one forward pass; note them in `fed`.
-    `embeddings`: the tokens' input embeddings, where images are among them."""
-    if embeddings is None:
-        model(mx.array(tokens)[None], cache=cache)
-    else:
-        model(mx.array(tokens)[None], cache=cache, input_embeddings=embeddings)
+    `embeddings`: the tokens' input embeddings, where images are among them; `positions`:
+    their rotary positions, where a prompt's images moved them (Qwen-VL)."""
+    kwargs: dict[str, mx.array] = {}
+    if embeddings is not None:
+        kwargs["input_embeddings"] = embeddings
+    if positions is not None:
+        kwargs["position_ids"] = positions
+    model(mx.array(tokens)[None], cache=cache, **kwargs)
     mx.eval([c.state for c in cache])
     fed.extend(tokens)
 

@@ -312,6 +312,7 @@ class Reply:
             constraint=self.row_constraint,
             row_logprobs=self.row_logprobs,
             speculator=self.speculator,
+            rope_delta=self.vision.rope_delta if self.vision is not None else 0,
         )
 
     def take(self, token: int) -> StopReason | None:

@@ -197,8 +197,10 @@ class Scheduler:
         chunk = tokens[len(prompt.fed) : -1][:budget]
         if chunk:
             start = len(prompt.fed)
-            embeds = reply.vision.embeddings(start, start + len(chunk)) if reply.vision else None
-            feed(self.loaded.model, prompt.cache, chunk, prompt.fed, embeds)
+            vision, end = reply.vision, start + len(chunk)
+            embeds = vision.embeddings(start, end) if vision else None
+            positions = vision.position_ids(start, end) if vision else None
+            feed(self.loaded.model, prompt.cache, chunk, prompt.fed, embeds, positions)
             reply.progress(len(prompt.fed))
         if len(prompt.fed) == len(tokens) - 1:
             prompt.ready = True

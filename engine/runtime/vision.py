@@ -1,10 +1,15 @@
 """A prompt with images: its tokens, the prompt cache's key for them, and their embeddings.
 
-The chat template leaves one image token per attached image (`engine.prompt.images`).
-`VisionPrompt.build` asks the model's own processor how each image is written into the
-prompt (LLaVA repeats the image token once per patch) and what its pixel values are, and
-puts digest-derived ids on the image's positions, so the prompt cache keys them by the
-picture (`engine.prompt.images.image_key_ids`). Prefill asks `embeddings(start, end)` for
+The chat template leaves one image marker per attached image, where the model's family
+places it (`engine.prompt.images`). `VisionPrompt.build` asks the model's own processor,
+through its family (`engine.library.vision`), how each image is written into the prompt
+(LLaVA repeats the image token once per patch; Qwen-VL once per merged patch, with the
+image's grid), what its pixel values are and, for families with multi-axis rotary
+positions, every position of the prompt; it puts digest-derived ids on the image's
+positions, so the prompt cache keys them by the picture
+(`engine.prompt.images.image_key_ids`). The positions are recomputed from each request (its
+tokens and its images' grids), so a prefix taken from the cache, whatever it holds, is
+continued at the right positions. Prefill asks `embeddings(start, end)` for
 each chunk: a chunk that holds image positions gets the prompt's input embeddings computed
 by the model's own path (vision tower, projector, merge) once; a chunk without any (the
 text after a cached image, a follow-up question) is plain text, so an image whose prefix is
@@ -16,11 +21,17 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import mlx.core as mx
 
-from engine.library.vision import VisionParts, VisionTextModel, vision_parts
+from engine.library.vision import (
+    Expansion,
+    ImageProcessorError,
+    VisionParts,
+    VisionTextModel,
+    vision_parts,
+)
 from engine.prompt.images import BadImageError, CheckedImage, check_image, message_images
 from engine.prompt.images import image_key_ids as _key_ids
 from engine.types import ChatRequest
@@ -52,17 +63,24 @@ class VisionPrompt:
         self,
         model: VisionTextModel,
         tokens: list[int],
-        pixel_values: mx.array,
+        images: list[Expansion],
         positions: list[int],
         notes: list[str],
     ) -> None:
         self.model = model
         self.tokens = tokens  # the prompt, image positions holding digest-derived ids
+        family = model.parts.family
+        pixel_values, self._extras = family.combine(images)
         self.pixel_values: mx.array | None = pixel_values
         self.positions = positions  # prompt positions whose embeddings are image features
         self.notes = notes
         self.encode_s = 0.0  # time spent computing the image embeddings (0: reused)
         self._embeds: mx.array | None = None
+        # multi-axis rotary positions of the whole prompt (None: 0, 1, 2, ...) and the
+        # offset its images introduced, which decoding continues with
+        rope = family.positions(model.vlm, model.image_tokens(mx.array(tokens)[None]), self._extras)
+        self._rope_ids = rope.ids if rope is not None else None
+        self.rope_delta = rope.delta if rope is not None else 0
 
     @classmethod
     def build(
@@ -70,19 +88,21 @@ class VisionPrompt:
     ) -> VisionPrompt:
         parts = vision_parts(loaded.model)
         assert parts is not None and isinstance(loaded.model, VisionTextModel)
-        where = [i for i, t in enumerate(tokens) if t == parts.image_token_id]
+        marker = parts.family.marker_id
+        where = [i for i, t in enumerate(tokens) if t == marker]
         if len(where) != len(images):
             raise BadImageError(
-                f"the prompt has {len(where)} image token(s) for {len(images)} image(s): the "
-                f"text may not contain the image token {parts.image_token!r}"
+                f"the prompt has {len(where)} image marker(s) for {len(images)} image(s): the "
+                f"text may not contain the image marker {parts.family.marker!r}"
             )
         out: list[int] = []
         positions: list[int] = []
-        pixels: list[mx.array] = []
+        expanded: list[Expansion] = []
         start = 0
         for at, image in zip(where, images, strict=True):
             out.extend(tokens[start:at])
-            ids, pixel_values = _expand(parts, image)
+            expansion = _expand(parts, image)
+            ids = expansion.ids
             keys = iter(_key_ids(image.digest, ids.count(parts.image_token_id), parts.vocab_size))
             for token in ids:
                 if token == parts.image_token_id:
@@ -90,11 +110,16 @@ class VisionPrompt:
                     out.append(next(keys))
                 else:
                     out.append(token)
-            pixels.append(pixel_values)
+            expanded.append(expansion)
             start = at + 1
         out.extend(tokens[start:])
         notes = [image.note for image in images if image.note]
-        return cls(loaded.model, out, mx.concatenate(pixels, axis=0), positions, notes)
+        return cls(loaded.model, out, expanded, positions, notes)
+
+    def position_ids(self, start: int, end: int) -> mx.array | None:
+        """Rotary positions (axes, 1, tokens) of prompt positions [start, end) for a
+        multi-axis family; None: the cache's offset says them."""
+        return None if self._rope_ids is None else self._rope_ids[:, :, start:end]
 
     def embeddings(self, start: int, end: int) -> mx.array | None:
         """Input embeddings of prompt positions [start, end), or None when none of them is
@@ -104,7 +129,9 @@ class VisionPrompt:
         if self._embeds is None:
             assert self.pixel_values is not None
             began = time.perf_counter()
-            embeds = self.model.input_embeddings(mx.array(self.tokens)[None], self.pixel_values)
+            embeds = self.model.input_embeddings(
+                mx.array(self.tokens)[None], self.pixel_values, self._extras
+            )
             mx.eval(embeds)
             self.encode_s += time.perf_counter() - began
             self._embeds = embeds
@@ -116,40 +143,21 @@ class VisionPrompt:
 
 # The processor's output for the last few images (engine thread only): a follow-up about
 # the same picture skips the processor too, not only the vision tower.
-_EXPANDED: OrderedDict[tuple[int, bytes], tuple[list[int], mx.array]] = OrderedDict()
+_EXPANDED: OrderedDict[tuple[int, bytes], Expansion] = OrderedDict()
 _EXPANDED_KEPT = 8
 
 
-def _expand(parts: VisionParts, image: CheckedImage) -> tuple[list[int], mx.array]:
+def _expand(parts: VisionParts, image: CheckedImage) -> Expansion:
     """How the processor writes one image into a prompt, and its pixel values."""
     key = (id(parts), image.digest)
     if (found := _EXPANDED.get(key)) is not None:
         _EXPANDED.move_to_end(key)
         return found
-    found = _run_processor(parts, image)
+    try:
+        found = parts.family.expand(parts.processor, image.image)
+    except ImageProcessorError as exc:
+        raise BadImageError(str(exc)) from exc
     _EXPANDED[key] = found
     while len(_EXPANDED) > _EXPANDED_KEPT:
         _EXPANDED.popitem(last=False)
     return found
-
-
-def _run_processor(parts: VisionParts, image: CheckedImage) -> tuple[list[int], mx.array]:
-    try:
-        batch = parts.processor(text=[parts.image_token], images=[image.image])
-    except Exception as exc:  # the processor's own checks (sizes, modes)
-        raise BadImageError(f"the model's image processor refused the image: {exc}") from exc
-    ids = [int(t) for t in _first_row(batch["input_ids"])]
-    bos = getattr(getattr(parts.processor, "tokenizer", None), "bos_token_id", None)
-    if ids and ids[0] == bos and bos != parts.image_token_id:
-        ids = ids[1:]  # the processor's tokenizer call added one; the template wrote ours
-    pixel_values = batch["pixel_values"]
-    if not isinstance(pixel_values, mx.array):
-        pixel_values = mx.array(pixel_values)
-    return ids, pixel_values
-
-
-def _first_row(values: Any) -> list[Any]:
-    if isinstance(values, mx.array):
-        row: list[Any] = values[0].tolist()  # type: ignore[assignment]
-        return row
-    return list(values[0])

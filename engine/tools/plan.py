@@ -19,7 +19,7 @@ from llguidance import LLMatcher
 
 from engine.constraints.compiled import CompiledGrammar, compiled_of
 from engine.constraints.validate import compile_constraint
-from engine.prompt.images import with_image_markers
+from engine.prompt.images import rewrite_images, with_image_markers
 from engine.prompt.shield import TextShield
 from engine.tools.definitions import (
     DEFAULT_OPTIONS,
@@ -132,7 +132,7 @@ def prepare_tool_request(
         fmt, specs, choice, parallel_tool_calls, user, schema_options
     )
     return ToolPlan(
-        prompt_tokens=shield.encode(text),
+        prompt_tokens=shield.encode(rewrite_images(tokenizer, text)),
         constraint=constraint,
         user_constraint=use,
         format=fmt.name,

@@ -1,0 +1,257 @@
+"""Tiny random vision models of the families people run, from mlx-vlm's own model classes.
+
+Each builder writes an MLX folder that mlx-vlm's `load` reads as a downloaded model:
+`config.json` for the family's model class, the family's real image processor settings
+(`preprocessor_config.json`, scaled down so an image is a few dozen tokens), and the default
+model's tokenizer with the family's special tokens added and the family's real chat
+template (read in place from `../shared/datasets/chat-templates`, never copied into the
+repository). The weights are random: the replies mean nothing, but a reply that differs
+from mlx-vlm's own `generate` on the same folder shows a prompt, a picture or a position
+read differently.
+
+`FAMILIES` names each builder; `build_family(name, out, tokenizer_dir, templates)` writes
+one folder.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import mlx.core as mx
+from mlx.utils import tree_flatten
+
+# Qwen2-VL's normalisation constants (its preprocessor_config.json), CLIP's.
+_CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
+_CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+
+
+def _write_tokenizer(
+    tokenizer_dir: Path,
+    out: Path,
+    specials: list[str],
+    template: str,
+    named: dict[str, str] | None = None,
+) -> dict[str, int]:
+    """The default tokenizer with `specials` added as special tokens and `template` as its
+    chat template, saved into `out`; `named` special tokens become tokenizer attributes
+    (`boi_token`, `image_token`, ... as the family's tokenizer_config.json names them).
+    Returns each special token's id."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    tok.add_special_tokens({"additional_special_tokens": specials})
+    tok.chat_template = template
+    tok.save_pretrained(str(out))
+    if named:
+        config_file = out / "tokenizer_config.json"
+        config = json.loads(config_file.read_text())
+        config["extra_special_tokens"] = named
+        config_file.write_text(json.dumps(config, indent=2))
+    return {s: int(tok.convert_tokens_to_ids(s)) for s in specials}
+
+
+def _save_weights(model: Any, out: Path, seed: int) -> None:
+    leaves = cast(list[tuple[str, mx.array]], tree_flatten(model.parameters()))
+    # mlx's default initialisation; the output head is untied from the token embedding so
+    # that a reply depends on the whole prompt (the picture and every position), not
+    # only on its last token (a tied random head mostly echoes it).
+    params = dict(leaves)
+    mx.save_safetensors(str(out / "model.safetensors"), params, metadata={"format": "mlx"})
+
+
+def _text_config(vocab: int, hidden: int = 64, **extra: Any) -> dict[str, Any]:
+    return {
+        "hidden_size": hidden,
+        "num_hidden_layers": 2,
+        "intermediate_size": hidden * 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": vocab,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": False,
+        **extra,
+    }
+
+
+def build_qwen2_vl(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0) -> Path:
+    """Qwen2-VL: `<|vision_start|><|image_pad|><|vision_end|>`, the pad repeated once per
+    merged 2×2 patch, and 3-D rotary positions (time, height, width) over the image."""
+    return _build_qwen_vl("qwen2_vl", out, tokenizer_dir, templates, seed)
+
+
+def build_qwen2_5_vl(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0) -> Path:
+    """Qwen2.5-VL: Qwen2-VL's prompt (the same template) with a windowed vision tower."""
+    return _build_qwen_vl("qwen2_5_vl", out, tokenizer_dir, templates, seed)
+
+
+def _build_qwen_vl(family: str, out: Path, tokenizer_dir: Path, templates: Path, seed: int) -> Path:
+    import importlib
+
+    specials = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+    ids = _write_tokenizer(tokenizer_dir, out, specials, (templates / "qwen2-vl.jinja").read_text())
+    vocab = max(ids.values()) + 1
+    hidden = 64
+    text = _text_config(
+        vocab,
+        hidden,
+        model_type=family,
+        rope_theta=10000.0,
+        rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},  # head_dim 16: 8 pairs
+    )
+    vision: dict[str, Any] = {
+        "model_type": family,
+        "depth": 2,
+        "num_heads": 2,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "in_channels": 3,
+    }
+    if family == "qwen2_vl":
+        vision |= {"embed_dim": 32, "hidden_size": hidden, "mlp_ratio": 2}
+    else:
+        vision |= {
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "out_hidden_size": hidden,
+            "window_size": 56,
+            "fullatt_block_indexes": [1],
+        }
+    config = {
+        **text,
+        "model_type": family,
+        "vision_config": vision,
+        "image_token_id": ids["<|image_pad|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"],
+        "eos_token_id": 2,
+    }
+    module = importlib.import_module(f"mlx_vlm.models.{family}")
+    mx.random.seed(seed)
+    model_config = module.ModelConfig.from_dict(dict(config))
+    model_config.vision_config = module.VisionConfig.from_dict(vision)
+    model_config.text_config = module.TextConfig.from_dict(text)
+    _save_weights(module.Model(model_config), out, seed)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    preprocessor = {
+        "image_processor_type": "Qwen2VLImageProcessor",
+        "processor_class": "Qwen2_5_VLProcessor" if family == "qwen2_5_vl" else "Qwen2VLProcessor",
+        "do_resize": True,
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "do_convert_rgb": True,
+        "image_mean": _CLIP_MEAN,
+        "image_std": _CLIP_STD,
+        "patch_size": 14,
+        "merge_size": 2,
+        "temporal_patch_size": 2,
+        "min_pixels": 56 * 56,
+        "max_pixels": 112 * 112,  # at most 8 × 8 patches: 16 image tokens
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=2))
+    return out
+
+
+def build_gemma3(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0) -> Path:
+    """Gemma 3: `<start_of_image>` in the text, which the processor turns into a fixed
+    number of soft image tokens between `<start_of_image>` and `<end_of_image>`, with a
+    blank line either side; a SigLIP tower pooled to that many tokens."""
+    from mlx_vlm.models import gemma3
+
+    named = {
+        "boi_token": "<start_of_image>",
+        "eoi_token": "<end_of_image>",
+        "image_token": "<image_soft_token>",
+    }
+    specials = ["<start_of_turn>", "<end_of_turn>", *named.values()]
+    template = (templates / "gemma-3-vllm-pythonic.jinja").read_text()
+    ids = _write_tokenizer(tokenizer_dir, out, specials, template, named)
+    vocab = max(ids.values()) + 1
+    hidden, image_size, tokens = 64, 112, 16  # 8 × 8 patches pooled to 4 × 4 tokens
+    text = _text_config(
+        vocab,
+        hidden,
+        model_type="gemma3_text",
+        head_dim=16,
+        query_pre_attn_scalar=16,
+        sliding_window=512,
+        sliding_window_pattern=2,
+        mm_tokens_per_image=tokens,
+        rope_global_base_freq=10000.0,
+        rope_local_base_freq=10000.0,
+    )
+    vision = {
+        "model_type": "siglip_vision_model",
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "intermediate_size": 64,
+        "num_attention_heads": 2,
+        "patch_size": 14,
+        "image_size": image_size,
+        "num_channels": 3,
+        "layer_norm_eps": 1e-6,
+    }
+    config = {
+        "model_type": "gemma3",
+        "text_config": text,
+        "vision_config": vision,
+        "image_token_index": ids["<image_soft_token>"],
+        "hidden_size": hidden,
+        "vocab_size": vocab,
+        "pad_token_id": 0,
+        "eos_token_id": [ids["<end_of_turn>"]],
+    }
+    mx.random.seed(seed)
+    model_config = gemma3.ModelConfig.from_dict(dict(config))
+    model_config.text_config = gemma3.TextConfig.from_dict(text)
+    model_config.vision_config = gemma3.VisionConfig.from_dict(vision)
+    _save_weights(gemma3.Model(model_config), out, seed)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    preprocessor = {
+        "image_processor_type": "Gemma3ImageProcessor",
+        "processor_class": "Gemma3Processor",
+        "do_resize": True,
+        "size": {"height": image_size, "width": image_size},
+        "resample": 2,
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "do_convert_rgb": True,
+        "do_pan_and_scan": False,
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=2))
+    processor = {"processor_class": "Gemma3Processor", "image_seq_length": tokens}
+    (out / "processor_config.json").write_text(json.dumps(processor, indent=2))
+    return out
+
+
+FAMILIES: dict[str, Callable[[Path, Path, Path, int], Path]] = {
+    "qwen2_vl": build_qwen2_vl,
+    "qwen2_5_vl": build_qwen2_5_vl,
+    "gemma3": build_gemma3,
+}
+
+
+def build_family(
+    name: str, out: str | Path, tokenizer_dir: str | Path, templates: str | Path, seed: int = 0
+) -> Path:
+    """Write the tiny model of family `name` into `out` (created)."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    return FAMILIES[name](folder, Path(tokenizer_dir), Path(templates), seed)
+
+
+if __name__ == "__main__":  # python -m benchmarks.tiny_vision_families FAMILY OUT TEMPLATES
+    import sys
+
+    from engine.library.load import ensure_default_model
+
+    print(build_family(sys.argv[1], sys.argv[2], ensure_default_model(), sys.argv[3]))

@@ -1,0 +1,113 @@
+"""mlx-vlm's own reading of a conversation with pictures: the reference Corral must equal.
+
+`Turn` is a message in a neutral form (role, text, pictures). `corral_messages` writes a
+conversation as Corral's requests carry it; `reference` runs mlx-vlm's own prompt
+utilities (`apply_chat_template`, `prepare_inputs`) and its `generate`, greedy, on the same
+model folder, and returns the prompt's token ids and the reply's.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.types import ImageInput
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message: its role, its text and the pictures (encoded image files) it holds."""
+
+    role: str
+    text: str
+    images: tuple[bytes, ...] = field(default_factory=tuple)
+
+
+def corral_messages(turns: list[Turn]) -> list[dict[str, Any]]:
+    """The conversation as a Corral ChatRequest's messages."""
+    out: list[dict[str, Any]] = []
+    for i, turn in enumerate(turns):
+        message: dict[str, Any] = {"role": turn.role, "content": turn.text}
+        if turn.images:
+            message["images"] = [
+                ImageInput(data, f"picture-{i}-{j}.png") for j, data in enumerate(turn.images)
+            ]
+        out.append(message)
+    return out
+
+
+@dataclass(frozen=True)
+class Reference:
+    """mlx-vlm's prompt ids and greedy reply ids (its end token left out)."""
+
+    prompt_ids: list[int]
+    reply_ids: list[int]
+
+
+_LOADED: dict[str, tuple[Any, Any]] = {}
+
+
+def load_reference(folder: Path) -> tuple[Any, Any]:
+    """mlx-vlm's model and processor for `folder` (loaded once per process)."""
+    from mlx_vlm import load
+
+    key = str(folder)
+    if key not in _LOADED:
+        _LOADED[key] = load(key)
+    return _LOADED[key]
+
+
+def reference(folder: Path, turns: list[Turn], max_tokens: int) -> Reference:
+    """mlx-vlm's greedy reply to `turns` on the model in `folder`."""
+    from mlx_vlm import generate
+    from mlx_vlm.prompt_utils import apply_chat_template, get_message_json
+    from mlx_vlm.utils import prepare_inputs
+    from PIL import Image
+
+    model, processor = load_reference(folder)
+    config = model.config
+    pictures = [Image.open(io.BytesIO(d)).convert("RGB") for t in turns for d in t.images]
+    if len(turns) == 1 and turns[0].role == "user":
+        prompt_in: Any = turns[0].text  # mlx-vlm places the pictures itself
+    else:  # each message's pictures where mlx-vlm's formatter puts them in that message
+        prompt_in = [_placed(config.model_type, t, get_message_json) for t in turns]
+    prompt = apply_chat_template(processor, config, prompt_in, num_images=len(pictures))
+    inputs = prepare_inputs(processor, images=pictures or None, prompts=prompt)
+    prompt_ids = [int(t) for t in inputs["input_ids"][0].tolist()]
+    out = generate(
+        model,
+        processor,
+        prompt,
+        image=pictures or None,
+        max_tokens=max_tokens,
+        temperature=0.0,
+        verbose=False,
+    )
+    ids = [int(t) for t in out.token_ids]
+    ends = set(_ends(config))
+    while ids and ids[-1] in ends:
+        ids.pop()
+    return Reference(prompt_ids, ids)
+
+
+def _placed(model_type: str, turn: Turn, get_message_json: Any) -> dict[str, Any]:
+    """`turn` with its pictures as explicit content parts, where mlx-vlm's formatter places
+    them for `model_type` (it gives pictures without parts to the last user message only)."""
+    if not turn.images:
+        return {"role": turn.role, "content": turn.text}
+    built = get_message_json(model_type, turn.text, turn.role, num_images=len(turn.images))
+    if not isinstance(built["content"], str):
+        return dict(built)
+    text = [{"type": "text", "text": turn.text}]
+    images = [{"type": "image"}] * len(turn.images)
+    parts = text + images if built["content"].startswith(turn.text) else images + text
+    return {"role": turn.role, "content": parts}
+
+
+def _ends(config: Any) -> list[int]:
+    eos = getattr(config, "eos_token_id", None)
+    if eos is None:
+        return []
+    return [int(e) for e in eos] if isinstance(eos, list) else [int(eos)]

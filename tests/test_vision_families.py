@@ -1,0 +1,146 @@
+"""Each vision family's pictures read as mlx-vlm reads them: Corral's greedy reply equals
+mlx-vlm's own `generate` on the same tiny model, prompt and picture, alone and in a batch,
+with the picture's prefix cached and not, when a chunk of the prompt splits the picture,
+after a second picture later in the chat, and from the disk tier after a restart."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from benchmarks.tiny_vision_families import FAMILIES
+from benchmarks.vision_reference import Turn, corral_messages, reference
+from engine.types import ChatRequest, ConstraintSpec, SamplingSettings
+from tests.test_vision import RECEIPT
+from tests.vision_support import picture
+
+RED, BLUE, GREEN = picture((200, 30, 30)), picture((10, 120, 240)), picture((20, 160, 40), (70, 90))
+QUESTION = "What is in this picture?"
+TOKENS = 10
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    folder: Path
+    engine: Any
+
+    def __iter__(self) -> Iterator[Any]:  # folder, engine = family
+        return iter((self.folder, self.engine))
+
+
+# Families whose language model keeps sliding-window layers (rotating KV caches), which the
+# disk tier does not write (as for text models with them): they restart without a disk hit.
+SLIDING_WINDOW = {"gemma3"}
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request: pytest.FixtureRequest, vision_family_dir: Any) -> Iterator[Family]:
+    """The family's tiny model folder and an engine serving it."""
+    from engine.engine import Engine
+
+    folder = vision_family_dir(request.param)
+    eng = Engine()
+    eng.load_model(str(folder)).result()
+    yield Family(request.param, folder, eng)
+    eng.close()
+
+
+def request(turns: list[Turn], max_tokens: int = TOKENS, **kwargs: Any) -> ChatRequest:
+    settings = SamplingSettings(max_tokens=max_tokens, temperature=0)
+    return ChatRequest(corral_messages(turns), settings, **kwargs)
+
+
+def reply_ids(result: Any) -> list[int]:
+    assert result.error is None, result.error
+    return list(result.token_ids[result.stats.prompt_tokens :])
+
+
+def test_reply_equals_mlx_vlm_alone_and_again_from_the_cache(family: Family) -> None:
+    folder, eng = family
+    turns = [Turn("user", QUESTION, (RED,))]
+    ref = reference(folder, turns, TOKENS)
+    first = eng.submit(request(turns)).result()
+    assert reply_ids(first) == ref.reply_ids
+    assert first.stats.prompt_tokens == len(ref.prompt_ids)
+    assert first.stats.cached_tokens < first.stats.prompt_tokens - 8  # not the picture
+    again = eng.submit(request(turns)).result()
+    assert again.stats.cached_tokens >= again.stats.prompt_tokens - 1  # the picture cached
+    assert reply_ids(again) == ref.reply_ids
+
+
+def test_reply_equals_mlx_vlm_in_a_batch(family: Family) -> None:
+    folder, eng = family
+    target = [Turn("user", "Describe the colours.", (BLUE,))]
+    others = [
+        request([Turn("user", "Name a fruit.")]),
+        request([Turn("user", "Which shape is it?", (GREEN,))], max_tokens=6),
+    ]
+    results = [h.result() for h in eng.submit_many([request(target), *others])]
+    assert reply_ids(results[0]) == reference(folder, target, TOKENS).reply_ids
+    assert all(r.error is None for r in results)
+
+
+def test_a_chunk_that_splits_the_picture_reads_it_whole(
+    family: Family, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder, eng = family
+    monkeypatch.setattr("engine.runtime.scheduler.PREFILL_CHUNK", 5)  # the picture spans chunks
+    turns = [Turn("user", "Count the blocks.", (GREEN,))]
+    assert (
+        reply_ids(eng.submit(request(turns)).result()) == reference(folder, turns, TOKENS).reply_ids
+    )
+
+
+def test_follow_up_reuses_the_picture_and_a_second_picture_later(
+    family: Family,
+) -> None:
+    folder, eng = family
+    first_turn = [Turn("user", "What colour is this?", (BLUE,))]
+    first = eng.submit(request(first_turn)).result()
+    follow = [*first_turn, Turn("assistant", first.text), Turn("user", "Are you sure?")]
+    cached = eng.submit(request(follow)).result()
+    assert cached.stats.cached_tokens >= first.stats.prompt_tokens - 1  # picture not encoded again
+    assert reply_ids(cached) == reference(folder, follow, TOKENS).reply_ids
+    second = [*follow, Turn("assistant", cached.text), Turn("user", "And this one?", (RED,))]
+    later = eng.submit(request(second)).result()
+    assert later.stats.cached_tokens >= cached.stats.prompt_tokens - 1
+    assert reply_ids(later) == reference(folder, second, TOKENS).reply_ids
+
+
+def test_picture_with_a_json_schema_validates(family: Family) -> None:
+    _, eng = family
+    spec = ConstraintSpec("json_schema", json.dumps(RECEIPT), name="receipt")
+    turns = [Turn("user", "Extract this receipt.", (RED,))]
+    result = eng.submit(request(turns, max_tokens=60, constraint=spec)).result()
+    assert result.error is None
+    jsonschema.validate(json.loads(result.text), RECEIPT)
+
+
+def test_restart_restores_the_picture_from_the_disk_tier(family: Family, tmp_path: Path) -> None:
+    from engine.engine import Engine
+
+    folder, _ = family
+    system = "You read pictures for a shop. " + " ".join(f"Rule {i}: be brief." for i in range(12))
+    turns = [Turn("system", system), Turn("user", QUESTION, (GREEN,))]
+    want = reference(folder, turns, TOKENS).reply_ids
+    for attempt in range(2):
+        eng = Engine(disk_cache_dir=tmp_path)
+        eng.load_model(str(folder)).result()
+        try:
+            result = eng.submit(request(turns)).result()
+            hits = eng.snapshot.cache.disk_hits
+        finally:
+            eng.close()  # closing writes what memory holds
+        assert reply_ids(result) == want
+        if attempt and family.name in SLIDING_WINDOW:
+            assert hits == 0  # not written: the same reply, computed again
+        elif attempt:
+            assert hits == 1
+            assert result.stats.cached_tokens >= result.stats.prompt_tokens - 1
