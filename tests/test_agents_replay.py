@@ -5,6 +5,7 @@ event of a stream) fits the dialect's schema as the official SDKs type it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from benchmarks.agents.replay import conversations_passing, load_fixtures, repla
 from benchmarks.tiny_model import build_tiny_model
 from engine.engine import Engine
 from engine.server import HTTPServer
+from engine.tools.definitions import MAX_DESCRIPTION_CHARS
 
 FIXTURES = load_fixtures()
 LONG_CONTEXT = 65536
@@ -48,6 +50,21 @@ def test_every_agent_was_recorded() -> None:
         assert len(posts) >= 2  # the first request and the one carrying the tool's result
         for entry in posts:
             assert not {"authorization", "x-api-key"} & set(entry["headers"])
+
+
+def _recorded_length(text: str) -> int:
+    """A recorded text's length before record.py trimmed it."""
+    found = re.search(r"…\[trimmed (\d+) characters\]$", text)
+    return len(text) + (int(found.group(1)) - len(found.group(0)) if found else 0)
+
+
+def test_the_tool_limits_take_what_the_agents_send() -> None:
+    for fixture in FIXTURES.values():
+        for entry in fixture["requests"]:
+            for tool in (entry["body"] or {}).get("tools") or []:
+                spec = tool.get("function", tool)
+                length = _recorded_length(spec.get("description") or "")
+                assert length <= MAX_DESCRIPTION_CHARS, (spec.get("name"), length)
 
 
 @pytest.mark.parametrize("name", sorted(FIXTURES))
