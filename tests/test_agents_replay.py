@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from server_support import serving
 
@@ -73,3 +74,30 @@ def test_a_recorded_conversation_is_answered_in_its_dialect(served: HTTPServer, 
     problems = [f"request {o.index} ({o.path}): {o.problem}" for o in outcomes if not o.ok]
     assert not problems, "\n".join(problems)
     assert conversations_passing(outcomes) == (1, 1)
+
+
+def test_an_agent_interrupting_its_stream_leaves_the_server_serving(served: HTTPServer) -> None:
+    """Claude Code's Esc: the stream is dropped after its first event; the engine keeps
+    serving the same conversation (from its prompt cache) right after."""
+    entry = next(r for r in FIXTURES["claude"]["requests"] if r["method"] == "POST")
+    body = {**entry["body"], "model": "any-name", "max_tokens": 512}
+    before = len(served.activity.records)
+    with httpx.stream("POST", served.url + "/v1/messages", json=body, timeout=300) as r:
+        assert r.status_code == 200
+        next(r.iter_lines())
+    assert _ended(served, before) in (200, 499)  # finished first, or cut by the hang-up
+    outcomes = replay(served.url, "any-name", {"claude": FIXTURES["claude"]})
+    assert all(o.ok for o in outcomes), [o.problem for o in outcomes if not o.ok]
+
+
+def _ended(server: HTTPServer, before: int) -> int:
+    """The status the request after the first `before` ended with, once it has."""
+    import time
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        done = list(server.activity.records)[before:]
+        if done:
+            return done[0].status
+        time.sleep(0.05)
+    raise AssertionError("the interrupted request never ended")

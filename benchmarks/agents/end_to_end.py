@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.agents.run import VARIANTS, install_agents, run_agent, variant_name
@@ -87,13 +88,21 @@ class Server:
             self.proc.kill()
 
 
-def _model_port(url: str) -> str:
-    return url.rsplit(":", 1)[-1]
+@dataclass
+class Session:
+    """What one agent's three turns did, as the agent and the server saw them."""
+
+    variant: str
+    turns_ok: int
+    failures: list[str]
+    requests: int
+    errors: list[str]
+    tool_calls: int
+    second_request_cached: float | None
+    log: list[str]
 
 
-def session(
-    server: Server, agent: str, provider: str | None, bin_dir: Path, root: Path
-) -> dict[str, object]:
+def session(server: Server, agent: str, provider: str | None, bin_dir: Path, root: Path) -> Session:
     """Three turns of one agent; what the server saw of them."""
     name = variant_name(agent, provider)
     home = root / name
@@ -121,16 +130,16 @@ def session(
     main = [r for r in requests if int(r["prompt"]) >= MAIN_PROMPT_TOKENS]
     second = main[1] if len(main) > 1 else None
     cached = int(second["cached"]) / int(second["prompt"]) if second else None
-    return {
-        "variant": name,
-        "turns_ok": sum(t.returncode == 0 for t in turns),
-        "failures": [t.stderr[-600:] or t.stdout[-600:] for t in turns if t.returncode != 0],
-        "requests": len(requests),
-        "errors": [line for line in lines if re.search(r" [45]\d\d /", line)],
-        "tool_calls": sum(r["stop"] == "tool_calls" for r in requests),
-        "second_request_cached": round(cached, 3) if cached is not None else None,
-        "log": lines,
-    }
+    return Session(
+        variant=name,
+        turns_ok=sum(t.returncode == 0 for t in turns),
+        failures=[t.stderr[-600:] or t.stdout[-600:] for t in turns if t.returncode != 0],
+        requests=len(requests),
+        errors=[line for line in lines if re.search(r" [45]\d\d /", line)],
+        tool_calls=sum(r["stop"] == "tool_calls" for r in requests),
+        second_request_cached=round(cached, 3) if cached is not None else None,
+        log=lines,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,20 +159,21 @@ def main(argv: list[str] | None = None) -> int:
                 if args.only and variant_name(agent, provider) != args.only:
                     continue
                 report = session(server, agent, provider, bin_dir, root / "homes")
-                passed = report["turns_ok"] == len(TURNS) and not report["errors"]
+                passed = report.turns_ok == len(TURNS) and not report.errors
                 ok &= passed
                 print(
-                    f"{report['variant']}: {report['turns_ok']}/{len(TURNS)} turns, "
-                    f"{report['requests']} requests, {report['tool_calls']} tool calls, "
-                    f"second request {report['second_request_cached']} cached, "
-                    f"{len(report['errors'])} errors -> {'ok' if passed else 'FAILED'}"
+                    f"{report.variant}: {report.turns_ok}/{len(TURNS)} turns, "
+                    f"{report.requests} requests, {report.tool_calls} tool calls, "
+                    f"second request {report.second_request_cached} cached, "
+                    f"{len(report.errors)} errors -> {'ok' if passed else 'FAILED'}",
+                    flush=True,
                 )
-                for failure in report["failures"]:  # type: ignore[attr-defined]
+                for failure in report.failures:
                     print("  failure:", failure)
-                for line in report["errors"]:  # type: ignore[attr-defined]
+                for line in report.errors:
                     print("  error:", line)
                 if args.verbose:
-                    for line in report["log"]:  # type: ignore[attr-defined]
+                    for line in report.log:
                         print("  |", line)
         finally:
             server.stop()
