@@ -283,6 +283,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(argv, prog="python -m engine bench")
 
 
+def cmd_launch(args: argparse.Namespace) -> int:
+    import os
+
+    from engine.server.launch import launch
+
+    return launch(
+        args.agent,
+        model=args.model,
+        port=args.port,
+        api_key=args.api_key or os.environ.get("CORRAL_API_KEY") or None,
+        provider=args.provider,
+        print_only=args.print,
+        agent_args=args.bench_args[1:] if args.bench_args[:1] == ["--"] else args.bench_args,
+    )
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -427,13 +443,33 @@ def build_parser() -> argparse.ArgumentParser:
         "bench", help="measure the engine against mlx-lm, side by side", add_help=False
     )
     bench.set_defaults(func=cmd_bench)
+
+    agents = sub.add_parser(
+        "launch",
+        help="run Claude Code, Codex or OpenCode against Corral (starting the server if "
+        "needed); arguments after -- go to the agent",
+    )
+    agents.add_argument("agent", choices=["claude", "codex", "opencode"])
+    agents.add_argument("--model", default="default", help="the model a started server loads")
+    agents.add_argument("--port", type=int, default=8080, help="the server's loopback port")
+    agents.add_argument("--api-key", help="the server's key, if it has one; or CORRAL_API_KEY")
+    agents.add_argument(
+        "--provider",
+        choices=["openai", "anthropic"],
+        default="openai",
+        help="OpenCode's provider: OpenAI-compatible chat completions, or Anthropic Messages",
+    )
+    agents.add_argument(
+        "--print", action="store_true", help="print what to set instead of running the agent"
+    )
+    agents.set_defaults(func=cmd_launch)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "bench":
+    if extra and args.command not in ("bench", "launch"):  # launch: the agent's own
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.bench_args = extra
     try:

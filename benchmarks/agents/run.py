@@ -53,19 +53,19 @@ def variant_name(agent: str, provider: str | None) -> str:
     return f"{agent}-{provider}" if provider else agent
 
 
-def one_shot(setup: AgentSetup, prompt: str, model: str) -> list[str]:
-    """The agent's command that answers `prompt` once and exits."""
+def one_shot(setup: AgentSetup, prompt: str, model: str, resume: bool = False) -> list[str]:
+    """The agent's command that answers `prompt` once and exits (`resume`: as the next
+    turn of the agent's last session in this folder)."""
     if setup.agent == "claude":
-        return ["claude", "-p", prompt, "--model", model, "--allowedTools", "Bash"]
+        again = ["--continue"] if resume else []
+        return ["claude", "-p", prompt, "--model", model, "--allowedTools", "Bash", *again]
     if setup.agent == "codex":
-        return [
-            "codex",
-            "exec",
-            "--skip-git-repo-check",
-            "--dangerously-bypass-approvals-and-sandbox",
-            prompt,
-        ]
-    return ["opencode", "run", "--model", setup.command[-1], prompt]
+        flags = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
+        if resume:
+            return ["codex", "exec", *flags, "resume", "--last", prompt]
+        return ["codex", "exec", *flags, prompt]
+    again = ["--continue"] if resume else []
+    return ["opencode", "run", "--model", setup.command[-1], *again, prompt]
 
 
 def run_agent(
@@ -79,7 +79,7 @@ def run_agent(
     *,
     context_length: int | None = None,
     timeout: float = 300,
-    extra_args: list[str] | None = None,
+    resume: bool = False,
 ) -> AgentRun:
     """Run `agent` once in a fresh work folder under `home`, against `base_url`."""
     setup = agent_setup(
@@ -105,7 +105,7 @@ def run_agent(
         "NO_COLOR": "1",
         **setup.env,
     }
-    command = one_shot(setup, prompt, model) + list(extra_args or [])
+    command = one_shot(setup, prompt, model, resume)
     command[0] = str(bin_dir / command[0])
     try:
         done = subprocess.run(

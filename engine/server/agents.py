@@ -19,6 +19,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.files import check_inside
+
 AGENTS = ("claude", "codex", "opencode")
 # OpenCode speaks to a server through one of two AI-SDK providers.
 OPENCODE_PROVIDERS = {"openai": "@ai-sdk/openai-compatible", "anthropic": "@ai-sdk/anthropic"}
@@ -50,9 +52,12 @@ class AgentSetup:
     env: dict[str, str]
     files: dict[Path, str] = field(default_factory=dict)
 
-    def write_files(self) -> None:
-        """Write the configuration files (each inside the folder this setup was made for)."""
+    def write_files(self, folder: Path | None = None) -> None:
+        """Write the configuration files; each must lie inside `folder` (Corral's own,
+        where given)."""
         for path, text in self.files.items():
+            if folder is not None:
+                check_inside(path, folder)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
 
@@ -61,7 +66,7 @@ class AgentSetup:
         lines: list[str] = []
         for path, text in self.files.items():
             lines.append(f"# write {path}:")
-            lines += [f"#   {line}" for line in text.splitlines()]
+            lines += [f"#   {line}".rstrip() for line in text.splitlines()]
         lines += [f"export {name}={shlex.quote(value)}" for name, value in self.env.items()]
         lines.append(shlex.join(self.command))
         return "\n".join(lines)

@@ -35,7 +35,8 @@ MAX_FILE_BYTES = 4 * 1024 * 1024  # a tools file
 # limit keeps a hostile definition (from an API client or an MCP server) from costing
 # minutes of prompt processing or compile time before anyone is told.
 MAX_TOOLS = 256
-MAX_DESCRIPTION_CHARS = 16_384
+# Coding agents write long ones: Claude Code's Workflow tool has ~19,000 characters.
+MAX_DESCRIPTION_CHARS = 65_536
 MAX_PARAMETERS_BYTES = 256 * 1024
 
 # JSON layout inside tool calls: no free whitespace (it would let a small model ramble) and
