@@ -93,7 +93,7 @@ def read_sample() -> CpuSample:
     except (OSError, ValueError, AttributeError):
         pass
     if "psutil" in sys.modules or _importable("psutil"):
-        import psutil
+        import psutil  # type: ignore[import-untyped]
 
         times = psutil.cpu_times()
         idle = times.idle + getattr(times, "iowait", 0.0)
