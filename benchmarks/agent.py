@@ -246,7 +246,7 @@ def _mlx_lm_session(engine: Engine, prompts: list[list[dict[str, str]]]) -> list
             lru.insert_cache("model", tokens, cache)
         return times
 
-    return cast(list[tuple[float, int]], engine.run(session).result())
+    return engine.run(session).result()
 
 
 def _kv_figures(engine: Engine, spec: str) -> dict[str, Any]:

@@ -10,7 +10,9 @@ How the share is read, best source first:
 
 - Linux: `/proc/stat`'s first line (every CPU's busy and idle ticks since boot) sampled
   before and after, less this process's own CPU time (`os.times()`, children included):
-  what is left of the busy time is other processes'.
+  what is left of the busy time is other processes'. Children's CPU time counts as the
+  bench's own once they have ended and been waited for (the `distributed` section's ranks
+  are, when its group closes); while they run it counts as other processes'.
 - elsewhere (macOS) with psutil installed: the same from `psutil.cpu_times()`.
 - otherwise: an estimate from the load average after the section (`os.getloadavg()`: the
   runnable processes over the last minute) less this process's own CPU rate, over the CPU
@@ -93,7 +95,7 @@ def read_sample() -> CpuSample:
     except (OSError, ValueError, AttributeError):
         pass
     if "psutil" in sys.modules or _importable("psutil"):
-        import psutil
+        import psutil  # type: ignore[import-untyped]
 
         times = psutil.cpu_times()
         idle = times.idle + getattr(times, "iowait", 0.0)

@@ -122,7 +122,7 @@ class RowLogprobs:
         self.tokens: list[int] = []
         self.figures: dict[int, _Figures] = {}
         self.unread: list[StepRecord] = []
-        self._handed = 0
+        self._handed: list[TokenLogprob] = []  # the records `ready` built, in order
 
     def given(self, token: int) -> None:
         """`token` is the reply's next token."""
@@ -134,12 +134,14 @@ class RowLogprobs:
         """The tokens not handed out yet whose figures are in, in order (up to the first
         still waiting for its forward pass)."""
         out: list[TokenLogprob] = []
-        while self._handed < len(self.tokens):
-            figures = self.figures.get(self.start + self._handed)
+        while len(self._handed) < len(self.tokens):
+            i = len(self._handed)
+            figures = self.figures.get(self.start + i)
             if figures is None:
                 break
-            out.append(_record(self.tokens[self._handed], figures, self.top, text))
-            self._handed += 1
+            record = _record(self.tokens[i], figures, self.top, text)
+            self._handed.append(record)
+            out.append(record)
         return out
 
     def finish(self, text: TokenText) -> tuple[list[TokenLogprob], list[TokenLogprob]]:
@@ -147,13 +149,14 @@ class RowLogprobs:
         for record in self.unread:
             record.read()
         self.unread.clear()
-        records = [
+        # the handed ones' figures were in when they were built: built once, kept
+        handed = len(self._handed)
+        rest = [
             _record(token, self.figures.get(self.start + i), self.top, text)
-            for i, token in enumerate(self.tokens)
+            for i, token in enumerate(self.tokens[handed:], start=handed)
         ]
-        rest = records[self._handed :]
-        self._handed = len(records)
-        return records, rest
+        self._handed += rest
+        return list(self._handed), rest
 
 
 class BatchLogprobs:
@@ -339,12 +342,13 @@ def _record(token: int, figures: _Figures | None, top: int, text: TokenText) -> 
         allowed = ids == token
         overridden = best != token
         logprob = 0.0
+    chosen = order[:top]  # read out as Python values at once, not element by element
     alternatives = []
-    for j in order[:top]:
-        alt_text, alt_bytes = text(int(ids[j]))
-        alternatives.append(
-            TokenAlternative(int(ids[j]), alt_text, float(logprobs[j]), bool(allowed[j]), alt_bytes)
-        )
+    for alt, alt_logprob, ok in zip(
+        ids[chosen].tolist(), logprobs[chosen].tolist(), allowed[chosen].tolist(), strict=True
+    ):
+        alt_text, alt_bytes = text(alt)
+        alternatives.append(TokenAlternative(alt, alt_text, alt_logprob, ok, alt_bytes))
     return TokenLogprob(
         token,
         token_text,
