@@ -615,6 +615,19 @@ class MainWindow(QMainWindow):
         self.close()
         QApplication.quit()
 
+    def show_extract(self) -> None:
+        """The Extract window (one per main window); its jobs live in the data folder."""
+        from app.views.extract.window import ExtractWindow
+        from engine.extract.store import DB_NAME, JobStore
+
+        extract = getattr(self, "extract_window", None)
+        if extract is None:
+            store = JobStore(self.store.path.parent / DB_NAME)
+            extract = self.extract_window = ExtractWindow(self.bridge, store, self)
+        extract.show()
+        extract.raise_()
+        extract.activateWindow()
+
     def about(self) -> None:
         QMessageBox.about(
             self,
