@@ -46,6 +46,7 @@ from app.views.constraint_widgets import ConstraintBar
 from app.views.distributed_controls import DistributedControls
 from app.views.icons import icon
 from app.views.inspector import SETTINGS_TAB, TOOLS_TAB, Inspector
+from app.views.main.documents import DocumentActions
 from app.views.main.files import FileActions
 from app.views.main.keys import KeyboardActions
 from app.views.main.library import LibraryActions
@@ -100,6 +101,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self._build()
         self.files = FileActions(self)
+        self.documents = DocumentActions(self)
         self.library = LibraryActions(self)
         self.preferences = PreferencesActions(self)
         self.keys = KeyboardActions(self)
