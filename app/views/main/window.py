@@ -196,6 +196,9 @@ class MainWindow(QMainWindow):
         )
         for action in (self.settings_action, self.tools_action):
             action.setCheckable(True)
+        self.extract_action = self._toolbar_action(
+            "table", "Extract a table from documents (Ctrl+Shift+E)", self.show_extract
+        )
 
         self.model_label = QLabel("No model", self)
         self.cache_label = QLabel(self)
