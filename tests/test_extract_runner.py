@@ -118,3 +118,23 @@ def test_a_schema_the_engine_refuses_stops_the_job_before_any_row(
     job = store.create_job({"type": "object", "properties": {"a": {"type": "nope"}}})
     with pytest.raises(ExtractError, match="the schema cannot be used"):
         ExtractRunner(tiny_engine, store, job.id).run()
+
+
+def test_images_and_scanned_pages_go_to_a_vision_model(vision_engine, tmp_path: Path) -> None:
+    """A PNG and a PDF page without text become rows read from their pixels; a PDF's text
+    page beside the scan is read as text."""
+    from tests.extract_support import make_png
+
+    png = make_png(tmp_path / "form.png")
+    scan = make_pdf(tmp_path / "scan.pdf", [invoice_text(1), None])
+    store = JobStore(tmp_path / "jobs.sqlite3")
+    job = _job(store, [png, scan])
+    ExtractRunner(vision_engine, store, job).run()
+    rows = store.rows(job)
+    # The scan is a window of its own: two rows for the PDF, named by their pages.
+    assert sorted((Path(r.path).name, r.pages) for r in rows) == [
+        ("form.png", None), ("scan.pdf", "1"), ("scan.pdf", "2"),
+    ]  # fmt: skip
+    assert all(r.status == "valid" for r in rows), [(r.path, r.error) for r in rows]
+    for row in rows:
+        jsonschema.validate(row.result, INVOICE_SCHEMA)

@@ -49,6 +49,7 @@ PATHS = {
     'M18.5 9.5h3M18.5 14.5h3"/>',
     "download": '<path d="M12 4.5v10.5"/><path d="M7.5 10.5l4.5 4.5 4.5-4.5"/>'
     '<path d="M5 19.5h14"/>',
+    "table": '<rect x="4" y="5" width="16" height="14" rx="2"/><path d="M4 10h16M10 10v9"/>',
     "more": '<circle cx="6" cy="12" r="1.3" fill="currentColor"/>'
     '<circle cx="12" cy="12" r="1.3" fill="currentColor"/>'
     '<circle cx="18" cy="12" r="1.3" fill="currentColor"/>',

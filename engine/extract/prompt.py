@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.extract.pages import Document
 from engine.extract.windows import Window
 from engine.types import ChatMessage, ChatRequest, ConstraintSpec, ImageInput, SamplingSettings
 
@@ -53,3 +54,19 @@ def row_request(
         SamplingSettings(temperature=0.0, max_tokens=max_tokens),
         constraint=constraint,
     )
+
+
+def attached_text(document: Document) -> str:
+    """A document as it goes into a chat message: its name and page span, then its text, each
+    PDF page after a `[page N]` marker (the form a job's rows read too). The same file gives
+    the same text, so the prompt cache reuses it for a second question."""
+    first, last = document.pages[0].number, document.pages[-1].number
+    span = f", pages {first}-{last} of {document.page_count}" if document.kind == "pdf" else ""
+    parts = [f"[document: {document.path.name}{span}]"]
+    for page in document.pages:
+        if page.text:
+            parts.append(
+                f"[page {page.number}]\n{page.text}" if document.kind == "pdf" else page.text
+            )
+    parts.append("[end of document]")
+    return "\n\n".join(parts)

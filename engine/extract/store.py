@@ -55,6 +55,12 @@ CREATE INDEX IF NOT EXISTS rows_job ON rows (job, status);
 """
 
 
+_ROW_QUERY = (
+    "SELECT id, job, path, digest, first_page, last_page, status, result, error, tokens, "
+    "completions FROM rows"
+)
+
+
 def extract_dir() -> Path:
     """Where the job database lives: Corral's data folder (CORRAL_EXTRACT_DIR overrides it)."""
     own = os.environ.get("CORRAL_EXTRACT_DIR")
@@ -313,10 +319,7 @@ class JobStore:
             return cursor.rowcount
 
     def rows(self, job_id: str, status: str | None = None) -> list[Row]:
-        query = (
-            "SELECT id, job, path, digest, first_page, last_page, status, result, error, "
-            "tokens, completions FROM rows WHERE job = ?"
-        )
+        query = _ROW_QUERY + " WHERE job = ?"
         params: tuple[Any, ...] = (job_id,)
         if status is not None:
             query += " AND status = ?"
@@ -327,10 +330,8 @@ class JobStore:
 
     def row(self, row_id: int) -> Row | None:
         with self._lock:
-            found = self._db.execute("SELECT job FROM rows WHERE id = ?", (row_id,)).fetchone()
-        if found is None:
-            return None
-        return next((r for r in self.rows(found[0]) if r.id == row_id), None)
+            found = self._db.execute(_ROW_QUERY + " WHERE id = ?", (row_id,)).fetchone()
+        return None if found is None else _row(found)
 
     def counts(self, job_id: str) -> dict[str, int]:
         """Rows of the job by status (every status present, zeros included)."""

@@ -30,6 +30,7 @@ from app.store.export import to_json, to_markdown
 from app.tools import looks_like_tools, run_builtin
 from app.views.constraint_widgets import ConstraintEditor
 from app.views.inspector import TOOLS_TAB
+from app.views.main.documents import is_document
 from engine.types import ConstraintSpec, ModelInfo
 
 if TYPE_CHECKING:
@@ -62,13 +63,18 @@ class FileActions:
     # ---- constraints ----
 
     def open(self, paths: list[str]) -> None:
-        """Dropped or opened files: pictures are attached to the next message, a tools list
+        """Dropped or opened files: pictures are attached to the next message, documents
+        (PDF, Word, HTML, Markdown, text) put their text into the draft, a tools list
         goes to the tools panel, MCP servers to the MCP panel, anything else is checked as
         a constraint (a file that is neither gets a clear error)."""
         images = [p for p in paths if looks_like_image(p)]
         if images:
             self.attach_files(images)
-        for path in [p for p in paths if not looks_like_image(p)][:1]:
+        documents = [p for p in paths if is_document(p)]
+        for path in documents:  # their text goes into the draft
+            self.window.documents.attach(path)
+        others = [p for p in paths if not looks_like_image(p) and p not in documents]
+        for path in others[:1]:
             if path.lower().endswith(".json") and looks_like_mcp_config(path):
                 self._bring_tools_forward()
                 self.window.mcp_panel.import_file(path)

@@ -73,6 +73,7 @@ def build_menus(window: MainWindow) -> dict[str, QAction]:
         file, "Open Schema or &Grammar…", files.choose_constraint_file, Key.Open
     )
     acts["load_tools"] = _action(file, "Load &Tools…", files.choose_tools_file)
+    acts["extract"] = _action(file, "&Extract from Documents…", window.show_extract, "Ctrl+Shift+E")
     file.addSeparator()
     acts["export_md"] = _action(file, "Export as &Markdown…", lambda: files.export("md"))
     acts["export_json"] = _action(file, "Export as &JSON…", lambda: files.export("json"))

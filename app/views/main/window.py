@@ -47,6 +47,7 @@ from app.views.distributed_controls import DistributedControls
 from app.views.icons import icon
 from app.views.inspector import SETTINGS_TAB, TOOLS_TAB, Inspector
 from app.views.keyboard import focus_within
+from app.views.main.documents import DocumentActions
 from app.views.main.files import FileActions
 from app.views.main.keys import KeyboardActions
 from app.views.main.library import LibraryActions
@@ -103,6 +104,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self._build()
         self.files = FileActions(self)
+        self.documents = DocumentActions(self)
         self.library = LibraryActions(self)
         self.preferences = PreferencesActions(self)
         self.keys = KeyboardActions(self)
@@ -197,6 +199,9 @@ class MainWindow(QMainWindow):
         )
         for action in (self.settings_action, self.tools_action):
             action.setCheckable(True)
+        self.extract_action = self._toolbar_action(
+            "table", "Extract a table from documents (Ctrl+Shift+E)", self.show_extract
+        )
 
         self.model_label = QLabel("No model", self)
         self.cache_label = QLabel(self)
@@ -627,6 +632,19 @@ class MainWindow(QMainWindow):
     def quit(self) -> None:
         self.close()
         QApplication.quit()
+
+    def show_extract(self) -> None:
+        """The Extract window (one per main window); its jobs live in the data folder."""
+        from app.views.extract.window import ExtractWindow
+        from engine.extract.store import DB_NAME, JobStore
+
+        extract = getattr(self, "extract_window", None)
+        if extract is None:
+            store = JobStore(self.store.path.parent / DB_NAME)
+            extract = self.extract_window = ExtractWindow(self.bridge, store, self)
+        extract.show()
+        extract.raise_()
+        extract.activateWindow()
 
     def about(self) -> None:
         QMessageBox.about(

@@ -1,0 +1,1 @@
+"""The Extract window: a schema over dropped documents, a table out (window.py)."""
