@@ -233,10 +233,92 @@ def build_gemma3(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0)
     return out
 
 
+def build_mistral3(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0) -> Path:
+    """Mistral Small 3.1 (Pixtral's tower): `[IMG]` per merged patch, rows ended by
+    `[IMG_BREAK]` and the image by `[IMG_END]`, at the picture's own aspect ratio."""
+    from mlx_vlm.models import mistral3
+
+    specials = [
+        "[INST]",
+        "[/INST]",
+        "[SYSTEM_PROMPT]",
+        "[/SYSTEM_PROMPT]",
+        "[AVAILABLE_TOOLS]",
+        "[/AVAILABLE_TOOLS]",
+        "[TOOL_CALLS]",
+        "[TOOL_RESULTS]",
+        "[/TOOL_RESULTS]",
+        "[IMG]",
+        "[IMG_BREAK]",
+        "[IMG_END]",
+    ]
+    template = (templates / "mistral-small-3.1.jinja").read_text()
+    ids = _write_tokenizer(tokenizer_dir, out, specials, template)
+    vocab = max(ids.values()) + 1
+    hidden, patch, longest = 64, 14, 112
+    text = _text_config(vocab, hidden, model_type="mistral", head_dim=16, rope_theta=10000.0)
+    vision = {
+        "model_type": "pixtral",
+        "num_hidden_layers": 2,
+        "hidden_size": 32,
+        "head_dim": 16,
+        "intermediate_size": 64,
+        "num_attention_heads": 2,
+        "image_size": longest,
+        "patch_size": patch,
+        "num_channels": 3,
+        "rope_theta": 10000.0,
+    }
+    config = {
+        "model_type": "mistral3",
+        "text_config": text,
+        "vision_config": vision,
+        "image_token_index": ids["[IMG]"],
+        "spatial_merge_size": 2,
+        "vision_feature_layer": -1,
+        "multimodal_projector_bias": False,
+        "projector_hidden_act": "gelu",
+        "vocab_size": vocab,
+        "eos_token_id": 2,
+    }
+    mx.random.seed(seed)
+    model_config = mistral3.ModelConfig.from_dict(dict(config))
+    model_config.text_config = mistral3.TextConfig.from_dict(text)
+    model_config.vision_config = mistral3.VisionConfig.from_dict(vision)
+    _save_weights(mistral3.Model(model_config), out, seed)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    preprocessor = {
+        "image_processor_type": "PixtralImageProcessor",
+        "processor_class": "PixtralProcessor",
+        "do_resize": True,
+        "size": {"longest_edge": longest},
+        "patch_size": {"height": patch, "width": patch},
+        "resample": 3,
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "image_mean": _CLIP_MEAN,
+        "image_std": _CLIP_STD,
+        "do_convert_rgb": True,
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=2))
+    processor = {
+        "processor_class": "PixtralProcessor",
+        "image_token": "[IMG]",
+        "image_break_token": "[IMG_BREAK]",
+        "image_end_token": "[IMG_END]",
+        "patch_size": patch,
+        "spatial_merge_size": 2,
+    }
+    (out / "processor_config.json").write_text(json.dumps(processor, indent=2))
+    return out
+
+
 FAMILIES: dict[str, Callable[[Path, Path, Path, int], Path]] = {
     "qwen2_vl": build_qwen2_vl,
     "qwen2_5_vl": build_qwen2_5_vl,
     "gemma3": build_gemma3,
+    "mistral3": build_mistral3,
 }
 
 

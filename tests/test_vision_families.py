@@ -108,7 +108,7 @@ def test_follow_up_reuses_the_picture_and_a_second_picture_later(
     cached = eng.submit(request(follow)).result()
     assert cached.stats.cached_tokens >= first.stats.prompt_tokens - 1  # picture not encoded again
     assert reply_ids(cached) == reference(folder, follow, TOKENS).reply_ids
-    second = [*follow, Turn("assistant", cached.text), Turn("user", "And this one?", (RED,))]
+    second = [*follow, Turn("assistant", cached.text), Turn("user", "And this one?", (GREEN,))]
     later = eng.submit(request(second)).result()
     assert later.stats.cached_tokens >= cached.stats.prompt_tokens - 1
     assert reply_ids(later) == reference(folder, second, TOKENS).reply_ids
