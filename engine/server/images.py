@@ -28,7 +28,9 @@ from engine.prompt.images import MAX_IMAGE_BYTES, BadImageError, check_image
 from engine.server.errors import APIError
 from engine.types import ImageInput
 
-MEDIA_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
+# HEIC/HEIF pass here so that the image check says what to do with them (convert them, or
+# read them where a HEIF plugin is installed)
+MEDIA_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif", "image/heic", "image/heif")
 FETCH_TIMEOUT_S = 10.0
 
 
