@@ -233,10 +233,164 @@ def build_gemma3(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0)
     return out
 
 
+def build_mistral3(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0) -> Path:
+    """Mistral Small 3.1 (Pixtral's tower): `[IMG]` per merged patch, rows ended by
+    `[IMG_BREAK]` and the image by `[IMG_END]`, at the picture's own aspect ratio."""
+    from mlx_vlm.models import mistral3
+
+    specials = [
+        "[INST]",
+        "[/INST]",
+        "[SYSTEM_PROMPT]",
+        "[/SYSTEM_PROMPT]",
+        "[AVAILABLE_TOOLS]",
+        "[/AVAILABLE_TOOLS]",
+        "[TOOL_CALLS]",
+        "[TOOL_RESULTS]",
+        "[/TOOL_RESULTS]",
+        "[IMG]",
+        "[IMG_BREAK]",
+        "[IMG_END]",
+    ]
+    template = (templates / "mistral-small-3.1.jinja").read_text()
+    ids = _write_tokenizer(tokenizer_dir, out, specials, template)
+    vocab = max(ids.values()) + 1
+    hidden, patch, longest = 64, 14, 112
+    text = _text_config(vocab, hidden, model_type="mistral", head_dim=16, rope_theta=10000.0)
+    vision = {
+        "model_type": "pixtral",
+        "num_hidden_layers": 2,
+        "hidden_size": 32,
+        "head_dim": 16,
+        "intermediate_size": 64,
+        "num_attention_heads": 2,
+        "image_size": longest,
+        "patch_size": patch,
+        "num_channels": 3,
+        "rope_theta": 10000.0,
+    }
+    config = {
+        "model_type": "mistral3",
+        "text_config": text,
+        "vision_config": vision,
+        "image_token_index": ids["[IMG]"],
+        "spatial_merge_size": 2,
+        "vision_feature_layer": -1,
+        "multimodal_projector_bias": False,
+        "projector_hidden_act": "gelu",
+        "vocab_size": vocab,
+        "eos_token_id": 2,
+    }
+    mx.random.seed(seed)
+    model_config = mistral3.ModelConfig.from_dict(dict(config))
+    model_config.text_config = mistral3.TextConfig.from_dict(text)
+    model_config.vision_config = mistral3.VisionConfig.from_dict(vision)
+    _save_weights(mistral3.Model(model_config), out, seed)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    preprocessor = {
+        "image_processor_type": "PixtralImageProcessor",
+        "processor_class": "PixtralProcessor",
+        "do_resize": True,
+        "size": {"longest_edge": longest},
+        "patch_size": {"height": patch, "width": patch},
+        "resample": 3,
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "image_mean": _CLIP_MEAN,
+        "image_std": _CLIP_STD,
+        "do_convert_rgb": True,
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=2))
+    processor = {
+        "processor_class": "PixtralProcessor",
+        "image_token": "[IMG]",
+        "image_break_token": "[IMG_BREAK]",
+        "image_end_token": "[IMG_END]",
+        "patch_size": patch,
+        "spatial_merge_size": 2,
+    }
+    (out / "processor_config.json").write_text(json.dumps(processor, indent=2))
+    return out
+
+
+def build_smolvlm(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0) -> Path:
+    """SmolVLM (Idefics3's design): the picture split into tiles plus a global view, each
+    tile `<fake_token_around_image><row_R_col_C>` and its image tokens, rows ended by a
+    newline. The shared datasets hold no SmolVLM chat template, so the tiny model uses the
+    Qwen2-VL one (ChatML that places image parts) with its pad as the image token: the
+    family's processor, tiles and tower are SmolVLM's own."""
+    from mlx_vlm.models import smolvlm
+
+    named = {
+        "image_token": "<|image_pad|>",
+        "fake_image_token": "<fake_token_around_image>",
+        "global_image_token": "<global-img>",
+        "end_of_utterance_token": "<end_of_utterance>",
+    }
+    rows = [f"<row_{r}_col_{c}>" for r in range(1, 5) for c in range(1, 5)]
+    specials = ["<|vision_start|>", "<|vision_end|>", *named.values(), *rows]
+    template = (templates / "qwen2-vl.jinja").read_text()
+    ids = _write_tokenizer(tokenizer_dir, out, specials, template, named)
+    vocab = max(ids.values()) + 1
+    hidden, tile, patch, scale = 64, 56, 14, 2  # a tile: 4 × 4 patches shuffled to 4 tokens
+    text = _text_config(vocab, hidden, model_type="llama", rope_theta=10000.0)
+    vision = {
+        "model_type": "siglip_vision_model",
+        "hidden_size": 32,
+        "num_attention_heads": 2,
+        "num_hidden_layers": 2,
+        "intermediate_size": 64,
+        "patch_size": patch,
+        "image_size": tile,
+        "num_channels": 3,
+    }
+    config = {
+        "model_type": "smolvlm",
+        "text_config": text,
+        "vision_config": vision,
+        "scale_factor": scale,
+        "image_token_id": ids["<|image_pad|>"],
+        "vocab_size": vocab,
+        "eos_token_id": [2],
+    }
+    mx.random.seed(seed)
+    model_config = smolvlm.ModelConfig.from_dict(dict(config))
+    model_config.text_config = smolvlm.TextConfig.from_dict(text)
+    model_config.vision_config = smolvlm.VisionConfig.from_dict(vision)
+    _save_weights(smolvlm.Model(model_config), out, seed)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    preprocessor = {
+        "image_processor_type": "SmolVLMImageProcessor",
+        "processor_class": "SmolVLMProcessor",
+        "do_convert_rgb": True,
+        "do_resize": True,
+        "size": {"longest_edge": tile * 2},
+        "resample": 1,
+        "do_image_splitting": True,
+        "max_image_size": {"longest_edge": tile},
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "do_pad": True,
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=2))
+    processor = {
+        "processor_class": "SmolVLMProcessor",
+        "image_seq_len": (tile // patch) ** 2 // scale**2,
+    }
+    (out / "processor_config.json").write_text(json.dumps(processor, indent=2))
+    return out
+
+
 FAMILIES: dict[str, Callable[[Path, Path, Path, int], Path]] = {
     "qwen2_vl": build_qwen2_vl,
     "qwen2_5_vl": build_qwen2_5_vl,
     "gemma3": build_gemma3,
+    "mistral3": build_mistral3,
+    "smolvlm": build_smolvlm,
 }
 
 

@@ -6,6 +6,16 @@
   same image over the first question's (which encoded it; the follow-up reuses its prefix);
 - `image_encode_ms`: checking, processing and encoding one image (vision tower, projector,
   merge into the prompt's embeddings), on the engine thread.
+
+Per vision family, on its tiny model (benchmarks/tiny_vision_families.py; the families'
+chat templates are read from ../shared/datasets/chat-templates, or CORRAL_DATASETS):
+
+- `vision_<family>_constrained_ratio` and `vision_<family>_followup_ttft_over_first`, as
+  above;
+- `vision_<family>_identical`: Corral's greedy reply to a picture and a question equals
+  mlx-vlm's own `generate` on the same folder, token for token;
+- `vision_families_identical`: the families equal to the reference over the families built
+  (`vision_families_built`).
 """
 
 from __future__ import annotations
@@ -13,9 +23,11 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import statistics
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from benchmarks.rounds import alternate, round_ratios, spread
@@ -71,9 +83,55 @@ def run_vision_bench(
         eng = Engine()
         try:
             eng.load_model(folder).result()
-            return _figures(eng, runs)
+            figures = _figures(eng, runs)
         finally:
             eng.close()
+    return figures | _family_figures(runs)
+
+
+def _templates() -> Path | None:
+    root = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+    folder = Path(os.environ.get("CORRAL_DATASETS") or root) / "chat-templates"
+    return folder if folder.is_dir() else None
+
+
+def _family_figures(runs: int) -> dict[str, Any]:
+    """Each family's figures on its tiny model; none without the chat templates."""
+    from benchmarks.tiny_vision_families import FAMILIES, build_family
+    from engine.library.load import ensure_default_model
+
+    templates = _templates()
+    if templates is None:
+        return {"vision_families_built": 0, "vision_families_identical": 0.0}
+    out: dict[str, Any] = {}
+    identical = 0
+    for name in sorted(FAMILIES):
+        with tempfile.TemporaryDirectory() as folder:
+            build_family(name, folder, ensure_default_model(), templates)
+            eng = Engine()
+            try:
+                eng.load_model(folder).result()
+                figures = _figures(eng, runs)
+                same = _identical(eng, Path(folder))
+            finally:
+                eng.close()
+        identical += same
+        out[f"vision_{name}_constrained_ratio"] = figures["vision_constrained_ratio"]
+        out[f"vision_{name}_followup_ttft_over_first"] = figures["vision_followup_ttft_over_first"]
+        out[f"vision_{name}_identical"] = same
+    out["vision_families_built"] = len(FAMILIES)
+    out["vision_families_identical"] = round(identical / len(FAMILIES), 3)
+    return out
+
+
+def _identical(eng: Engine, folder: Path, tokens: int = 16) -> bool:
+    """Whether Corral's greedy reply equals mlx-vlm's on a picture and a question."""
+    from benchmarks.vision_reference import Turn, corral_messages, reference
+
+    turns = [Turn("user", "What is in this picture?", (_image(300),))]
+    want = reference(folder, turns, tokens).reply_ids
+    got = _ask(eng, corral_messages(turns), tokens)
+    return list(got.token_ids[got.stats.prompt_tokens :]) == want
 
 
 def _figures(eng: Engine, runs: int) -> dict[str, Any]:
@@ -127,6 +185,6 @@ def _encode_ms(loaded: Any, seed: int) -> float:
     started = time.perf_counter()
     image = check_image(_image(seed), "bench.png")
     parts = loaded.model.parts
-    prompt = VisionPrompt.build(loaded, [1, parts.image_token_id, 2], [image])
+    prompt = VisionPrompt.build(loaded, [1, parts.family.marker_id, 2], [image])
     prompt.embeddings(0, len(prompt.tokens))
     return (time.perf_counter() - started) * 1000

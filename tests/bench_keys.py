@@ -259,6 +259,14 @@ STABLE_KEYS: dict[str, set[str]] = {
         "image_encode_ms",
         # added with issue 37: each ratio's spread over its rounds
         "vision_constrained_ratio_spread",
+        # added with issue 39: each vision family on its tiny model, against mlx-vlm
+        "vision_families_built",
+        "vision_families_identical",
+        *(
+            f"vision_{family}_{figure}"
+            for family in ("gemma3", "mistral3", "qwen2_5_vl", "qwen2_vl", "smolvlm")
+            for figure in ("constrained_ratio", "followup_ttft_over_first", "identical")
+        ),
     },
     # added with issue 32: a step's time beyond its forward pass, Corral's beside mlx-lm's
     "overhead": {

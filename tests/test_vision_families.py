@@ -18,7 +18,7 @@ from benchmarks.tiny_vision_families import FAMILIES
 from benchmarks.vision_reference import Turn, corral_messages, reference
 from engine.types import ChatRequest, ConstraintSpec, SamplingSettings
 from tests.test_vision import RECEIPT
-from tests.vision_support import picture
+from tests.vision_support import BAD_IMAGES, picture
 
 RED, BLUE, GREEN = picture((200, 30, 30)), picture((10, 120, 240)), picture((20, 160, 40), (70, 90))
 QUESTION = "What is in this picture?"
@@ -108,7 +108,7 @@ def test_follow_up_reuses_the_picture_and_a_second_picture_later(
     cached = eng.submit(request(follow)).result()
     assert cached.stats.cached_tokens >= first.stats.prompt_tokens - 1  # picture not encoded again
     assert reply_ids(cached) == reference(folder, follow, TOKENS).reply_ids
-    second = [*follow, Turn("assistant", cached.text), Turn("user", "And this one?", (RED,))]
+    second = [*follow, Turn("assistant", cached.text), Turn("user", "And this one?", (GREEN,))]
     later = eng.submit(request(second)).result()
     assert later.stats.cached_tokens >= cached.stats.prompt_tokens - 1
     assert reply_ids(later) == reference(folder, second, TOKENS).reply_ids
@@ -144,3 +144,11 @@ def test_restart_restores_the_picture_from_the_disk_tier(family: Family, tmp_pat
         elif attempt:
             assert hits == 1
             assert result.stats.cached_tokens >= result.stats.prompt_tokens - 1
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_IMAGES))
+def test_bad_image_is_refused_with_its_reason(family: Family, kind: str) -> None:
+    data, words = BAD_IMAGES[kind]
+    result = family.engine.submit(request([Turn("user", "Look", (data,))])).result()
+    assert result.error_kind == "input" and result.text == ""
+    assert all(word in (result.error or "") for word in words), result.error

@@ -34,7 +34,7 @@ from app.views.attachments import AttachmentStrip
 from app.views.icons import IconButton, icon
 
 MAX_LINES = 8
-PLACEHOLDER = "Ask anything (Shift+Enter for a new line)"
+PLACEHOLDER = "Ask anything, or drop a picture to ask about it (Shift+Enter for a new line)"
 PLACEHOLDER_LOADING = "Type now: it is sent when the model is ready"
 ATTACH_TIP = "Attach images (Ctrl+Shift+A), or drop or paste them here"
 

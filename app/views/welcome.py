@@ -1,6 +1,6 @@
 """What an empty chat shows: a greeting, example prompts that show what Corral does (one
 asks for JSON that must fit a schema, one lets the model use the calculator), and a target
-for dropping a grammar, schema or tools file."""
+for dropping a picture, grammar, schema or tools file."""
 
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ def _activated_by_keys(event: QKeyEvent) -> bool:
 
 
 class DropTarget(QFrame):
-    """ "Drop a grammar or tool file here": lights up while a file is dragged over the window.
-    It is in the Tab order too: a click, Enter or Space chooses the file instead."""
+    """ "Drop a picture, grammar or tool file here": lights up while a file is dragged over
+    the window. It is in the Tab order too: a click, Enter or Space chooses the file instead."""
 
     clicked = Signal()
 
@@ -68,7 +68,9 @@ class DropTarget(QFrame):
         layout.setSpacing(theme.SPACE.M)
         self.icon = QLabel(self)
         self.text = QLabel(
-            "Drop a grammar, JSON schema or tools file here — replies will follow it", self
+            "Drop a picture to ask about it, or a grammar, JSON schema or tools file — "
+            "replies will follow it",
+            self,
         )
         self.text.setWordWrap(True)
         self.text.setObjectName("dropTargetText")

@@ -4,6 +4,9 @@
 what is wrong and where, a file that is not an image, a corrupt or truncated one, and one
 larger than `MAX_IMAGE_PIXELS` (a decompression bomb among them: its size is read from the
 header, before any pixel is decoded). An animated image gives its first frame, and says so.
+A HEIC/HEIF photo (an iPhone's) is read where a HEIF plugin for Pillow is installed
+(`pillow-heif`, not a dependency: its wheels bundle GPL codecs), else refused with how to
+convert it.
 An image whose longer side exceeds `MAX_IMAGE_SIDE` is scaled down (vision processors
 resize every image to a few hundred pixels anyway). Its `digest` is the SHA-256 of the
 pixels the model will see.
@@ -81,18 +84,26 @@ def check_image(data: bytes, name: str = "") -> CheckedImage:
             f"{where}: {len(data):,} bytes; Corral reads images of at most "
             f"{MAX_IMAGE_BYTES:,} bytes"
         )
+    if is_heif(data):
+        heif_readable()  # registers the plugin's opener where it is installed
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(io.BytesIO(data), formats=None)
     except UnidentifiedImageError:
+        if is_heif(data):
+            raise BadImageError(
+                f"{where}: a HEIC/HEIF photo, which Corral cannot read on this system "
+                f"(it reads {_READS}): export it as JPEG or PNG first (on a Mac, Preview's "
+                "File > Export; on an iPhone, Settings > Camera > Formats > Most Compatible)"
+            ) from None
         raise BadImageError(f"{where}: not an image Corral can read (it reads {_READS})") from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise BadImageError(f"{where}: refused as a possible decompression bomb: {exc}") from None
     except Exception as exc:  # a header Pillow cannot parse
         raise BadImageError(f"{where}: the image is corrupt: {exc}") from None
     width, height = img.size
-    if img.format not in FORMATS:
+    if img.format not in FORMATS and not (img.format in HEIF_FORMATS and heif_readable()):
         raise BadImageError(f"{where}: a {img.format} image; Corral reads {_READS}")
     if width * height > MAX_IMAGE_PIXELS:
         raise BadImageError(
@@ -118,6 +129,26 @@ def check_image(data: bytes, name: str = "") -> CheckedImage:
         notes.append(f"{where} ({width} × {height}) was scaled down to {size[0]} × {size[1]}")
     digest = hashlib.sha256(f"{rgb.size}".encode() + rgb.tobytes()).digest()
     return CheckedImage(rgb, digest, width, height, "; ".join(notes) or None)
+
+
+# ISO base media brands of HEIC/HEIF still images (the `ftyp` box at the file's start)
+_HEIF_BRANDS = (b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"mif1", b"msf1", b"heif")
+HEIF_FORMATS = ("HEIF", "HEIC")
+
+
+def is_heif(data: bytes) -> bool:
+    """Whether `data` starts like a HEIC/HEIF image file."""
+    return len(data) >= 12 and data[4:8] == b"ftyp" and data[8:12] in _HEIF_BRANDS
+
+
+def heif_readable() -> bool:
+    """Whether Pillow reads HEIF here: a HEIF plugin (pillow-heif) is installed and opened."""
+    try:
+        import pillow_heif  # type: ignore[import-not-found]
+    except ImportError:
+        return False
+    pillow_heif.register_heif_opener()
+    return True
 
 
 def message_images(messages: Sequence[Mapping[str, Any]]) -> list[ImageInput]:

@@ -7,6 +7,10 @@ from typing import Any
 from engine.library.vision.family import VisionFamily
 from engine.library.vision.gemma import MODEL_TYPES as GEMMA_TYPES
 from engine.library.vision.gemma import gemma_family
+from engine.library.vision.idefics import MODEL_TYPES as IDEFICS_TYPES
+from engine.library.vision.idefics import IdeficsFamily
+from engine.library.vision.pixtral import MODEL_TYPES as PIXTRAL_TYPES
+from engine.library.vision.pixtral import PixtralFamily
 from engine.library.vision.qwen import MODEL_TYPES as QWEN_TYPES
 from engine.library.vision.qwen import QwenVLFamily, is_multi_axis
 
@@ -17,6 +21,10 @@ def family_for(model_type: str, vlm: Any, processor: Any, image_token_id: int) -
     marker = str(processor.image_token)
     if model_type in GEMMA_TYPES:
         return gemma_family(model_type, processor, image_token_id)
+    if model_type in IDEFICS_TYPES:
+        return IdeficsFamily(model_type, marker, image_token_id)
+    if model_type in PIXTRAL_TYPES:
+        return PixtralFamily(model_type, marker, image_token_id)
     if model_type in QWEN_TYPES or is_multi_axis(vlm):
         return QwenVLFamily(model_type, marker, image_token_id)
     return VisionFamily(model_type, marker, image_token_id)
