@@ -17,11 +17,13 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QMainWindow,
+    QPushButton,
     QSpinBox,
     QWidget,
 )
 
 from app.jobs.server_job import DEFAULT_PORT, ServerJob
+from app.views.agent_instructions import AgentInstructionsDialog
 from app.views.server_log import ServerLogView
 
 
@@ -63,6 +65,9 @@ class ServerSettingsGroup(QGroupBox):
         self.hint.setWordWrap(True)
         self.hint.setObjectName("hint")
         form.addRow(self.hint)
+        self.agents = QPushButton("Use with Claude Code, Codex or OpenCode…", self)
+        self.agents.clicked.connect(self.show_agent_instructions)
+        form.addRow(self.agents)
         self.port.valueChanged.connect(self._update_hint)
         self._update_hint()
 
@@ -73,6 +78,12 @@ class ServerSettingsGroup(QGroupBox):
             f"http://127.0.0.1:{self.port.value()}. With a key, clients must send it as "
             "Authorization: Bearer KEY (or x-api-key: KEY)."
         )
+
+    def show_agent_instructions(self) -> AgentInstructionsDialog:
+        enabled, port, api_key, any_model = self.values()
+        dialog = AgentInstructionsDialog(port, api_key, any_model, "corral", self)
+        dialog.open()
+        return dialog
 
     def values(self) -> tuple[bool, int, str, bool]:
         return (

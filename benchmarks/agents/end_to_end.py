@@ -97,6 +97,7 @@ class Session:
     failures: list[str]
     requests: int
     errors: list[str]
+    cancelled: int
     tool_calls: int
     second_request_cached: float | None
     log: list[str]
@@ -135,7 +136,9 @@ def session(server: Server, agent: str, provider: str | None, bin_dir: Path, roo
         turns_ok=sum(t.returncode == 0 for t in turns),
         failures=[t.stderr[-600:] or t.stdout[-600:] for t in turns if t.returncode != 0],
         requests=len(requests),
-        errors=[line for line in lines if re.search(r" [45]\d\d /", line)],
+        # 499: the agent hung up (OpenCode drops its title request when a run ends)
+        errors=[line for line in lines if re.search(r" (?!499)[45]\d\d /", line)],
+        cancelled=sum(" 499 /" in line for line in lines),
         tool_calls=sum(r["stop"] == "tool_calls" for r in requests),
         second_request_cached=round(cached, 3) if cached is not None else None,
         log=lines,
@@ -165,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{report.variant}: {report.turns_ok}/{len(TURNS)} turns, "
                     f"{report.requests} requests, {report.tool_calls} tool calls, "
                     f"second request {report.second_request_cached} cached, "
+                    f"{report.cancelled} cancelled by the agent, "
                     f"{len(report.errors)} errors -> {'ok' if passed else 'FAILED'}",
                     flush=True,
                 )

@@ -8,8 +8,10 @@ translation layer over one core.
 each dialect's shape), `activity` (requests in flight and the request log), `guard` (Host
 check and API key), `streaming` (engine events into the event loop and out as SSE),
 `core` (reading bodies, admission, the engine call, cancellation), `app` (the Starlette
-app and the completion endpoints), `runner` (uvicorn on a thread or in the foreground).
-The only package under engine/ that imports an HTTP framework.
+app and the completion endpoints), `runner` (uvicorn on a thread or in the foreground),
+`compat` (the one table of fields real clients send: accepted or refused by name),
+`agents` (how Claude Code, Codex and OpenCode are pointed at the server) and `launch`
+(`python -m engine launch`: the server, then the agent). The only package under engine/ that imports an HTTP framework.
 """
 
 from __future__ import annotations
