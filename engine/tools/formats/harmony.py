@@ -41,16 +41,13 @@ class HarmonyFormat(ToolFormat):
         return f"{head} {args_rule} {self.lark_text('<|call|>')}"
 
     def reply_lark(self, required: bool, parallel: bool) -> str:
-        # After thinking, the answer is a new message: `<|start|>assistant` again.
+        # Thinking (the analysis channel) is engine.prompt.reasoning's; after it the answer
+        # is a new message, `<|start|>assistant` again.
         restart = f"({self.lark_text('<|start|>assistant')})?"
-        analysis = self.lark_text("<|channel|>analysis<|message|>")
-        end = self.lark_text("<|end|>")
-        think = f"({analysis} THOUGHT {end} {self.lark_text('<|start|>assistant')})?"
-        rules = [f"THOUGHT: {TEXT}"]
         if required:
-            return "\n".join([f"start: {think} {restart} fn", *rules]) + "\n"
+            return f"start: {restart} fn\n"
         final = f"{self.lark_text('<|channel|>final<|message|>')} ANSWER"
-        return "\n".join([f"start: {think} {restart} (fn | {final})", f"ANSWER: {TEXT}", *rules]) + "\n"
+        return f"start: {restart} (fn | {final})\nANSWER: {TEXT}\n"
 
     def parse(self, text: str, schemas: Schemas | None = None) -> tuple[str, list[RawCall]]:
         body = _ANALYSIS.sub("", text)
