@@ -130,6 +130,7 @@ SECTIONS: dict[str, Section] = {
     "overhead": _lazy("benchmarks.overhead", "run_overhead_bench"),
     "reasoning": _lazy("benchmarks.reasoning", "run_reasoning_bench"),
     "agent": _lazy("benchmarks.agent", "run_agent_bench"),
+    "families": _lazy("benchmarks.families", "run_families_bench"),
 }
 
 

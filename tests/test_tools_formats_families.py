@@ -184,7 +184,9 @@ def test_the_grammar_holds_calls_to_the_family_syntax_and_the_schema(
     auto = prepare_tool_request(tok, ASK, TOOLS, "auto").constraint.source
     assert grammar_accepts(hf, auto, fmt.text_reply("It is sunny."))
     assert grammar_accepts(hf, auto, one)
-    named = prepare_tool_request(tok, ASK, TOOLS, {"type": "function", "function": {"name": "get_time"}})
+    named = prepare_tool_request(
+        tok, ASK, TOOLS, {"type": "function", "function": {"name": "get_time"}}
+    )
     assert not grammar_accepts(hf, named.constraint.source, one)
     assert grammar_accepts(hf, named.constraint.source, fmt.calls_as_text([TWO[1]]))
 
@@ -197,7 +199,9 @@ _NONE_BREAKS = {"phi-4-mini"}
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="tools=None")) if n in _NONE_BREAKS else n
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="tools=None"))
+        if n in _NONE_BREAKS
+        else n
         for n in (sorted(EXPECTED) if FOLDER.is_dir() else NAMES)
     ],
 )
@@ -259,11 +263,18 @@ def test_a_required_call_decodes_in_the_family_syntax_and_round_trips(
     history = [
         *ASK,
         {"role": "assistant", "content": "", "tool_calls": calls},
-        *({"role": "tool", "tool_call_id": c.id, "content": "22 C and sunny"} for c in result.tool_calls),
+        *(
+            {"role": "tool", "tool_call_id": c.id, "content": "22 C and sunny"}
+            for c in result.tool_calls
+        ),
     ]
     again = prepare_tool_request(tok, history, TOOLS, "auto").prompt_text
     assert "22 C and sunny" in again
     assert result.tool_calls[0].name in again.split("Weather in Paris?", 1)[1]
-    follow = [*history, {"role": "assistant", "content": "It is 22 C."}, {"role": "user", "content": "Thanks"}]
+    follow = [
+        *history,
+        {"role": "assistant", "content": "It is 22 C."},
+        {"role": "user", "content": "Thanks"},
+    ]
     text = prepare_tool_request(tok, follow, TOOLS, "auto").prompt_text
     assert "It is 22 C." in text and "Thanks" in text.split("It is 22 C.", 1)[1]

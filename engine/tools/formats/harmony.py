@@ -11,26 +11,30 @@ from __future__ import annotations
 import json
 import re
 
-from engine.tools.formats.base import TEXT, RawCall, Schemas, ToolFormat, json_arguments, lit
+from engine.tools.formats.base import TEXT, RawCall, Schemas, ToolFormat, json_arguments
 
 _CALL = re.compile(
     r"(?:<\|start\|>assistant)?\s*to=functions\.(?P<name>[^\s<]+)\s*<\|channel\|>commentary[^<]*"
     r"<\|message\|>(?P<args>.*?)(?:<\|call\|>|$)",
     re.DOTALL,
 )
-_FINAL = re.compile(r"<\|channel\|>final<\|message\|>(?P<text>.*?)(?:<\|end\|>|<\|return\|>|$)", re.DOTALL)
+_FINAL = re.compile(
+    r"<\|channel\|>final<\|message\|>(?P<text>.*?)(?:<\|end\|>|<\|return\|>|$)", re.DOTALL
+)
 _ANALYSIS = re.compile(r"<\|channel\|>analysis<\|message\|>.*?(?:<\|end\|>|$)", re.DOTALL)
 
 
 class HarmonyFormat(ToolFormat):
-    """gpt-oss Harmony: `<|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>{…}<|call|>`."""
+    """gpt-oss Harmony: `<|start|>assistant to=functions.NAME<|channel|>commentary
+    json<|message|>{…}<|call|>`."""
 
     name = "harmony"
     call_start = " to=functions."
     marker_text = "to=functions."
     parallel = False
     json_objects = False
-    stream_openers = ((" to=functions.", True),)
+    # Any markup opens the region: what is content is known once the message is parsed.
+    stream_openers = (("<|", True), (" to=functions.", True))
 
     @classmethod
     def detect(cls, template: str) -> bool:
@@ -52,12 +56,19 @@ class HarmonyFormat(ToolFormat):
     def parse(self, text: str, schemas: Schemas | None = None) -> tuple[str, list[RawCall]]:
         body = _ANALYSIS.sub("", text)
         calls: list[RawCall] = []
+        first = _CALL.search(body)
         for match in _CALL.finditer(body):
             arguments = json_arguments(match.group("args").strip())
-            if arguments is None or not match.group(0).endswith("<|call|>") and not body.rstrip().endswith("}"):
+            if (
+                arguments is None
+                or not match.group(0).endswith("<|call|>")
+                and not body.rstrip().endswith("}")
+            ):
                 return self._content(text), []
             calls.append((match.group("name"), arguments))
-        return ("" if calls else self._content(text)), calls
+        if calls and first is not None:  # what the message said before its call
+            return self._content(body[: first.start()]), calls
+        return self._content(text), calls
 
     @staticmethod
     def _content(text: str) -> str:
