@@ -158,6 +158,7 @@ SECTIONS: dict[str, Section] = {
     "reasoning": _lazy("benchmarks.reasoning", "run_reasoning_bench"),
     "agent": _lazy("benchmarks.agent", "run_agent_bench"),
     "extract": _lazy("benchmarks.extract", "run_extract_bench"),
+    "families": _lazy("benchmarks.families", "run_families_bench"),
 }
 
 

@@ -336,4 +336,18 @@ STABLE_KEYS: dict[str, set[str]] = {
         "extract_resume_overhead_s",
         "batch_api_tps_ratio",
     },
+    # added with issue 36: every chat template of the dataset in its family's dialect
+    "families": {
+        "families_templates",
+        "families_native_rate",
+        "families_native_misses",
+        "families_valid_rate",
+        "families_valid_misses",
+        "families_roundtrip_rate",
+        "families_roundtrip_misses",
+        "families_thinking_rate",
+        "families_thinking_misses",
+        "families_render_rate",
+        "families_render_misses",
+    },
 }

@@ -8,7 +8,13 @@ import random
 
 import pytest
 
-from engine.tools.formats import HermesFormat, Llama3JsonFormat, MistralFormat, ToolFormat
+from engine.tools.formats import (
+    FORMATS,
+    HermesFormat,
+    Llama3JsonFormat,
+    MistralFormat,
+    ToolFormat,
+)
 from engine.tools.parse import parse_tool_calls
 from engine.tools.stream import ToolCallStream
 from engine.types import TextDelta, ToolCallDelta
@@ -22,7 +28,7 @@ CALLS = [
 def _replies(fmt: ToolFormat) -> list[str]:
     one, two = fmt.calls_as_text(CALLS[:1]), fmt.calls_as_text(CALLS)
     replies = [one, two, "Just text, no calls. <tool and [TOOL and {braces}"]
-    if fmt.name != "llama3_json":  # Llama's calls are the whole reply
+    if not getattr(fmt, "leading_only", fmt.name == "llama3_json"):  # calls: the whole reply
         replies += [f"Let me check.\n{two}", f"  Sure: {one}\n"]
     return replies
 
@@ -42,6 +48,8 @@ def _split(text: str, rng: random.Random) -> list[str]:
         HermesFormat(None, native=False),
         MistralFormat(None, native=True),
         Llama3JsonFormat(None, True),
+        # every other syntax: calls that are not JSON objects stream whole
+        *(cls(None, True) for cls in FORMATS if cls not in (MistralFormat, Llama3JsonFormat)),
     ],
     ids=lambda f: f.name,
 )

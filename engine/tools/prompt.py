@@ -129,6 +129,19 @@ def fallback_messages(
     return out
 
 
+def _system_into_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """`messages` with a leading system message folded into the first user message (None
+    when there is no system message or no user message after it)."""
+    if not messages or messages[0]["role"] != "system":
+        return None
+    rest = messages[1:]
+    for i, message in enumerate(rest):
+        if message["role"] == "user":
+            content = messages[0]["content"].rstrip() + "\n\n" + message["content"]
+            return [*rest[:i], {**message, "content": content}, *rest[i + 1 :]]
+    return None
+
+
 def render_chat_with_tools(
     tokenizer: Any,
     messages: Sequence[Mapping[str, Any]],
@@ -148,7 +161,15 @@ def render_chat_with_tools(
         rendered = fallback_messages(normalized, tools, fmt)
         kwargs = {}
     try:
-        return render_chat(tokenizer, rendered, **kwargs, **(template_kwargs or {}))
+        try:
+            return render_chat(tokenizer, rendered, **kwargs, **(template_kwargs or {}))
+        except Exception:
+            # Templates without a system role (Gemma 2) raise on the fallback's system
+            # prompt: it goes at the head of the first user turn instead.
+            merged = _system_into_user(rendered)
+            if fmt.native or merged is None:
+                raise
+            return render_chat(tokenizer, merged, **(template_kwargs or {}))
     except Exception as exc:  # jinja errors and template raise_exception()
         raise ToolDefinitionError(
             f"the chat template could not render the conversation: {exc}"

@@ -217,7 +217,8 @@ class WholeCallStream(ToolCallStream):
         super().__init__(fmt, schemas)
         self._text = ""
         self._sent = ""  # content already sent, as the parse gives it
-        self._region = False  # an opener was seen: content waits for the final parse
+        # an opener was seen: content waits for the final parse
+        self._region = fmt.stream_content_waits
 
     def feed(self, text: str) -> list[StreamEvent]:
         self._text += text
@@ -232,8 +233,8 @@ class WholeCallStream(ToolCallStream):
         if not final and not self._region:
             openers = [o for o, _ in self._fmt.stream_openers + self._fmt.stream_leading_openers]
             self._region = bool(calls) or any(o and o in self._text for o in openers)
-            if not self._region:
-                content = content[: len(content) - self._held(content)]
+            if not self._region:  # trailing blanks wait: the final parse may strip them
+                content = content[: len(content) - self._held(content)].rstrip()
         if (final or not self._region) and content.startswith(self._sent):
             piece = content[len(self._sent) :]
             if piece:

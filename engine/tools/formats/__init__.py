@@ -8,6 +8,7 @@ all come from that one object. Adding a format = one class + one entry in `FORMA
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from engine.prompt.tokenizer import ModelTokenizer
@@ -83,10 +84,26 @@ def choose_format(tokenizer: Any) -> ToolFormat:
     """
     tok = ModelTokenizer.of(tokenizer)
     template = tok.chat_template or ""
-    for cls in FORMATS:
-        if cls.detect(template):
-            return cls(tok, native=True)
-    return HermesFormat(tok, native=False)
+    try:
+        chosen = _CHOSEN.get(tok.source)
+    except TypeError:  # a tokenizer that cannot be weakly referenced: no cache
+        chosen = None
+    if chosen is not None and chosen._template == template:
+        return chosen
+    chosen = next(
+        (cls(tok, native=True) for cls in FORMATS if cls.detect(template)),
+        HermesFormat(tok, native=False),
+    )
+    try:
+        _CHOSEN[tok.source] = chosen
+    except TypeError:
+        pass
+    return chosen
+
+
+# One format object per loaded tokenizer: every request, dialect and MCP loop of a model
+# uses the same one (it is chosen again only if the template changes).
+_CHOSEN: weakref.WeakKeyDictionary[Any, ToolFormat] = weakref.WeakKeyDictionary()
 
 
 __all__ = [

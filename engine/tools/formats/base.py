@@ -120,6 +120,9 @@ class ToolFormat:
     stream_openers: ClassVar[tuple[tuple[str, bool], ...]] = ()
     stream_leading_openers: ClassVar[tuple[tuple[str, bool], ...]] = ()
     stream_closer: ClassVar[str | None] = None
+    # Content can only be told from calls at the end (Functionary: a reply is calls unless
+    # it starts `all`): the streaming split sends it then.
+    stream_content_waits: ClassVar[bool] = False
 
     def __init__(self, tokenizer: ModelTokenizer, native: bool) -> None:
         self.native = native
@@ -265,7 +268,9 @@ def calls_into_text(fmt: ToolFormat, messages: list[dict[str, Any]]) -> list[dic
     out = []
     for message in messages:
         if message.get("role") == "assistant" and message.get("tool_calls"):
-            text = " ".join(filter(None, [message.get("content"), fmt.calls_as_text(history_calls(message))]))
+            text = " ".join(
+                filter(None, [message.get("content"), fmt.calls_as_text(history_calls(message))])
+            )
             message = {"role": "assistant", "content": text}
         out.append(message)
     return out

@@ -1,7 +1,9 @@
 """DeepSeek's call syntaxes: R1 (and its distills) and V3/V3.1.
 
-R1: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\n{…}\\n```<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>`;
-V3.1: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{…}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>`.
+R1: `<｜tool▁calls▁begin｜>
+<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\n{…}\\n```<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>`;
+V3.1: `<｜tool▁calls▁begin｜>
+<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{…}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>`.
 Both templates want history arguments as a JSON string. (V3.2's DSML: xml_params.py.)
 """
 
@@ -18,7 +20,8 @@ CALL_BEGIN, CALL_END, SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁en
 
 
 class DeepSeekV31Format(RegionFormat):
-    """DeepSeek V3/V3.1: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{…}<｜tool▁call▁end｜><｜tool▁calls▁end｜>`."""
+    """DeepSeek V3/V3.1: `<｜tool▁calls▁begin｜>
+    <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{…}<｜tool▁call▁end｜><｜tool▁calls▁end｜>`."""
 
     name = "deepseek_v3"
     opener = CALLS_BEGIN
@@ -28,7 +31,9 @@ class DeepSeekV31Format(RegionFormat):
     args_close: ClassVar[str] = ""
     _call = re.compile(
         re.escape(CALL_BEGIN) + r"(?:function" + re.escape(SEP) + r")?(?P<name>[^\s<]+?)\s*"
-        r"(?:" + re.escape(SEP) + r")?\s*(?:```json\s*)?(?P<args>\{.*?\})\s*(?:```\s*)?"
+        r"(?:"
+        + re.escape(SEP)
+        + r")?\s*(?:```json\s*)?(?P<args>\{.*?\})\s*(?:```\s*)?"
         + re.escape(CALL_END),
         re.DOTALL,
     )
@@ -38,7 +43,11 @@ class DeepSeekV31Format(RegionFormat):
         return "tool▁sep" in template
 
     def call_lark(self, tool_name: str, args_rule: str) -> str:
-        parts = [self.lark_text(CALL_BEGIN + self.head), lit(tool_name), self.lark_text(self.args_open)]
+        parts = [
+            self.lark_text(CALL_BEGIN + self.head),
+            lit(tool_name),
+            self.lark_text(self.args_open),
+        ]
         parts += [args_rule]
         if self.args_close:
             parts.append(self.lark_text(self.args_close))
@@ -65,14 +74,16 @@ class DeepSeekV31Format(RegionFormat):
         import json
 
         body = ("\n" if self.head else "").join(
-            f"{CALL_BEGIN}{self.head}{n}{self.args_open}{json.dumps(a, ensure_ascii=False)}{self.args_close}{CALL_END}"
+            f"{CALL_BEGIN}{self.head}{n}{self.args_open}{json.dumps(a, ensure_ascii=False)}"
+            f"{self.args_close}{CALL_END}"
             for n, a in calls
         )
         return CALLS_BEGIN + body + CALLS_END
 
 
 class DeepSeekR1Format(DeepSeekV31Format):
-    """DeepSeek R1: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\n{…}\\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>`."""
+    """DeepSeek R1: `<｜tool▁calls▁begin｜>
+    <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\n{…}\\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>`."""
 
     name = "deepseek_r1"
     head = "function" + SEP

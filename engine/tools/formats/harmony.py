@@ -11,26 +11,30 @@ from __future__ import annotations
 import json
 import re
 
-from engine.tools.formats.base import TEXT, RawCall, Schemas, ToolFormat, json_arguments, lit
+from engine.tools.formats.base import TEXT, RawCall, Schemas, ToolFormat, json_arguments
 
 _CALL = re.compile(
     r"(?:<\|start\|>assistant)?\s*to=functions\.(?P<name>[^\s<]+)\s*<\|channel\|>commentary[^<]*"
     r"<\|message\|>(?P<args>.*?)(?:<\|call\|>|$)",
     re.DOTALL,
 )
-_FINAL = re.compile(r"<\|channel\|>final<\|message\|>(?P<text>.*?)(?:<\|end\|>|<\|return\|>|$)", re.DOTALL)
+_FINAL = re.compile(
+    r"<\|channel\|>final<\|message\|>(?P<text>.*?)(?:<\|end\|>|<\|return\|>|$)", re.DOTALL
+)
 _ANALYSIS = re.compile(r"<\|channel\|>analysis<\|message\|>.*?(?:<\|end\|>|$)", re.DOTALL)
 
 
 class HarmonyFormat(ToolFormat):
-    """gpt-oss Harmony: `<|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>{…}<|call|>`."""
+    """gpt-oss Harmony: `<|start|>assistant to=functions.NAME<|channel|>commentary
+    json<|message|>{…}<|call|>`."""
 
     name = "harmony"
     call_start = " to=functions."
     marker_text = "to=functions."
     parallel = False
     json_objects = False
-    stream_openers = ((" to=functions.", True),)
+    # Any markup opens the region: what is content is known once the message is parsed.
+    stream_openers = (("<|", True), (" to=functions.", True))
 
     @classmethod
     def detect(cls, template: str) -> bool:
@@ -41,26 +45,30 @@ class HarmonyFormat(ToolFormat):
         return f"{head} {args_rule} {self.lark_text('<|call|>')}"
 
     def reply_lark(self, required: bool, parallel: bool) -> str:
-        # After thinking, the answer is a new message: `<|start|>assistant` again.
+        # Thinking (the analysis channel) is engine.prompt.reasoning's; after it the answer
+        # is a new message, `<|start|>assistant` again.
         restart = f"({self.lark_text('<|start|>assistant')})?"
-        analysis = self.lark_text("<|channel|>analysis<|message|>")
-        end = self.lark_text("<|end|>")
-        think = f"({analysis} THOUGHT {end} {self.lark_text('<|start|>assistant')})?"
-        rules = [f"THOUGHT: {TEXT}"]
         if required:
-            return "\n".join([f"start: {think} {restart} fn", *rules]) + "\n"
+            return f"start: {restart} fn\n"
         final = f"{self.lark_text('<|channel|>final<|message|>')} ANSWER"
-        return "\n".join([f"start: {think} {restart} (fn | {final})", f"ANSWER: {TEXT}", *rules]) + "\n"
+        return f"start: {restart} (fn | {final})\nANSWER: {TEXT}\n"
 
     def parse(self, text: str, schemas: Schemas | None = None) -> tuple[str, list[RawCall]]:
         body = _ANALYSIS.sub("", text)
         calls: list[RawCall] = []
+        first = _CALL.search(body)
         for match in _CALL.finditer(body):
             arguments = json_arguments(match.group("args").strip())
-            if arguments is None or not match.group(0).endswith("<|call|>") and not body.rstrip().endswith("}"):
+            if (
+                arguments is None
+                or not match.group(0).endswith("<|call|>")
+                and not body.rstrip().endswith("}")
+            ):
                 return self._content(text), []
             calls.append((match.group("name"), arguments))
-        return ("" if calls else self._content(text)), calls
+        if calls and first is not None:  # what the message said before its call
+            return self._content(body[: first.start()]), calls
+        return self._content(text), calls
 
     @staticmethod
     def _content(text: str) -> str:

@@ -198,7 +198,8 @@ class AprielFormat(JsonListFormat):
 
 
 class CommandR7BFormat(JsonListFormat):
-    """Command R7B: `<|START_ACTION|>[{"tool_call_id": "0", "tool_name": …, "parameters": {…}}]<|END_ACTION|>`."""
+    """Command R7B: `<|START_ACTION|>[{"tool_call_id": "0", "tool_name": …, "parameters":
+    {…}}]<|END_ACTION|>`."""
 
     name = "command_r7b"
     json_objects = False
@@ -243,13 +244,17 @@ class ApertusFormat(JsonListFormat):
 
     def parse_region(self, region: str, schemas: Schemas | None) -> list[RawCall] | None:
         values, stop = decode_objects(region, 0, "")
-        if not values or not isinstance(values[0], list) or not region[stop:].lstrip().startswith(self.closer):
+        if (
+            not values
+            or not isinstance(values[0], list)
+            or not region[stop:].lstrip().startswith(self.closer)
+        ):
             return None
         calls: list[RawCall] = []
         for item in values[0]:
             if not (isinstance(item, dict) and len(item) == 1):
                 return None
-            (name, arguments), = item.items()
+            ((name, arguments),) = item.items()
             if not isinstance(arguments, dict):
                 return None
             calls.append((name, arguments))

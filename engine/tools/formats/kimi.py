@@ -1,4 +1,5 @@
-"""Kimi K2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{…}<|tool_call_end|><|tool_calls_section_end|>`.
+"""Kimi K2: `<|tool_calls_section_begin|>
+<|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{…}<|tool_call_end|><|tool_calls_section_end|>`.
 
 The call's id is part of the syntax (`functions.NAME:N`, N counting the conversation's
 calls); history ids are rewritten to that shape so results refer to them. The first K2
@@ -15,16 +16,24 @@ from engine.tools.formats.base import RawCall, Schemas, calls_into_text, json_ar
 from engine.tools.formats.region import RegionFormat
 
 SECTION_BEGIN, SECTION_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
-CALL_BEGIN, ARGS_BEGIN, CALL_END = "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>"
+CALL_BEGIN, ARGS_BEGIN, CALL_END = (
+    "<|tool_call_begin|>",
+    "<|tool_call_argument_begin|>",
+    "<|tool_call_end|>",
+)
 _CALL = re.compile(
-    re.escape(CALL_BEGIN) + r"\s*(?:functions\.)?(?P<name>[^\s:<]+)(?::\d+)?\s*"
-    + re.escape(ARGS_BEGIN) + r"(?P<args>.*?)" + re.escape(CALL_END),
+    re.escape(CALL_BEGIN)
+    + r"\s*(?:functions\.)?(?P<name>[^\s:<]+)(?::\d+)?\s*"
+    + re.escape(ARGS_BEGIN)
+    + r"(?P<args>.*?)"
+    + re.escape(CALL_END),
     re.DOTALL,
 )
 
 
 class KimiK2Format(RegionFormat):
-    """Kimi K2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{…}<|tool_call_end|><|tool_calls_section_end|>`."""
+    """Kimi K2: `<|tool_calls_section_begin|>
+    <|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{…}<|tool_call_end|><|tool_calls_section_end|>`."""
 
     name = "kimi_k2"
     opener = SECTION_BEGIN
@@ -53,7 +62,8 @@ class KimiK2Format(RegionFormat):
 
     def calls_as_text(self, calls: list[RawCall]) -> str:
         body = "".join(
-            f"{CALL_BEGIN}functions.{n}:{i}{ARGS_BEGIN}{json.dumps(a, ensure_ascii=False)}{CALL_END}"
+            f"{CALL_BEGIN}functions.{n}:{i}{ARGS_BEGIN}"
+            f"{json.dumps(a, ensure_ascii=False)}{CALL_END}"
             for i, (n, a) in enumerate(calls)
         )
         return SECTION_BEGIN + body + SECTION_END
@@ -73,6 +83,8 @@ class KimiK2Format(RegionFormat):
                     calls.append({**call, "id": kimi})
                 message["tool_calls"] = calls
             if message.get("role") == "tool":
-                message["tool_call_id"] = ids.get(str(message.get("tool_call_id")), message.get("tool_call_id"))
+                message["tool_call_id"] = ids.get(
+                    str(message.get("tool_call_id")), message.get("tool_call_id")
+                )
             out.append(message)
         return out

@@ -73,7 +73,8 @@ class Llama3JsonFormat(ToolFormat):
 
 
 class FunctionaryFormat(ToolFormat):
-    """Functionary v3.2: `>>>NAME\\n{…}` per call (the prompt ends with `>>>`), text as `>>>all\\n…`."""
+    """Functionary v3.2: `>>>NAME\\n{…}` per call (the prompt ends with `>>>`), text as
+    `>>>all\\n…`."""
 
     name = "functionary"
     call_start = ""
@@ -81,6 +82,7 @@ class FunctionaryFormat(ToolFormat):
     json_objects = False
     history_arguments = "string"
     stream_openers = ((">>>", True),)
+    stream_content_waits = True
     _call = re.compile(r"(?:^|>>>)\s*(?P<name>[^\s>]+)\n")
 
     @classmethod

@@ -40,7 +40,9 @@ def short_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for message in messages:
         message = dict(message)
         if message.get("tool_calls"):
-            message["tool_calls"] = [dict(c, id=short_id(c.get("id"))) for c in message["tool_calls"]]
+            message["tool_calls"] = [
+                dict(c, id=short_id(c.get("id"))) for c in message["tool_calls"]
+            ]
         if message.get("role") == "tool":
             message["tool_call_id"] = short_id(message.get("tool_call_id"))
         out.append(message)
@@ -63,6 +65,7 @@ class MistralFormat(ToolFormat):
     def gap(self) -> str:
         """What the template writes between the marker and the list (Nemo: nothing)."""
         return "" if "[TOOL_CALLS][" in self._template else " "
+
     call_start = "[TOOL_CALLS]"
     stream_openers = (("[TOOL_CALLS]", True),)
     stream_leading_openers = (("[{", False),)
@@ -75,7 +78,7 @@ class MistralFormat(ToolFormat):
     def reply_lark(self, required: bool, parallel: bool) -> str:
         opener = self.marker("[TOOL_CALLS]")
         more = ' (", " fn)*' if parallel else ""
-        block = f"{lit(self.gap + '[')} fn{more} \"]\""
+        block = f'{lit(self.gap + "[")} fn{more} "]"'
         if required:
             return f"start: {opener.lark()} {block}\n"
         start = "TAIL | head block"
@@ -113,7 +116,13 @@ class MistralFormat(ToolFormat):
         return (before + rest[end:]).strip(), [c for c in calls if c is not None]
 
     def calls_as_text(self, calls: list[RawCall]) -> str:
-        return "[TOOL_CALLS]" + self.gap + "[" + ", ".join(self.call_json(n, a) for n, a in calls) + "]"
+        return (
+            "[TOOL_CALLS]"
+            + self.gap
+            + "["
+            + ", ".join(self.call_json(n, a) for n, a in calls)
+            + "]"
+        )
 
     def new_call_id(self) -> str:
         return nine_char_id()

@@ -37,7 +37,11 @@ def literal(node: ast.AST) -> Any:
     if isinstance(node, (ast.List, ast.Tuple)):
         return [literal(e) for e in node.elts]
     if isinstance(node, ast.Dict):
-        return {literal(k): literal(v) for k, v in zip(node.keys, node.values) if k is not None}
+        return {
+            literal(k): literal(v)
+            for k, v in zip(node.keys, node.values, strict=True)
+            if k is not None
+        }
     raise ValueError(f"not a literal: {ast.dump(node)[:60]}")
 
 

@@ -84,9 +84,7 @@ def json_value(rule: str, sub: dict[str, Any], root: dict[str, Any]) -> Rules:
     return [f"{rule}: %json {json.dumps(embedded(sub, root))}"]
 
 
-def sequence(
-    rule: str, items: list[tuple[str, bool]], sep: str, empty_ok: bool = True
-) -> Rules:
+def sequence(rule: str, items: list[tuple[str, bool]], sep: str, empty_ok: bool = True) -> Rules:
     """Rules for `rule`: the item rules in order, optional ones skippable, `sep` (Lark)
     between those present."""
     n = len(items)
@@ -165,7 +163,9 @@ class LiteralSyntax:
             return lit(self.null)
         return lit(json.dumps(value))
 
-    def _alternatives(self, rule: str, branches: list[dict[str, Any]], root: dict[str, Any]) -> Rules:
+    def _alternatives(
+        self, rule: str, branches: list[dict[str, Any]], root: dict[str, Any]
+    ) -> Rules:
         out = [f"{rule}: " + " | ".join(f"{rule}_b{i}" for i in range(len(branches)))]
         for i, branch in enumerate(branches):
             out += self.rules(f"{rule}_b{i}", branch, root)
@@ -177,7 +177,9 @@ class LiteralSyntax:
         high = sub.get("maxItems")
         sep = lit(self.item_sep)
         if isinstance(high, int) and high <= 8:  # small bounds: spelled out
-            forms = [" ".join([item] + [f"{sep} {item}"] * (n - 1)) for n in range(max(low, 1), high + 1)]
+            forms = [
+                " ".join([item] + [f"{sep} {item}"] * (n - 1)) for n in range(max(low, 1), high + 1)
+            ]
             body = " | ".join(forms + ([""] if low == 0 else []))
             out = [f"{rule}: {lit('[')} ({body}) {lit(']')}" if forms else f"{rule}: {lit('[]')}"]
         else:
@@ -220,7 +222,9 @@ def read_value(text: str, sub: dict[str, Any] | None) -> Any:
         return lowered.get(text.strip(), text)
 
 
-def schema_of(schemas: dict[str, dict[str, Any]] | None, tool: str, key: str) -> dict[str, Any] | None:
+def schema_of(
+    schemas: dict[str, dict[str, Any]] | None, tool: str, key: str
+) -> dict[str, Any] | None:
     if not schemas or tool not in schemas:
         return None
     props = schemas[tool].get("properties") or {}

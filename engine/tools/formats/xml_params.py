@@ -87,7 +87,9 @@ class XmlParamsFormat(RegionFormat):
             for param in self.param_re.finditer(match.group("body")):
                 key = param.group("key")
                 kind = param.groupdict().get("kind")
-                arguments[key] = self.read(param.group("value"), kind, schema_of(schemas, name, key))
+                arguments[key] = self.read(
+                    param.group("value"), kind, schema_of(schemas, name, key)
+                )
             calls.append((name, arguments))
         return calls or None
 
@@ -108,7 +110,8 @@ class XmlParamsFormat(RegionFormat):
 
 
 class QwenXmlFormat(XmlParamsFormat):
-    """Qwen3-Coder / Qwen3.5 XML parameters: `<tool_call>\\n<function=NAME>\\n<parameter=k>\\nv\\n</parameter>\\n</function>\\n</tool_call>`."""
+    """Qwen3-Coder / Qwen3.5 XML parameters:
+    `<tool_call>\\n<function=NAME>\\n<parameter=k>\\nv\\n</parameter>\\n</function>\\n</tool_call>`."""
 
     name = "qwen_xml"
     opener = "<tool_call>"
@@ -116,7 +119,9 @@ class QwenXmlFormat(XmlParamsFormat):
     param_close = "\n</parameter>\n"
     call_tail = "</function>\n</tool_call>"
     call_re = re.compile(rf"\s*<function=(?P<name>{_NAME})>\n?(?P<body>.*?)</function>", re.DOTALL)
-    param_re = re.compile(rf"<parameter=(?P<key>{_NAME})>\n?(?P<value>.*?)\n?</parameter>", re.DOTALL)
+    param_re = re.compile(
+        rf"<parameter=(?P<key>{_NAME})>\n?(?P<value>.*?)\n?</parameter>", re.DOTALL
+    )
     stream_closer = "</tool_call>"
 
     @classmethod
@@ -130,11 +135,15 @@ class QwenXmlFormat(XmlParamsFormat):
         return f"<parameter={key}>\n"
 
     def calls_as_text(self, calls: list[RawCall]) -> str:
-        return "\n".join("<tool_call>" + super(QwenXmlFormat, self).calls_as_text([c])[len("<tool_call>") :] for c in calls)
+        return "\n".join(
+            "<tool_call>" + super(QwenXmlFormat, self).calls_as_text([c])[len("<tool_call>") :]
+            for c in calls
+        )
 
 
 class MiniMaxFormat(XmlParamsFormat):
-    """MiniMax M2: `<minimax:tool_call>\\n<invoke name="NAME">\\n<parameter name="k">v</parameter>\\n</invoke>\\n</minimax:tool_call>`."""
+    """MiniMax M2: `<minimax:tool_call>\\n<invoke name="NAME">\\n<parameter
+    name="k">v</parameter>\\n</invoke>\\n</minimax:tool_call>`."""
 
     name = "minimax"
     opener = "<minimax:tool_call>"
@@ -163,16 +172,20 @@ class MiniMaxFormat(XmlParamsFormat):
 
 
 class DsmlFormat(XmlParamsFormat):
-    """DeepSeek V3.2 DSML: `<｜DSML｜function_calls>\\n<｜DSML｜invoke name="NAME">\\n<｜DSML｜parameter name="k" string="true">v</｜DSML｜parameter>…`."""
+    """DeepSeek V3.2 DSML: `<｜DSML｜function_calls>\\n<｜DSML｜invoke
+    name="NAME">\\n<｜DSML｜parameter name="k" string="true">v</｜DSML｜parameter>…`."""
 
     name = "deepseek_dsml"
     opener = "<｜DSML｜function_calls>"
     region_close = "</｜DSML｜function_calls>"
     param_close = "</｜DSML｜parameter>\n"
     call_tail = "</｜DSML｜invoke>\n"
-    call_re = re.compile(r'<｜DSML｜invoke name="(?P<name>[^"]+)">\n?(?P<body>.*?)</｜DSML｜invoke>', re.DOTALL)
+    call_re = re.compile(
+        r'<｜DSML｜invoke name="(?P<name>[^"]+)">\n?(?P<body>.*?)</｜DSML｜invoke>', re.DOTALL
+    )
     param_re = re.compile(
-        r'<｜DSML｜parameter name="(?P<key>[^"]+)" string="(?P<kind>true|false)">(?P<value>.*?)</｜DSML｜parameter>',
+        r'<｜DSML｜parameter name="(?P<key>[^"]+)" string="(?P<kind>true|false)">'
+        r"(?P<value>.*?)</｜DSML｜parameter>",
         re.DOTALL,
     )
 
@@ -187,7 +200,9 @@ class DsmlFormat(XmlParamsFormat):
         return f'<｜DSML｜invoke name="{name}">\n'
 
     def param_head(self, key: str, sub: dict[str, Any]) -> str:
-        return f'<｜DSML｜parameter name="{key}" string="{"true" if is_raw_string(sub) else "false"}">'
+        return (
+            f'<｜DSML｜parameter name="{key}" string="{"true" if is_raw_string(sub) else "false"}">'
+        )
 
     def read(self, text: str, kind: str | None, sub: dict[str, Any] | None) -> Any:
         return text if kind == "true" else read_value(text, None)
@@ -196,7 +211,15 @@ class DsmlFormat(XmlParamsFormat):
         return super().calls_as_text(calls).replace(self.opener, self.opener + "\n", 1)
 
 
-_XTML_TYPES = {"string": "string", "integer": "number", "number": "number", "boolean": "boolean", "null": "null", "object": "object", "array": "array"}
+_XTML_TYPES = {
+    "string": "string",
+    "integer": "number",
+    "number": "number",
+    "boolean": "boolean",
+    "null": "null",
+    "object": "object",
+    "array": "array",
+}
 
 
 def _xtml_type(sub: dict[str, Any]) -> str:
@@ -209,7 +232,8 @@ def _xtml_type(sub: dict[str, Any]) -> str:
 
 
 class KimiK3Format(XmlParamsFormat):
-    """Kimi K3 XTML: `<|open|>tools<|sep|><|open|>call tool="NAME" index="1"<|sep|><|open|>argument key="k" type="string"<|sep|>v<|close|>argument<|sep|>…`."""
+    """Kimi K3 XTML: `<|open|>tools<|sep|><|open|>call tool="NAME" index="1"<|sep|>
+    <|open|>argument key="k" type="string"<|sep|>v<|close|>argument<|sep|>…`."""
 
     name = "kimi_xtml"
     opener = "<|close|>response<|sep|><|open|>tools<|sep|>"
@@ -217,11 +241,13 @@ class KimiK3Format(XmlParamsFormat):
     param_close = "<|close|>argument<|sep|>"
     call_tail = "<|close|>call<|sep|>"
     call_re = re.compile(
-        r'<\|open\|>call tool="(?P<name>[^"]+)"(?: index="\d+")?<\|sep\|>(?P<body>.*?)<\|close\|>call<\|sep\|>',
+        r'<\|open\|>call tool="(?P<name>[^"]+)"(?: index="\d+")?<\|sep\|>'
+        r"(?P<body>.*?)<\|close\|>call<\|sep\|>",
         re.DOTALL,
     )
     param_re = re.compile(
-        r'<\|open\|>argument key="(?P<key>[^"]+)" type="(?P<kind>[a-z]+)"<\|sep\|>(?P<value>.*?)<\|close\|>argument<\|sep\|>',
+        r'<\|open\|>argument key="(?P<key>[^"]+)" type="(?P<kind>[a-z]+)"<\|sep\|>'
+        r"(?P<value>.*?)<\|close\|>argument<\|sep\|>",
         re.DOTALL,
     )
 
@@ -245,15 +271,20 @@ class KimiK3Format(XmlParamsFormat):
 
 
 class GlmFormat(XmlParamsFormat):
-    """GLM-4.5/4.6: `<tool_call>NAME\\n<arg_key>k</arg_key>\\n<arg_value>v</arg_value>\\n</tool_call>`."""
+    """GLM-4.5/4.6:
+    `<tool_call>NAME\\n<arg_key>k</arg_key>\\n<arg_value>v</arg_value>\\n</tool_call>`."""
 
     name = "glm"
     opener = "<tool_call>"
     call_sep = "\n<tool_call>"
     param_close = "</arg_value>\n"
     call_tail = "</tool_call>"
-    call_re = re.compile(rf"\s*(?P<name>{_NAME})\s*(?P<body>(?:<arg_key>.*?)?)</tool_call>", re.DOTALL)
-    param_re = re.compile(r"<arg_key>(?P<key>.*?)</arg_key>\s*<arg_value>(?P<value>.*?)</arg_value>", re.DOTALL)
+    call_re = re.compile(
+        rf"\s*(?P<name>{_NAME})\s*(?P<body>(?:<arg_key>.*?)?)</tool_call>", re.DOTALL
+    )
+    param_re = re.compile(
+        r"<arg_key>(?P<key>.*?)</arg_key>\s*<arg_value>(?P<value>.*?)</arg_value>", re.DOTALL
+    )
     stream_closer = "</tool_call>"
 
     @classmethod
