@@ -299,6 +299,23 @@ def cmd_launch(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_info(args: argparse.Namespace) -> int:
+    """Describe a model's dialect (tool-call and thinking syntax) without loading its weights."""
+    from engine.library.load import load_tokenizer_of
+    from engine.tools.dialect import describe_dialect
+
+    path, tokenizer = load_tokenizer_of(args.model)
+    found = {"model": str(path), **describe_dialect(tokenizer)}
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    print(f"model: {found['model']}")
+    print(f"tool calls: {found['tool_syntax']}")
+    print(f"thinking: {found['thinking_described']}")
+    print(f"template renders tools: {'yes' if found['template_renders_tools'] else 'no'}")
+    return 0
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -429,6 +446,11 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("file", type=Path, help="a .gguf file, or 'default' for the embedded model")
     imp.add_argument("out", type=Path, nargs="?", help="output folder (default: the model cache)")
     imp.set_defaults(func=cmd_import_gguf)
+
+    info = sub.add_parser("info", help="the model's dialect: its tool-call and thinking syntax")
+    info.add_argument("model", nargs="?", default="default", help="as for chat --model")
+    info.add_argument("--json", action="store_true", help="print a JSON object")
+    info.set_defaults(func=cmd_info)
 
     from engine.library.cli import add_commands as add_library_commands
 

@@ -111,6 +111,7 @@ class RowConstraint:
         # "before" the thinking block, "thinking" inside it, or in the "answer"
         self._phase = "answer" if thinking is None else "thinking" if thinking.opened else "before"
         self.thinking_tokens = 0  # tokens inside the block, tags excluded
+        self._opening_left = 0  # tokens of a several-token opening still to come
         self.thinking_cap: int | None = None  # set by _compile: where the end tag is forced
         self.thinking_forced = False  # the budget ended the block
         if thinking is not None:
@@ -369,6 +370,9 @@ class RowConstraint:
         for i, token in enumerate(tokens):
             if self._phase == "before":
                 self._phase = "thinking" if token == thinking.start_id else "answer"
+                self._opening_left = len(thinking.opening) - 1  # the rest of the opening
+            elif self._opening_left > 0:
+                self._opening_left -= 1
             elif token == thinking.end_id:
                 self._phase = "answer"
                 return tokens[i + 1 :]

@@ -167,6 +167,14 @@ def resolve_model(spec: str, on_progress: ProgressFn | None = None) -> Path | st
     raise ModelLoadError(f"{path}: no such model folder")
 
 
+def load_tokenizer_of(spec: str) -> tuple[Path | str, Any]:
+    """(where the model is, its tokenizer) for a model spec, without loading its weights."""
+    from mlx_lm.utils import load_tokenizer
+
+    path = resolve_model(spec)
+    return path, load_tokenizer(Path(path))  # type: ignore[no-untyped-call]
+
+
 def _resolve_repo(repo_id: str, report: ProgressFn) -> Path:
     """A Hugging Face repo: Corral's finished download, the Hugging Face cache's copy, or
     a download now (with progress) into Corral's cache."""

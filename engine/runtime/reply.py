@@ -168,6 +168,9 @@ class Reply:
 
         self.stats = GenerationStats(prompt_tokens=len(prompt_tokens))
         self.ends = end_token_ids(tokenizer)
+        if reasoning is not None and reasoning.steerable and reasoning.end_id is not None:
+            # gpt-oss closes its analysis with <|end|>, which other templates end turns with
+            self.ends.discard(reasoning.end_id)
         self._text = ReplyText(tokenizer, settings.stop)
         # thinking: where the reply starts, the block's text, its tokens, its budget
         self._phase: ReplyStart | str = thinking_start(reasoning, request, prompt_tokens)
@@ -226,7 +229,7 @@ class Reply:
         return ThinkingRow(
             fmt.start_id,
             fmt.end_id,
-            self._phase == "thinking",
+            self._phase in ("thinking", "inside"),  # the prompt opened the block
             budget,
             open_ids=fmt.opening,
             close_ids=fmt.closing,

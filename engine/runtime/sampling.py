@@ -35,6 +35,8 @@ _END_MARKERS = (
     "<|end|>",
     "<end_of_turn>",
     "</s>",
+    "<|return|>",  # gpt-oss ends its final message so, and a call with <|call|>
+    "<|call|>",
 )
 
 

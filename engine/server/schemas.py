@@ -53,6 +53,7 @@ class MessageBody(_Open):
     name: str | None = None
     tool_calls: list[MessageToolCall] | None = None
     tool_call_id: str | None = None
+    reasoning_content: str | None = None  # an earlier reply's thinking (as returned)
 
 
 class JSONSchemaFormat(_Closed):

@@ -471,6 +471,8 @@ def _message(message: MessageBody, index: int, config: ServerConfig) -> ChatMess
         item["tool_calls"] = [
             _tool_call(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(message.tool_calls)
         ]
+    if message.reasoning_content and role == "assistant":
+        item["reasoning_content"] = message.reasoning_content
     if role == "tool":
         if not message.tool_call_id:
             raise APIError(

@@ -51,6 +51,8 @@ def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
             )
         role = message["role"]
         item: dict[str, Any] = {"role": role, "content": _text_content(message.get("content"))}
+        if role == "assistant" and isinstance(message.get("reasoning_content"), str):
+            item["reasoning_content"] = message["reasoning_content"]  # templates keep or drop it
         if role == "assistant" and message.get("tool_calls"):
             calls = []
             for j, call in enumerate(message["tool_calls"]):

@@ -104,6 +104,8 @@ class ChatMessage(TypedDict, total=False):
     tool_calls: list[ToolCallMessage]
     tool_call_id: str
     name: str
+    # an earlier reply's thinking, for templates that keep it in history (Qwen3, GLM, gpt-oss)
+    reasoning_content: str
 
 
 class FunctionDefinition(TypedDict, total=False):

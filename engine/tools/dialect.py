@@ -1,0 +1,37 @@
+"""Which dialect a model speaks: its tool-call syntax and its thinking syntax, in words, for
+`python -m engine info` and the model library.
+
+A model whose template has no tool syntax of its own is served calls "described in the
+system prompt" (the fallback); one that does not think says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.prompt.reasoning import describe_reasoning, detect_reasoning
+from engine.prompt.templates import template_traits
+from engine.prompt.tokenizer import ModelTokenizer
+from engine.tools.formats import choose_format
+
+DESCRIBED = "described in the system prompt"
+
+
+def describe_dialect(tokenizer: Any) -> dict[str, Any]:
+    """The model's dialect as plain data: `tool_syntax` (the call format's name, or
+    "described in the system prompt"), `tool_syntax_native`, `thinking_syntax` (a name, or
+    "none"), `thinking` (its ReasoningFormat as a dict, or None) and `template_renders_tools`."""
+    tok = ModelTokenizer.of(tokenizer)
+    fmt = choose_format(tok)
+    name = str(getattr(fmt, "name", "") or type(fmt).__name__)
+    native = bool(getattr(fmt, "native", False))
+    reasoning = detect_reasoning(tok)
+    template = tok.chat_template
+    return {
+        "tool_syntax": name if native else f"{DESCRIBED} ({name} calls)",
+        "tool_syntax_native": native,
+        "thinking_syntax": (reasoning.syntax or reasoning.kind) if reasoning else "none",
+        "thinking": reasoning.to_dict() if reasoning else None,
+        "thinking_described": describe_reasoning(reasoning),
+        "template_renders_tools": bool(template) and template_traits(template).renders_tools,
+    }

@@ -1,0 +1,156 @@
+"""Thinking in each family's own syntax (engine.prompt.reasoning): every thinking template of
+the dataset is recognised, and a tiny random model whose tokenizer carries the template
+and its markers has its thinking separated from its answer, the block opened and closed
+by the engine (forced), so the outcome never rests on what the random model writes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from engine.prompt.reasoning import SYNTAXES, detect_reasoning, reply_start, syntax_of
+from engine.types import ChatRequest, ConstraintSpec, SamplingSettings
+from tests.template_support import markers_of, template_paths, template_tokenizer
+
+# The syntax each thinking template of the dataset speaks.
+EXPECTED = {
+    "apertus.jinja": "apertus",
+    "apriel-1.6-thinker.jinja": "apriel",
+    "command-r7b.jinja": "command_r",
+    "deepseek-r1-distill-qwen.jinja": "think",
+    "deepseek-v3.1.jinja": "think",
+    "deepseek-v3.2.jinja": "think",
+    "gemma-4.jinja": "gemma4_channel",
+    "glm-4.5.jinja": "think",
+    "glm-4.6.jinja": "think",
+    "gpt-oss.jinja": "harmony",
+    "granite-3.3.jinja": "granite",
+    "kimi-k2-thinking.jinja": "think",
+    "kimi-k3.jinja": "kimi_k3",
+    "magistral-small-2509.jinja": "mistral_think",
+    "minimax-m2.jinja": "think",
+    "nemotron-nano-v2.jinja": "think",
+    "qwen3.5.jinja": "think",
+    "qwen3.jinja": "think",
+    "qwq.jinja": "think",
+    "smollm3.jinja": "think",
+}
+# Where the generation prompt itself opens the block.
+OPENS_IN_PROMPT = {
+    "apriel-1.6-thinker.jinja",
+    "deepseek-r1-distill-qwen.jinja",
+    "kimi-k3.jinja",
+    "qwq.jinja",
+    "deepseek-v3.1.jinja",
+    "nemotron-nano-v2.jinja",
+    "deepseek-v3.2.jinja",
+    "minimax-m2.jinja",
+    "qwen3.5.jinja",
+}
+
+
+# Templates whose engine run is not checked here (none: every thinking template is).
+ENGINE_GAPS: set[str] = set()
+
+
+def test_every_thinking_template_is_recognised() -> None:
+    found = {}
+    for path in template_paths():
+        syntax = syntax_of(path.read_text(encoding="utf-8"))
+        if syntax is not None:
+            found[path.name] = syntax.name
+    assert found == EXPECTED
+
+
+def _syntax_markers(template: str) -> list[str]:
+    syntax = syntax_of(template)
+    assert syntax is not None
+    pieces = syntax.opener + syntax.closer + syntax.prefix
+    return [*syntax.markers(), *markers_of(pieces)]
+
+
+@pytest.fixture(scope="module")
+def thinking_folders(tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path):
+    """name -> a tiny random model folder whose tokenizer carries that template."""
+    from benchmarks.tiny_model import build_tiny_model
+
+    folders = {}
+    for path in template_paths():
+        if path.name not in EXPECTED:
+            continue
+        template = path.read_text(encoding="utf-8")
+        root = tmp_path_factory.mktemp(path.stem)
+        tok_dir = template_tokenizer(
+            default_model_dir, template, root / "tok", _syntax_markers(template)
+        )
+        build_tiny_model(root / "model", tok_dir)
+        for name in ("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"):
+            if (tok_dir / name).exists():
+                (root / "model" / name).write_bytes((tok_dir / name).read_bytes())
+        folders[path.name] = root / "model"
+    return folders
+
+
+def test_each_syntax_is_steered_and_opens_where_its_prompt_does(thinking_folders) -> None:
+    from mlx_lm.utils import load_tokenizer
+
+    from engine.prompt.chat import encode_chat
+    from engine.prompt.reasoning import thinking_kwargs
+
+    opens = set()
+    for name, folder in thinking_folders.items():
+        tok = load_tokenizer(folder)
+        fmt = detect_reasoning(tok)
+        assert fmt is not None and fmt.steerable, name
+        assert fmt.syntax == EXPECTED[name]
+        if fmt.opens_in_prompt:
+            opens.add(name)
+        prompt = encode_chat(tok, [{"role": "user", "content": "hi"}], **thinking_kwargs(fmt, True))
+        assert reply_start(fmt, prompt) == ("inside" if fmt.opens_in_prompt else "before"), name
+        if fmt.switchable:  # switched off: the reply does not start inside a block
+            off = encode_chat(
+                tok, [{"role": "user", "content": "hi"}], **thinking_kwargs(fmt, False)
+            )
+            assert reply_start(fmt, off) != "inside", name
+    assert opens == OPENS_IN_PROMPT
+
+
+@pytest.mark.parametrize("constrained", [True, False])
+def test_thinking_is_separated_in_every_thinking_syntax(thinking_folders, constrained) -> None:
+    from engine.engine import Engine
+
+    engine = Engine()
+    try:
+        for name, folder in thinking_folders.items():
+            if name in ENGINE_GAPS:
+                continue
+            engine.load_model(str(folder)).result()
+            fmt = engine.snapshot.model.reasoning  # type: ignore[union-attr]
+            settings = SamplingSettings(
+                temperature=0.0, max_tokens=14, think=True, max_thinking_tokens=3
+            )
+            constraint = ConstraintSpec("regex", "(yes|no)") if constrained else None
+            request = ChatRequest([{"role": "user", "content": "Yes?"}], settings, constraint)
+            result = engine.chat(request)
+            assert result.error is None, (name, result.error)
+            assert result.reasoning is not None, name
+            assert result.stats.thinking_tokens <= 3 and result.stats.thinking_forced_end, name
+            # the block was opened by the engine, and its end is never thinking text
+            generated = result.token_ids[result.stats.prompt_tokens :]
+            if not fmt.opens_in_prompt:
+                assert tuple(generated[: len(fmt.opening)]) == fmt.opening, name
+            assert fmt.end not in result.reasoning, name
+            assert not constrained or fmt.end not in result.text, name
+            if constrained:
+                assert re.fullmatch("yes|no", result.text), (name, result.text)
+    finally:
+        engine.close()
+
+
+def test_the_registry_tries_specific_syntaxes_before_plain_think_tags() -> None:
+    names = [s.name for s in SYNTAXES]
+    assert names.index("harmony") < names.index("think")
+    assert names.index("granite") < names.index("think")
+    assert syntax_of("no thinking here") is None
