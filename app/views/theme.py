@@ -140,6 +140,7 @@ class Colors:
     chip: QColor
     danger: QColor
     warning: QColor
+    success: QColor  # a reply valid against its schema
     selection: QColor
 
 
@@ -152,6 +153,7 @@ def colors(palette: QPalette | None = None) -> Colors:
     dark = surface.lightnessF() < 0.5
     red = QColor("#ff6b61") if dark else QColor("#c9352b")
     amber = QColor("#e5b45a") if dark else QColor("#9a6200")
+    green = QColor("#5cc87a") if dark else QColor("#1d7a3a")
     return Colors(
         dark=dark,
         window=window,
@@ -168,6 +170,7 @@ def colors(palette: QPalette | None = None) -> Colors:
         chip=mix(surface, accent, 0.16 if dark else 0.09),
         danger=red,
         warning=amber,
+        success=green,
         selection=mix(surface, accent, 0.35),
     )
 
@@ -311,6 +314,7 @@ QMainWindow, #shell {{ background: {css(c.window)}; }}
 }}
 #stats, #hint, #sectionHint {{ color: {css(c.secondary)}; font-size: {t.caption}pt; }}
 #replyNote {{ color: {css(c.secondary)}; font-size: {t.secondary}pt; }}
+#validMark {{ color: {css(c.success)}; font-size: {t.secondary}pt; }}
 #replyNote[kind="error"] {{ color: {css(c.danger)}; }}
 #replyNote[kind="warning"] {{ color: {css(c.warning)}; }}
 #noteAction {{

@@ -81,6 +81,7 @@ class MainWindow(QMainWindow):
     # Set by app.application.start_crash_reports: the hooks, and the latest crash dialog.
     crash_reporter: QObject | None = None
     crash_dialog: QDialog | None = None
+    logs_box: QMessageBox | None = None  # Help → Show Logs where no file browser opens
 
     def __init__(self, core: AppCore) -> None:
         super().__init__()
@@ -245,6 +246,7 @@ class MainWindow(QMainWindow):
         c.replyFinished.connect(self._reply_finished)
         c.busyChanged.connect(self._busy_changed)
         c.notice.connect(lambda text: self.notice.show_message(text, "error"))
+        c.info.connect(lambda text: self.notice.show_message(text, "info"))
         c.contextExceeded.connect(self.offer_shorter_prompt)
         c.chipsChanged.connect(self._show_chips)
         # an edit still being typed is saved before the controller reads the settings
@@ -527,7 +529,9 @@ class MainWindow(QMainWindow):
                 tag += ", or a tool call" if state.constraint_use == "with_tools" else ""
             elif describe_tools(conv.tools):
                 tag = describe_tools(conv.tools)
-        reply = self.chat.begin_reply(tag, prefix=self.controller.reply_prefix)
+        reply = self.chat.begin_reply(
+            tag, prefix=self.controller.reply_prefix, writing=self.controller.writing_label()
+        )
         if self.bridge.loading:
             reply.set_status("Waiting for the model to finish loading…")
         elif self.bridge.model_info is None:
@@ -563,11 +567,14 @@ class MainWindow(QMainWindow):
         """Send an example prompt, after applying the grammar or tool it shows off."""
         if example.tool:
             conv = self.controller.conversation
-            if conv is not None and example.tool not in conv.tools.builtins:
+            if conv is not None:
                 from dataclasses import replace
 
-                config = replace(conv.tools, builtins=[*conv.tools.builtins, example.tool])
-                self.tools_chip_changed(config)
+                builtins = list(dict.fromkeys([*conv.tools.builtins, example.tool]))
+                choice = example.tool if example.must_call else conv.tools.tool_choice
+                config = replace(conv.tools, builtins=builtins, tool_choice=choice)
+                if config != conv.tools:
+                    self.tools_chip_changed(config)
         if example.grammar:
             path = str(resources_dir() / "grammars" / example.grammar)
             self.files.open_constraint_file(path, then=lambda: self.send(example.prompt))
