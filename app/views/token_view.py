@@ -16,6 +16,7 @@ import html
 import math
 
 from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 
 from app.views import theme
@@ -38,7 +39,7 @@ def probability_colour(logprob: float | None) -> str:
     if logprob is None:
         return "#d9d9d9"
     p = math.exp(min(0.0, logprob))
-    return f"hsl({round(120 * p)}, 70%, 82%)"
+    return QColor.fromHslF(p * 120 / 360, 0.70, 0.82).name()  # red (0°) to green (120°)
 
 
 def _shown(text: str) -> str:
