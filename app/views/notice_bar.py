@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views import theme
+from app.views.announce import announce
 from app.views.icons import IconButton
 
 log = logging.getLogger("app.views.notice_bar")
@@ -64,6 +65,7 @@ class NoticeBar(QFrame):
     ) -> None:
         if kind == "error" and text:
             log.error("shown to the user: %s", text)  # every error the window shows
+            announce(self, text, assertive=True)  # spoken at once: it is not in focus
         self.setProperty("kind", kind)
         for widget in (self, self.label):  # re-apply the style sheet for the new kind
             widget.style().unpolish(widget)

@@ -40,6 +40,7 @@ from app.qt_compat import guard_refcounts
 from app.store import ToolsConfig
 from app.tools import builtin_names, builtin_tools
 from app.views import theme
+from app.views.announce import announce, reply_announcement
 from app.views.chat_view import ChatView, Entry
 from app.views.composer import Composer, dropped_paths
 from app.views.constraint_widgets import ConstraintBar
@@ -65,7 +66,7 @@ from app.views.tools_chip import ToolsChip, describe_tools
 from app.views.tools_panel import ToolsPanel
 from app.views.welcome import Example
 from app.views.wheel_guard import install_wheel_guard
-from engine.types import ConstraintSpec
+from engine.types import ConstraintSpec, StopReason
 
 if TYPE_CHECKING:
     from app.core import AppCore
@@ -340,6 +341,14 @@ class MainWindow(QMainWindow):
             # system switching between light and dark, or the user's override).
             self.restyle()
 
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ApplicationFontChange:
+            # the system's text size changed: every size derives from it (theme.type_scale)
+            self.restyle()
+            self.chat.restyle()
+            self.composer.restyle()
+        return super().event(event)
+
     # ---- panels ----
 
     def toggle_sidebar(self) -> None:
@@ -550,8 +559,12 @@ class MainWindow(QMainWindow):
             second_callback=(lambda: None if c.turn_tools_off() else None) if tools_on else None,
         )
 
-    def _reply_finished(self, _result: object) -> None:
+    def _reply_finished(self, result: object) -> None:
         self.chat.end_reply(keep_body=True)
+        text = getattr(result, "text", "")
+        error = getattr(result, "error", None)
+        if getattr(result, "stop_reason", None) != StopReason.CANCELLED:
+            announce(self.chat, reply_announcement(text, error), assertive=bool(error))
         self.models.update_status()  # the prompt cache just changed
 
     def _busy_changed(self, busy: bool) -> None:
