@@ -1,5 +1,7 @@
-"""Start Corral: `python -m app [--model SPEC] [--data-dir DIR] [FILES]`, or check the
-installation with `python -m app --self-test [--model SPEC]` (app/self_test.py, no display).
+"""Start Corral: `python -m app [--model SPEC] [--data-dir DIR] [FILES]`, check the
+installation with `python -m app --self-test [--model SPEC]` (app/self_test.py, no display;
+it logs to Corral's log folder), or print what a problem report needs with
+`python -m app --diagnostics [--data-dir DIR]` (app/diagnostics.py).
 
 The window is shown first and the model loads on the engine thread afterwards, so the app
 is on screen (and usable: messages wait for the model) within a moment of launch.
@@ -37,6 +39,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="check this installation without a window: load the model (--model, default: "
         "the default model), generate schema-constrained JSON, print a JSON report; exit "
         "status 0 if it conforms",
+    )
+    parser.add_argument(
+        "--diagnostics",
+        action="store_true",
+        help="print what a problem report needs (versions, OS and chip, memory, the model, "
+        "folders, the last errors; redacted) and exit",
     )
     parser.add_argument("--report-startup", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("files", nargs="*", help="grammar or schema files to constrain with")
@@ -79,10 +87,21 @@ def _report_startup(window: Any, bridge: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.diagnostics:
+        from app.diagnostics import command_line_report
+        from app.paths import default_data_dir
+
+        print(command_line_report(args.data_dir or default_data_dir()))
+        return 0
     if args.self_test:
+        from app import logs
         from app.self_test import run_self_test
 
-        return run_self_test(args.model or "default")
+        logs.setup_logging("info")  # the same folder as the app's log
+        try:
+            return run_self_test(args.model or "default")
+        finally:
+            logs.close_logging()
 
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QMessageBox

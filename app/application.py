@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QFileOpenEvent, QIcon
 from PySide6.QtWidgets import QApplication
 
 from app import __version__, logs
 from app.core import AppCore
+from app.crash_reports import CrashReporter
 from app.jobs.engine_bridge import EngineBridge
 from app.jobs.mcp_job import McpBridge
 from app.paths import APP_NAME, app_icon_path
@@ -98,13 +99,15 @@ def build_window(
     return window
 
 
-def start_crash_reports(window: MainWindow) -> logs.CrashReporter:
+def start_crash_reports(window: MainWindow) -> CrashReporter:
     """Uncaught exceptions on any thread: logged, and shown over `window` (a queued signal
-    brings a worker thread's report to the GUI thread). The level follows Preferences."""
-    from app.views.crash_dialog import CrashDialog
+    brings a worker thread's report to the GUI thread); native crashes written by
+    faulthandler into the log folder, and the last run's offered. The level follows
+    Preferences."""
+    from app.views.crash_dialog import NATIVE_INTRO, CrashDialog
 
     window.core.preferencesChanged.connect(lambda new, _old: logs.set_level(new.log_level))
-    reporter = logs.CrashReporter(window)
+    reporter = CrashReporter(window)
 
     def show(report: str) -> None:
         dialog = CrashDialog(report, str(logs.log_dir()), window)
@@ -116,4 +119,22 @@ def start_crash_reports(window: MainWindow) -> logs.CrashReporter:
     reporter.install()
     window.destroyed.connect(reporter.uninstall)
     window.crash_reporter = reporter
+    previous = logs.catch_native_crashes()
+    if previous is not None:  # the last run died natively: offer its report once
+        kept, text = previous
+        logs.log.warning("the last run quit unexpectedly; its report is in %s", kept)
+
+        def offer() -> None:
+            dialog = CrashDialog(
+                text,
+                str(logs.log_dir()),
+                window,
+                title="Corral quit unexpectedly",
+                intro=NATIVE_INTRO,
+            )
+            dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            window.crash_dialog = dialog
+            dialog.show()
+
+        QTimer.singleShot(0, offer)
     return reporter

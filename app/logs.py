@@ -9,32 +9,33 @@ user or a model wrote is logged only at debug. Every record passes the MCP redac
 (the server's API key, MCP env and header values: `remember_secrets`) masked as well, so no
 secret reaches the file whatever a message or a traceback contains.
 
-`CrashReporter` is sys.excepthook and threading.excepthook: an uncaught exception on any
-thread is logged with its traceback and its report (redacted) is emitted as `crashed`,
-which reaches the GUI thread as a queued signal; the window shows it (app.views.crash_dialog).
+Uncaught exceptions are caught by app.crash_reports (the Qt side); this module imports no
+Qt, so `--self-test` and `--diagnostics` log to the same folder without it.
+
+A native crash (a segfault in Qt or MLX) kills the process before any hook runs:
+`catch_native_crashes` points `faulthandler` at `native-crash.log` in the log folder, and at
+the next start the report it left is set aside (`native-crash-<time>.log`) and offered.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
-import platform
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Iterable
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
-
-from app import __version__
 from app.paths import default_log_dir
 from engine.mcp.redaction import redact
 
 LOG_FILE = "corral.log"
+NATIVE_CRASH_FILE = "native-crash.log"
 MAX_BYTES = 2 * 1024 * 1024
 BACKUPS = 5
 # The level names Preferences stores, and what each writes.
@@ -130,9 +131,52 @@ def setup_logging(
     return path
 
 
+_native: Any = None  # the open file faulthandler writes into
+_native_was_enabled = False  # faulthandler's state before (a test runner's own)
+
+
+def catch_native_crashes(folder: Path | None = None) -> tuple[Path, str] | None:
+    """Write native crashes (every thread's Python stack) to NATIVE_CRASH_FILE in the log
+    folder from now on. Returns (where it was kept, its text) for a report the last run
+    left, set aside under a name of its own so it is offered once; None when it left none."""
+    global _native, _native_was_enabled
+    directory = log_dir(folder)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / NATIVE_CRASH_FILE
+    previous: tuple[Path, str] | None = None
+    if path.is_file() and path.stat().st_size > 0:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(path.stat().st_mtime))
+        kept = directory / f"native-crash-{stamp}.log"
+        path.replace(kept)
+        previous = (kept, redact_text(kept.read_text(encoding="utf-8", errors="replace")))
+    if _native is None:
+        _native_was_enabled = faulthandler.is_enabled()
+    else:
+        _native.close()
+    _native = path.open("w", encoding="utf-8")
+    faulthandler.enable(_native, all_threads=True)
+    return previous
+
+
+def stop_catching_native_crashes() -> None:
+    """Close the native crash file (an empty one means no crash happened)."""
+    global _native
+    if _native is None:
+        return
+    faulthandler.disable()
+    _native.close()
+    _native = None
+    if _native_was_enabled and sys.__stderr__ is not None:
+        try:
+            faulthandler.enable(sys.__stderr__)
+        except (ValueError, OSError):  # no usable stderr
+            pass
+
+
 def close_logging() -> None:
     """Stop writing the file (at exit, and after a test)."""
     global _handler
+    stop_catching_native_crashes()
     if _handler is None:
         return
     for name in LOGGERS:
@@ -155,71 +199,3 @@ def set_level(name: str) -> None:
 def log_file() -> Path | None:
     """The file being written, or None before `setup_logging`."""
     return Path(_handler.baseFilename) if _handler is not None else None
-
-
-def report_text(
-    exc_type: type[BaseException],
-    exc: BaseException | None,
-    tb: TracebackType | None,
-    where: str,
-) -> str:
-    """A crash report: Corral's and Python's versions, the OS, where it happened and the
-    traceback, redacted."""
-    lines = [
-        f"Corral {__version__}, Python {platform.python_version()}, "
-        f"{platform.system()} {platform.release()} ({platform.machine()})",
-        f"Uncaught exception in {where}:",
-        "".join(traceback.format_exception(exc_type, exc, tb)).rstrip(),
-    ]
-    path = log_file()
-    if path is not None:
-        lines.append(f"Log: {path}")
-    return redact_text("\n".join(lines))
-
-
-class CrashReporter(QObject):
-    """sys.excepthook and threading.excepthook: logs an uncaught exception and emits its
-    report. Connect `crashed` with a queued connection to a GUI-thread receiver."""
-
-    crashed = Signal(str)  # the report text
-
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self._previous_sys: Any = None
-        self._previous_thread: Any = None
-
-    def install(self) -> None:
-        self._previous_sys, sys.excepthook = sys.excepthook, self._sys_hook
-        self._previous_thread, threading.excepthook = threading.excepthook, self._thread_hook
-
-    def uninstall(self) -> None:
-        if sys.excepthook == self._sys_hook:
-            sys.excepthook = self._previous_sys
-        if threading.excepthook == self._thread_hook:
-            threading.excepthook = self._previous_thread
-
-    def handle(
-        self,
-        exc_type: type[BaseException],
-        exc: BaseException | None,
-        tb: TracebackType | None,
-        where: str,
-    ) -> None:
-        log.error("Uncaught exception in %s", where, exc_info=exc if exc is not None else True)
-        self.crashed.emit(report_text(exc_type, exc, tb, where))
-
-    def _sys_hook(
-        self, exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
-    ) -> None:
-        if issubclass(exc_type, KeyboardInterrupt):
-            self._previous_sys(exc_type, exc, tb)
-            return
-        self.handle(exc_type, exc, tb, "the main thread")
-        if self._previous_sys not in (None, sys.__excepthook__):
-            self._previous_sys(exc_type, exc, tb)  # a test harness's hook still sees it
-
-    def _thread_hook(self, args: threading.ExceptHookArgs) -> None:
-        if args.exc_type is SystemExit:
-            return
-        name = args.thread.name if args.thread is not None else "a thread"
-        self.handle(args.exc_type, args.exc_value, args.exc_traceback, f"thread {name}")

@@ -11,6 +11,7 @@ forwards `--self-test` here).
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ SELF_TEST_SCHEMA: dict[str, Any] = {
 }
 SELF_TEST_PROMPT = "What is the capital of France? Reply in JSON."
 SELF_TEST_MAX_TOKENS = 40  # the schema bounds the reply well below this
+log = logging.getLogger("app.self_test")
 
 
 def conforms(value: Any) -> bool:
@@ -36,6 +38,7 @@ def conforms(value: Any) -> bool:
 
 def _fail(report: dict[str, Any], message: str, code: int = 1) -> int:
     report.update(ok=False, error=message)
+    log.error("self-test failed: %s", message)
     print(json.dumps(report), flush=True)
     print(f"corral self-test: {message}", file=sys.stderr)
     return code
@@ -69,8 +72,10 @@ def run_self_test(model: str = "default") -> int:
         constraint=ConstraintSpec("json_schema", json.dumps(SELF_TEST_SCHEMA), "self-test"),
     )
     eng = Engine()
+    log.info("self-test: loading %s", model)
     try:
         info = eng.load_model(model).result()
+        log.info("self-test: loaded %s from %s", info.name, info.path)
         result = eng.chat(request)
     except Exception as exc:
         return _fail(report, f"{type(exc).__name__}: {exc}")
@@ -102,5 +107,6 @@ def run_self_test(model: str = "default") -> int:
     if not conforms(report["value"]):
         return _fail(report, f"the reply does not match the schema: {result.text!r}")
     report["ok"] = True
+    log.info("self-test passed in %.1f s", report["seconds"])
     print(json.dumps(report), flush=True)
     return 0

@@ -84,22 +84,29 @@ def test_token_view_opens_on_a_stored_reply_after_a_restart(qtbot, tmp_path, tin
     overridden = sum(t.overridden for t in tokens)
     forced = sum(t.forced for t in tokens)
     assert overridden > 0 and forced > 0  # the schema forbids what the model wants
+    steered = sum(t.overridden and not t.forced for t in tokens)
     assert view.summary.text() == (
-        f"the constraint overrode the model at {overridden} of {len(tokens)} tokens; "
-        f"{forced} forced"
+        f"{len(tokens)} tokens: {steered} steered by the format, {forced} forced"
     )
+    assert "forced" in view.legend.text() and "steered" in view.legend.text()
     # a token the constraint overrode: click it and its alternatives stay shown
     index = next(i for i, t in enumerate(tokens) if t.overridden and not t.forced)
     qtbot.mouseClick(view.text.viewport(), Qt.MouseButton.LeftButton, pos=_token_point(view, index))
     assert view.pinned == index
     detail = view.detail.text()
-    assert "overrode the model's first choice" in detail and "the model wanted:" in detail
+    assert "Steered: the format did not allow" in detail and "The model wanted:" in detail
+    assert "Forced" not in detail  # one word per kind
     assert f"{tokens[index].allowed} tokens allowed here" in detail
-    assert "✗" in detail  # its first choice, not allowed
+    assert "✗ not allowed" in detail  # its first choice
     # hovering another token shows that one's
     _hover(view.text.viewport(), _token_point(view, 0))
     qtbot.waitUntil(lambda: view.detail.text().startswith(f"“{tokens[0].text}”"), timeout=5000)
-    assert "forced by the constraint" in view.detail.text()
+    assert "Forced: the format left no other token" in view.detail.text()
+    assert "Steered" not in view.detail.text()  # never both words for one token
+    height = view.detail.height()
+    _hover(view.text.viewport(), _token_point(view, index))
+    qtbot.waitUntil(lambda: view.detail.text().startswith(f"“{tokens[index].text}”"))
+    assert view.detail.height() == height  # details in one place that does not move
     screenshot(again, "token_inspector")
     button.click()  # back to the text
     assert not view.isVisible() and reply.body.isVisible()

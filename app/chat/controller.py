@@ -16,6 +16,7 @@ to the signals; an edit still being typed in a view is saved first through one h
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -53,6 +54,7 @@ TITLE_LENGTH = 48
 # Alternatives kept per recorded reply token (its token view, Inspect): enough to see what
 # the model wanted, small enough to store with every reply.
 LOGPROB_ALTERNATIVES = 5
+LOW_TEMPERATURE = 0.3  # at or below it, versions written at once are often identical
 
 
 def _steps_since_user(path: list[Message]) -> int:
@@ -70,6 +72,9 @@ def _title_from(text: str) -> str:
     return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
 
 
+log = logging.getLogger("app.chat.controller")
+
+
 class ChatController(QObject):
     """One window's chat: the open conversation and the reply being generated."""
 
@@ -83,6 +88,7 @@ class ChatController(QObject):
     replyFinished = Signal(object)  # ChatResult
     busyChanged = Signal(bool)
     notice = Signal(str)  # a message for the user (errors included)
+    info = Signal(str)  # a quiet message for the user (not an error)
     toolCallsReady = Signal(int, object)  # conversation id, the saved reply's tool calls
     stopRequested = Signal()  # Stop: tool calls in flight are cancelled too
     chipsChanged = Signal()  # chip_state() changed for the open conversation
@@ -99,6 +105,9 @@ class ChatController(QObject):
         self._alternatives: list[ReplyJob] = []  # Regenerate ×N: the other replies in flight
         self._results: dict[int, ChatResult] = {}  # finished replies by their index
         self._reply_parent: Message | None = None
+        # the versions a regenerate is writing (first, last), for "Writing version 2 of 2…"
+        self._writing_versions: tuple[int, int] | None = None
+        self._reply_temperature: float | None = None
         self._reply_conversation: int | None = None
         self._reply_prefix = ""  # the text of a reply being continued
         self._continued: Message | None = None
@@ -280,11 +289,43 @@ class ChatController(QObject):
         for index in range(len(path) - 1, -1, -1):
             if path[index].role == "assistant" and index > 0:
                 parent = path[index - 1]
+                have = sum(
+                    1
+                    for m in self.store.children(parent.conversation_id, parent.id)
+                    if m.role == "assistant"
+                )
                 self.store.set_active_leaf(parent.conversation_id, parent.id)
+                self._writing_versions = (have + 1, have + count)
                 self.pathChanged.emit()
                 self._start_reply(parent, count)
                 return True
         return False
+
+    def writing_label(self) -> str:
+        """What the reply in flight is, in words, when it is a new version of a reply:
+        "Writing version 2 of 2…", or for several "Writing 3 versions (3 to 5 of 5)…"."""
+        if not self.busy or self._writing_versions is None:
+            return ""
+        first, last = self._writing_versions
+        if first == last:
+            return f"Writing version {first} of {last}…"
+        return f"Writing {last - first + 1} versions ({first} to {last} of {last})…"
+
+    def _same_versions_note(self, saved: list[Message], temperature: float | None) -> None:
+        """Several versions written at once that came out the same: say why (a low
+        temperature makes the model pick the same words), so it does not look broken."""
+        texts = {m.content for m in saved}
+        if len(saved) < 2 or len(texts) != 1:
+            return
+        count = len(saved)
+        if temperature is not None and temperature <= LOW_TEMPERATURE:
+            self.info.emit(
+                f"The {count} versions are identical: at temperature {temperature:g} the model "
+                "nearly always picks the same words. Raise the temperature in Chat settings "
+                "for versions that differ."
+            )
+        else:
+            self.info.emit(f"The {count} versions are identical.")
 
     def retry(self, message_id: int) -> bool:
         """Answer again: a question left without a reply, or a reply that failed (its new
@@ -549,6 +590,7 @@ class ChatController(QObject):
         self._reply_constraint_kind = request.constraint.kind if request.constraint else None
         self._reply_had_tools = bool(request.tools) and request.tool_choice != "none"
         self._reply_constraint = request.constraint
+        self._reply_temperature = request.sampling.temperature
         self._results = {}
         jobs = self.bridge.submit_many(request.alternatives(count))
         self.job, self._alternatives = jobs[0], jobs[1:]
@@ -598,7 +640,11 @@ class ChatController(QObject):
         kept = [m for m in saved if m is not None]
         if len(kept) > 1:
             self.store.select_branch(kept[0].id)  # the first version is the one shown
+        self._writing_versions = None
+        self._same_versions_note(kept, self._reply_temperature)
         result = results[0]
+        if result.error:
+            log.error("reply failed (%s): %s", result.error_kind, result.error_line)
         if not kept and parent is not None and continued is None:
             if result.error:
                 self.unanswered[parent.id] = f"No reply: {result.error}"

@@ -10,7 +10,9 @@ snapshot the engine thread publishes, never from the engine's live structures.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
@@ -36,6 +38,9 @@ if TYPE_CHECKING:
     from engine.api import EngineAPI
     from engine.runtime.handle import RequestHandle
     from engine.types import ValidationReport
+
+
+log = logging.getLogger("app.jobs.engine_bridge")
 
 
 class ReplyJob(QObject):
@@ -205,6 +210,8 @@ class EngineBridge(QObject):
     def load_model(self, spec: str) -> None:
         """Start loading `spec`; progress and the outcome arrive as signals."""
         self.loading_spec = spec
+        self._load_started = time.perf_counter()
+        log.info("loading model %s", spec)
         self.loadStarted.emit(spec)
 
         def progress(p: LoadProgress) -> None:
@@ -226,10 +233,13 @@ class EngineBridge(QObject):
 
     def _on_load_done(self, info: ModelInfo | None, error: str | None) -> None:
         spec, self.loading_spec = self.loading_spec, None
+        seconds = time.perf_counter() - getattr(self, "_load_started", time.perf_counter())
         if info is not None:
+            log.info("model loaded in %.1f s: %s (%s)", seconds, info.name, info.path)
             self.model_spec = spec
             self.modelLoaded.emit(info)
         else:
+            log.error("model %s could not be loaded: %s", spec, error)
             self.loadFailed.emit(error or "the model could not be loaded")
             self._check_group()
 

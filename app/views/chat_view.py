@@ -93,6 +93,7 @@ class ChatView(QScrollArea):
         self.token_loader: Any = None  # message id -> its token logprobs, or None
         self._reply_text = ""
         self._reply_reasoning = ""  # the streamed reply's thinking so far
+        self._writing = ""  # what the streamed reply is, when a new version of one
         self._handoff: MarkdownBody | None = None  # a finished reply's rendered body
         self._render_timer = QTimer(self, singleShot=True, interval=RENDER_INTERVAL_MS)
         self._render_timer.timeout.connect(self._render_reply)
@@ -189,15 +190,18 @@ class ChatView(QScrollArea):
 
     # ---- the streaming reply ----
 
-    def begin_reply(self, tag: str = "", prefix: str = "") -> MessageWidget:
-        """Start showing a reply; `prefix` is the text of a reply being continued."""
+    def begin_reply(self, tag: str = "", prefix: str = "", writing: str = "") -> MessageWidget:
+        """Start showing a reply; `prefix` is the text of a reply being continued, `writing`
+        what it is when it is a new version ("Writing version 2 of 2…"), shown from the
+        first token to the last."""
         self.end_reply()
+        self._writing = writing
         self.reply = MessageWidget(None, parent=self.column_widget)
         self.reply.setProperty("streaming", True)
         if isinstance(self.reply.body, MarkdownBody):
             self.reply.body.streaming = True
         self.reply.set_tag(tag)
-        self.reply.set_status("Waiting for the model…")
+        self.reply.set_status(writing or "Waiting for the model…")
         if prefix:
             self.reply.set_text(prefix)
         self.column.insertWidget(self.column.count() - 1, self.reply)
@@ -211,7 +215,8 @@ class ChatView(QScrollArea):
     def reply_prefill(self, done: int, total: int) -> None:
         if self.reply is not None and not self._reply_text:
             percent = 100 * done // max(total, 1)
-            self.reply.set_status(f"Reading your message… {percent}%")
+            reading = f"Reading your message… {percent}%"
+            self.reply.set_status(f"{self._writing} {reading}" if self._writing else reading)
 
     def update_reply(self, text: str) -> None:
         self._reply_text = text
@@ -231,7 +236,7 @@ class ChatView(QScrollArea):
             self.reply.set_text(self._reply_text)
             # until the answer begins, the answer area says the model is thinking
             thinking = bool(self._reply_reasoning) and not self._reply_text
-            self.reply.set_status(THINKING if thinking else "")
+            self.reply.set_status(THINKING if thinking else self._writing)
 
     def end_reply(self, keep_body: bool = False) -> None:
         """Remove the streaming widget; with `keep_body`, the saved reply's widget may adopt

@@ -18,23 +18,37 @@ from PySide6.QtWidgets import (
 
 from app.views.fit import fit_to_screen
 
+INTRO = (
+    "Something went wrong that Corral did not expect. It was written to the log; you can go "
+    "on working. To report it, copy the text below (it holds no keys or messages) and paste "
+    "it into your report."
+)
+NATIVE_INTRO = (
+    "Corral quit unexpectedly the last time it ran. This is what it was doing (the report "
+    "was kept in the log folder). To report it, copy the text below and paste it into your "
+    "report."
+)
+
 
 class CrashDialog(QDialog):
     """One report; `copy_button` puts it on the clipboard."""
 
-    def __init__(self, report: str, log_folder: str | None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        report: str,
+        log_folder: str | None,
+        parent: QWidget | None = None,
+        *,
+        title: str = "Corral hit a problem",
+        intro: str = INTRO,
+    ) -> None:
         super().__init__(parent)
-        self.setWindowTitle("Corral hit a problem")
+        self.setWindowTitle(title)
         self.setAccessibleName("Problem report")
         layout = QVBoxLayout(self)
-        intro = QLabel(
-            "Something went wrong that Corral did not expect. It was written to the log; "
-            "you can go on working. To report it, copy the text below (it holds no keys "
-            "or messages) and paste it into your report.",
-            self,
-        )
-        intro.setWordWrap(True)
-        layout.addWidget(intro)
+        intro_label = QLabel(intro, self)
+        intro_label.setWordWrap(True)
+        layout.addWidget(intro_label)
         self.report = QPlainTextEdit(report, self)
         self.report.setReadOnly(True)
         self.report.setAccessibleName("Report")

@@ -11,6 +11,7 @@ and masked arguments or the URL's host (engine.mcp.config.MCPServerConfig.descri
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,9 @@ STATE_TEXT = {
     "needs_ok": "needs your OK",
 }
 _ROLE = Qt.ItemDataRole.UserRole
+
+
+log = logging.getLogger("app.views.mcp_panel")
 
 
 class McpPanel(QWidget):
@@ -132,6 +136,8 @@ class McpPanel(QWidget):
     # ---- showing ----
 
     def show_problem(self, text: str) -> None:
+        if text:
+            log.error("MCP: %s", text)
         self.status.setProperty("error", bool(text))
         self.status.setText(text or self._summary())
         self.status.style().unpolish(self.status)
@@ -336,6 +342,7 @@ class McpPanel(QWidget):
             self.show_problem(f"{exc} — nothing was imported.")
             return
         names = outcome.added + outcome.replaced
+        log.info("MCP servers imported from %s: %s", origin, ", ".join(names))
         self.show_problem("")
         self.status.setText(f"Imported {', '.join(names)} from {origin}.")
 

@@ -70,6 +70,12 @@ def reply_note(message: Message, *, can_continue: bool = True) -> Note | None:
     return None
 
 
+def is_tool_error(result: str) -> bool:
+    """Whether a built-in tool's result is an error: "error: …" from the tool itself
+    (engine.tools.builtins), "Error: …" when running it failed (main/files.py)."""
+    return result[:6].lower() == "error:"
+
+
 def label(text: str, name: str, parent: QWidget, selectable: bool = True) -> QLabel:
     label = QLabel(text, parent)
     label.setObjectName(name)
@@ -135,7 +141,11 @@ class ToolCallCard(QFrame):
         self.result_field: QLineEdit | None = None
         self.run_button: QPushButton | None = None
         if result is not None:
-            layout.addWidget(label(f"Result: {result}", "toolResult", self))
+            if is_tool_error(result):  # red and said as an error, not grey like a result
+                failed = result.split(":", 1)[1].strip() if ":" in result else result
+                layout.addWidget(label(f"The tool reported an error: {failed}", "toolError", self))
+            else:
+                layout.addWidget(label(f"Result: {result}", "toolResult", self))
             return
         row = QHBoxLayout()
         row.setSpacing(theme.SPACE.S)

@@ -35,6 +35,7 @@ from app.views.format import reply_details, reply_summary
 from app.views.icons import IconButton
 from app.views.markdown_view import MarkdownBody, PlainTextView
 from app.views.message_parts import BranchSwitcher, Note, ToolCallCard, label, reply_note
+from app.views.reply_json import formatted_json, validity_mark
 from app.views.thinking_section import ThinkingSection
 from app.views.token_view import TokenView
 from engine.types import TokenLogprob
@@ -125,9 +126,14 @@ class MessageWidget(QFrame):
             self._layout.addWidget(self.thinking)
             self.body = body if body is not None else MarkdownBody(self)
             self.body.setParent(self)
-            self.body.set_markdown(message.content if message is not None else "")
+            content = message.content if message is not None else ""
+            # a JSON reply: formatted in a code block (the stored text stays the model's)
+            self.body.set_markdown(formatted_json(content, meta) or content)
             self.body.setVisible(bool(message is None or message.content))
             self._layout.addWidget(self.body)
+            self.valid_mark = label(validity_mark(meta), "validMark", self, selectable=False)
+            self.valid_mark.setVisible(bool(self.valid_mark.text()))
+            self._layout.addWidget(self.valid_mark)
 
         results = tool_results or {}
         for call in meta.get("tool_calls", []):

@@ -4,6 +4,7 @@ that says what the model is doing while it loads."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
@@ -18,7 +19,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.views import theme
+from app.views.announce import announce
 from app.views.icons import IconButton
+
+log = logging.getLogger("app.views.notice_bar")
 
 
 class NoticeBar(QFrame):
@@ -59,6 +63,9 @@ class NoticeBar(QFrame):
         second_action: str = "",
         second_callback: Callable[[], None] | None = None,
     ) -> None:
+        if kind == "error" and text:
+            log.error("shown to the user: %s", text)  # every error the window shows
+            announce(self, text, assertive=True)  # spoken at once: it is not in focus
         self.setProperty("kind", kind)
         for widget in (self, self.label):  # re-apply the style sheet for the new kind
             widget.style().unpolish(widget)

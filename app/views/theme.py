@@ -121,6 +121,11 @@ def mix(a: QColor, b: QColor, amount: float) -> QColor:
     )
 
 
+# How far secondary text is mixed towards the surface: 0.40 left reply tags and labels on
+# tinted backgrounds under 4.5:1 (tests/test_app_contrast.py measures every pair).
+SECONDARY_MIX = 0.34
+
+
 @dataclass(frozen=True)
 class Colors:
     """The roles the views use, derived from a QPalette."""
@@ -140,6 +145,7 @@ class Colors:
     chip: QColor
     danger: QColor
     warning: QColor
+    success: QColor  # a reply valid against its schema
     selection: QColor
 
 
@@ -150,14 +156,15 @@ def colors(palette: QPalette | None = None) -> Colors:
     window = p.color(role.Window)
     accent = p.color(role.Highlight)
     dark = surface.lightnessF() < 0.5
-    red = QColor("#ff6b61") if dark else QColor("#c9352b")
+    red = QColor("#ff7b72") if dark else QColor("#c9352b")
     amber = QColor("#e5b45a") if dark else QColor("#9a6200")
+    green = QColor("#5cc87a") if dark else QColor("#1d7a3a")
     return Colors(
         dark=dark,
         window=window,
         surface=surface,
         text=text,
-        secondary=mix(text, surface, 0.40),
+        secondary=mix(text, surface, SECONDARY_MIX),
         faint=mix(text, surface, 0.62),
         border=mix(text, surface, 0.86 if dark else 0.88),
         hover=mix(text, surface, 0.92 if dark else 0.94),
@@ -168,6 +175,7 @@ def colors(palette: QPalette | None = None) -> Colors:
         chip=mix(surface, accent, 0.16 if dark else 0.09),
         danger=red,
         warning=amber,
+        success=green,
         selection=mix(surface, accent, 0.35),
     )
 
@@ -215,14 +223,14 @@ _DARK = {
     "Mid": "#5e5e66",
     "Dark": "#161618",
     "Shadow": "#000000",
-    "Highlight": "#4c8dff",
+    "Highlight": "#2f6fde",  # white on it: 4.7:1 (a lighter blue was 3.2:1)
     "HighlightedText": "#ffffff",
     "Link": "#7aaaff",
     "LinkVisited": "#b49cff",
     "PlaceholderText": "#8a8a92",
     "ToolTipBase": "#323237",
     "ToolTipText": "#ececef",
-    "Accent": "#4c8dff",
+    "Accent": "#2f6fde",
 }
 
 
@@ -311,6 +319,7 @@ QMainWindow, #shell {{ background: {css(c.window)}; }}
 }}
 #stats, #hint, #sectionHint {{ color: {css(c.secondary)}; font-size: {t.caption}pt; }}
 #replyNote {{ color: {css(c.secondary)}; font-size: {t.secondary}pt; }}
+#validMark {{ color: {css(c.success)}; font-size: {t.secondary}pt; }}
 #replyNote[kind="error"] {{ color: {css(c.danger)}; }}
 #replyNote[kind="warning"] {{ color: {css(c.warning)}; }}
 #noteAction {{
@@ -468,3 +477,53 @@ def focus_rules(c: Colors) -> str:
 #composerCard[focused="true"] {{ border: {FOCUS_RING}px solid {css(c.accent)}; }}
 #sendButton:focus {{ border: {FOCUS_RING}px solid {css(c.text)}; }}
 """
+
+
+# ---- contrast (WCAG 2.x) ----
+
+AA_TEXT = 4.5  # body text
+AA_LARGE = 3.0  # text at 18 pt, or 14 pt bold, and larger
+
+
+def relative_luminance(color: QColor) -> float:
+    """WCAG's relative luminance of an opaque colour."""
+
+    def channel(value: float) -> float:
+        return value / 12.92 if value <= 0.04045 else ((value + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (channel(v) for v in (color.redF(), color.greenF(), color.blueF()))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(foreground: QColor, background: QColor) -> float:
+    """WCAG's contrast ratio of two colours, from 1 to 21."""
+    a, b = relative_luminance(foreground), relative_luminance(background)
+    return (max(a, b) + 0.05) / (min(a, b) + 0.05)
+
+
+def text_pairs(c: Colors) -> list[tuple[str, QColor, QColor, bool]]:
+    """Every text colour the style sheet and the views put on a background: (where, text,
+    background, large text). Kept beside the style sheet so a new pair is added here."""
+    link = QGuiApplication.palette().color(QPalette.ColorRole.Link)
+    return [
+        ("messages and controls", c.text, c.surface, False),
+        ("sidebar and inspector", c.text, c.window, False),
+        ("your messages", c.text, c.user_bubble, False),
+        ("selected chat, active chip", c.text, c.chip, False),
+        ("code and tool cards", c.text, c.code_background, False),
+        ("hovered rows", c.text, c.hover, False),
+        ("notes, figures, hints, chips", c.secondary, c.surface, False),
+        ("section labels, tabs", c.secondary, c.window, False),
+        ("reply tags", c.secondary, c.chip, False),
+        ("tool results, code language", c.secondary, c.code_background, False),
+        ("version switcher on hover", c.secondary, c.hover, False),
+        ("errors", c.danger, c.surface, False),
+        ("error notices", c.danger, c.window, False),
+        ("tool errors", c.danger, c.code_background, False),
+        ("warnings", c.warning, c.surface, False),
+        ("warning notices", c.warning, c.window, False),
+        ("valid replies", c.success, c.surface, False),
+        ("selected menu items", c.accent_text, c.accent, False),
+        ("links", link, c.surface, False),
+        ("the welcome's title", c.text, c.surface, True),
+    ]

@@ -1,12 +1,13 @@
-"""A reply's recorded tokens (its token view): its text coloured by how likely the
-model found each token, what it wanted instead, and where the constraint stepped in.
+"""A reply's recorded tokens (its token view, Inspect): its text coloured by how likely the
+model found each token, what it wanted instead, and where the format stepped in.
 
-Each token is a link in a read-only text view: its background runs from red (the model
-gave it little probability, before the constraint's mask) to green (its first choice);
-tokens the grammar forced are in italics, and tokens where the constraint overrode the
-model's own first choice are underlined in red. Hovering a token shows its alternatives
-beneath (as a tooltip too); clicking keeps them there. A line above summarises: "the
-constraint overrode the model at N of M tokens; K forced".
+Each token is a link in a read-only text view. Its background runs from red (the model
+gave it little probability, before the format's mask) to green (its first choice); what the
+format did is shown by shape as well, never colour alone, and named by one word per kind:
+*forced* (the format left no other token: italic, a line above) or *steered* (the model
+wanted a token the format did not allow, so another was picked: bold, underlined). A legend
+above the text says so. Hovering a token shows its details in one place beneath the text,
+whose height is kept so nothing moves; clicking keeps them there.
 """
 
 from __future__ import annotations
@@ -14,15 +15,23 @@ from __future__ import annotations
 import html
 import math
 
-from PySide6.QtCore import QUrl
-from PySide6.QtGui import QCursor
-from PySide6.QtWidgets import QTextBrowser, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 
 from app.views import theme
 from app.views.message_parts import label
-from engine.types import TokenLogprob, logprobs_summary
+from engine.types import TokenLogprob
 
 MAX_HEIGHT = 320  # px: a long reply scrolls inside the token view
+DETAIL_LINES = 9  # the detail's reserved height, in lines: a token's details never move it
+TOKEN_TEXT = "#111111"  # on the light probability backgrounds, in both themes (>= 7:1)
+LEGEND = (
+    "Background: green, the model's first choice; red, a token it found unlikely. "
+    "<i style='text-decoration:overline'>Italic, a line above</i>: forced, the format left "
+    "no other token. <b><u>Bold, underlined</u></b>: steered, the format did not allow the "
+    "token the model wanted."
+)
 
 
 def probability_colour(logprob: float | None) -> str:
@@ -30,31 +39,48 @@ def probability_colour(logprob: float | None) -> str:
     if logprob is None:
         return "#d9d9d9"
     p = math.exp(min(0.0, logprob))
-    return f"hsl({round(120 * p)}, 70%, 82%)"
+    return QColor.fromHslF(p * 120 / 360, 0.70, 0.82).name()  # red (0°) to green (120°)
 
 
 def _shown(text: str) -> str:
     return html.escape(text).replace("\n", "↵<br>") or "∅"
 
 
+def token_kind(token: TokenLogprob) -> str:
+    """The one word for what the format did at `token`: "forced", "steered" or ""."""
+    if token.forced:
+        return "forced"
+    return "steered" if token.overridden else ""
+
+
+def summary(tokens: list[TokenLogprob]) -> str:
+    """One line about a recorded reply, in the view's words."""
+    forced = sum(token_kind(t) == "forced" for t in tokens)
+    steered = sum(token_kind(t) == "steered" for t in tokens)
+    if not forced and not steered:
+        return f"{len(tokens)} tokens, all the model's own choice"
+    return f"{len(tokens)} tokens: {steered} steered by the format, {forced} forced"
+
+
 def token_details(token: TokenLogprob) -> str:
     """What the token view says about one token, as plain lines."""
     lines = [f"“{token.text}”"]
+    kind = token_kind(token)
+    if kind == "forced":
+        lines.append("Forced: the format left no other token")
+    elif kind == "steered":
+        lines.append("Steered: the format did not allow the model's first choice")
     if token.model_logprob is not None:
-        lines.append(f"model: {math.exp(token.model_logprob):.1%}")
-    if token.forced:
-        lines.append("forced by the constraint (no choice was left)")
-    else:
-        lines.append(f"sampled at {math.exp(token.logprob):.1%} after the mask")
-    if token.allowed is not None and not token.forced:
-        lines.append(f"{token.allowed} tokens allowed here")
-    if token.overridden:
-        lines.append("the constraint overrode the model's first choice")
+        lines.append(f"Model: {math.exp(token.model_logprob):.1%}")
+    if kind != "forced":
+        lines.append(f"Picked at {math.exp(token.logprob):.1%} among the allowed tokens")
+        if token.allowed is not None:
+            lines.append(f"{token.allowed} tokens allowed here")
     if token.top:
-        lines.append("the model wanted:")
+        lines.append("The model wanted:")
         for alt in token.top:
-            mark = "✓" if alt.allowed else "✗"
-            lines.append(f"  {mark} “{alt.text}” {math.exp(alt.logprob):.1%}")
+            mark = "✓ allowed" if alt.allowed else "✗ not allowed"
+            lines.append(f"  “{alt.text}” {math.exp(alt.logprob):.1%} ({mark})")
     return "\n".join(lines)
 
 
@@ -69,7 +95,9 @@ class TokenView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(theme.SPACE.XS)
-        self.summary = label(logprobs_summary(tokens), "tokenViewSummary", self)
+        self.summary = label(summary(tokens), "tokenViewSummary", self)
+        self.legend = label(LEGEND, "tokenViewLegend", self)
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.text = QTextBrowser(self)
         self.text.setObjectName("tokenViewText")
         self.text.setOpenLinks(False)
@@ -78,21 +106,29 @@ class TokenView(QWidget):
         self.text.highlighted.connect(self._hovered)
         self.text.anchorClicked.connect(self._clicked)
         self.detail = label(
-            "Hover over a token to see what the model wanted.", "tokenViewDetail", self
+            "Hover over a token, or click it, to see what the model wanted.",
+            "tokenViewDetail",
+            self,
         )
+        self.detail.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.detail.setMinimumHeight(self.detail.fontMetrics().lineSpacing() * DETAIL_LINES)
         layout.addWidget(self.summary)
+        layout.addWidget(self.legend)
         layout.addWidget(self.text)
         layout.addWidget(self.detail)
 
     def _html(self) -> str:
         parts = []
         for i, token in enumerate(self.tokens):
-            style = f"background-color:{probability_colour(token.model_logprob)};color:#111;"
-            style += "text-decoration:none;"
-            if token.forced:
-                style += "font-style:italic;"
-            if token.overridden:
-                style += "text-decoration:underline;color:#b00020;"
+            style = f"background-color:{probability_colour(token.model_logprob)};"
+            style += f"color:{TOKEN_TEXT};"
+            kind = token_kind(token)
+            if kind == "forced":
+                style += "font-style:italic;text-decoration:overline;"
+            elif kind == "steered":
+                style += "font-weight:bold;text-decoration:underline;"
+            else:
+                style += "text-decoration:none;"
             parts.append(f'<a href="#t{i}" style="{style}">{_shown(token.text)}</a>')
         return f'<p style="white-space:pre-wrap">{"".join(parts)}</p>'
 
@@ -112,10 +148,8 @@ class TokenView(QWidget):
         if index is None:  # left the token: back to the pinned one
             if self.pinned is not None:
                 self.show_token(self.pinned)
-            QToolTip.hideText()
             return
-        self.show_token(index)
-        QToolTip.showText(QCursor.pos(), token_details(self.tokens[index]), self.text)
+        self.show_token(index)  # one place for details (no tooltip repeating them)
 
     def _clicked(self, url: QUrl) -> None:
         index = self._index(url)

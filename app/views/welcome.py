@@ -1,5 +1,5 @@
 """What an empty chat shows: a greeting, example prompts that show what Corral does (one
-asks for JSON that must fit a schema, one lets the model use the calculator), and a target
+asks for JSON that must fit a schema, one makes the model call the clock), and a target
 for dropping a picture, grammar, schema or tools file."""
 
 from __future__ import annotations
@@ -25,12 +25,14 @@ from app.views.icons import icon
 @dataclass(frozen=True)
 class Example:
     """An example prompt; `grammar` (a file in resources/grammars) or `tool` (a built-in)
-    is applied to the conversation before it is sent."""
+    is applied to the conversation before it is sent; with `must_call` the model must call
+    that tool (a small model left to decide answers by itself, and wrongly)."""
 
     title: str
     prompt: str
     grammar: str = ""
     tool: str = ""
+    must_call: bool = False
 
 
 EXAMPLES = (
@@ -41,7 +43,14 @@ EXAMPLES = (
         "Give me a simple pancake recipe.",
         grammar="recipe.json",
     ),
-    Example("Let it use a tool", "What is 17*23? Use the calculator.", tool="calculator"),
+    # the clock, which the default model (135M parameters) calls correctly; it writes
+    # junk into the calculator's expression (", 17, ") and answers sums wrongly without it
+    Example(
+        "Let it use a tool",
+        "What time is it in Paris? Use the clock.",
+        tool="current_datetime",
+        must_call=True,
+    ),
 )
 TWO_COLUMNS_FROM = 520  # px of column width
 

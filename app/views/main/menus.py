@@ -6,6 +6,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu
 
@@ -50,16 +51,51 @@ def open_usage() -> bool:
     return QDesktopServices.openUrl(url)
 
 
-def show_logs() -> bool:
-    """Open the log folder (app.logs) in the system's file browser."""
+def show_logs(window: MainWindow | None = None) -> bool:
+    """Open the log folder (app.logs) in the system's file browser; where none opens it
+    (no file manager, a bare Linux desktop), say where it is in a box whose text can be
+    selected and copied (`window.logs_box`)."""
     from PySide6.QtCore import QUrl
     from PySide6.QtGui import QDesktopServices
+    from PySide6.QtWidgets import QMessageBox
 
     from app import logs
 
     folder = logs.log_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    return QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder)))
+    if QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder))):
+        return True
+    if window is not None:
+        box = QMessageBox(window)
+        box.setWindowTitle("Logs")
+        box.setText("No file browser could open the log folder. It is here:")
+        box.setInformativeText(str(folder))
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        box.setStandardButtons(QMessageBox.StandardButton.Ok)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.finished.connect(lambda _r: window.keys.focus_composer())
+        window.logs_box = box
+        box.open()
+    return False
+
+
+def copy_diagnostics(window: MainWindow) -> str:
+    """Help → Copy Diagnostics: the report app.diagnostics makes, for the model loaded
+    now, on the clipboard; the status bar says so. Returns the text."""
+    from PySide6.QtGui import QGuiApplication
+
+    from app import diagnostics
+
+    key = window.store.get_setting("server_api_key", "")
+    text = diagnostics.report(
+        model=window.bridge.model_info,
+        model_spec=window.models.loaded_spec or "",
+        data_dir=window.store.path.parent,
+        secrets=[key if isinstance(key, str) else None],
+    )
+    QGuiApplication.clipboard().setText(text)
+    window.statusBar().showMessage("Diagnostics copied: paste them into your report.", 8000)
+    return text
 
 
 def build_menus(window: MainWindow) -> dict[str, QAction]:
@@ -151,7 +187,10 @@ def build_menus(window: MainWindow) -> dict[str, QAction]:
     help_menu = bar.addMenu("&Help")
     acts["shortcuts"] = _action(help_menu, "&Keyboard Shortcuts", keys.show_shortcuts, "Ctrl+/")
     acts["usage"] = _action(help_menu, "Using Corral (README)", open_usage)
-    acts["show_logs"] = _action(help_menu, "Show &Logs", show_logs)
+    acts["show_logs"] = _action(help_menu, "Show &Logs", lambda: show_logs(window))
+    acts["copy_diagnostics"] = _action(
+        help_menu, "Copy &Diagnostics", lambda: copy_diagnostics(window)
+    )
     help_menu.addSeparator()
     _action(help_menu, "&About Corral", window.about, role=QAction.MenuRole.AboutRole)
     return acts

@@ -40,6 +40,7 @@ from app.qt_compat import guard_refcounts
 from app.store import ToolsConfig
 from app.tools import builtin_names, builtin_tools
 from app.views import theme
+from app.views.announce import announce, reply_announcement
 from app.views.chat_view import ChatView, Entry
 from app.views.composer import Composer, dropped_paths
 from app.views.constraint_widgets import ConstraintBar
@@ -66,7 +67,7 @@ from app.views.tools_chip import ToolsChip, describe_tools
 from app.views.tools_panel import ToolsPanel
 from app.views.welcome import Example
 from app.views.wheel_guard import install_wheel_guard
-from engine.types import ConstraintSpec
+from engine.types import ConstraintSpec, StopReason
 
 if TYPE_CHECKING:
     from app.core import AppCore
@@ -82,6 +83,7 @@ class MainWindow(QMainWindow):
     # Set by app.application.start_crash_reports: the hooks, and the latest crash dialog.
     crash_reporter: QObject | None = None
     crash_dialog: QDialog | None = None
+    logs_box: QMessageBox | None = None  # Help → Show Logs where no file browser opens
 
     def __init__(self, core: AppCore) -> None:
         super().__init__()
@@ -250,6 +252,7 @@ class MainWindow(QMainWindow):
         c.replyFinished.connect(self._reply_finished)
         c.busyChanged.connect(self._busy_changed)
         c.notice.connect(lambda text: self.notice.show_message(text, "error"))
+        c.info.connect(lambda text: self.notice.show_message(text, "info"))
         c.contextExceeded.connect(self.offer_shorter_prompt)
         c.chipsChanged.connect(self._show_chips)
         # an edit still being typed is saved before the controller reads the settings
@@ -342,6 +345,14 @@ class MainWindow(QMainWindow):
             # Colours are baked into the style sheet: rebuild it for the new palette (the
             # system switching between light and dark, or the user's override).
             self.restyle()
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ApplicationFontChange:
+            # the system's text size changed: every size derives from it (theme.type_scale)
+            self.restyle()
+            self.chat.restyle()
+            self.composer.restyle()
+        return super().event(event)
 
     # ---- panels ----
 
@@ -532,7 +543,9 @@ class MainWindow(QMainWindow):
                 tag += ", or a tool call" if state.constraint_use == "with_tools" else ""
             elif describe_tools(conv.tools):
                 tag = describe_tools(conv.tools)
-        reply = self.chat.begin_reply(tag, prefix=self.controller.reply_prefix)
+        reply = self.chat.begin_reply(
+            tag, prefix=self.controller.reply_prefix, writing=self.controller.writing_label()
+        )
         if self.bridge.loading:
             reply.set_status("Waiting for the model to finish loading…")
         elif self.bridge.model_info is None:
@@ -551,8 +564,12 @@ class MainWindow(QMainWindow):
             second_callback=(lambda: None if c.turn_tools_off() else None) if tools_on else None,
         )
 
-    def _reply_finished(self, _result: object) -> None:
+    def _reply_finished(self, result: object) -> None:
         self.chat.end_reply(keep_body=True)
+        text = getattr(result, "text", "")
+        error = getattr(result, "error", None)
+        if getattr(result, "stop_reason", None) != StopReason.CANCELLED:
+            announce(self.chat, reply_announcement(text, error), assertive=bool(error))
         self.models.update_status()  # the prompt cache just changed
 
     def _busy_changed(self, busy: bool) -> None:
@@ -568,11 +585,14 @@ class MainWindow(QMainWindow):
         """Send an example prompt, after applying the grammar or tool it shows off."""
         if example.tool:
             conv = self.controller.conversation
-            if conv is not None and example.tool not in conv.tools.builtins:
+            if conv is not None:
                 from dataclasses import replace
 
-                config = replace(conv.tools, builtins=[*conv.tools.builtins, example.tool])
-                self.tools_chip_changed(config)
+                builtins = list(dict.fromkeys([*conv.tools.builtins, example.tool]))
+                choice = example.tool if example.must_call else conv.tools.tool_choice
+                config = replace(conv.tools, builtins=builtins, tool_choice=choice)
+                if config != conv.tools:
+                    self.tools_chip_changed(config)
         if example.grammar:
             path = str(resources_dir() / "grammars" / example.grammar)
             self.files.open_constraint_file(path, then=lambda: self.send(example.prompt))
