@@ -93,6 +93,10 @@ def test_chat_completion_batch_runs_every_line_under_its_schema(tiny_engine) -> 
         assert "stream" in errors["line-7"]["body"]["error"]["message"]
         listed = client.batches.list()
         assert [b.id for b in listed.data] == [batch.id]
+        # Each line is in the server's request log, as the online request would be.
+        logged = [r for r in server.activity.records if "(batch line" in r.endpoint]
+        assert sorted(r.status for r in logged) == [200] * 6 + [400, 404]
+        assert all(r.completion_tokens > 0 for r in logged if r.status == 200)
 
 
 def test_responses_batch_keeps_the_text_format(tiny_engine) -> None:
