@@ -98,11 +98,14 @@ class ExtractRunner:
         *,
         on_row: Callable[[Row, Progress], None] | None = None,
         limit: Callable[[], int] | None = None,
+        paths: set[str] | None = None,
     ) -> None:
+        """`paths`: run only the pending rows of these files (None: all of the job's)."""
         self.engine = engine
         self.store = store
         self.job_id = job_id
         self.on_row = on_row
+        self.paths = paths
         self.feeder: Feeder[int] = Feeder(engine, limit=limit)
         self.progress = Progress(store.counts(job_id))
         self._stopped: str | None = None
@@ -149,6 +152,8 @@ class ExtractRunner:
             for row in self.store.rows(job.id, "pending"):
                 if self.feeder.stop.is_set():
                     return
+                if self.paths is not None and row.path not in self.paths:
+                    continue
                 for row_id, document, window in self._windows(
                     job, row, model.vision, budget, count
                 ):
