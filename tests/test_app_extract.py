@@ -139,3 +139,24 @@ def test_a_window_opened_after_a_quit_resumes_the_last_job(
     assert again.status.text().startswith("Done: 12 valid")
     rows = again.store.rows(again.job_id)
     assert all(r.completions == 1 for r in rows) and done_before < {r.id for r in rows}
+
+
+def test_a_schema_written_in_the_constraint_editor(qtbot, extract_window, tmp_path: Path) -> None:
+    import json
+
+    window = extract_window
+    window.open_schema_editor()
+    dialog = window.schema_editor
+    schema = {"type": "object", "properties": {"title": {"type": "string", "maxLength": 30}}}
+    dialog.text.setPlainText(json.dumps(schema))
+    qtbot.waitUntil(lambda: dialog.spec() is not None, timeout=30_000)
+    dialog.accept()
+    assert window.schema_label.text() == "Schema: written in the editor"
+    window.add_paths(mixed_folder(tmp_path / "docs", 2))
+    window.start_button.click()
+    _finished(qtbot, window)
+    headers = [
+        window.table.horizontalHeaderItem(c).text() for c in range(window.table.columnCount())
+    ]
+    assert headers == ["file", "pages", "status", "title"]
+    assert window.status.text().startswith("Done: 2 valid")

@@ -59,6 +59,7 @@ class ExtractWindow(QWidget):
         self.fields.setPlaceholderText("vendor: string, total: number, paid: boolean")
         self.fields.setAccessibleName("Fields")
         schema_button = _button("Schema File…", self.choose_schema)
+        editor_button = _button("Write Schema…", self.open_schema_editor)
         self.schema_label = QLabel("Schema: the fields typed here")
         self.instruction = QLineEdit()
         self.instruction.setPlaceholderText("Optional: what to do with each document")
@@ -87,7 +88,7 @@ class ExtractWindow(QWidget):
 
         layout = QVBoxLayout(self)
         top = QHBoxLayout()
-        for widget in (QLabel("Fields:"), self.fields, schema_button):
+        for widget in (QLabel("Fields:"), self.fields, schema_button, editor_button):
             top.addWidget(widget)
         layout.addLayout(top)
         layout.addWidget(self.schema_label)
@@ -171,6 +172,30 @@ class ExtractWindow(QWidget):
         self.schema = schema
         self.fields.clear()
         self.schema_label.setText(f"Schema: {path.name}")
+
+    def open_schema_editor(self) -> None:
+        """The constraint editor (checked as it is typed), for a JSON schema."""
+        from app.views.constraint_widgets import ConstraintEditor
+        from engine.types import ConstraintSpec
+
+        current = (
+            ConstraintSpec("json_schema", json.dumps(self.schema, indent=2))
+            if self.schema
+            else None
+        )
+        dialog = ConstraintEditor(self, current, self.bridge.check_constraint)
+        dialog.accepted.connect(lambda: self._schema_written(dialog))
+        dialog.open()
+        self.schema_editor = dialog
+
+    def _schema_written(self, dialog: Any) -> None:
+        spec = dialog.spec()
+        if spec is None or spec.kind != "json_schema":
+            self.status.setText("Extraction needs a JSON schema (the editor held another kind).")
+            return
+        self.schema = json.loads(spec.source)
+        self.fields.clear()
+        self.schema_label.setText("Schema: written in the editor")
 
     def current_schema(self) -> dict[str, Any]:
         """The typed fields' schema, else the file chosen (or the last job's); ValueError
