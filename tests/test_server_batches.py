@@ -201,3 +201,36 @@ def test_batch_survives_a_server_restart_with_no_line_run_twice(
     store = BatchStore(own_folder)
     assert set(store.completions(batch.id).values()) == {1}
     store.close()
+
+
+def test_a_line_with_tools_keeps_the_tool_guarantee(tiny_engine) -> None:
+    model = tiny_engine.snapshot.model.name
+    parameters = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 12}},
+        "required": ["city"],
+    }
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "Weather in Oslo?"}],
+        "max_tokens": 40,
+        "tools": [{"type": "function", "function": {"name": "weather", "parameters": parameters}}],
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "temperature": 0,
+    }
+    line = {"custom_id": "t", "method": "POST", "url": "/v1/chat/completions", "body": body}
+    with serving(tiny_engine) as server:
+        client = openai_client(server)
+        batch = client.batches.create(
+            input_file_id=_upload(client, [line]),
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+        )
+        done = _wait(client, batch.id)
+        (output,) = _lines(client, done.output_file_id)
+    choice = output["response"]["body"]["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    (call,) = choice["message"]["tool_calls"]
+    assert call["function"]["name"] == "weather"
+    jsonschema.validate(json.loads(call["function"]["arguments"]), parameters)
