@@ -234,3 +234,34 @@ def test_a_line_with_tools_keeps_the_tool_guarantee(tiny_engine) -> None:
     (call,) = choice["message"]["tool_calls"]
     assert call["function"]["name"] == "weather"
     jsonschema.validate(json.loads(call["function"]["arguments"]), parameters)
+
+
+def test_an_online_request_does_not_wait_for_the_batch(tiny_engine) -> None:
+    """A batch keeps only a batch's worth of lines in flight, so an online request arriving
+    meanwhile gets a row as soon as one line ends, long before the batch does."""
+    model = tiny_engine.snapshot.model.name
+    free = {"model": model, "messages": [{"role": "user", "content": "Tell a story."}]}
+    lines = [  # free text: the tiny model's replies run to the limit
+        {"custom_id": f"s{i}", "method": "POST", "url": "/v1/chat/completions",
+         "body": {**free, "max_tokens": 200}}
+        for i in range(40)
+    ]  # fmt: skip
+    with serving(tiny_engine) as server:
+        client = openai_client(server)
+        batch = client.batches.create(
+            input_file_id=_upload(client, lines),
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+        )
+        deadline = time.monotonic() + 300
+        while client.batches.retrieve(batch.id).status != "in_progress":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        reply = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "Hi"}], max_tokens=8
+        )
+        assert reply.choices[0].message.content is not None
+        during = client.batches.retrieve(batch.id)
+        assert during.status == "in_progress" and during.request_counts.completed < 40
+        client.batches.cancel(batch.id)
+        _wait(client, batch.id)
