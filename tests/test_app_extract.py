@@ -110,3 +110,53 @@ def test_the_main_window_opens_it_from_the_file_menu(qtbot, tiny_engine, tmp_pat
         window.extract_window.close()
     finally:
         close_window(window)
+
+
+def test_a_window_opened_after_a_quit_resumes_the_last_job(
+    qtbot, extract_window, tiny_engine, tmp_path: Path
+) -> None:
+    from app.jobs.engine_bridge import EngineBridge
+    from app.views.extract.window import ExtractWindow
+    from engine.extract.store import JobStore
+
+    first = extract_window
+    first.add_paths(mixed_folder(tmp_path / "docs", 12))
+    first.fields.setText("vendor, total: number")
+    first.start_button.click()
+    first.job.rowFinished.connect(first.job.pause, Qt.ConnectionType.DirectConnection)
+    _finished(qtbot, first)
+    done_before = {r.id for r in first.store.rows(first.job_id) if r.status != "pending"}
+    first.close()
+    # As after a quit: a new window over the same database.
+    again = ExtractWindow(EngineBridge(tiny_engine), JobStore(first.store.path))
+    qtbot.addWidget(again)
+    again.show()
+    assert again.job_id == first.job_id and again.table.rowCount() == 12
+    assert again.status.text().startswith("Paused:")
+    assert again.pause_button.text() == "Resume" and again.pause_button.isEnabled()
+    again.pause_button.click()
+    _finished(qtbot, again)
+    assert again.status.text().startswith("Done: 12 valid")
+    rows = again.store.rows(again.job_id)
+    assert all(r.completions == 1 for r in rows) and done_before < {r.id for r in rows}
+
+
+def test_a_schema_written_in_the_constraint_editor(qtbot, extract_window, tmp_path: Path) -> None:
+    import json
+
+    window = extract_window
+    window.open_schema_editor()
+    dialog = window.schema_editor
+    schema = {"type": "object", "properties": {"title": {"type": "string", "maxLength": 30}}}
+    dialog.text.setPlainText(json.dumps(schema))
+    qtbot.waitUntil(lambda: dialog.spec() is not None, timeout=30_000)
+    dialog.accept()
+    assert window.schema_label.text() == "Schema: written in the editor"
+    window.add_paths(mixed_folder(tmp_path / "docs", 2))
+    window.start_button.click()
+    _finished(qtbot, window)
+    headers = [
+        window.table.horizontalHeaderItem(c).text() for c in range(window.table.columnCount())
+    ]
+    assert headers == ["file", "pages", "status", "title"]
+    assert window.status.text().startswith("Done: 2 valid")

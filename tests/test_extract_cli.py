@@ -133,3 +133,19 @@ def test_killed_job_resumes_with_no_row_done_twice(tiny_model_dir: Path, tmp_pat
     for row_id, row in finished_before.items():
         assert after[row_id] == row  # untouched: neither read nor decoded again
     assert len(out.read_text().splitlines()) == 30
+
+
+def test_progress_bar_on_a_terminal_only(capsys) -> None:
+    from engine.extract.cli import _Bar
+    from engine.extract.runner import Progress
+
+    progress = Progress({"pending": 6, "valid": 3, "incomplete": 0, "unreadable": 1, "failed": 0})
+    progress.finished_this_run = 4
+    bar = _Bar()
+    bar.tty = True  # as on a terminal
+    bar.show(None, progress)  # type: ignore[arg-type]
+    shown = capsys.readouterr().err
+    assert shown.startswith("\r[############") and "4/10 rows" in shown and "/min" in shown
+    bar.tty = False  # piped: the summary only
+    bar.show(None, progress)  # type: ignore[arg-type]
+    assert capsys.readouterr().err == ""

@@ -93,6 +93,10 @@ def test_chat_completion_batch_runs_every_line_under_its_schema(tiny_engine) -> 
         assert "stream" in errors["line-7"]["body"]["error"]["message"]
         listed = client.batches.list()
         assert [b.id for b in listed.data] == [batch.id]
+        # Each line is in the server's request log, as the online request would be.
+        logged = [r for r in server.activity.records if "(batch line" in r.endpoint]
+        assert sorted(r.status for r in logged) == [200] * 6 + [400, 404]
+        assert all(r.completion_tokens > 0 for r in logged if r.status == 200)
 
 
 def test_responses_batch_keeps_the_text_format(tiny_engine) -> None:
@@ -197,3 +201,67 @@ def test_batch_survives_a_server_restart_with_no_line_run_twice(
     store = BatchStore(own_folder)
     assert set(store.completions(batch.id).values()) == {1}
     store.close()
+
+
+def test_a_line_with_tools_keeps_the_tool_guarantee(tiny_engine) -> None:
+    model = tiny_engine.snapshot.model.name
+    parameters = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 12}},
+        "required": ["city"],
+    }
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "Weather in Oslo?"}],
+        "max_tokens": 40,
+        "tools": [{"type": "function", "function": {"name": "weather", "parameters": parameters}}],
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "temperature": 0,
+    }
+    line = {"custom_id": "t", "method": "POST", "url": "/v1/chat/completions", "body": body}
+    with serving(tiny_engine) as server:
+        client = openai_client(server)
+        batch = client.batches.create(
+            input_file_id=_upload(client, [line]),
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+        )
+        done = _wait(client, batch.id)
+        (output,) = _lines(client, done.output_file_id)
+    choice = output["response"]["body"]["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    (call,) = choice["message"]["tool_calls"]
+    assert call["function"]["name"] == "weather"
+    jsonschema.validate(json.loads(call["function"]["arguments"]), parameters)
+
+
+def test_an_online_request_does_not_wait_for_the_batch(tiny_engine) -> None:
+    """A batch keeps only a batch's worth of lines in flight, so an online request arriving
+    meanwhile gets a row as soon as one line ends, long before the batch does."""
+    model = tiny_engine.snapshot.model.name
+    free = {"model": model, "messages": [{"role": "user", "content": "Tell a story."}]}
+    lines = [  # free text: the tiny model's replies run to the limit
+        {"custom_id": f"s{i}", "method": "POST", "url": "/v1/chat/completions",
+         "body": {**free, "max_tokens": 200}}
+        for i in range(40)
+    ]  # fmt: skip
+    with serving(tiny_engine) as server:
+        client = openai_client(server)
+        batch = client.batches.create(
+            input_file_id=_upload(client, lines),
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+        )
+        deadline = time.monotonic() + 300
+        while client.batches.retrieve(batch.id).status != "in_progress":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        reply = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "Hi"}], max_tokens=8
+        )
+        assert reply.choices[0].message.content is not None
+        during = client.batches.retrieve(batch.id)
+        assert during.status == "in_progress" and during.request_counts.completed < 40
+        client.batches.cancel(batch.id)
+        _wait(client, batch.id)

@@ -132,6 +132,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
             documents.append((str(path), file_digest(path)))
         except FileRefused:  # kept as a row: reading it says why it is refused
             documents.append((str(path), "unreadable"))
+    wanted = {path for path, _ in documents}  # not another run's files in the same job
     store = JobStore()
     job = store.find_job(schema, args.instruction, settings) if args.resume else None
     if job is None:
@@ -146,7 +147,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
         if args.max_rows:
             engine.set_max_rows(args.max_rows)
         engine.load_model(args.model).result()
-        runner = ExtractRunner(engine, store, job.id, on_row=bar.show)
+        runner = ExtractRunner(engine, store, job.id, on_row=bar.show, paths=wanted)
         try:
             runner.run()
         except KeyboardInterrupt:
@@ -157,7 +158,6 @@ def cmd_extract(args: argparse.Namespace) -> int:
         engine.close()
     if bar.tty:
         print(file=sys.stderr)
-    wanted = {path for path, _ in documents}
     rows = [r for r in store.rows(job.id) if r.path in wanted]
     write_jsonl(args.out, rows)
     if args.csv:

@@ -98,11 +98,14 @@ class ExtractRunner:
         *,
         on_row: Callable[[Row, Progress], None] | None = None,
         limit: Callable[[], int] | None = None,
+        paths: set[str] | None = None,
     ) -> None:
+        """`paths`: run only the pending rows of these files (None: all of the job's)."""
         self.engine = engine
         self.store = store
         self.job_id = job_id
         self.on_row = on_row
+        self.paths = paths
         self.feeder: Feeder[int] = Feeder(engine, limit=limit)
         self.progress = Progress(store.counts(job_id))
         self._stopped: str | None = None
@@ -149,6 +152,8 @@ class ExtractRunner:
             for row in self.store.rows(job.id, "pending"):
                 if self.feeder.stop.is_set():
                     return
+                if self.paths is not None and row.path not in self.paths:
+                    continue
                 for row_id, document, window in self._windows(
                     job, row, model.vision, budget, count
                 ):
@@ -178,8 +183,8 @@ class ExtractRunner:
     def _windows(
         self, job: Job, row: Row, vision: bool, budget: int, count: TokenCount
     ) -> Iterator[tuple[int, Document, Window]]:
-        """The row's document read and cut into windows; a whole document that needs more
-        than one window becomes one row per window. An unreadable one is written as such."""
+        """The row's document read and cut into windows; a row that needs more than one
+        window becomes one row per window. An unreadable document is written as such."""
         pages = (
             (row.first_page, row.last_page) if row.first_page is not None else job.settings.pages
         )
@@ -189,15 +194,11 @@ class ExtractRunner:
             self._finish(row.id, "unreadable", error=str(exc))
             return
         windows = page_windows(document.pages, budget, count)
-        if row.first_page is None and len(windows) > 1:
+        if len(windows) > 1:  # a whole document, or a window that no longer fits (a model
+            # with another tokenizer or context since): one row per window that fits
             ids = self.store.split(row.id, [(w.first, w.last) for w in windows])
         else:
             ids = [row.id]
-            windows = (
-                [Window(tuple(p for w in windows for p in w.pages))]
-                if len(windows) > 1
-                else windows
-            )
         self._notes[ids[0]] = "; ".join(document.notes) or None
         for row_id, window in zip(ids, windows, strict=True):
             yield row_id, document, window

@@ -59,6 +59,7 @@ class ExtractWindow(QWidget):
         self.fields.setPlaceholderText("vendor: string, total: number, paid: boolean")
         self.fields.setAccessibleName("Fields")
         schema_button = _button("Schema File…", self.choose_schema)
+        editor_button = _button("Write Schema…", self.open_schema_editor)
         self.schema_label = QLabel("Schema: the fields typed here")
         self.instruction = QLineEdit()
         self.instruction.setPlaceholderText("Optional: what to do with each document")
@@ -87,7 +88,7 @@ class ExtractWindow(QWidget):
 
         layout = QVBoxLayout(self)
         top = QHBoxLayout()
-        for widget in (QLabel("Fields:"), self.fields, schema_button):
+        for widget in (QLabel("Fields:"), self.fields, schema_button, editor_button):
             top.addWidget(widget)
         layout.addLayout(top)
         layout.addWidget(self.schema_label)
@@ -109,6 +110,20 @@ class ExtractWindow(QWidget):
         split.setSizes([700, 300])
         layout.addWidget(split, 1)
         self.resize(1000, 700)
+        self._restore_last()
+
+    def _restore_last(self) -> None:
+        """Show the last job (after a quit or a crash: Resume goes on where it stopped)."""
+        jobs = self.store.jobs()
+        if not jobs:
+            return
+        job = jobs[0]
+        self.job_id, self.schema = job.id, job.schema
+        self.schema_label.setText("Schema: the last job's (type fields or choose a file)")
+        self.instruction.setText(job.instruction)
+        self._show_table(job.schema)
+        counts = self.store.counts(job.id)
+        self._on_finished(Progress(counts))
 
     # ---- documents and schema ----
 
@@ -155,11 +170,39 @@ class ExtractWindow(QWidget):
             QMessageBox.warning(self, "Schema", str(exc))
             return
         self.schema = schema
+        self.fields.clear()
         self.schema_label.setText(f"Schema: {path.name}")
 
+    def open_schema_editor(self) -> None:
+        """The constraint editor (checked as it is typed), for a JSON schema."""
+        from app.views.constraint_widgets import ConstraintEditor
+        from engine.types import ConstraintSpec
+
+        current = (
+            ConstraintSpec("json_schema", json.dumps(self.schema, indent=2))
+            if self.schema
+            else None
+        )
+        dialog = ConstraintEditor(self, current, self.bridge.check_constraint)
+        dialog.accepted.connect(lambda: self._schema_written(dialog))
+        dialog.open()
+        self.schema_editor = dialog
+
+    def _schema_written(self, dialog: Any) -> None:
+        spec = dialog.spec()
+        if spec is None or spec.kind != "json_schema":
+            self.status.setText("Extraction needs a JSON schema (the editor held another kind).")
+            return
+        self.schema = json.loads(spec.source)
+        self.fields.clear()
+        self.schema_label.setText("Schema: written in the editor")
+
     def current_schema(self) -> dict[str, Any]:
-        """The schema file chosen, else the typed fields'; ValueError says what is wrong."""
-        return self.schema if self.schema is not None else schema_from_fields(self.fields.text())
+        """The typed fields' schema, else the file chosen (or the last job's); ValueError
+        says what is wrong."""
+        if self.fields.text().strip() or self.schema is None:
+            return schema_from_fields(self.fields.text())
+        return self.schema
 
     # ---- the job ----
 
@@ -184,14 +227,19 @@ class ExtractWindow(QWidget):
                 documents.append((str(path), "unreadable"))
         self.store.add_documents(job.id, documents)
         self.job_id = job.id
+        self._show_table(schema)
+        self._run()
+
+    def _show_table(self, schema: dict[str, Any]) -> None:
+        """The job's rows as they stand, one column per property of `schema`."""
+        assert self.job_id is not None
         self.rows.clear()
         columns = [*FIXED, *schema_columns(schema)]
         self.table.setColumnCount(len(columns))
         self.table.setHorizontalHeaderLabels(columns)
         self.table.setRowCount(0)
-        for row in self.store.rows(job.id):
+        for row in self.store.rows(self.job_id):
             self._show_row(row)
-        self._run()
 
     def _run(self) -> None:
         assert self.job_id is not None

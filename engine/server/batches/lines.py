@@ -32,12 +32,10 @@ def parse_lines(
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        return [], [{"code": "invalid_file", "message": f"not UTF-8 text (byte {exc.start})",
-                     "param": None, "line": None}]  # fmt: skip
-    rows = [line for line in text.splitlines()]
+        return [], [_file_error("invalid_file", f"not UTF-8 text (byte {exc.start})")]
+    rows = text.splitlines()
     if sum(1 for r in rows if r.strip()) > MAX_LINES:
-        return [], [{"code": "too_many_lines", "message": f"more than {MAX_LINES:,} lines",
-                     "param": None, "line": None}]  # fmt: skip
+        return [], [_file_error("too_many_lines", f"more than {MAX_LINES:,} lines")]
     for number, raw in enumerate(rows, start=1):
         if not raw.strip():
             continue
@@ -51,8 +49,7 @@ def parse_lines(
             continue
         custom_id = item.get("custom_id")
         if not isinstance(custom_id, str) or not 0 < len(custom_id) <= MAX_CUSTOM_ID:
-            problem(number, f"custom_id must be a string of 1 to {MAX_CUSTOM_ID} characters",
-                    "custom_id")  # fmt: skip
+            problem(number, f"custom_id: a string of 1 to {MAX_CUSTOM_ID} chars", "custom_id")
             continue
         if custom_id in seen:
             problem(number, f"custom_id {custom_id!r} is used by an earlier line", "custom_id")
@@ -67,6 +64,9 @@ def parse_lines(
         else:
             lines.append((custom_id, item["body"]))
     if not lines and not errors:
-        errors.append({"code": "empty_file", "message": "the input file has no lines",
-                       "param": None, "line": None})  # fmt: skip
+        errors.append(_file_error("empty_file", "the input file has no lines"))
     return lines, errors
+
+
+def _file_error(code: str, message: str) -> dict[str, Any]:
+    return {"code": code, "message": message, "param": None, "line": None}

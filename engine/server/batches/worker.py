@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from engine.extract.feeder import Feeder, engine_rows
+from engine.server.activity import RequestRecord
 from engine.server.batches.store import BatchStore
 from engine.server.batches.translate import Line, answer, translate_line
 from engine.server.core import Core
@@ -131,6 +132,7 @@ class BatchWorker:
                     line = translate_line(self.core, endpoint, body)
                 except APIError as exc:
                     self._finish(bid, number, output_line(custom_id, exc.status, exc.body()))
+                    self._log(endpoint, custom_id, exc.status, [], exc.message)
                     continue
                 lines[number] = (custom_id, line, [None] * len(line.requests))
                 for choice, request in enumerate(line.requests):
@@ -148,8 +150,34 @@ class BatchWorker:
                 return  # stopped or cancelled: the line stays pending
             status, body = answer(line, done)
             self._finish(bid, number, output_line(custom_id, status, body))
+            error = body["error"]["message"] if status != 200 else None
+            self._log(endpoint, custom_id, status, done, error)
 
         feeder.run(items(), on_result)
+
+    def _log(
+        self,
+        endpoint: str,
+        custom_id: str,
+        status: int,
+        results: list[ChatResult],
+        error: str | None,
+    ) -> None:
+        """The line in the server's request log, as the online request would be."""
+        first = results[0].stats if results else None
+        self.core.activity.record(
+            RequestRecord(
+                time.time(),
+                f"{endpoint} (batch line {custom_id[:40]})",
+                status,
+                prompt_tokens=first.prompt_tokens if first else 0,
+                completion_tokens=sum(r.stats.generated_tokens for r in results),
+                cached_tokens=first.cached_tokens if first else 0,
+                decode_tps=round(first.decode_tps, 1) if first else 0.0,
+                stop_reason=first.stop_reason if first else None,
+                error=error,
+            )
+        )
 
     def _finish(self, bid: str, number: int, line: dict[str, Any]) -> None:
         ok = line["response"]["status_code"] == 200
