@@ -189,7 +189,12 @@ def load_vision_model(target: Path) -> tuple[VisionTextModel, Any]:
     parts = VisionParts(
         processor, image_token, int(image_id), max(vocab, int(image_id) + 1), family
     )
-    return VisionTextModel(vlm, parts), tokenizer
+    model = VisionTextModel(vlm, parts)
+    try:
+        model.make_cache()  # a state Corral cannot cache is refused now, not at the first reply
+    except ModelLoadError as exc:
+        raise ModelLoadError(f"{target}: {exc}") from None
+    return model, tokenizer
 
 
 def vision_parts(model: Any) -> VisionParts | None:
