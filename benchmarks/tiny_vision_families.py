@@ -158,6 +158,77 @@ def _build_qwen_vl(family: str, out: Path, tokenizer_dir: Path, templates: Path,
     return out
 
 
+def build_qwen3_vl(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0) -> Path:
+    """Qwen3-VL: Qwen2-VL's prompt and 3-D positions, 16-pixel patches, and deepstack (the
+    vision tower's earlier features added to the image positions in the first layers).
+    The shared datasets hold no Qwen3-VL template; it places images as Qwen2-VL's does,
+    which the tiny model uses."""
+    from mlx_vlm.models import qwen3_vl
+
+    specials = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+    ids = _write_tokenizer(tokenizer_dir, out, specials, (templates / "qwen2-vl.jinja").read_text())
+    vocab = max(ids.values()) + 1
+    hidden = 64
+    text = _text_config(
+        vocab,
+        hidden,
+        model_type="qwen3_vl",
+        head_dim=16,
+        rope_theta=10000.0,
+        rope_scaling={
+            "rope_type": "default",
+            "mrope_section": [2, 3, 3],
+            "mrope_interleaved": True,
+        },
+    )
+    vision: dict[str, Any] = {
+        "model_type": "qwen3_vl",
+        "depth": 2,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "out_hidden_size": hidden,
+        "num_heads": 2,
+        "patch_size": 16,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "in_channels": 3,
+        "num_position_embeddings": 16,
+        "deepstack_visual_indexes": [0],
+    }
+    config = {
+        "model_type": "qwen3_vl",
+        "text_config": text,
+        "vision_config": vision,
+        "image_token_id": ids["<|image_pad|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"],
+        "vocab_size": vocab,
+        "eos_token_id": 2,
+    }
+    mx.random.seed(seed)
+    model_config = qwen3_vl.ModelConfig.from_dict(dict(config))
+    _save_weights(qwen3_vl.Model(model_config), out, seed)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    preprocessor = {
+        "image_processor_type": "Qwen2VLImageProcessor",
+        "processor_class": "Qwen3VLProcessor",
+        "do_resize": True,
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "do_convert_rgb": True,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "patch_size": 16,
+        "merge_size": 2,
+        "temporal_patch_size": 2,
+        "size": {"shortest_edge": 64 * 64, "longest_edge": 128 * 128},
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=2))
+    return out
+
+
 def build_gemma3(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0) -> Path:
     """Gemma 3: `<start_of_image>` in the text, which the processor turns into a fixed
     number of soft image tokens between `<start_of_image>` and `<end_of_image>`, with a
@@ -388,6 +459,7 @@ def build_smolvlm(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0
 FAMILIES: dict[str, Callable[[Path, Path, Path, int], Path]] = {
     "qwen2_vl": build_qwen2_vl,
     "qwen2_5_vl": build_qwen2_5_vl,
+    "qwen3_vl": build_qwen3_vl,
     "gemma3": build_gemma3,
     "mistral3": build_mistral3,
     "smolvlm": build_smolvlm,

@@ -264,7 +264,7 @@ STABLE_KEYS: dict[str, set[str]] = {
         "vision_families_identical",
         *(
             f"vision_{family}_{figure}"
-            for family in ("gemma3", "mistral3", "qwen2_5_vl", "qwen2_vl", "smolvlm")
+            for family in ("gemma3", "mistral3", "qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm")
             for figure in ("constrained_ratio", "followup_ttft_over_first", "identical")
         ),
     },

@@ -114,13 +114,25 @@ def test_follow_up_reuses_the_picture_and_a_second_picture_later(
     assert reply_ids(later) == reference(folder, second, TOKENS).reply_ids
 
 
-def test_picture_with_a_json_schema_validates(family: Family) -> None:
+def test_two_pictures_in_one_message_equal_mlx_vlm(family: Family) -> None:
+    folder, eng = family
+    turns = [Turn("user", "Which of these two is darker?", (BLUE, GREEN))]
+    result = eng.submit(request(turns)).result()
+    assert reply_ids(result) == reference(folder, turns, TOKENS).reply_ids
+
+
+def test_picture_with_a_json_schema_validates_alone_and_batched(family: Family) -> None:
     _, eng = family
     spec = ConstraintSpec("json_schema", json.dumps(RECEIPT), name="receipt")
-    turns = [Turn("user", "Extract this receipt.", (RED,))]
-    result = eng.submit(request(turns, max_tokens=60, constraint=spec)).result()
-    assert result.error is None
-    jsonschema.validate(json.loads(result.text), RECEIPT)
+    receipts = [[Turn("user", "Extract this receipt.", (data,))] for data in (RED, GREEN)]
+    alone = [eng.submit(request(t, max_tokens=60, constraint=spec)).result() for t in receipts]
+    for result in alone:
+        assert result.error is None
+        jsonschema.validate(json.loads(result.text), RECEIPT)
+    # side by side the grammar forces different runs of tokens per row (rows padded to
+    # the longest): each row's positions still follow its own picture
+    handles = eng.submit_many([request(t, max_tokens=60, constraint=spec) for t in receipts])
+    assert [h.result().text for h in handles] == [r.text for r in alone]
 
 
 def test_restart_restores_the_picture_from_the_disk_tier(family: Family, tmp_path: Path) -> None:

@@ -288,8 +288,8 @@ class DecodeBatch:
                 row.constraint.forward_passes += 1
         padding = [width - n for n in counts]
         if max(padding):  # shorter rows are right-padded, then realigned (mlx-lm's prefill)
-            for c in self.cache:
-                c.prepare(right_padding=padding)
+            for c in self.cache:  # (rotating batch caches need each row's real length)
+                c.prepare(right_padding=padding, lengths=counts)
         if any(row.rope_delta for row in rows):  # images moved some rows' positions
             deltas = mx.array([row.rope_delta for row in rows])
             out: mx.array = self.model(inputs, cache=self.cache, rope_deltas=deltas)

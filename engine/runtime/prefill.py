@@ -25,18 +25,12 @@ def feed(
     cache: list[Any],
     tokens: list[int],
     fed: list[int],
-    embeddings: mx.array | None = None,
-    positions: mx.array | None = None,
+    **inputs: Any,
 ) -> None:
     """Run `tokens` through the model into `cache` in one forward pass; note them in `fed`.
-    `embeddings`: the tokens' input embeddings, where images are among them; `positions`:
-    their rotary positions, where a prompt's images moved them (Qwen-VL)."""
-    kwargs: dict[str, mx.array] = {}
-    if embeddings is not None:
-        kwargs["input_embeddings"] = embeddings
-    if positions is not None:
-        kwargs["position_ids"] = positions
-    model(mx.array(tokens)[None], cache=cache, **kwargs)
+    `inputs`: what a prompt with images gives the model besides its tokens
+    (`input_embeddings`, `position_ids`, ...: `engine.runtime.vision.VisionPrompt.inputs`)."""
+    model(mx.array(tokens)[None], cache=cache, **inputs)
     mx.eval([c.state for c in cache])
     fed.extend(tokens)
 

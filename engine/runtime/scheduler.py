@@ -197,10 +197,8 @@ class Scheduler:
         chunk = tokens[len(prompt.fed) : -1][:budget]
         if chunk:
             start = len(prompt.fed)
-            vision, end = reply.vision, start + len(chunk)
-            embeds = vision.embeddings(start, end) if vision else None
-            positions = vision.position_ids(start, end) if vision else None
-            feed(self.loaded.model, prompt.cache, chunk, prompt.fed, embeds, positions)
+            inputs = reply.vision.inputs(start, start + len(chunk)) if reply.vision else {}
+            feed(self.loaded.model, prompt.cache, chunk, prompt.fed, **inputs)
             reply.progress(len(prompt.fed))
         if len(prompt.fed) == len(tokens) - 1:
             prompt.ready = True

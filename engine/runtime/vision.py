@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
 
@@ -76,6 +76,7 @@ class VisionPrompt:
         self.notes = notes
         self.encode_s = 0.0  # time spent computing the image embeddings (0: reused)
         self._embeds: mx.array | None = None
+        self._features: dict[str, Any] = {}  # the model's other input features (deepstack)
         # multi-axis rotary positions of the whole prompt (None: 0, 1, 2, ...) and the
         # offset its images introduced, which decoding continues with
         rope = family.positions(model.vlm, model.image_tokens(mx.array(tokens)[None]), self._extras)
@@ -121,24 +122,45 @@ class VisionPrompt:
         multi-axis family; None: the cache's offset says them."""
         return None if self._rope_ids is None else self._rope_ids[:, :, start:end]
 
+    def inputs(self, start: int, end: int) -> dict[str, Any]:
+        """What the model is given besides the tokens for prompt positions [start, end):
+        their positions (multi-axis families), and where an image is among them their
+        input embeddings and whatever the family feeds inside the layers."""
+        found: dict[str, Any] = {}
+        if (positions := self.position_ids(start, end)) is not None:
+            found["position_ids"] = positions
+        if any(start <= p < end for p in self.positions):
+            self._encode()
+            found |= self.model.parts.family.layer_inputs(self._features, start, end)
+        if (embeds := self.embeddings(start, end)) is not None:
+            found["input_embeddings"] = embeds
+        return found
+
     def embeddings(self, start: int, end: int) -> mx.array | None:
         """Input embeddings of prompt positions [start, end), or None when none of them is
         an image's (the tokens alone then say everything)."""
         if not any(start <= p < end for p in self.positions):
             return None
-        if self._embeds is None:
-            assert self.pixel_values is not None
-            began = time.perf_counter()
-            embeds = self.model.input_embeddings(
-                mx.array(self.tokens)[None], self.pixel_values, self._extras
-            )
-            mx.eval(embeds)
-            self.encode_s += time.perf_counter() - began
-            self._embeds = embeds
+        self._encode()
+        assert self._embeds is not None
         part = self._embeds[:, start:end]
         if end > self.positions[-1]:  # no image position is left: free the prompt's copy
             self._embeds = self.pixel_values = None
+            self._features = {}
         return part
+
+    def _encode(self) -> None:
+        """The prompt's input embeddings, computed once (vision tower, projector, merge)."""
+        if self._embeds is not None:
+            return
+        assert self.pixel_values is not None
+        began = time.perf_counter()
+        embeds, features = self.model.input_features(
+            mx.array(self.tokens)[None], self.pixel_values, self._extras
+        )
+        mx.eval(embeds, *[v for v in features.values() if isinstance(v, mx.array)])
+        self.encode_s += time.perf_counter() - began
+        self._embeds, self._features = embeds, features
 
 
 # The processor's output for the last few images (engine thread only): a follow-up about

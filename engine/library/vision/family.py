@@ -116,6 +116,11 @@ class VisionFamily:
         extras = {k: mx.concatenate([e.extras[k] for e in expansions], axis=0) for k in keys}
         return pixels, extras
 
+    def layer_inputs(self, features: Mapping[str, Any], start: int, end: int) -> dict[str, Any]:
+        """What the language model reads inside its layers for prompt positions
+        [start, end), from the model's input features of the whole prompt (none here)."""
+        return {}
+
     # ---- positions ----
 
     def positions(self, vlm: Any, tokens: mx.array, extras: Mapping[str, Any]) -> Positions | None:

@@ -113,14 +113,18 @@ class VisionTextModel(nn.Module):  # type: ignore[misc,name-defined]
         input_embeddings: mx.array | None = None,
         position_ids: mx.array | None = None,
         rope_deltas: mx.array | None = None,
+        **layer_inputs: Any,
     ) -> mx.array:
         """Logits of `inputs`; `position_ids` (axes, rows, tokens) where a prompt's images
         moved them, else a multi-axis model continues at the cache's offset plus each
-        row's `rope_deltas` (0 where None)."""
+        row's `rope_deltas` (0 where None); `layer_inputs`: what the family feeds inside
+        the layers for a chunk of a prompt (Qwen3-VL's deepstack features)."""
         inputs = self.image_tokens(inputs)
         if position_ids is None and self._multi_axis:
             position_ids = _continued_positions(inputs, cache, rope_deltas)
-        kwargs = {} if position_ids is None else {"position_ids": position_ids}
+        kwargs = dict(layer_inputs)
+        if position_ids is not None:
+            kwargs["position_ids"] = position_ids
         out = self.vlm.language_model(inputs, inputs_embeds=input_embeddings, cache=cache, **kwargs)
         logits: mx.array = getattr(out, "logits", out)
         return logits
@@ -131,12 +135,21 @@ class VisionTextModel(nn.Module):  # type: ignore[misc,name-defined]
         """The prompt's embeddings with the images' features in place, by the model's own
         input embedding path (vision tower, projector, merge); `extras` are the
         processor's other outputs (Qwen's `image_grid_thw`)."""
+        return self.input_features(tokens, pixel_values, extras)[0]
+
+    def input_features(
+        self, tokens: mx.array, pixel_values: mx.array, extras: dict[str, Any] | None = None
+    ) -> tuple[mx.array, dict[str, Any]]:
+        """The prompt's input embeddings and the model's other outputs for it (mlx-vlm's
+        `InputEmbeddingsFeatures`: Qwen3-VL's deepstack features and their positions)."""
         tokens = self.image_tokens(tokens)
         # the prompt's attention mask, as mlx-vlm's generate passes it (one row, no padding)
         mask = mx.ones(tokens.shape, dtype=mx.int32)
         features = self.vlm.get_input_embeddings(tokens, pixel_values, mask=mask, **(extras or {}))
         embeds: mx.array = getattr(features, "inputs_embeds", features)
-        return embeds
+        to_dict = getattr(features, "to_dict", None)
+        others = to_dict() if callable(to_dict) else {}
+        return embeds, {k: v for k, v in others.items() if k != "inputs_embeds" and v is not None}
 
 
 def load_vision_model(target: Path) -> tuple[VisionTextModel, Any]:
@@ -176,7 +189,12 @@ def load_vision_model(target: Path) -> tuple[VisionTextModel, Any]:
     parts = VisionParts(
         processor, image_token, int(image_id), max(vocab, int(image_id) + 1), family
     )
-    return VisionTextModel(vlm, parts), tokenizer
+    model = VisionTextModel(vlm, parts)
+    try:
+        model.make_cache()  # a state Corral cannot cache is refused now, not at the first reply
+    except ModelLoadError as exc:
+        raise ModelLoadError(f"{target}: {exc}") from None
+    return model, tokenizer
 
 
 def vision_parts(model: Any) -> VisionParts | None:

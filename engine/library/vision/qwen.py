@@ -36,6 +36,23 @@ class QwenVLFamily(VisionFamily):
         delta: list[int] = mx.array(deltas).reshape(-1).astype(mx.int32).tolist()  # type: ignore[assignment]
         return Positions(ids, int(delta[0]))
 
+    def layer_inputs(self, features: Mapping[str, Any], start: int, end: int) -> dict[str, Any]:
+        """Qwen3-VL's deepstack: the vision tower's earlier features, added to the image
+        positions' hidden states in the first layers; the chunk's own rows of them."""
+        deep = features.get("deepstack_visual_embeds")
+        visual = features.get("visual_pos_masks")
+        if deep is None or visual is None:
+            return {}
+        mask = visual[:, start:end]
+        before = int(visual[:, :start].sum().item())
+        count = int(mask.sum().item())
+        if not count:
+            return {}
+        return {
+            "visual_pos_masks": mask,
+            "deepstack_visual_embeds": [layer[before : before + count] for layer in deep],
+        }
+
 
 def is_multi_axis(vlm: Any) -> bool:
     """Whether `vlm`'s language model takes multi-axis positions (mlx-vlm's M-RoPE)."""
