@@ -11,7 +11,8 @@ check and API key), `streaming` (engine events into the event loop and out as SS
 app and the completion endpoints), `runner` (uvicorn on a thread or in the foreground),
 `compat` (the one table of fields real clients send: accepted or refused by name),
 `agents` (how Claude Code, Codex and OpenCode are pointed at the server) and `launch`
-(`python -m engine launch`: the server, then the agent). The only package under engine/ that imports an HTTP framework.
+(`python -m engine launch`: the server, then the agent). The only package under engine/
+that imports an HTTP framework.
 """
 
 from __future__ import annotations
