@@ -93,6 +93,15 @@ def test_chat_completion_batch_runs_every_line_under_its_schema(tiny_engine) -> 
         assert "stream" in errors["line-7"]["body"]["error"]["message"]
         listed = client.batches.list()
         assert [b.id for b in listed.data] == [batch.id]
+        files = {f.id: f.purpose for f in client.files.list()}
+        assert files == {
+            file_id: "batch",
+            done.output_file_id: "batch_output",
+            done.error_file_id: "batch_output",
+        }
+        assert client.files.delete(done.error_file_id).deleted
+        with pytest.raises(openai.NotFoundError):
+            client.files.content(done.error_file_id)
         # Each line is in the server's request log, as the online request would be.
         logged = [r for r in server.activity.records if "(batch line" in r.endpoint]
         assert sorted(r.status for r in logged) == [200] * 6 + [400, 404]

@@ -122,6 +122,8 @@ def cmd_extract(args: argparse.Namespace) -> int:
     from engine.memory.settings import engine_cache_options
 
     schema = _schema(args.schema)
+    if args.max_tokens < 1 or (args.max_rows is not None and args.max_rows < 1):
+        raise CorralError("--max-tokens and --max-rows must be at least 1")
     settings = JobSettings(max_tokens=args.max_tokens, pages=_pages(args.pages))
     files = collect(args.paths)
     if not files:

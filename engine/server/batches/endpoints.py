@@ -1,6 +1,6 @@
 """OpenAI's Files and Batch API over the worker: `POST /v1/files` (purpose `batch`),
-`GET /v1/files/{id}` and `/v1/files/{id}/content`, `POST /v1/batches`, `GET /v1/batches`
-and `/v1/batches/{id}`, `POST /v1/batches/{id}/cancel`."""
+`GET /v1/files`, `GET` and `DELETE /v1/files/{id}`, `GET /v1/files/{id}/content`,
+`POST /v1/batches`, `GET /v1/batches` and `/v1/batches/{id}`, `POST /v1/batches/{id}/cancel`."""
 
 from __future__ import annotations
 
@@ -35,7 +35,9 @@ class BatchAPI:
     def routes(self) -> list[BaseRoute]:
         return [
             Route("/v1/files", self.upload, methods=["POST"]),
+            Route("/v1/files", self.list_files, methods=["GET"]),
             Route("/v1/files/{file_id}", self.file, methods=["GET"]),
+            Route("/v1/files/{file_id}", self.delete_file, methods=["DELETE"]),
             Route("/v1/files/{file_id}/content", self.content, methods=["GET"]),
             Route("/v1/batches", self.create, methods=["POST"]),
             Route("/v1/batches", self.list, methods=["GET"]),
@@ -67,6 +69,21 @@ class BatchAPI:
             raise _too_large()
         found = await run_in_threadpool(self.store.add_file, data, filename, "batch")
         return JSONResponse(found)
+
+    async def list_files(self, request: Request) -> Response:
+        found = await run_in_threadpool(self.store.files)
+        return JSONResponse({"object": "list", "data": found, "has_more": False})
+
+    async def delete_file(self, request: Request) -> Response:
+        file_id = request.path_params["file_id"]
+        busy = await run_in_threadpool(self.store.open_batches)
+        if any(b["input_file_id"] == file_id for b in busy):
+            raise APIError(
+                409, f"file {file_id!r} is the input of a batch still running", code="file_in_use"
+            )
+        if not await run_in_threadpool(self.store.delete_file, file_id):
+            raise APIError(404, f"no file {file_id!r}", param="file_id", code="file_not_found")
+        return JSONResponse({"id": file_id, "object": "file", "deleted": True})
 
     async def file(self, request: Request) -> Response:
         return JSONResponse(await self._file(request.path_params["file_id"]))

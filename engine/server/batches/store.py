@@ -124,6 +124,28 @@ class BatchStore:
             )
         return _file_json(*found) if found else None
 
+    def files(self) -> list[dict[str, Any]]:
+        """Every file, newest first."""
+        with self._lock:
+            rows = (
+                self._connect()
+                .execute(
+                    "SELECT id, purpose, filename, bytes, created_at FROM files "
+                    "ORDER BY created_at DESC, id DESC"
+                )
+                .fetchall()
+            )
+        return [_file_json(*r) for r in rows]
+
+    def delete_file(self, file_id: str) -> bool:
+        """Remove a file (its row and its bytes); False if there is none."""
+        with self._lock:
+            cursor = self._connect().execute("DELETE FROM files WHERE id = ?", (file_id,))
+            if cursor.rowcount != 1:
+                return False
+            self._file_path(file_id).unlink(missing_ok=True)
+        return True
+
     def file_content(self, file_id: str, limit: int) -> bytes:
         return read_limited(self._file_path(file_id), limit, "batch file")
 
