@@ -68,17 +68,20 @@ def test_chat_completion_batch_runs_every_line_under_its_schema(tiny_engine) -> 
     model = tiny_engine.snapshot.model.name
     with serving(tiny_engine) as server:
         client = openai_client(server)
-        lines = [_chat_line(i, model) for i in range(6)]
+        lines = [_chat_line(i, model) for i in range(5)]
+        # fields clients send that change nothing pass the compatibility table, as online
+        lines.append(_chat_line(5, model, user="u-1", metadata={"k": "v"}, store=False))
         lines.append(_chat_line(6, "some-other-model"))  # refused as the endpoint would
         lines.append(_chat_line(7, model, stream=True))
+        lines.append(_chat_line(8, model, logit_bias={"1": 5}))  # would change the reply
         file_id = _upload(client, lines)
         batch = client.batches.create(
             input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
         )
-        assert batch.status == "validating" and batch.request_counts.total == 8
+        assert batch.status == "validating" and batch.request_counts.total == 9
         done = _wait(client, batch.id)
         assert done.status == "completed"
-        assert (done.request_counts.completed, done.request_counts.failed) == (6, 2)
+        assert (done.request_counts.completed, done.request_counts.failed) == (6, 3)
         output = _lines(client, done.output_file_id)
         assert [line["custom_id"] for line in output] == [f"line-{i}" for i in range(6)]
         for line in output:
@@ -91,6 +94,8 @@ def test_chat_completion_batch_runs_every_line_under_its_schema(tiny_engine) -> 
         assert errors["line-6"]["status_code"] == 404
         assert errors["line-7"]["status_code"] == 400
         assert "stream" in errors["line-7"]["body"]["error"]["message"]
+        assert errors["line-8"]["status_code"] == 400
+        assert errors["line-8"]["body"]["error"]["param"] == "logit_bias"
         listed = client.batches.list()
         assert [b.id for b in listed.data] == [batch.id]
         files = {f.id: f.purpose for f in client.files.list()}
@@ -104,7 +109,7 @@ def test_chat_completion_batch_runs_every_line_under_its_schema(tiny_engine) -> 
             client.files.content(done.error_file_id)
         # Each line is in the server's request log, as the online request would be.
         logged = [r for r in server.activity.records if "(batch line" in r.endpoint]
-        assert sorted(r.status for r in logged) == [200] * 6 + [400, 404]
+        assert sorted(r.status for r in logged) == [200] * 6 + [400, 400, 404]
         assert all(r.completion_tokens > 0 for r in logged if r.status == 200)
 
 

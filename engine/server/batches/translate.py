@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from engine.server.compat import screen
 from engine.server.core import Core
 from engine.server.errors import APIError, from_validation_error
 from engine.server.openai_responses.endpoints import _settings as response_settings
@@ -43,9 +44,11 @@ class Line:
 def translate_line(core: Core, endpoint: str, body: dict[str, Any]) -> Line:
     """The line's requests; APIError as the online endpoint would answer it."""
     try:
+        # The compatibility table first, as online: a field a client sends that changes
+        # nothing is accepted on a batch line too, an unimplemented one refused by name.
         if endpoint == "/v1/chat/completions":
-            return _chat(core, ChatCompletionBody.model_validate(body))
-        return _responses(core, ResponsesBody.model_validate(body))
+            return _chat(core, ChatCompletionBody.model_validate(screen("chat", body)))
+        return _responses(core, ResponsesBody.model_validate(screen("responses", body)))
     except ValidationError as exc:
         raise from_validation_error(exc) from None
 
