@@ -135,6 +135,23 @@ def test_picture_with_a_json_schema_validates_alone_and_batched(family: Family) 
     assert [h.result().text for h in handles] == [r.text for r in alone]
 
 
+def test_tool_call_about_a_picture(family: Family) -> None:
+    """Tools offered beside a picture: the prompt keeps the picture (as many prompt tokens
+    more as the tool definitions add), and a required call parses and fits its schema."""
+    from tests.test_tools_engine import LIGHT
+
+    _, eng = family
+    turns = [Turn("user", "Light the room in this photo.", (BLUE,))]
+    plain = eng.submit(request(turns, max_tokens=1)).result()
+    called = eng.submit(
+        request(turns, max_tokens=64, tools=[LIGHT], tool_choice="required")
+    ).result()
+    assert called.error is None, called.error
+    assert called.stats.prompt_tokens > plain.stats.prompt_tokens
+    assert called.tool_calls and called.tool_calls[0].name == "set_light"
+    jsonschema.validate(called.tool_calls[0].arguments, LIGHT["function"]["parameters"])
+
+
 def test_restart_restores_the_picture_from_the_disk_tier(family: Family, tmp_path: Path) -> None:
     from engine.engine import Engine
 
