@@ -1,7 +1,9 @@
 """Each vision family's pictures read as mlx-vlm reads them: Corral's greedy reply equals
 mlx-vlm's own `generate` on the same tiny model, prompt and picture, alone and in a batch,
 with the picture's prefix cached and not, when a chunk of the prompt splits the picture,
-after a second picture later in the chat, and from the disk tier after a restart."""
+with two pictures in one message, after a second picture later in the chat, and from the
+disk tier after a restart; schema replies validate (batched as alone), tool calls beside a
+picture parse, and bad images are refused with their reason, in every family."""
 
 from __future__ import annotations
 
