@@ -1,7 +1,9 @@
 """Each vision family's pictures read as mlx-vlm reads them: Corral's greedy reply equals
 mlx-vlm's own `generate` on the same tiny model, prompt and picture, alone and in a batch,
 with the picture's prefix cached and not, when a chunk of the prompt splits the picture,
-after a second picture later in the chat, and from the disk tier after a restart."""
+with two pictures in one message, after a second picture later in the chat, and from the
+disk tier after a restart; schema replies validate (batched as alone), tool calls beside a
+picture parse, and bad images are refused with their reason, in every family."""
 
 from __future__ import annotations
 
@@ -133,6 +135,23 @@ def test_picture_with_a_json_schema_validates_alone_and_batched(family: Family) 
     # the longest): each row's positions still follow its own picture
     handles = eng.submit_many([request(t, max_tokens=60, constraint=spec) for t in receipts])
     assert [h.result().text for h in handles] == [r.text for r in alone]
+
+
+def test_tool_call_about_a_picture(family: Family) -> None:
+    """Tools offered beside a picture: the prompt keeps the picture (as many prompt tokens
+    more as the tool definitions add), and a required call parses and fits its schema."""
+    from tests.test_tools_engine import LIGHT
+
+    _, eng = family
+    turns = [Turn("user", "Light the room in this photo.", (BLUE,))]
+    plain = eng.submit(request(turns, max_tokens=1)).result()
+    called = eng.submit(
+        request(turns, max_tokens=64, tools=[LIGHT], tool_choice="required")
+    ).result()
+    assert called.error is None, called.error
+    assert called.stats.prompt_tokens > plain.stats.prompt_tokens
+    assert called.tool_calls and called.tool_calls[0].name == "set_light"
+    jsonschema.validate(called.tool_calls[0].arguments, LIGHT["function"]["parameters"])
 
 
 def test_restart_restores_the_picture_from_the_disk_tier(family: Family, tmp_path: Path) -> None:

@@ -26,18 +26,25 @@ FALLBACK_INTRO = (
 )
 
 
-def _text_content(content: Any) -> str:
+_IMAGE_PARTS = ("image", "image_url", "input_image")
+
+
+def _text_content(content: Any) -> Any:
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # OpenAI content parts
+        if any(isinstance(p, dict) and p.get("type") in _IMAGE_PARTS for p in content):
+            # a vision family's parts (`engine.prompt.images`): the template places them
+            return [dict(p) for p in content if isinstance(p, dict)]
         return "".join(p.get("text", "") for p in content if isinstance(p, dict))
     return json.dumps(content, ensure_ascii=False)
 
 
 def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Copy OpenAI messages into the shape templates expect: string content, tool-call
+    """Copy OpenAI messages into the shape templates expect: string content (a picture's
+    content parts stay parts), tool-call
     arguments as parsed objects, tool results carrying the called function's name."""
     out: list[dict[str, Any]] = []
     names_by_id: dict[str, str] = {}
