@@ -60,6 +60,10 @@ class KimiK2Format(RegionFormat):
             calls.append((match.group("name"), arguments))
         return calls or None
 
+    def call_ids(self, text: str) -> list[str]:
+        found = re.findall(re.escape(CALL_BEGIN) + r"\s*(functions\.[^\s:<]+:\d+)", text)
+        return [str(f) for f in found]
+
     def calls_as_text(self, calls: list[RawCall]) -> str:
         body = "".join(
             f"{CALL_BEGIN}functions.{n}:{i}{ARGS_BEGIN}"
