@@ -14,4 +14,9 @@ def parse_tool_calls(
     values written raw). Incomplete call markup (a reply cut short) stays in
     the content and yields no call."""
     content, raw = fmt.parse(text, schemas)
-    return content, [ToolCall(id=fmt.new_call_id(), name=n, arguments=a) for n, a in raw]
+    ids = fmt.call_ids(text)
+    if len(ids) != len(raw):  # the model wrote none (or not one per call): fresh ones
+        ids = [fmt.new_call_id() for _ in raw]
+    return content, [
+        ToolCall(id=i, name=n, arguments=a) for i, (n, a) in zip(ids, raw, strict=True)
+    ]

@@ -240,8 +240,11 @@ class WholeCallStream(ToolCallStream):
             if piece:
                 out.append(TextDelta(piece))
                 self._sent = content
+        written = self._fmt.call_ids(self._text)
         for name, arguments in calls[len(self.calls) :]:
-            call_id = self._fmt.new_call_id()
+            index = len(self.calls)
+            complete = len(written) == len(calls)
+            call_id = written[index] if complete else self._fmt.new_call_id()
             self.calls.append((call_id, name))
             out.append(ToolCallDelta(len(self.calls) - 1, call_id, name, ""))
             out.append(ToolCallDelta(len(self.calls) - 1, arguments=json.dumps(arguments)))

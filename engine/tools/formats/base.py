@@ -223,6 +223,11 @@ class ToolFormat:
     def new_call_id(self) -> str:
         return "call_" + uuid.uuid4().hex[:24]
 
+    def call_ids(self, text: str) -> list[str]:
+        """The ids a reply's calls carry in their syntax (Mistral, Kimi K2), in order; empty
+        where the syntax has none (the calls then get fresh ids)."""
+        return []
+
     def text_reply(self, text: str) -> str:
         """How a reply that is only `text` is written (Harmony and Functionary mark it)."""
         return text

@@ -214,7 +214,7 @@ class CommandR7BFormat(JsonListFormat):
 
     def call_lark(self, tool_name: str, args_rule: str) -> str:
         name = ', "tool_name": ' + json.dumps(tool_name) + ', "parameters": '
-        return f'"{{\\"tool_call_id\\": \\"" /[0-9]+/ "\\"" {lit(name)} {args_rule} "}}"'
+        return f'"{{\\"tool_call_id\\": \\"" /[0-9]{{1,3}}/ "\\"" {lit(name)} {args_rule} "}}"'
 
     def call_json(self, name: str, arguments: dict[str, Any]) -> str:
         call = {"tool_call_id": "0", "tool_name": name, "parameters": arguments}
@@ -229,6 +229,7 @@ class ApertusFormat(JsonListFormat):
 
     name = "apertus"
     json_objects = False
+    history_arguments = "string"
     opener = "<|tools_prefix|>"
     closer = "<|tools_suffix|>"
 

@@ -43,7 +43,7 @@ class KimiK2Format(RegionFormat):
         return "<|im_middle|>" in template and "tool" in template
 
     def call_lark(self, tool_name: str, args_rule: str) -> str:
-        head = self.lark_text(CALL_BEGIN) + " " + lit(f"functions.{tool_name}:") + " /[0-9]+/"
+        head = self.lark_text(CALL_BEGIN) + " " + lit(f"functions.{tool_name}:") + " /[0-9]{1,3}/"
         return f"{head} {self.lark_text(ARGS_BEGIN)} {args_rule} {self.lark_text(CALL_END)}"
 
     def region_lark(self, parallel: bool) -> str:
@@ -59,6 +59,10 @@ class KimiK2Format(RegionFormat):
                 return None
             calls.append((match.group("name"), arguments))
         return calls or None
+
+    def call_ids(self, text: str) -> list[str]:
+        found = re.findall(re.escape(CALL_BEGIN) + r"\s*(functions\.[^\s:<]+:\d+)", text)
+        return [str(f) for f in found]
 
     def calls_as_text(self, calls: list[RawCall]) -> str:
         body = "".join(

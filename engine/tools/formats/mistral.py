@@ -75,6 +75,22 @@ class MistralFormat(ToolFormat):
     def detect(cls, template: str) -> bool:
         return "[TOOL_CALLS]" in template
 
+    def __init__(self, tokenizer: Any, native: bool) -> None:
+        super().__init__(tokenizer, native)
+        # Templates that write each call's id (Nemo, v0.3): the model writes one too, and
+        # the calls then stream whole, so the id they stream with is the model's.
+        self.with_ids = '"id": "' in self._template
+        self.json_objects = not self.with_ids  # type: ignore[misc]
+
+    def call_lark(self, tool_name: str, args_rule: str) -> str:
+        if not self.with_ids:
+            return super().call_lark(tool_name, args_rule)
+        head = '{"name": ' + json.dumps(tool_name) + ', "arguments": '
+        return f'{lit(head)} {args_rule} (", \\"id\\": \\"" /[A-Za-z0-9]{{9}}/ "\\"")? "}}"'
+
+    def call_ids(self, text: str) -> list[str]:
+        return re.findall(r'"id": "([A-Za-z0-9]{9})"', text) if self.with_ids else []
+
     def reply_lark(self, required: bool, parallel: bool) -> str:
         opener = self.marker("[TOOL_CALLS]")
         more = ' (", " fn)*' if parallel else ""
@@ -114,6 +130,12 @@ class MistralFormat(ToolFormat):
         if not calls or any(c is None for c in calls):
             return text.strip(), []
         return (before + rest[end:]).strip(), [c for c in calls if c is not None]
+
+    def call_json(self, name: str, arguments: dict[str, Any]) -> str:
+        if not self.with_ids:
+            return super().call_json(name, arguments)
+        call = {"name": name, "arguments": arguments, "id": nine_char_id()}
+        return json.dumps(call, ensure_ascii=False)
 
     def calls_as_text(self, calls: list[RawCall]) -> str:
         return (
@@ -174,6 +196,9 @@ class MistralArgsFormat(RegionFormat):
 
     def new_call_id(self) -> str:
         return nine_char_id()
+
+    def call_ids(self, text: str) -> list[str]:
+        return re.findall(r"\[CALL_ID\]([A-Za-z0-9]+)\[ARGS\]", text) if self.with_id else []
 
     def adapt_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return short_ids(messages)

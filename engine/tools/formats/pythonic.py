@@ -22,6 +22,9 @@ class PythonSyntax(LiteralSyntax):
     item_sep = ", "
     key_sep = ": "
 
+    def key(self, name: str) -> str:
+        return lit(json.dumps(name))  # a dict's keys are quoted strings
+
 
 _NAMES = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
 

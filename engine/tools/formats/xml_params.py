@@ -258,7 +258,7 @@ class KimiK3Format(XmlParamsFormat):
     def call_head_lark(self, tool_name: str) -> str:
         # The call's index (1, 2, …) is the model's to write.
         head = self.lark_text(f'<|open|>call tool="{tool_name}" index="')
-        return f"{head} /[0-9]+/ {self.lark_text(chr(34) + '<|sep|>')}"
+        return f"{head} /[0-9]{{1,3}}/ {self.lark_text(chr(34) + '<|sep|>')}"
 
     def call_head(self, name: str) -> str:
         return f'<|open|>call tool="{name}" index="1"<|sep|>'
