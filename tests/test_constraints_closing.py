@@ -315,3 +315,31 @@ def test_a_reply_run_out_inside_a_multiple_is_closed_valid(tiny_engine, max_toke
     assert result.stats.generated_tokens <= max_tokens
     jsonschema.validate(json.loads(result.text), MULTIPLES)
     assert result.valid_as_written
+
+
+NAMED = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 12, "pattern": "^[A-Z][a-z]+ [A-Z][a-z]+$"},
+        "code": {"type": "string", "maxLength": 8, "pattern": "^[a-z]+_[0-9]{2}$"},
+    },
+    "required": ["name", "code"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    "prefix", ['{"name":"', '{"name":"Abcdefgh', '{"name":"Ab Cd","code":"abcde']
+)
+def test_a_string_under_max_length_and_a_pattern_ends_valid(lltok, prefix):
+    """The pattern wants a space and a capital, or `_` and two digits, which no short
+    token gives and the budget of characters leaves little room for: the walk still ends
+    the string inside both."""
+    spec = compile_constraint(json_schema_constraint(NAMED))
+    matcher = spec.compiled.matcher(lltok)
+    assert matcher.consume_tokens(lltok.tokenize_str(prefix))
+    nesting = Nesting()
+    nesting.feed(prefix.encode())
+    ending = ClosingPolicy.for_tokenizer(lltok).ending(matcher, 80, nesting)
+    assert ending is not None, prefix
+    jsonschema.validate(json.loads(prefix + lltok.decode_str(ending)), NAMED)

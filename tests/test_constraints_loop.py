@@ -143,7 +143,7 @@ def test_compile_errors_come_back_as_errors(tiny_engine):
     result = tiny_engine.chat(ChatRequest(USER, GREEDY, constraint=bad))
     assert result.stop_reason == StopReason.ERROR
     assert result.error_type == "ConstraintError" and "bad.lark: line 2" in (result.error or "")
-    unsupported = json_schema_constraint({"type": "string", "not": {"pattern": "^a"}}, "s.json")
+    unsupported = json_schema_constraint({"type": "string", "not": {"pattern": "\\d"}}, "s.json")
     strict = replace(unsupported, options=SchemaOptions(lenient=False))
     result = tiny_engine.chat(ChatRequest(USER, GREEDY, constraint=strict))
     assert "s.json" in result.error and '"not"' in result.error

@@ -118,6 +118,18 @@ SHAPES: dict[str, tuple[dict, object, object, str]] = {
         {"x": 1},
         "dependencies",
     ),
+    "not pattern, one regex with the string's own": (
+        {"type": "string", "pattern": "^[a-z]+$", "not": {"pattern": "abc"}},
+        "abd",
+        "xabcx",
+        "not",
+    ),
+    "not pattern beside other types": (
+        {"type": ["string", "integer"], "not": {"pattern": "^[ab]"}},
+        "c",
+        "ab",
+        "not",
+    ),
     "integers a not excludes, listed": (
         {
             "type": "integer",

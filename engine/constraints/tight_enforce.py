@@ -7,7 +7,8 @@ the schema accepts, and where the schema has a valid instance the result keeps o
 rewrite is either exact or keeps a value the schema accepts; where neither can be shown
 the keyword stays, and llguidance's warning with it):
 
-- `not: x` becomes `x`'s negation (tight_negation.py) as one more `allOf` member;
+- `not: x` becomes `x`'s negation (tight_negation.py) as one more `allOf` member; a
+  string's `not: {pattern: q}` and its own `pattern` become one pattern (tight_regex.py);
 - an overlapping `oneOf` becomes an `anyOf` of branches made disjoint (tight_disjoint.py);
 - `contains: c` makes the first item match `c` (and the array non-empty);
 - `dependencies`, `dependentSchemas` and `dependentRequired` in every form, for every
@@ -36,6 +37,7 @@ from engine.constraints.tight_dependencies import enforce_dependencies
 from engine.constraints.tight_disjoint import made_disjoint, pairwise_disjoint, types_of
 from engine.constraints.tight_negation import ALL_TYPES, inactive, json_type, negate
 from engine.constraints.tight_refs import Refs, escape, subschemas
+from engine.constraints.tight_regex import meet
 
 __all__ = ["Emptied", "Enforced", "enforce"]
 
@@ -209,6 +211,8 @@ class _Walk:
     # ---- the rewrites ----
 
     def _not(self, out: dict[str, Any], pointer: str | None, exact_only: bool) -> None:
+        if self._not_pattern(out, pointer, exact_only):
+            return
         found = negate(out["not"], self.refs)
         if found is None or (exact_only and not found.exact) or _patterns_meet(found.schema):
             return
@@ -221,6 +225,31 @@ class _Walk:
         self.narrowed = self.narrowed or not found.exact
         how = "enforced" if found.exact else "enforced, narrowed where it could not be exact"
         self._note(f'"not" {_where(pointer)} {how}')
+
+    def _not_pattern(self, out: dict[str, Any], pointer: str | None, exact_only: bool) -> bool:
+        """A string's `not: {pattern: q}` and its own `pattern` as one regex (tight_regex.py):
+        one per string, which llguidance's lexer holds where two overlapping ones overload
+        it. True if done."""
+        excluded = out["not"]
+        if not isinstance(excluded, dict) or types_of(out) != {"string"}:
+            return False
+        kept = {k: v for k, v in excluded.items() if k not in _ANNOTATIONS}
+        if set(kept) - {"pattern", "type"} or not isinstance(kept.get("pattern"), str):
+            return False
+        if "type" in kept and kept["type"] != "string" and kept["type"] != ["string"]:
+            return False
+        own = out.get("pattern")
+        if own is not None and not isinstance(own, str):
+            return False
+        found = meet([own] if own is not None else [], [kept["pattern"]])
+        if found is None or (exact_only and not found.exact):
+            return False
+        del out["not"]
+        out["pattern"] = found.pattern
+        self.narrowed = self.narrowed or not found.exact
+        how = "" if found.exact else ", narrowed where a line break ends it"
+        self._note(f'"not" {_where(pointer)} enforced: one pattern for the string{how}')
+        return True
 
     def _one_of(self, out: dict[str, Any], pointer: str | None, exact_only: bool) -> bool:
         """Make an overlapping `oneOf` disjoint; False if that proves `out` empty."""

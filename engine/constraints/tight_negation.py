@@ -20,6 +20,7 @@ their own type, so "not an object" is part of every object keyword's complement)
 - `items` s (draft 2020-12): the first or the second item fails `s`; `contains` c:
   arrays whose items all fail `c`; `dependencies`/`dependentRequired`: the
   trigger present and a needed key absent (or its schema failed);
+- `pattern` q: a string q finds no match in (tight_regex.py);
 - `anyOf`: every branch negated (De Morgan); `allOf` and a schema of several keywords:
   any one of them negated; `not` s: `s` itself; `$ref`: its target negated.
 
@@ -37,6 +38,7 @@ from typing import Any
 import jsonschema
 
 from engine.constraints.tight_refs import Refs, subschemas
+from engine.constraints.tight_regex import meet
 
 __all__ = ["ALL_TYPES", "Negation", "inactive", "negate", "string_witnesses", "string_complement"]
 
@@ -177,6 +179,12 @@ def _negate_unit(
         return _negate_dependencies(value, refs, depth)
     if key in ("patternProperties", "additionalProperties"):
         return _negate_object(unit, node, refs, depth)
+    if key == "pattern" and isinstance(value, str):
+        regex = meet([], [value])
+        if regex is None:
+            return None
+        # every other type satisfies `pattern`: only strings are left to fail it
+        return Negation({"type": "string", "pattern": regex.pattern}, regex.exact)
     return None
 
 
