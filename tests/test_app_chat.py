@@ -139,7 +139,7 @@ def test_regenerate_keeps_the_old_reply_as_a_branch(qtbot, tmp_path, tiny_engine
 
 
 def test_regenerate_several_versions_at_once(qtbot, tmp_path, tiny_engine):
-    """Regenerate ×3 (the Versions button's menu): three new versions decoded side by
+    """Write 3 versions (the Versions button's menu): three new versions decoded side by
     side, saved as branches beside the old reply, the first of them shown."""
     window = make_window(qtbot, tmp_path, tiny_engine)
     set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=12, seed=9)
@@ -147,7 +147,7 @@ def test_regenerate_several_versions_at_once(qtbot, tmp_path, tiny_engine):
     wait_idle(qtbot, window)
     first = window.chat.message_widgets()[-1].message
     button = window.chat.message_widgets()[-1].action_buttons["Versions"]
-    (three,) = [a for a in button.menu().actions() if a.text() == "Regenerate ×3"]
+    (three,) = [a for a in button.menu().actions() if a.text() == "Write 3 versions"]
     streamed: list[str] = []
     window.controller.replyText.connect(streamed.append)
     three.trigger()

@@ -57,3 +57,30 @@ def test_view_toggles_show_check_marks(qtbot, tmp_path, tiny_engine):
     acts["sidebar"].trigger()
     assert window.sidebar.isVisible() and acts["sidebar"].isChecked()
     close_window(window)
+
+
+def test_keyboard_shortcuts_lists_one_native_shortcut_per_action(qtbot, tmp_path, tiny_engine):
+    from PySide6.QtGui import QKeySequence
+
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    window.keys.show_shortcuts()
+    table = window.keys.shortcuts_dialog.table
+    rows = {
+        table.topLevelItem(i).text(1): table.topLevelItem(i).text(2)
+        for i in range(table.topLevelItemCount())
+    }
+    undo = QKeySequence(QKeySequence.StandardKey.Undo).toString(
+        QKeySequence.SequenceFormat.NativeText
+    )
+    assert rows["Undo"] == undo  # not "Ctrl+Z, F14, Undo"
+    menu_rows = [
+        table.topLevelItem(i).text(2)
+        for i in range(table.topLevelItemCount())
+        if table.topLevelItem(i).text(0).split(" → ")[0] in ("File", "Edit", "Chat", "View", "Help")
+    ]
+    assert menu_rows and all(", " not in keys for keys in menu_rows)
+    assert rows["Write 3 Versions"] == QKeySequence("Ctrl+Shift+R").toString(
+        QKeySequence.SequenceFormat.NativeText
+    )
+    window.keys.shortcuts_dialog.reject()
+    close_window(window)

@@ -202,7 +202,7 @@ def test_an_example_prompt_applies_its_schema_and_sends(qtbot, tmp_path, tiny_en
     assert widgets[0].message.content == card.example.prompt
     assert widgets[1].tag.text() == "Reply as: recipe.json (JSON schema)"
     assert not window.chat.welcome.isVisible()
-    assert any(e.tool == "calculator" for e in EXAMPLES)
+    assert any(e.tool == "current_datetime" and e.must_call for e in EXAMPLES)
     close_window(window)
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
+from app.words import error_sentence
 from engine.types import (
     ChatEvent,
     ChatRequest,
@@ -220,14 +221,14 @@ class EngineBridge(QObject):
         try:
             future: Future[ModelInfo] = self.engine.load_model(spec, progress)
         except Exception as exc:  # an engine that cannot start (a hostfile gone): say why
-            self._loadDone.emit(None, str(exc) or type(exc).__name__)
+            self._loadDone.emit(None, error_sentence(exc))
             return
 
         def done(f: Future[ModelInfo]) -> None:
             try:
                 self._loadDone.emit(f.result(), None)
             except Exception as exc:  # shown as a message, never a traceback
-                self._loadDone.emit(None, str(exc) or type(exc).__name__)
+                self._loadDone.emit(None, error_sentence(exc))
 
         future.add_done_callback(done)
 

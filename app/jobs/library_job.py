@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Signal
 
 from app.jobs.thread import run_task
+from app.words import error_sentence
 
 if TYPE_CHECKING:
     from engine.library.downloads import DownloadPlan, DownloadProgress
@@ -186,7 +187,7 @@ class DownloadJob(QObject):
             except DownloadCancelled as exc:
                 self.cancelled.emit(str(exc))
             except Exception as exc:  # shown to the user, never a traceback
-                self.failed.emit(str(exc) or type(exc).__name__)
+                self.failed.emit(error_sentence(exc))
             else:
                 self.finished.emit(str(folder))
 

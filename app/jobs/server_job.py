@@ -18,6 +18,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from app.logs import remember_secrets
+from app.words import error_sentence
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ class ServerJob(QObject):
                 self._server = server
         except Exception as exc:  # shown to the user as a message
             log.warning("local server did not start: %s", exc)
-            self.failed.emit(str(exc) or type(exc).__name__)
+            self.failed.emit(error_sentence(exc))
             return
         self.started.emit(url)
 

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from app.jobs.library_job import LibraryJob
 from app.views.fit import fit_to_screen
 from app.views.format import format_bytes
+from app.words import count
 
 COLUMNS = (
     "Name",
@@ -181,7 +182,7 @@ class LibraryWindow(QDialog):
                 item.setSelected(True)
         self.tree.setSortingEnabled(True)
         runnable = sum(1 for m in models if m.can_run)
-        self.status.setText(f"{len(models)} models, {runnable} can run here")
+        self.status.setText(f"{count(len(models), 'model')}, {runnable} can run here")
         self._apply_filter(self.filter.text())
 
     def _apply_filter(self, text: str) -> None:

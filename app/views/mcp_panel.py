@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
 
 from app.views.composer import dropped_paths
 from app.views.mcp_consent import McpStartDialog
+from app.words import count
 from engine.mcp.config import ImportPlan, McpConfigError
 
 STATE_TEXT = {
@@ -147,7 +148,7 @@ class McpPanel(QWidget):
         if not self.bridge.config.servers:
             return "No MCP servers yet: add them with Edit mcp.json, or drop an mcp.json here."
         ready = sum(1 for s in self.bridge.snapshots.values() if s.state.value == "ready")
-        text = f"{ready} of {len(self.bridge.config.servers)} server(s) ready."
+        text = f"{ready} of {count(len(self.bridge.config.servers), 'server')} ready."
         waiting = len(self.bridge.pending)
         if waiting:
             text += (

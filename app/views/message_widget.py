@@ -238,7 +238,7 @@ class MessageWidget(QFrame):
                     actions,
                     "Versions",
                     "versions",
-                    "Write several new versions at once",
+                    "Versions: write 2, 3 or 4 new versions side by side",
                     lambda: None,
                     on,
                 )
@@ -288,7 +288,7 @@ class MessageWidget(QFrame):
     def _versions_menu(self, button: QToolButton) -> None:
         menu = QMenu(button)
         for count in REGENERATE_COUNTS:
-            action = menu.addAction(f"Regenerate ×{count}")
+            action = menu.addAction(f"Write {count} versions")
             action.triggered.connect(lambda _=False, n=count: self.regenerateRequested.emit(n))
         button.setMenu(menu)
         button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 
 from app.views import theme
 from app.views.message_parts import label
+from app.words import count
 from engine.types import TokenLogprob
 
 MAX_HEIGHT = 320  # px: a long reply scrolls inside the token view
@@ -58,8 +59,8 @@ def summary(tokens: list[TokenLogprob]) -> str:
     forced = sum(token_kind(t) == "forced" for t in tokens)
     steered = sum(token_kind(t) == "steered" for t in tokens)
     if not forced and not steered:
-        return f"{len(tokens)} tokens, all the model's own choice"
-    return f"{len(tokens)} tokens: {steered} steered by the format, {forced} forced"
+        return f"{count(len(tokens), 'token')}, all the model's own choice"
+    return f"{count(len(tokens), 'token')}: {steered} steered by the format, {forced} forced"
 
 
 def token_details(token: TokenLogprob) -> str:
@@ -75,7 +76,7 @@ def token_details(token: TokenLogprob) -> str:
     if kind != "forced":
         lines.append(f"Picked at {math.exp(token.logprob):.1%} among the allowed tokens")
         if token.allowed is not None:
-            lines.append(f"{token.allowed} tokens allowed here")
+            lines.append(f"{count(token.allowed, 'token')} allowed here")
     if token.top:
         lines.append("The model wanted:")
         for alt in token.top:

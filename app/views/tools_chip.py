@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 from app.store import ToolsConfig
 from app.tools import POLICY_LONG, POLICY_SHORT
 from app.views.icons import icon
+from app.words import count
 from engine.types import ToolDefinition
 
 CHOICE_WORDS = POLICY_SHORT
@@ -41,7 +42,7 @@ def describe_tools(config: ToolsConfig, max_names: int = MAX_NAMES) -> str:
         return ""
     rule = CHOICE_WORDS.get(config.tool_choice, f"must call {config.tool_choice}")
     if max_names <= 0:
-        return f"{len(names)} tool{'s' if len(names) != 1 else ''} ({rule})"
+        return f"{count(len(names), 'tool')} ({rule})"
     more = len(names) - max_names
     shown = ", ".join(names[:max_names]) + (f" +{more}" if more > 0 else "")
     return f"Tools: {shown} ({rule})"

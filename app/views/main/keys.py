@@ -116,7 +116,9 @@ class KeyboardActions:
 
 
 def shortcut_rows(actions: list[QAction]) -> list[tuple[str, str, str]]:
-    """(menu, action, shortcuts) for every menu action with a shortcut, in menu order."""
+    """(menu, action, shortcut) for every menu action with a shortcut, in menu order: one
+    shortcut per action, the platform's main one in its own notation (⌘Z on a Mac; Qt's
+    list for Undo also holds "F14" and "Undo" keys nobody types)."""
     rows: list[tuple[str, str, str]] = []
 
     def walk(menu: QMenu, path: str) -> None:
@@ -125,9 +127,8 @@ def shortcut_rows(actions: list[QAction]) -> list[tuple[str, str, str]]:
             if isinstance(sub, QMenu):
                 walk(sub, f"{path} → {sub.title().replace('&', '')}")
             elif action.shortcuts():
-                keys = ", ".join(
-                    k.toString(QKeySequence.SequenceFormat.NativeText) for k in action.shortcuts()
-                )
+                main = action.shortcuts()[0]
+                keys = main.toString(QKeySequence.SequenceFormat.NativeText)
                 rows.append((path, action.text().replace("&", ""), keys))
 
     for top in actions:

@@ -146,7 +146,7 @@ def build_menus(window: MainWindow) -> dict[str, QAction]:
     acts["stop"].setEnabled(window.controller.busy)  # enabled while a reply is written
     acts["regenerate"] = _action(chat, "&Regenerate Reply", window.regenerate, "Ctrl+R")
     acts["regenerate_many"] = _action(
-        chat, "Regenerate ×&3", lambda: window.regenerate(3), "Ctrl+Shift+R"
+        chat, "Write 3 &Versions", lambda: window.regenerate(3), "Ctrl+Shift+R"
     )
     chat.addSeparator()
     acts["attach"] = _action(chat, "&Attach Images…", files.choose_images, "Ctrl+Shift+A")
@@ -165,7 +165,7 @@ def build_menus(window: MainWindow) -> dict[str, QAction]:
     acts["delete"] = _action(chat, "&Delete Chat…", window.delete_chat)
 
     model = bar.addMenu("&Model")
-    _action(model, "&Default Model (SmolLM2-135M)", lambda: window.models.load("default"))
+    _action(model, "SmolLM2-135M-Instruct (&Built In)", lambda: window.models.load("default"))
     acts["library"] = _action(model, "Model &Library…", library.show, "Ctrl+Shift+L")
     acts["download"] = _action(model, "Down&load a Model…", library.show_download)
     _action(model, "Open MLX Model &Folder…", window.model_bar.choose_folder)
