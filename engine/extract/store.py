@@ -118,6 +118,13 @@ class Row:
     completions: int
 
     @property
+    def page_range(self) -> tuple[int, int] | None:
+        """(first, last) of a page window, None for a whole document."""
+        if self.first_page is None or self.last_page is None:
+            return None
+        return self.first_page, self.last_page
+
+    @property
     def pages(self) -> str | None:
         """ "3" or "1-4", None for a whole document."""
         if self.first_page is None:

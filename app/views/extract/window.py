@@ -30,7 +30,12 @@ from PySide6.QtWidgets import (
 
 from app.jobs.engine_bridge import EngineBridge
 from app.jobs.extract_job import ExtractJob
-from engine.extract.document import SUFFIXES, UnreadableDocument, file_digest, read_document
+from engine.extract.document import (
+    UnreadableDocument,
+    document_keys,
+    documents_in,
+    read_document,
+)
 from engine.extract.export import cell, schema_columns, write_csv, write_jsonl, write_xlsx
 from engine.extract.fields import schema_from_fields
 from engine.extract.runner import Progress
@@ -129,11 +134,7 @@ class ExtractWindow(QWidget):
 
     def add_paths(self, paths: list[Path]) -> None:
         for path in paths:
-            found = (
-                sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
-                if path.is_dir()
-                else [path]
-            )
+            found = documents_in(path) if path.is_dir() else [path]
             for item in found:
                 if item not in self.files:
                     self.files.append(item)
@@ -219,13 +220,7 @@ class ExtractWindow(QWidget):
             self.status.setText("Drop documents or folders here first.")
             return
         job = self.store.create_job(schema, name="extraction", instruction=self.instruction.text())
-        documents = []
-        for path in self.files:
-            try:
-                documents.append((str(path), file_digest(path)))
-            except FileRefused:
-                documents.append((str(path), "unreadable"))
-        self.store.add_documents(job.id, documents)
+        self.store.add_documents(job.id, document_keys(self.files))
         self.job_id = job.id
         self._show_table(schema)
         self._run()
@@ -319,9 +314,8 @@ class ExtractWindow(QWidget):
         if not selected:
             return
         row = list(self.rows.values())[selected[0].row()]
-        pages = (row.first_page, row.last_page) if row.first_page is not None else None
         try:
-            text = read_document(row.path, pages=pages).text[:SOURCE_CHARS]  # type: ignore[arg-type]
+            text = read_document(row.path, pages=row.page_range).text[:SOURCE_CHARS]
         except UnreadableDocument as exc:
             text = str(exc)
         reply = json.dumps(row.result, indent=2, ensure_ascii=False) if row.result else ""
