@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
 
 from app.jobs.engine_bridge import EngineBridge
 from app.jobs.extract_job import ExtractJob
+from app.jobs.thread import run_task
 from engine.extract.document import (
-    UnreadableDocument,
     document_keys,
     documents_in,
     read_document,
@@ -59,6 +59,7 @@ class ExtractWindow(QWidget):
         self.job: ExtractJob | None = None
         self.job_id: str | None = None
         self.rows: dict[int, Row] = {}
+        self._source_row: int | None = None  # the row whose source is being shown
 
         self.fields = QLineEdit()
         self.fields.setPlaceholderText("vendor: string, total: number, paid: boolean")
@@ -314,13 +315,20 @@ class ExtractWindow(QWidget):
         if not selected:
             return
         row = list(self.rows.values())[selected[0].row()]
-        try:
-            text = read_document(row.path, pages=row.page_range).text[:SOURCE_CHARS]
-        except UnreadableDocument as exc:
-            text = str(exc)
+        self._source_row = row.id
         reply = json.dumps(row.result, indent=2, ensure_ascii=False) if row.result else ""
         why = f"\n\n{row.status}: {row.error}" if row.error else ""
-        self.source.setPlainText(f"{text}\n\n— reply —\n{reply}{why}")
+
+        def read() -> str:  # off the GUI thread: a document may be a large PDF
+            return read_document(row.path, pages=row.page_range).text[:SOURCE_CHARS]
+
+        def show(text: str | None, error: BaseException | None) -> None:
+            if self._source_row != row.id:
+                return  # another row was chosen meanwhile
+            shown = text if text is not None else str(error)
+            self.source.setPlainText(f"{shown}\n\n— reply —\n{reply}{why}")
+
+        run_task(read, show)
 
     def export(self, kind: str, path: Path | None = None) -> None:
         if self.job_id is None:
