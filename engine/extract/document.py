@@ -25,7 +25,7 @@ from engine.extract.pages import (
     Page,
     UnreadableDocument,
 )
-from engine.files import FileRefused, read_limited
+from engine.files import FileRefused, open_regular, read_limited
 
 __all__ = [
     "Document",
@@ -47,8 +47,14 @@ SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | IMAGE_SUFFIXES | {".pdf", ".docx"}
 def file_digest(path: str | os.PathLike[str]) -> str:
     """The SHA-256 of the file's bytes (hex): a job keys a document by it, so a changed file
     is read again and an unchanged one is not. FileRefused for what is not a regular file."""
-    data = read_limited(path, MAX_FILE_BYTES, "document")
-    return hashlib.sha256(data).hexdigest()
+    with open_regular(path, "document") as (fd, size):
+        if size > MAX_FILE_BYTES:
+            raise FileRefused(
+                f"{path}: too large for a document ({size:,} bytes; "
+                f"the limit is {MAX_FILE_BYTES:,} bytes)"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as file:  # streamed: not held in memory
+            return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def documents_in(folder: Path) -> list[Path]:
