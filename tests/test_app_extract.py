@@ -64,6 +64,7 @@ def test_drop_a_folder_start_and_the_table_fills(qtbot, extract_window, tmp_path
     # Clicking a row shows its source text beside the reply.
     row = next(r for r in range(6) if window.table.item(r, 0).text() == "doc03.md")
     window.table.selectRow(row)
+    qtbot.waitUntil(lambda: "— reply —" in window.source.toPlainText(), timeout=30_000)
     assert "Invoice 3 from Vendor3 Ltd." in window.source.toPlainText()
     assert "— reply —" in window.source.toPlainText()
     out = tmp_path / "rows.csv"

@@ -3,15 +3,17 @@ refused one by one with a sentence naming the file and the reason."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from engine.extract.document import read_document, sniff
+from engine.extract.document import file_digest, read_document, sniff
 from engine.extract.html_text import main_text
 from engine.extract.pages import MAX_HTML_BYTES, MAX_PAGES, UnreadableDocument
+from engine.files import FileRefused
 from tests.extract_support import (
     make_blank_pdf,
     make_docx,
@@ -153,3 +155,13 @@ def test_sniff_tells_formats_by_their_bytes() -> None:
     assert sniff(b"\x89PNG\r\n\x1a\n") == "image"
     assert sniff("héllo wörld".encode()) == "text"
     assert sniff(b"abc\x00def") == "binary"
+
+
+def test_a_files_digest_is_its_sha256_and_a_folder_has_none(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"x" * 300_000)
+    assert file_digest(path) == hashlib.sha256(b"x" * 300_000).hexdigest()
+    path.write_bytes(b"changed")
+    assert file_digest(path) == hashlib.sha256(b"changed").hexdigest()
+    with pytest.raises(FileRefused, match="is a folder"):
+        file_digest(tmp_path)

@@ -7,7 +7,7 @@ import csv
 import json
 from pathlib import Path
 
-from engine.extract.export import write_csv, write_jsonl, write_xlsx
+from engine.extract.export import cell, write_csv, write_jsonl, write_xlsx
 from engine.extract.store import JobStore
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array"}}}
@@ -61,3 +61,11 @@ def test_a_row_is_finished_once_only(tmp_path: Path) -> None:
     assert not store.finish(row.id, "failed", error="late")
     (row,) = store.rows(job.id)
     assert (row.status, row.completions, row.result) == ("valid", 1, {"name": "x"})
+
+
+def test_text_a_spreadsheet_would_run_is_quoted_and_the_rest_is_not() -> None:
+    for formula in ("-2+3+cmd|' /C calc'!A0", "\t=1+1", "\r=1+1", "+1 555 0100", "@SUM(A1)"):
+        assert cell(formula) == "'" + formula
+    for data in ("Acme - invoice 12", "a-b", "", "12.50"):
+        assert cell(data) == data
+    assert cell(-5) == -5 and cell(-2.5) == -2.5  # numbers stay numbers

@@ -279,3 +279,18 @@ def test_an_online_request_does_not_wait_for_the_batch(tiny_engine) -> None:
         assert during.status == "in_progress" and during.request_counts.completed < 40
         client.batches.cancel(batch.id)
         _wait(client, batch.id)
+
+
+def test_a_batch_request_body_is_checked_as_every_body_is(tiny_engine) -> None:
+    import httpx
+
+    with serving(tiny_engine) as server:
+        url = server.url + "/v1/batches"
+        as_json = {"content-type": "application/json"}
+        too_large = httpx.post(url, content=b"{" + b" " * (1 << 20) + b"}", headers=as_json)
+        assert too_large.status_code == 413
+        assert too_large.json()["error"]["code"] == "body_too_large"
+        not_json = httpx.post(url, content=b"{}", headers={"content-type": "text/plain"})
+        assert not_json.status_code == 415
+        broken = httpx.post(url, content=b"{", headers=as_json)
+        assert broken.status_code == 400 and "not valid JSON" in broken.json()["error"]["message"]

@@ -111,3 +111,13 @@ def test_launch_print_without_a_server_says_how_to_start_one(
     out = capsys.readouterr().out
     assert "python -m engine serve --model default --port 9 --serve-any-model-name" in out
     assert 'wire_api = "responses"' in out and "export CODEX_HOME=" in out
+
+
+@pytest.mark.parametrize("agent", ["codex", "opencode"])
+def test_the_servers_key_is_never_written_in_a_file(tmp_path: Path, agent: str) -> None:
+    setup = agent_setup(agent, URL, "m", tmp_path, api_key="secret-key-123")
+    assert all("secret-key-123" not in text for text in setup.files.values())
+    assert setup.env["CORRAL_API_KEY"] == "secret-key-123"
+    if agent == "opencode":  # OpenCode substitutes the variable into its provider's options
+        options = json.loads(next(iter(setup.files.values())))["provider"]["corral"]["options"]
+        assert options["apiKey"] == "{env:CORRAL_API_KEY}"

@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import CorralError
-from engine.extract.document import SUFFIXES, file_digest
+from engine.extract.document import document_keys, documents_in
 from engine.extract.export import write_csv, write_jsonl, write_xlsx
+from engine.extract.pages import parse_pages
 from engine.extract.runner import ExtractRunner, Progress
 from engine.extract.store import JobSettings, JobStore, Row
-from engine.files import FileRefused, read_text_limited
+from engine.files import read_text_limited
 
 MAX_SCHEMA_BYTES = 1 << 20
 
@@ -61,9 +62,7 @@ def collect(paths: list[str]) -> list[Path]:
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            found += sorted(
-                p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES
-            )
+            found += documents_in(path)
         elif path.exists():
             found.append(path)
         else:
@@ -75,14 +74,10 @@ def collect(paths: list[str]) -> list[Path]:
 def _pages(text: str | None) -> tuple[int, int] | None:
     if not text:
         return None
-    first, _, last = text.partition("-")
     try:
-        pages = int(first), int(last or first)
-    except ValueError:
-        raise CorralError(f"--pages must be FIRST-LAST (e.g. 1-3), got {text!r}") from None
-    if not 1 <= pages[0] <= pages[1]:
-        raise CorralError(f"--pages must be FIRST-LAST with 1 <= FIRST <= LAST, got {text!r}")
-    return pages
+        return parse_pages(text)
+    except ValueError as exc:
+        raise CorralError(f"--pages: {exc}") from None
 
 
 def _schema(path: str) -> dict[str, Any]:
@@ -128,12 +123,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
     files = collect(args.paths)
     if not files:
         raise CorralError("no documents found in the files and folders given")
-    documents: list[tuple[str, str]] = []
-    for path in files:
-        try:
-            documents.append((str(path), file_digest(path)))
-        except FileRefused:  # kept as a row: reading it says why it is refused
-            documents.append((str(path), "unreadable"))
+    documents = document_keys(files)
     wanted = {path for path, _ in documents}  # not another run's files in the same job
     store = JobStore()
     job = store.find_job(schema, args.instruction, settings) if args.resume else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from engine.errors import CorralError
@@ -24,9 +25,18 @@ from engine.extract.pages import (
     Page,
     UnreadableDocument,
 )
-from engine.files import FileRefused, read_limited
+from engine.files import FileRefused, open_regular, read_limited
 
-__all__ = ["Document", "Page", "UnreadableDocument", "file_digest", "read_document", "sniff"]
+__all__ = [
+    "Document",
+    "Page",
+    "UnreadableDocument",
+    "document_keys",
+    "documents_in",
+    "file_digest",
+    "read_document",
+    "sniff",
+]
 
 TEXT_SUFFIXES = {".txt", ".text", ".md", ".markdown", ".csv", ".tsv", ".log", ".rst", ".json"}
 HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
@@ -37,8 +47,33 @@ SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | IMAGE_SUFFIXES | {".pdf", ".docx"}
 def file_digest(path: str | os.PathLike[str]) -> str:
     """The SHA-256 of the file's bytes (hex): a job keys a document by it, so a changed file
     is read again and an unchanged one is not. FileRefused for what is not a regular file."""
-    data = read_limited(path, MAX_FILE_BYTES, "document")
-    return hashlib.sha256(data).hexdigest()
+    with open_regular(path, "document") as (fd, size):
+        if size > MAX_FILE_BYTES:
+            raise FileRefused(
+                f"{path}: too large for a document ({size:,} bytes; "
+                f"the limit is {MAX_FILE_BYTES:,} bytes)"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as file:  # streamed: not held in memory
+            return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+def documents_in(folder: Path) -> list[Path]:
+    """The files under `folder` (walked) whose names say a format Corral reads, in name
+    order."""
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
+
+
+def document_keys(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, str]]:
+    """(path, digest) for each file, as a job's rows are keyed (`JobStore.add_documents`).
+    A file that cannot be read is kept with the digest "unreadable": reading it when the
+    job runs records on its row why it is refused."""
+    keys: list[tuple[str, str]] = []
+    for path in paths:
+        try:
+            keys.append((str(path), file_digest(path)))
+        except FileRefused:
+            keys.append((str(path), "unreadable"))
+    return keys
 
 
 def sniff(data: bytes) -> str:

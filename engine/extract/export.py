@@ -14,6 +14,8 @@ from typing import Any
 from engine.extract.store import Row
 
 FIXED_COLUMNS = ("file", "pages", "status", "error")
+# What makes a spreadsheet read a cell as a formula (OWASP's list for CSV injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def schema_columns(schema: dict[str, Any], rows: Sequence[Row] = ()) -> list[str]:
@@ -27,12 +29,13 @@ def schema_columns(schema: dict[str, Any], rows: Sequence[Row] = ()) -> list[str
 
 def cell(value: Any) -> str | int | float | bool | None:
     """A value as a spreadsheet cell: scalars as they are, the rest as JSON text; text a
-    spreadsheet would run as a formula ("=...", "+...", "@...") gets a leading quote, as
-    documents are data, never code."""
+    spreadsheet would run as a formula ("=...", "+...", "-...", "@...", or one of those
+    behind a tab or carriage return) gets a leading quote, as documents are data, never
+    code."""
     if value is None or isinstance(value, int | float | bool):
         return value
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return "'" + text if text.startswith(("=", "+", "@")) else text
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 def table(schema: dict[str, Any], rows: Sequence[Row]) -> tuple[list[str], list[list[Any]]]:

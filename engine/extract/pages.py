@@ -48,3 +48,16 @@ class Document:
     @property
     def text(self) -> str:
         return "\n\n".join(p.text for p in self.pages if p.text)
+
+
+def parse_pages(text: str) -> tuple[int, int]:
+    """A page range as a user types it, "3" or "1-4", as (first, last); ValueError saying
+    what is wrong."""
+    first, _, last = text.strip().partition("-")
+    try:
+        pages = int(first), int(last or first)
+    except ValueError:
+        raise ValueError(f"pages are FIRST-LAST (e.g. 1-3), not {text!r}") from None
+    if not 1 <= pages[0] <= pages[1]:
+        raise ValueError(f"pages are FIRST-LAST with 1 <= FIRST <= LAST, not {text!r}")
+    return pages

@@ -6,9 +6,10 @@ pages after.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
-from engine.extract.pages import Document
+from engine.extract.pages import Document, Page
 from engine.extract.windows import Window
 from engine.types import ChatMessage, ChatRequest, ConstraintSpec, ImageInput, SamplingSettings
 
@@ -41,10 +42,7 @@ def row_request(
     heading = f"Document: {name}"
     if paged and page_count > 1:
         heading += f" (pages {window.first}-{window.last} of {page_count})"
-    parts = [heading]
-    for page in window.pages:
-        if page.text:
-            parts.append(f"[page {page.number}]\n{page.text}" if paged else page.text)
+    parts = [heading, *_page_texts(window.pages, paged)]
     message: ChatMessage = {"role": "user", "content": "\n\n".join(parts)}
     images = [ImageInput(p.image, f"{name} page {p.number}") for p in window.pages if p.image]
     if images:
@@ -63,10 +61,12 @@ def attached_text(document: Document) -> str:
     first, last = document.pages[0].number, document.pages[-1].number
     span = f", pages {first}-{last} of {document.page_count}" if document.kind == "pdf" else ""
     parts = [f"[document: {document.path.name}{span}]"]
-    for page in document.pages:
-        if page.text:
-            parts.append(
-                f"[page {page.number}]\n{page.text}" if document.kind == "pdf" else page.text
-            )
+    parts += _page_texts(document.pages, document.kind == "pdf")
     parts.append("[end of document]")
     return "\n\n".join(parts)
+
+
+def _page_texts(pages: Iterable[Page], paged: bool) -> list[str]:
+    """The pages' texts (pages kept as pictures have none), each after a `[page N]` marker
+    where the document has real pages (a PDF)."""
+    return [f"[page {p.number}]\n{p.text}" if paged else p.text for p in pages if p.text]

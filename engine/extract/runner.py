@@ -76,6 +76,11 @@ def schema_constraint(engine: EngineAPI, job: Job) -> ConstraintSpec:
     return report.spec
 
 
+def estimate_tokens(text: str) -> int:
+    """About how many tokens `text` is, without a tokenizer (a token is ~3 characters)."""
+    return len(text) // 3 + 1
+
+
 def token_counter(engine: EngineAPI) -> TokenCount:
     """Counts tokens with the loaded model's tokenizer (safe off the engine thread), or
     estimates them where the model lives elsewhere."""
@@ -83,7 +88,7 @@ def token_counter(engine: EngineAPI) -> TokenCount:
         tokenizer = engine.run(lambda loaded: loaded.tokenizer).result()
         encode = tokenizer.encode
     except (CorralError, AttributeError, NotImplementedError):
-        return lambda text: len(text) // 3 + 1
+        return estimate_tokens
     return lambda text: len(encode(text))
 
 
@@ -185,11 +190,9 @@ class ExtractRunner:
     ) -> Iterator[tuple[int, Document, Window]]:
         """The row's document read and cut into windows; a row that needs more than one
         window becomes one row per window. An unreadable document is written as such."""
-        pages = (
-            (row.first_page, row.last_page) if row.first_page is not None else job.settings.pages
-        )
+        pages = row.page_range or job.settings.pages
         try:
-            document = read_document(row.path, vision=vision, pages=pages)  # type: ignore[arg-type]
+            document = read_document(row.path, vision=vision, pages=pages)
         except UnreadableDocument as exc:
             self._finish(row.id, "unreadable", error=str(exc))
             return

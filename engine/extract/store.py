@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import threading
 import time
 import uuid
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
+
+from engine.database import open_database, transaction
 
 DB_NAME = "extract.sqlite3"
 STATUSES = ("pending", "valid", "incomplete", "unreadable", "failed")
@@ -117,6 +118,13 @@ class Row:
     completions: int
 
     @property
+    def page_range(self) -> tuple[int, int] | None:
+        """(first, last) of a page window, None for a whole document."""
+        if self.first_page is None or self.last_page is None:
+            return None
+        return self.first_page, self.last_page
+
+    @property
     def pages(self) -> str | None:
         """ "3" or "1-4", None for a whole document."""
         if self.first_page is None:
@@ -140,12 +148,8 @@ class JobStore:
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or extract_dir() / DB_NAME
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(_SCHEMA)
+        self._db = open_database(self.path, _SCHEMA, foreign_keys=True)
 
     def close(self) -> None:
         with self._lock:
@@ -229,55 +233,41 @@ class JobStore:
         digest keeps its rows; with another digest (the file changed) its rows are replaced
         by one pending row. Returns how many rows were added."""
         added = 0
-        with self._lock:
-            db = self._db
-            db.execute("BEGIN")
-            try:
-                for path, digest in documents:
-                    known = {
-                        d for (d,) in db.execute(
-                            "SELECT DISTINCT digest FROM rows WHERE job = ? AND path = ?",
-                            (job_id, path),
-                        )
-                    }  # fmt: skip
-                    if known == {digest}:
-                        continue
-                    db.execute("DELETE FROM rows WHERE job = ? AND path = ?", (job_id, path))
-                    db.execute(
-                        "INSERT INTO rows (job, path, digest) VALUES (?, ?, ?)",
-                        (job_id, path, digest),
+        with self._lock, transaction(self._db) as db:
+            for path, digest in documents:
+                known = {
+                    d for (d,) in db.execute(
+                        "SELECT DISTINCT digest FROM rows WHERE job = ? AND path = ?",
+                        (job_id, path),
                     )
-                    added += 1
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+                }  # fmt: skip
+                if known == {digest}:
+                    continue
+                db.execute("DELETE FROM rows WHERE job = ? AND path = ?", (job_id, path))
+                db.execute(
+                    "INSERT INTO rows (job, path, digest) VALUES (?, ?, ?)",
+                    (job_id, path, digest),
+                )
+                added += 1
         return added
 
     def split(self, row_id: int, windows: list[tuple[int, int]]) -> list[int]:
         """Replace the pending whole-document row `row_id` by one pending row per page
         window (first, last); returns the new rows' ids, in page order."""
         ids: list[int] = []
-        with self._lock:
-            db = self._db
-            db.execute("BEGIN")
-            try:
-                job, path, digest = db.execute(
-                    "SELECT job, path, digest FROM rows WHERE id = ? AND status = 'pending'",
-                    (row_id,),
-                ).fetchone()
-                db.execute("DELETE FROM rows WHERE id = ?", (row_id,))
-                for first, last in windows:
-                    cursor = db.execute(
-                        "INSERT INTO rows (job, path, digest, first_page, last_page) "
-                        "VALUES (?, ?, ?, ?, ?)",
-                        (job, path, digest, first, last),
-                    )
-                    ids.append(int(cursor.lastrowid or 0))
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        with self._lock, transaction(self._db) as db:
+            job, path, digest = db.execute(
+                "SELECT job, path, digest FROM rows WHERE id = ? AND status = 'pending'",
+                (row_id,),
+            ).fetchone()
+            db.execute("DELETE FROM rows WHERE id = ?", (row_id,))
+            for first, last in windows:
+                cursor = db.execute(
+                    "INSERT INTO rows (job, path, digest, first_page, last_page) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (job, path, digest, first, last),
+                )
+                ids.append(int(cursor.lastrowid or 0))
         return ids
 
     def finish(

@@ -4,7 +4,8 @@ One place says what to set for each agent: the environment variables, the comman
 and, for Codex and OpenCode, a configuration file. Those files go into a folder Corral owns
 (`config_dir`, inside Corral's data folder or a temporary folder), never into the agent's
 own configuration: Codex reads its folder from `CODEX_HOME`, OpenCode its file from
-`OPENCODE_CONFIG`. Every agent is kept off the network but for the server: telemetry,
+`OPENCODE_CONFIG`. The server's key is never written in a file: both read it from
+`CORRAL_API_KEY`. Every agent is kept off the network but for the server: telemetry,
 update checks and model-list downloads are switched off by their own variables.
 
 `python -m engine launch` runs an agent this way (or prints it), the app's server panel
@@ -113,8 +114,9 @@ def agent_setup(
                 f"not {opencode_provider!r}"
             )
         path = config_dir / "opencode" / "opencode.json"
-        env = {"OPENCODE_CONFIG": str(path), **_QUIET_OPENCODE}
-        config = _opencode_config(base_url, model, key, opencode_provider, context_length)
+        # The key goes in the environment, as Codex's does: the file names the variable.
+        env = {"OPENCODE_CONFIG": str(path), "CORRAL_API_KEY": key, **_QUIET_OPENCODE}
+        config = _opencode_config(base_url, model, opencode_provider, context_length)
         return AgentSetup(
             agent, ["opencode", "--model", f"{PROVIDER_ID}/{model}"], env, {path: config}
         )
@@ -145,9 +147,7 @@ def _codex_config(base_url: str, model: str, context_length: int | None) -> str:
     return "\n".join(lines)
 
 
-def _opencode_config(
-    base_url: str, model: str, key: str, provider: str, context_length: int | None
-) -> str:
+def _opencode_config(base_url: str, model: str, provider: str, context_length: int | None) -> str:
     card: dict[str, object] = {"name": model, "tool_call": True}
     if context_length:
         card["limit"] = {"context": context_length, "output": min(8192, context_length // 4)}
@@ -161,7 +161,7 @@ def _opencode_config(
             PROVIDER_ID: {
                 "npm": OPENCODE_PROVIDERS[provider],
                 "name": "Corral",
-                "options": {"baseURL": base_url + "/v1", "apiKey": key},
+                "options": {"baseURL": base_url + "/v1", "apiKey": "{env:CORRAL_API_KEY}"},
                 "models": {model: card},
             }
         },

@@ -96,6 +96,18 @@ class Core:
     ) -> Body:
         """The JSON body as `model`, after `dialect`'s row of the compatibility table
         (engine/server/compat.py); APIError naming what is wrong (type, size, field)."""
+        data = await self.read_json(request)
+        if dialect is not None:
+            data = screen(dialect, data)
+            note_headers(request.headers)
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            raise from_validation_error(exc) from None
+
+    async def read_json(self, request: Request, limit: int | None = None) -> dict[str, Any]:
+        """The body as a JSON object, read up to `limit` bytes (the server's body limit by
+        default) and no further; APIError naming what is wrong (type, size, JSON)."""
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
             raise APIError(
@@ -103,7 +115,7 @@ class Core:
                 f"Content-Type must be application/json, got {content_type or 'none'}",
                 code="unsupported_media_type",
             )
-        limit = self.config.max_body_bytes
+        limit = self.config.max_body_bytes if limit is None else limit
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise _too_large(limit)
@@ -113,14 +125,7 @@ class Core:
             if size > limit:
                 raise _too_large(limit)
             chunks.append(chunk)
-        data = _parse_json(b"".join(chunks))
-        if dialect is not None:
-            data = screen(dialect, data)
-            note_headers(request.headers)
-        try:
-            return model.model_validate(data)
-        except ValidationError as exc:
-            raise from_validation_error(exc) from None
+        return _parse_json(b"".join(chunks))
 
     def check_model(self, wanted: str | None) -> str:
         """The loaded model's name, which answers a request naming `wanted`: 404 for another

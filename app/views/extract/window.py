@@ -30,7 +30,12 @@ from PySide6.QtWidgets import (
 
 from app.jobs.engine_bridge import EngineBridge
 from app.jobs.extract_job import ExtractJob
-from engine.extract.document import SUFFIXES, UnreadableDocument, file_digest, read_document
+from app.jobs.thread import run_task
+from engine.extract.document import (
+    document_keys,
+    documents_in,
+    read_document,
+)
 from engine.extract.export import cell, schema_columns, write_csv, write_jsonl, write_xlsx
 from engine.extract.fields import schema_from_fields
 from engine.extract.runner import Progress
@@ -54,6 +59,7 @@ class ExtractWindow(QWidget):
         self.job: ExtractJob | None = None
         self.job_id: str | None = None
         self.rows: dict[int, Row] = {}
+        self._source_row: int | None = None  # the row whose source is being shown
 
         self.fields = QLineEdit()
         self.fields.setPlaceholderText("vendor: string, total: number, paid: boolean")
@@ -129,11 +135,7 @@ class ExtractWindow(QWidget):
 
     def add_paths(self, paths: list[Path]) -> None:
         for path in paths:
-            found = (
-                sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
-                if path.is_dir()
-                else [path]
-            )
+            found = documents_in(path) if path.is_dir() else [path]
             for item in found:
                 if item not in self.files:
                     self.files.append(item)
@@ -219,13 +221,7 @@ class ExtractWindow(QWidget):
             self.status.setText("Drop documents or folders here first.")
             return
         job = self.store.create_job(schema, name="extraction", instruction=self.instruction.text())
-        documents = []
-        for path in self.files:
-            try:
-                documents.append((str(path), file_digest(path)))
-            except FileRefused:
-                documents.append((str(path), "unreadable"))
-        self.store.add_documents(job.id, documents)
+        self.store.add_documents(job.id, document_keys(self.files))
         self.job_id = job.id
         self._show_table(schema)
         self._run()
@@ -319,14 +315,20 @@ class ExtractWindow(QWidget):
         if not selected:
             return
         row = list(self.rows.values())[selected[0].row()]
-        pages = (row.first_page, row.last_page) if row.first_page is not None else None
-        try:
-            text = read_document(row.path, pages=pages).text[:SOURCE_CHARS]  # type: ignore[arg-type]
-        except UnreadableDocument as exc:
-            text = str(exc)
+        self._source_row = row.id
         reply = json.dumps(row.result, indent=2, ensure_ascii=False) if row.result else ""
         why = f"\n\n{row.status}: {row.error}" if row.error else ""
-        self.source.setPlainText(f"{text}\n\n— reply —\n{reply}{why}")
+
+        def read() -> str:  # off the GUI thread: a document may be a large PDF
+            return read_document(row.path, pages=row.page_range).text[:SOURCE_CHARS]
+
+        def show(text: str | None, error: BaseException | None) -> None:
+            if self._source_row != row.id:
+                return  # another row was chosen meanwhile
+            shown = text if text is not None else str(error)
+            self.source.setPlainText(f"{shown}\n\n— reply —\n{reply}{why}")
+
+        run_task(read, show)
 
     def export(self, kind: str, path: Path | None = None) -> None:
         if self.job_id is None:

@@ -19,7 +19,9 @@ from PySide6.QtWidgets import QInputDialog
 
 from app.jobs.thread import run_task
 from engine.extract.document import read_document
+from engine.extract.pages import parse_pages
 from engine.extract.prompt import attached_text
+from engine.extract.runner import estimate_tokens, token_counter
 
 if TYPE_CHECKING:
     from app.views.main.window import MainWindow
@@ -57,10 +59,8 @@ class DocumentActions:
         def read() -> ReadDocument:
             document = read_document(path, pages=pages)
             text = attached_text(document)
-            tokens = len(text) // 3 + 1  # no model loaded yet: an estimate
-            if engine is not None:
-                tokenizer = engine.run(lambda loaded: loaded.tokenizer).result()
-                tokens = len(tokenizer.encode(text))
+            # No model loaded yet: an estimate, as the extraction runner makes without one.
+            tokens = token_counter(engine)(text) if engine is not None else estimate_tokens(text)
             span = (document.pages[0].number, document.pages[-1].number)
             return ReadDocument(path, text, span, document.page_count, tokens)
 
@@ -96,10 +96,9 @@ class DocumentActions:
         )
         if not ok:
             return
-        first, _, last = text.strip().partition("-")
         try:
-            span = int(first), int(last or first)
-        except ValueError:
-            self.window.notice.show_message(f"{text!r}: pages are FIRST-LAST, e.g. 1-5", "error")
+            span = parse_pages(text)
+        except ValueError as exc:
+            self.window.notice.show_message(f"{Path(path).name}: {exc}", "error")
             return
         self.attach(path, span)

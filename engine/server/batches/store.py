@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from engine.database import open_database, transaction
 from engine.files import check_inside, read_limited
 
 # Batches that still have work: the worker picks them up, after a restart too.
@@ -80,12 +81,7 @@ class BatchStore:
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
             (self.folder / "files").mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(
-                self.folder / "batches.sqlite3", check_same_thread=False, isolation_level=None
-            )
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(_SCHEMA)
-            self._db = db
+            self._db = open_database(self.folder / "batches.sqlite3", _SCHEMA)
         return self._db
 
     def close(self) -> None:
@@ -160,25 +156,15 @@ class BatchStore:
 
     def add_batch(self, batch: dict[str, Any], lines: list[tuple[str, dict[str, Any]]]) -> None:
         """A new batch and its input lines (custom_id, body), in one transaction."""
-        with self._lock:
-            db = self._connect()
-            db.execute("BEGIN")
-            try:
-                db.execute(
-                    "INSERT INTO batches VALUES (?, ?, ?)",
-                    (batch["id"], batch["created_at"], json.dumps(batch)),
-                )
-                db.executemany(
-                    "INSERT INTO lines (batch, line, custom_id, body) VALUES (?, ?, ?, ?)",
-                    [
-                        (batch["id"], i, cid, json.dumps(body))
-                        for i, (cid, body) in enumerate(lines)
-                    ],
-                )
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        with self._lock, transaction(self._connect()) as db:
+            db.execute(
+                "INSERT INTO batches VALUES (?, ?, ?)",
+                (batch["id"], batch["created_at"], json.dumps(batch)),
+            )
+            db.executemany(
+                "INSERT INTO lines (batch, line, custom_id, body) VALUES (?, ?, ?, ?)",
+                [(batch["id"], i, cid, json.dumps(body)) for i, (cid, body) in enumerate(lines)],
+            )
 
     def batch(self, batch_id: str) -> dict[str, Any] | None:
         with self._lock:

@@ -17,8 +17,7 @@ from pydantic import ValidationError
 from engine.server.compat import screen
 from engine.server.core import Core
 from engine.server.errors import APIError, from_validation_error
-from engine.server.openai_responses.endpoints import _settings as response_settings
-from engine.server.openai_responses.replies import response_id, response_json
+from engine.server.openai_responses.replies import response_id, response_json, response_settings
 from engine.server.openai_responses.schemas import ResponsesBody
 from engine.server.openai_responses.translate import responses_request
 from engine.server.responses import (

@@ -20,9 +20,9 @@ from engine.server.core import Core, count_prompt
 from engine.server.errors import APIError
 from engine.server.openai_responses.replies import (
     ResponseStream,
-    Settings,
     response_id,
     response_json,
+    response_settings,
 )
 from engine.server.openai_responses.schemas import InputTokensBody, ResponsesBody
 from engine.server.openai_responses.store import ResponseStore
@@ -97,7 +97,7 @@ class ResponsesAPI:
         model = core.check_model(body.model)
         translated = await self._translate(body)
         prepared = translated.prepared
-        settings = _settings(body, model, prepared.warnings)
+        settings = response_settings(body, model, prepared.warnings)
         rid = response_id()
 
         def keep(result: ChatResult, response: dict[str, Any]) -> None:
@@ -136,26 +136,3 @@ class ResponsesAPI:
         count = await count_prompt(core.engine, translated.prepared.request)
         core.activity.record(RequestRecord(arrived, request.url.path, 200, prompt_tokens=count))
         return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
-
-
-def _settings(body: ResponsesBody, model: str, warnings: list[str]) -> Settings:
-    fmt = body.text.format if body.text is not None else None
-    return Settings(
-        model=model,
-        instructions=body.instructions,
-        max_output_tokens=body.max_output_tokens,
-        previous_response_id=body.previous_response_id,
-        store=body.store,
-        temperature=body.temperature,
-        top_p=body.top_p,
-        tools=list(body.tools or []),
-        tool_choice=body.tool_choice or "auto",
-        parallel_tool_calls=body.parallel_tool_calls is not False,
-        text={
-            "format": fmt.model_dump(by_alias=True, exclude_none=True)
-            if fmt is not None
-            else {"type": "text"}
-        },
-        metadata=dict(body.metadata or {}),
-        warnings=warnings,
-    )

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.server.openai_responses.schemas import ResponsesBody
 from engine.server.responses import IndexedEvent, corral_stats, failure
 from engine.server.streaming import generation_error
 from engine.types import (
@@ -53,6 +54,30 @@ class Settings:
     text: dict[str, Any] = field(default_factory=lambda: {"format": {"type": "text"}})
     metadata: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+
+
+def response_settings(body: ResponsesBody, model: str, warnings: list[str]) -> Settings:
+    """What a response to `body` echoes: the online endpoint's and a batch line's alike."""
+    fmt = body.text.format if body.text is not None else None
+    return Settings(
+        model=model,
+        instructions=body.instructions,
+        max_output_tokens=body.max_output_tokens,
+        previous_response_id=body.previous_response_id,
+        store=body.store,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        tools=list(body.tools or []),
+        tool_choice=body.tool_choice or "auto",
+        parallel_tool_calls=body.parallel_tool_calls is not False,
+        text={
+            "format": fmt.model_dump(by_alias=True, exclude_none=True)
+            if fmt is not None
+            else {"type": "text"}
+        },
+        metadata=dict(body.metadata or {}),
+        warnings=warnings,
+    )
 
 
 def _suffix(rid: str) -> str:
