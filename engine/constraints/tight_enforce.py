@@ -217,7 +217,12 @@ class _Walk:
         if found is None or (exact_only and not found.exact) or _patterns_meet(found.schema):
             return
         trial = {k: v for k, v in out.items() if k != "not"}
-        trial["allOf"] = [*trial.get("allOf", []), found.schema]
+        if _mergeable(found.schema, trial):
+            # beside the rest, not in an `allOf`: llguidance ignores a `propertyNames` that
+            # holds one
+            trial.update(copy.deepcopy(found.schema))
+        else:
+            trial["allOf"] = [*trial.get("allOf", []), found.schema]
         if not found.exact and _possible([trial], self.refs) == set():
             return  # the narrowing would leave nothing: keep the keyword (and the warning)
         out.clear()
@@ -339,6 +344,26 @@ class _Walk:
         required, forbidden = _keys(out, inactive(self.refs.root))
         if required & forbidden:
             out["type"] = [t for t in ALL_TYPES if t != "object"]
+
+
+# Keywords whose meaning does not depend on their siblings: a schema of only these may sit
+# beside another schema's keywords (where they do not clash) and mean their conjunction.
+_INDEPENDENT = frozenset(
+    {"type", "pattern", "minLength", "maxLength", "minItems", "maxItems", "required"}
+    | {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+    | {"minProperties", "maxProperties", "enum", "const"}
+)
+
+
+def _mergeable(schema: Any, beside: dict[str, Any]) -> bool:
+    """Whether `schema`'s keywords can join `beside`'s directly: independent ones, each
+    absent from `beside` or the same there, and `beside` not a reference (drafts up to 7
+    ignore a reference's siblings)."""
+    if not isinstance(schema, dict) or not schema or set(schema) - _INDEPENDENT:
+        return False
+    if "$ref" in beside:
+        return False
+    return all(k not in beside or beside[k] == v for k, v in schema.items())
 
 
 def _patterns_meet(schema: Any) -> bool:
