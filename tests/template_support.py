@@ -9,9 +9,11 @@ from typing import Any
 
 from tests.shared_datasets import dataset
 
-# Marker shapes real templates write: <|im_start|>, <|turn>, <turn|>, <｜User｜>, [INST].
+# Marker shapes real templates write: <|im_start|>, <|turn>, <turn|>, <｜User｜>, [INST],
+# Gemma's <start_of_turn>, MiniMax's ]~b] and [e~[.
 _MARKER = re.compile(
     r"<\|[A-Za-z0-9_.:/-]+\|?>|<[A-Za-z0-9_]+\|>|<｜[^｜]{1,30}｜>|\[/?[A-Z][A-Z_]{2,}\]"
+    r"|<(?:start|end)_of_[a-z_]+>|\]~!?b\]|\[e~\["
 )
 
 # The tool conversation every template must carry: a call, its result and a reply.

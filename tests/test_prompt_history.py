@@ -34,20 +34,9 @@ REWRITTEN = {
     "mistral-nemo.jinja",
     "qwq.jinja",
 }
-# Templates whose generation prompt ends in whitespace ("\n\n") that the reply's first word
-# tokenizes differently with (a BPE boundary): the text is identical, the last prompt
-# token is not, so the trie reuses the turn but for that token. Open work.
-WHITESPACE_SPLIT = {
-    "gemma-2.jinja",
-    "gemma-3-vllm-pythonic.jinja",
-    "llama-3.2.jinja",
-    "llama-3.3.jinja",
-    "llama-4-vllm-pythonic.jinja",
-    "minimax-m2.jinja",
-    "nemotron-nano-v2.jinja",
-    "qwen3.5.jinja",
-    "qwen3.jinja",
-}
+# Templates whose re-rendered reply is text-identical but not token-identical (none: each
+# reply is tokenized from where its generation prompt ended, `engine.prompt.chat`).
+WHITESPACE_SPLIT: set[str] = set()
 # Templates that keep the thinking of the latest reply in the history they render.
 KEEPS_THINKING = {
     "apriel-1.6-thinker.jinja",
@@ -98,7 +87,7 @@ def test_a_reply_re_rendered_is_token_identical_where_the_template_allows(
             token_split.add(path.name)
     assert text_rewritten == REWRITTEN, sorted(text_rewritten ^ REWRITTEN)
     assert token_split == WHITESPACE_SPLIT, sorted(token_split ^ WHITESPACE_SPLIT)
-    assert len(template_paths()) - len(REWRITTEN | WHITESPACE_SPLIT) >= 19
+    assert len(template_paths()) - len(REWRITTEN | WHITESPACE_SPLIT) >= 28
 
 
 def test_thinking_is_kept_where_the_template_keeps_it() -> None:
@@ -123,3 +112,26 @@ def test_the_server_passes_an_earlier_replys_thinking_to_the_template() -> None:
 
     body = MessageBody(role="assistant", content="Hi", reasoning_content="I pondered.")
     assert _message(body, 0, None)["reasoning_content"] == "I pondered."  # type: ignore[arg-type]
+
+
+def test_a_reply_after_a_blank_line_keeps_its_own_tokens(default_model_dir: Path) -> None:
+    """Without the dataset: a generation prompt ending in "\\n\\n" (Llama 3's shape), whose
+    blank line the reply's first word would otherwise split differently."""
+    from mlx_lm.tokenizer_utils import load
+
+    tokenizer = load(default_model_dir)
+    tokenizer._tokenizer.chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n\n{{ m.content }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n\n{% endif %}"
+    )
+    prompt = encode_chat(tokenizer, CONVERSATION)
+    reply = tokenizer.encode(ANSWER, add_special_tokens=False)
+    history = encode_chat(
+        tokenizer,
+        [
+            *CONVERSATION,
+            {"role": "assistant", "content": ANSWER},
+            {"role": "user", "content": "Ok"},
+        ],
+    )
+    assert history[: len(prompt) + len(reply)] == prompt + reply

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tools_support import load_fixture_tokenizer
 
-from engine.prompt.chat import encode_chat, render_chat, render_continuation
+from engine.prompt.chat import encode_chat, render_chat, render_continuation, reply_starts
 from engine.prompt.tokenizer import ModelTokenizer
 from engine.tools import prepare_tool_request
 from engine.types import ChatRequest, SamplingSettings
@@ -67,7 +67,12 @@ def test_prompts_without_control_text_tokenize_as_before(family) -> None:
         {"role": "assistant", "content": "Fine."},
         {"role": "user", "content": "[brackets] and <|not a token|>"},
     ]
-    assert encode_chat(tok, messages) == _plain_encode(tok, render_chat(tok, messages))
+    # as before, but for the earlier reply: tokenized from where its generation prompt ended
+    # (engine.prompt.chat.reply_starts), as it was generated
+    text = render_chat(tok, messages)
+    cuts = reply_starts(tok, messages, text, {})
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    assert encode_chat(tok, messages) == [t for p in pieces for t in _plain_encode(tok, p)]
 
 
 def test_tool_results_and_descriptions_cannot_forge_turns(family) -> None:

@@ -94,17 +94,49 @@ def encode_chat(
     **template_kwargs: Any,
 ) -> list[int]:
     """Token ids of `messages` rendered by `render_chat`: the template's markers as control
-    tokens, the messages' (and tools') text as plain text, whatever it contains."""
+    tokens, the messages' (and tools') text as plain text, whatever it contains.
+
+    Each earlier reply starts a new piece of text to tokenize where the template renders it
+    after the very prompt it was generated from, so the reply's tokens follow that prompt's
+    tokens unchanged (a generation prompt ending in "\n\n" would otherwise merge with the
+    reply's first word) and the prompt cache reuses the whole turn."""
     check_roles(messages)
     shield = TextShield(tokenizer)
-    text = render_chat(
-        shield.tok,
-        with_image_markers(tokenizer, shield.value(list(messages))),
-        add_generation_prompt=add_generation_prompt,
-        **shield.value(template_kwargs),
-    )
+    shown = with_image_markers(tokenizer, shield.value(list(messages)))
+    kwargs = shield.value(template_kwargs)
+    text = render_chat(shield.tok, shown, add_generation_prompt=add_generation_prompt, **kwargs)
     # The template already wrote any BOS it wants; the shield adds none.
-    return shield.encode(rewrite_images(tokenizer, text))
+    cuts = reply_starts(shield.tok, shown, text, kwargs)
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    # Image markers are rewritten within each piece (a marker never spans a reply's start).
+    return [
+        token
+        for piece in pieces
+        if piece
+        for token in shield.encode(rewrite_images(tokenizer, piece))
+    ]
+
+
+def reply_starts(
+    tokenizer: Any, messages: list[dict[str, Any]], text: str, template_kwargs: dict[str, Any]
+) -> list[int]:
+    """Where in `text` (the rendering of `messages`) each assistant reply's generation
+    prompt ends, for the replies the template renders right after that prompt."""
+    cuts: list[int] = []
+    for index, message in enumerate(messages):
+        if index == 0 or message.get("role") != "assistant":
+            continue
+        try:
+            head = render_chat(tokenizer, messages[:index], **template_kwargs)
+        except ValueError:  # the template wants more than this prefix; no cut here
+            continue
+        if (
+            0 < len(head) < len(text)
+            and text.startswith(head)
+            and (not cuts or len(head) > cuts[-1])
+        ):
+            cuts.append(len(head))
+    return cuts
 
 
 def render_continuation(tokenizer: Any, messages: Sequence[Mapping[str, Any]]) -> list[int]:
