@@ -33,6 +33,8 @@ class PreferencesActions:
             parent=w,
             sections=[("", server)],  # titled by its own group box
             model_sections=[distributed],
+            model_defaults=w.controller.model_defaults,
+            model_name=getattr(w.bridge.model_info, "name", ""),
         )
         dialog.changed.connect(w.core.set_preferences)
         # The server restarts on a new port or key: once, when the window closes, not for
