@@ -206,6 +206,9 @@ class MainWindow(QMainWindow):
         self.cache_label.setToolTip(
             "Memory holding what the model already read, so the next reply starts sooner"
         )
+        # apart from each other and from the window's edge (they ran together, clipped)
+        for label in (self.model_label, self.cache_label):
+            label.setContentsMargins(theme.SPACE.M, 0, theme.SPACE.M, 0)
         self.statusBar().addPermanentWidget(self.model_label)
         self.statusBar().addPermanentWidget(self.cache_label)
         self.statusBar().setSizeGripEnabled(False)
