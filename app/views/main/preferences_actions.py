@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from app.preferences import Preferences
 from app.views.keyboard import guard_text_boxes
 from app.views.preferences_dialog import PreferencesDialog
+from app.views.wheel_guard import guard_wheel
 
 if TYPE_CHECKING:
     from app.views.main.window import MainWindow
@@ -45,6 +46,7 @@ class PreferencesActions:
         dialog.finished.connect(lambda _result: w.keys.focus_composer())
         self.dialog = dialog
         guard_text_boxes(dialog)
+        guard_wheel(dialog)
         dialog.open()
 
     def changed(self, prefs: Preferences, old: Preferences) -> None:
