@@ -61,6 +61,13 @@ def _palettized(image: Any) -> Any:
     )
 
 
+def _open_id(window: MainWindow) -> int:
+    """The id of the window's open conversation (it always has one)."""
+    cid = window.controller.conversation_id
+    assert cid is not None
+    return cid
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "screenshots")
@@ -128,10 +135,3 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _open_id(window: MainWindow) -> int:
-    """The id of the window's open conversation (it always has one)."""
-    cid = window.controller.conversation_id
-    assert cid is not None
-    return cid

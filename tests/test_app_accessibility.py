@@ -109,15 +109,19 @@ def test_every_control_is_named_and_shows_focus(qtbot, tmp_path, tiny_engine, ap
         "Keyboard shortcuts": window.keys.shortcuts_dialog,
     }
     report = {}
+    checked = 0
     for title, shown in windows.items():
         qtbot.waitUntil(shown.isVisible, timeout=3000)
-        report[title] = {
-            "unnamed": _unnamed(shown),
-            "no focus shown": _no_focus_shown(qtbot, shown),
-        }
-    checked = sum(
-        isinstance(w, INTERACTIVE) and w.isVisible() for s in windows.values() for w, _ in _walk(s)
-    )
+        # Preferences is in pages: every page is checked, each while it is shown
+        pages = range(shown.tabs.count()) if title == "Preferences" else [None]
+        report[title] = {"unnamed": [], "no focus shown": []}
+        for page in pages:
+            if page is not None:
+                shown.tabs.setCurrentIndex(page)
+                QApplication.processEvents()
+            report[title]["unnamed"] += _unnamed(shown)
+            report[title]["no focus shown"] += _no_focus_shown(qtbot, shown)
+            checked += sum(isinstance(w, INTERACTIVE) and w.isVisible() for w, _ in _walk(shown))
     print(f"{appearance}: {checked} interactive widgets checked; {report}")
     assert checked > 60
     assert {t: r for t, r in report.items() if r["unnamed"] or r["no focus shown"]} == {}

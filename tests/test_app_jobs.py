@@ -64,6 +64,6 @@ def test_status_bar_shows_the_engine_snapshot(qtbot, tmp_path, tiny_engine):
     from app.views.format import format_bytes
 
     text = window.cache_label.text()
-    assert text.startswith(f"Reuse memory {format_bytes(snapshot.cache.bytes)}")
+    assert text.startswith(f"Memory for reuse: {format_bytes(snapshot.cache.bytes)}")
     assert f"({snapshot.cache.entries} earlier prompt" in window.cache_label.toolTip()
     close_window(window)

@@ -221,7 +221,7 @@ def test_toolbar_and_status_bar_fit_800_wide_through_a_model_load(qtbot, tmp_pat
     qtbot.waitUntil(lambda: picker.text().endswith("MB"), timeout=30_000)  # size on disk
     fits("loaded, with its size")
     assert picker.text().startswith("SmolLM2-") and model.name in picker.toolTip()
-    assert window.model_label.text().startswith("Model memory ")
+    assert window.model_label.text().startswith("Model in memory: ")
     screenshot(window, "layout_800x500_after_load")
     close_window(window)
     bridge.close()

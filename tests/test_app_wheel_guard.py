@@ -11,7 +11,7 @@ from app.preferences import Preferences
 from app.tools import builtin_tools
 from app.views.preferences_dialog import PreferencesDialog
 from app.views.settings_panel import SettingsPanel
-from app.views.wheel_guard import install_wheel_guard
+from app.views.wheel_guard import guard_wheel
 
 DOWN = -120  # one notch towards the user
 
@@ -42,13 +42,13 @@ def _scroll_area(widget: QWidget) -> QScrollArea:
 
 
 def _dialog(qtbot) -> PreferencesDialog:
-    install_wheel_guard()
     dialog = PreferencesDialog(
         Preferences(),
         presets={"Programmer": "You write code.", "Teacher": "You explain."},
         builtin_tools=builtin_tools(),
     )
     qtbot.addWidget(dialog)
+    assert guard_wheel(dialog) >= 8
     dialog.resize(520, 300)  # short: the page scrolls
     dialog.show()
     qtbot.waitExposed(dialog)
@@ -74,11 +74,7 @@ def test_wheel_over_unfocused_controls_in_preferences_changes_nothing_and_scroll
     bar = _scroll_area(dialog.new_prompt).verticalScrollBar()
     bar.setValue(0)
     for control in controls:
-        # a spin box's wheel lands on its line edit, a combo box's on itself
-        target = (
-            control.lineEdit() if hasattr(control, "lineEdit") and control.lineEdit() else control
-        )
-        _wheel(target, 3)
+        _wheel(control, 3)  # where Qt brings it (a spin box's text field passes it up)
     after = [(c.currentIndex() if hasattr(c, "currentIndex") else c.value()) for c in controls]
     assert after == before
     assert changes == []  # nothing saved
@@ -98,9 +94,9 @@ def test_a_focused_control_takes_the_wheel(qtbot):
 
 
 def test_wheel_over_the_inspectors_settings_changes_nothing(qtbot):
-    install_wheel_guard()
     panel = SettingsPanel()
     qtbot.addWidget(panel)
+    guard_wheel(panel)
     panel.show()
     qtbot.waitExposed(panel)
     edits: list[object] = []

@@ -2,11 +2,12 @@
 
 Qt gives combo boxes, spin boxes and sliders the wheel (and focus by it) as soon as the
 pointer passes over them: scrolling Preferences changed "New chats start with" and the chat
-text size on the way down, saved at once. One filter on the application fixes this for
-every such control, in every window, including those built later: each is given
-`StrongFocus` (focus by click or Tab, never by the wheel) when it is first polished, and a
-wheel event over one without focus goes to the scroll area round it, which scrolls. A
-control with focus (clicked or tabbed to) takes the wheel as before."""
+text size on the way down, saved at once. `guard_wheel(root)`, called on each window and
+dialog once built, fixes this for every such control under it: each is given
+`StrongFocus` (focus by click or Tab, never by the wheel), and a wheel event over one
+without focus goes to the scroll area round it, which scrolls. A control with focus
+(clicked or tabbed to) takes the wheel as before. The filter sits on those controls only
+(a spin box's text field passes the wheel up to it), so no other event pays for it."""
 
 from __future__ import annotations
 
@@ -25,39 +26,24 @@ from PySide6.QtWidgets import (
 GUARDED = (QComboBox, QAbstractSpinBox, QAbstractSlider)
 
 
-def _guarded(widget: QObject) -> QWidget | None:
-    """The value control `widget` is (or belongs to: a spin box's line edit), else None.
-    Scroll bars are sliders that should always take the wheel."""
-    current = widget if isinstance(widget, QWidget) else None
-    for _ in range(2):  # the control itself, or its direct child (a spin box's editor)
-        if current is None:
-            return None
-        if isinstance(current, GUARDED) and not isinstance(current, QScrollBar):
-            return current
-        current = current.parentWidget()
-    return None
-
-
 class WheelGuard(QObject):
-    """The application-wide filter (install with `install_wheel_guard`)."""
+    """The filter on each guarded control (installed by `guard_wheel`)."""
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        kind = event.type()
-        if kind == QEvent.Type.Polish and isinstance(watched, GUARDED):
-            if not isinstance(watched, QScrollBar) and isinstance(watched, QWidget):
-                if watched.focusPolicy() & Qt.FocusPolicy.WheelFocus == Qt.FocusPolicy.WheelFocus:
-                    watched.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
-        elif kind == QEvent.Type.Wheel:
-            control = _guarded(watched)
-            if control is not None and not control.hasFocus() and isinstance(event, QWheelEvent):
-                _scroll_page(control, event)
-                return True
+        if (
+            event.type() == QEvent.Type.Wheel
+            and isinstance(event, QWheelEvent)
+            and isinstance(watched, QWidget)
+            and not watched.hasFocus()
+        ):
+            _scroll_page(watched, event)
+            return True
         return False
 
 
 def _scroll_page(control: QWidget, event: QWheelEvent) -> None:
-    """Give `event` to the scroll area round `control` (Qt does not pass a synthesized
-    wheel event on to parents, and a real one only when ignored, so it is sent on here)."""
+    """Give `event` to the scroll area round `control` (sent on here: Qt passes a wheel
+    event a filter consumed to nobody else)."""
     area = control.parentWidget()
     while area is not None and not isinstance(area, QAbstractScrollArea):
         area = area.parentWidget()
@@ -84,12 +70,22 @@ def _scroll_page(control: QWidget, event: QWheelEvent) -> None:
 _guard: WheelGuard | None = None
 
 
-def install_wheel_guard() -> WheelGuard:
-    """Install the filter on the running QApplication (once; later calls return it)."""
+def guard_wheel(root: QWidget) -> int:
+    """Guard every combo box, spin box and slider under `root` (and `root`); return how
+    many there are. Calling it again on the same window guards only new controls."""
     global _guard
-    app = QApplication.instance()
-    if _guard is None and app is not None:
-        _guard = WheelGuard(app)
-        app.installEventFilter(_guard)
-    assert _guard is not None, "install_wheel_guard needs a QApplication"
-    return _guard
+    if _guard is None:
+        _guard = WheelGuard(QApplication.instance())
+    controls = [root, *root.findChildren(QWidget)]
+    found = 0
+    for control in controls:
+        if not isinstance(control, GUARDED) or isinstance(control, QScrollBar):
+            continue
+        found += 1
+        if control.property("wheelGuarded"):
+            continue
+        if control.focusPolicy() & Qt.FocusPolicy.WheelFocus == Qt.FocusPolicy.WheelFocus:
+            control.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        control.installEventFilter(_guard)
+        control.setProperty("wheelGuarded", True)
+    return found

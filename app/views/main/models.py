@@ -137,7 +137,7 @@ class ModelActions:
         if self.bridge.loading:
             w.model_label.setText("Loading model…")
         elif info is not None:
-            w.model_label.setText(f"Model memory {format_bytes(info.weights_bytes)}")
+            w.model_label.setText(f"Model in memory: {format_bytes(info.weights_bytes)}")
             w.model_label.setToolTip(f"{info.name}: its weights in memory")
         else:
             w.model_label.setText("No model")
@@ -146,10 +146,9 @@ class ModelActions:
         if snapshot.model is not None:
             stats = snapshot.cache
             budget = snapshot.memory.kv_budget_bytes if snapshot.memory else stats.budget_bytes
-            text = f"Reuse memory {format_bytes(stats.bytes)}"
+            # one figure per label, each with its name; the disk part is in the tooltip
+            text = f"Memory for reuse: {format_bytes(stats.bytes)}"
             text += f" of {format_bytes(budget)}" if budget else ""
-            if stats.disk_budget_bytes:
-                text += f", disk {format_bytes(stats.disk_bytes)}"
             w.cache_label.setText(text)
             kept = f"{stats.entries} earlier prompt{'s' if stats.entries != 1 else ''}"
             tip = (

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from app.preferences import Preferences
 from app.views.keyboard import guard_text_boxes
 from app.views.preferences_dialog import PreferencesDialog
+from app.views.wheel_guard import guard_wheel
 
 if TYPE_CHECKING:
     from app.views.main.window import MainWindow
@@ -33,6 +34,8 @@ class PreferencesActions:
             parent=w,
             sections=[("", server)],  # titled by its own group box
             model_sections=[distributed],
+            model_defaults=w.controller.model_defaults,
+            model_name=getattr(w.bridge.model_info, "name", ""),
         )
         dialog.changed.connect(w.core.set_preferences)
         # The server restarts on a new port or key: once, when the window closes, not for
@@ -43,6 +46,7 @@ class PreferencesActions:
         dialog.finished.connect(lambda _result: w.keys.focus_composer())
         self.dialog = dialog
         guard_text_boxes(dialog)
+        guard_wheel(dialog)
         dialog.open()
 
     def changed(self, prefs: Preferences, old: Preferences) -> None:

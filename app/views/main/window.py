@@ -66,7 +66,7 @@ from app.views.sidebar import Sidebar
 from app.views.tools_chip import ToolsChip, describe_tools
 from app.views.tools_panel import ToolsPanel
 from app.views.welcome import Example
-from app.views.wheel_guard import install_wheel_guard
+from app.views.wheel_guard import guard_wheel
 from engine.types import ConstraintSpec, StopReason
 
 if TYPE_CHECKING:
@@ -88,7 +88,6 @@ class MainWindow(QMainWindow):
     def __init__(self, core: AppCore) -> None:
         super().__init__()
         guard_refcounts()  # before the thousands of Qt calls a session makes
-        install_wheel_guard()  # the wheel scrolls pages, never a value it passes over
         self.core = core
         self.store = core.store
         self.bridge = core.bridge
@@ -127,6 +126,7 @@ class MainWindow(QMainWindow):
         self.models.adopt_loaded()  # an engine handed over already loaded
         self.models.update_status()
         self.keys.install()  # text boxes pass Tab on; the composer takes the first keys
+        guard_wheel(self)  # the wheel scrolls pages, never a value it passes over
 
     # ---- construction ----
 
@@ -211,6 +211,9 @@ class MainWindow(QMainWindow):
         self.cache_label.setToolTip(
             "Memory holding what the model already read, so the next reply starts sooner"
         )
+        # apart from each other and from the window's edge (they ran together, clipped)
+        for label in (self.model_label, self.cache_label):
+            label.setContentsMargins(theme.SPACE.M, 0, theme.SPACE.M, 0)
         self.statusBar().addPermanentWidget(self.model_label)
         self.statusBar().addPermanentWidget(self.cache_label)
         self.statusBar().setSizeGripEnabled(False)
