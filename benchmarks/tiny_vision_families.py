@@ -456,6 +456,89 @@ def build_smolvlm(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0
     return out
 
 
+# mlx-vlm's Phi-3.5-vision tower is CLIP ViT-L/14-336 whatever the config says (a class
+# attribute: 24 layers, 300M parameters, far too slow on a CPU for a test). The tiny model
+# keeps its shape where the code depends on it (1024 wide, 336-pixel tiles of 24 × 24
+# patches: 144 image tokens per tile) and has 2 layers with a narrow MLP. The attribute is
+# read when a model is built, so it is set for this process, before the tiny model is
+# written and for every load of it after (Corral's and the reference's alike).
+TINY_PHI3_TOWER = {"num_hidden_layers": 2, "intermediate_size": 64}
+
+
+def use_tiny_phi3_tower() -> None:
+    """Build every Phi-3.5-vision model of this process with the tiny tower."""
+    from types import SimpleNamespace
+
+    from mlx_vlm.models.phi3_v.vision import VisionModel
+
+    tower = vars(VisionModel.CLIP_VIT_LARGE_PATCH14_336_CONFIG) | TINY_PHI3_TOWER
+    VisionModel.CLIP_VIT_LARGE_PATCH14_336_CONFIG = SimpleNamespace(**tower)
+
+
+def _add_bos(out: Path) -> None:
+    """The saved tokenizer adds its BOS in front of what it encodes, as Phi-3.5-vision's
+    does (its processor drops the first token of each piece after a picture: that BOS)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(out))
+    file = out / "tokenizer.json"
+    data = json.loads(file.read_text())
+    bos, bos_id = str(tok.bos_token), int(tok.bos_token_id)
+    data["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [
+            {"SpecialToken": {"id": bos, "type_id": 0}},
+            {"Sequence": {"id": "A", "type_id": 0}},
+        ],
+        "pair": [
+            {"SpecialToken": {"id": bos, "type_id": 0}},
+            {"Sequence": {"id": "A", "type_id": 0}},
+            {"Sequence": {"id": "B", "type_id": 1}},
+        ],
+        "special_tokens": {bos: {"id": bos, "ids": [bos_id], "tokens": [bos]}},
+    }
+    file.write_text(json.dumps(data))
+
+
+def build_phi3_v(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0) -> Path:
+    """Phi-3.5-vision: numbered `<|image_N|>` markers, which its processor replaces by
+    `-N` once per image token (a 336-pixel global view and tiles, 12 separators a row);
+    the model finds the pictures by the negative ids. The tokenizer gets `<|image|>`, the
+    special image token of Phi-3.5-vision's own tokenizer."""
+    from mlx_vlm.models import phi3_v
+
+    use_tiny_phi3_tower()
+    specials = ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|image|>"]
+    template = (templates / "phi-3.5-vision.jinja").read_text()
+    ids = _write_tokenizer(tokenizer_dir, out, specials, template)
+    _add_bos(out)
+    vocab = max(ids.values()) + 1
+    hidden = 64
+    config = _text_config(
+        vocab,
+        hidden,
+        model_type="phi3_v",
+        rope_theta=10000.0,
+        image_token_index=-1,
+        eos_token_id=[ids["<|end|>"]],
+        vision_config={"model_type": "phi3_v", "num_img_tokens": 144},
+    )
+    mx.random.seed(seed)
+    model_config = phi3_v.ModelConfig.from_dict(dict(config))
+    _save_weights(phi3_v.Model(model_config), out, seed)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    preprocessor = {
+        "image_processor_type": "Phi3VImageProcessor",
+        "processor_class": "Phi3VProcessor",
+        "num_crops": 1,  # one 336-pixel tile and the global view: 313 image tokens
+        "num_img_tokens": 144,
+        "image_mean": _CLIP_MEAN,
+        "image_std": _CLIP_STD,
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=2))
+    return out
+
+
 FAMILIES: dict[str, Callable[[Path, Path, Path, int], Path]] = {
     "qwen2_vl": build_qwen2_vl,
     "qwen2_5_vl": build_qwen2_5_vl,
@@ -463,6 +546,7 @@ FAMILIES: dict[str, Callable[[Path, Path, Path, int], Path]] = {
     "gemma3": build_gemma3,
     "mistral3": build_mistral3,
     "smolvlm": build_smolvlm,
+    "phi3_v": build_phi3_v,
 }
 
 
