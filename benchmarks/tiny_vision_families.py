@@ -539,6 +539,156 @@ def build_phi3_v(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0)
     return out
 
 
+def build_qwen3_5(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0) -> Path:
+    """Qwen3.5: Qwen3-VL's pictures over a language model whose layers are mostly linear
+    attention (Gated DeltaNet), which keeps a recurrent state instead of keys and values:
+    Corral refuses it at load (`REFUSED`), so the tiny model only has to load."""
+    from mlx_vlm.models import qwen3_5
+
+    specials = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+    ids = _write_tokenizer(tokenizer_dir, out, specials, (templates / "qwen3.5.jinja").read_text())
+    vocab = max(ids.values()) + 1
+    hidden = 64
+    text = _text_config(
+        vocab,
+        hidden,
+        model_type="qwen3_5_text",
+        head_dim=16,
+        linear_num_value_heads=2,
+        linear_num_key_heads=2,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+        linear_conv_kernel_dim=4,
+        full_attention_interval=2,
+        rope_parameters={
+            "type": "default",
+            "mrope_section": [1, 1, 0],
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.25,
+        },
+    )
+    vision = {
+        "model_type": "qwen3_5",
+        "depth": 1,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "out_hidden_size": hidden,
+        "num_heads": 2,
+        "patch_size": 16,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "in_channels": 3,
+        "num_position_embeddings": 16,
+        "deepstack_visual_indexes": [],
+    }
+    config = {
+        "model_type": "qwen3_5",
+        "text_config": text,
+        "vision_config": vision,
+        "image_token_id": ids["<|image_pad|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"],
+        "vocab_size": vocab,
+        "eos_token_id": 2,
+    }
+    mx.random.seed(seed)
+    model_config = qwen3_5.ModelConfig.from_dict(dict(config))
+    _save_weights(qwen3_5.Model(model_config), out, seed)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    preprocessor = {
+        "image_processor_type": "Qwen2VLImageProcessor",
+        "processor_class": "Qwen3VLProcessor",
+        "patch_size": 16,
+        "merge_size": 2,
+        "temporal_patch_size": 2,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "size": {"shortest_edge": 64 * 64, "longest_edge": 128 * 128},
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=2))
+    return out
+
+
+def build_llama4(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0) -> Path:
+    """Llama 4: three of every four layers attend within fixed chunks of tokens (a chunked
+    KV cache that drops what lies before the chunk): Corral refuses it at load
+    (`REFUSED`), so the tiny model only has to load."""
+    from mlx_vlm.models import llama4
+
+    specials = [
+        "<|header_start|>",
+        "<|header_end|>",
+        "<|eot|>",
+        "<|image|>",
+        "<|image_start|>",
+        "<|image_end|>",
+        "<|patch|>",
+        "<|tile_x_separator|>",
+        "<|tile_y_separator|>",
+    ]
+    template = (templates / "llama-4-vllm-pythonic.jinja").read_text()
+    ids = _write_tokenizer(tokenizer_dir, out, specials, template)
+    vocab = max(ids.values()) + 1
+    hidden = 64
+    text = _text_config(
+        vocab,
+        hidden,
+        model_type="llama4_text",
+        head_dim=16,
+        rope_theta=10000.0,
+        num_hidden_layers=4,
+        intermediate_size_mlp=128,
+        num_local_experts=2,
+        interleave_moe_layer_step=2,
+        no_rope_layers=[1, 1, 1, 0],
+        attention_chunk_size=64,
+    )
+    vision = {
+        "model_type": "llama4_vision_model",
+        "hidden_size": 32,
+        "image_size": 56,
+        "initializer_range": 0.02,
+        "intermediate_size": 64,
+        "norm_eps": 1e-5,
+        "num_attention_heads": 2,
+        "num_channels": 3,
+        "num_hidden_layers": 1,
+        "patch_size": 14,
+        "pixel_shuffle_ratio": 0.5,
+        "projector_dropout": 0.0,
+        "projector_input_dim": 64,
+        "projector_output_dim": 64,
+        "rope_theta": 10000.0,
+        "vision_feature_layer": -1,
+        "vision_feature_select_strategy": "default",
+        "vision_output_dim": 64,
+    }
+    config = {
+        "model_type": "llama4",
+        "text_config": text,
+        "vision_config": vision,
+        "image_token_id": ids["<|image|>"],
+        "eos_token_id": [ids["<|eot|>"]],
+    }
+    mx.random.seed(seed)
+    model_config = llama4.ModelConfig.from_dict(dict(config))
+    model_config.text_config = llama4.TextConfig.from_dict(text)
+    model_config.vision_config = llama4.VisionConfig.from_dict(vision)
+    _save_weights(llama4.Model(model_config), out, seed)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    preprocessor = {"size": {"height": 56, "width": 56}, "max_patches": 4}
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=2))
+    return out
+
+
+# Families Corral refuses at load, each with the words its refusal names why.
+REFUSED: dict[str, tuple[Callable[[Path, Path, Path, int], Path], tuple[str, ...]]] = {
+    "qwen3_5": (build_qwen3_5, ("linear attention", "recurrent")),
+    "llama4": (build_llama4, ("chunked attention",)),
+}
+
+
 FAMILIES: dict[str, Callable[[Path, Path, Path, int], Path]] = {
     "qwen2_vl": build_qwen2_vl,
     "qwen2_5_vl": build_qwen2_5_vl,
@@ -556,7 +706,8 @@ def build_family(
     """Write the tiny model of family `name` into `out` (created)."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    return FAMILIES[name](folder, Path(tokenizer_dir), Path(templates), seed)
+    builder = FAMILIES[name] if name in FAMILIES else REFUSED[name][0]
+    return builder(folder, Path(tokenizer_dir), Path(templates), seed)
 
 
 if __name__ == "__main__":  # python -m benchmarks.tiny_vision_families FAMILY OUT TEMPLATES

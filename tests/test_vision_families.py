@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from benchmarks.tiny_vision_families import FAMILIES
+from benchmarks.tiny_vision_families import FAMILIES, REFUSED
 from benchmarks.vision_reference import Turn, corral_messages, reference
 from engine.types import ChatRequest, ConstraintSpec, SamplingSettings
 from tests.test_vision import RECEIPT
@@ -183,3 +183,26 @@ def test_bad_image_is_refused_with_its_reason(family: Family, kind: str) -> None
     result = family.engine.submit(request([Turn("user", "Look", (data,))])).result()
     assert result.error_kind == "input" and result.text == ""
     assert all(word in (result.error or "") for word in words), result.error
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_model_whose_cache_corral_cannot_hold_is_refused_at_load_saying_why(
+    name: str, vision_family_dir: Any
+) -> None:
+    """Qwen3.5 (linear attention's recurrent state) and Llama 4 (chunked attention), built
+    from mlx-vlm's own classes, load in mlx-vlm and are refused by Corral's load, naming
+    the layers it cannot cache; the engine serves nothing rather than wrong replies."""
+    from engine.engine import Engine
+    from engine.errors import ModelLoadError
+
+    folder = vision_family_dir(name)
+    eng = Engine()
+    try:
+        with pytest.raises(ModelLoadError) as refused:
+            eng.load_model(str(folder)).result()
+        message = str(refused.value)
+        assert all(word in message for word in REFUSED[name][1]), message
+        assert "cannot hold" in message and str(folder) in message
+        assert eng.snapshot.model is None
+    finally:
+        eng.close()

@@ -33,6 +33,14 @@ from engine.library.vision.phi3 import MODEL_TYPES as PHI3_TYPES
 from engine.library.vision.phi3 import phi3_family
 from engine.prompt.images import set_image_rewrite, set_image_token, set_image_writer
 
+# Why a language model's cache kind cannot be held (prefixes shared, rows batched, written
+# to the disk tier), by the kind mlx-vlm's `make_cache` gives.
+_UNCACHEABLE = {
+    "ArraysCache": "linear attention layers keeping a recurrent state (Qwen3.5's Gated DeltaNet)",
+    "MambaCache": "state-space layers keeping a recurrent state",
+    "ChunkedKVCache": "chunked attention layers that forget what lies before each chunk (Llama 4)",
+}
+
 
 def is_vision_folder(folder: Path) -> bool:
     """Whether the model folder holds a vision-language model (its config has a vision tower)."""
@@ -96,9 +104,10 @@ class VisionTextModel(nn.Module):  # type: ignore[misc,name-defined]
             elif layer is None or kind == "KVCache":
                 out.append(mlx_cache.KVCache())  # type: ignore[no-untyped-call]
             else:  # a kind Corral does not batch or store (recurrent state): refuse clearly
+                why = _UNCACHEABLE.get(kind, "a state that is not a key/value cache")
                 raise ModelLoadError(
-                    f"this vision model's language model keeps a {type(layer).__name__} "
-                    "state Corral cannot cache yet"
+                    f"this vision model's language model has {why} ({kind}), which Corral's "
+                    "prompt cache and batching cannot hold yet"
                 )
         return out
 
