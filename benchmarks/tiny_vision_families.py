@@ -88,11 +88,28 @@ def build_qwen2_5_vl(out: Path, tokenizer_dir: Path, templates: Path, seed: int 
     return _build_qwen_vl("qwen2_5_vl", out, tokenizer_dir, templates, seed)
 
 
-def _build_qwen_vl(family: str, out: Path, tokenizer_dir: Path, templates: Path, seed: int) -> Path:
+def build_qwen2_vl_thinking(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0) -> Path:
+    """Qwen2-VL's tiny model with Qwen3.5's chat template, which opens a `<think>` block
+    in the prompt (and places pictures as Qwen2-VL's does): thinking over a picture."""
+    return _build_qwen_vl(
+        "qwen2_vl", out, tokenizer_dir, templates, seed, "qwen3.5.jinja", ["<think>", "</think>"]
+    )
+
+
+def _build_qwen_vl(
+    family: str,
+    out: Path,
+    tokenizer_dir: Path,
+    templates: Path,
+    seed: int,
+    template: str = "qwen2-vl.jinja",
+    more: list[str] | None = None,
+) -> Path:
     import importlib
 
     specials = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
-    ids = _write_tokenizer(tokenizer_dir, out, specials, (templates / "qwen2-vl.jinja").read_text())
+    specials += more or []
+    ids = _write_tokenizer(tokenizer_dir, out, specials, (templates / template).read_text())
     vocab = max(ids.values()) + 1
     hidden = 64
     text = _text_config(
@@ -699,6 +716,11 @@ FAMILIES: dict[str, Callable[[Path, Path, Path, int], Path]] = {
     "phi3_v": build_phi3_v,
 }
 
+# Tiny models for one test each, not families of their own.
+OTHERS: dict[str, Callable[[Path, Path, Path, int], Path]] = {
+    "qwen2_vl_thinking": build_qwen2_vl_thinking,
+}
+
 
 def build_family(
     name: str, out: str | Path, tokenizer_dir: str | Path, templates: str | Path, seed: int = 0
@@ -706,7 +728,8 @@ def build_family(
     """Write the tiny model of family `name` into `out` (created)."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    builder = FAMILIES[name] if name in FAMILIES else REFUSED[name][0]
+    builders = FAMILIES | {k: v[0] for k, v in REFUSED.items()} | OTHERS
+    builder = builders[name]
     return builder(folder, Path(tokenizer_dir), Path(templates), seed)
 
 

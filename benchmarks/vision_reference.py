@@ -59,8 +59,11 @@ def load_reference(folder: Path) -> tuple[Any, Any]:
     return _LOADED[key]
 
 
-def reference(folder: Path, turns: list[Turn], max_tokens: int) -> Reference:
-    """mlx-vlm's greedy reply to `turns` on the model in `folder`."""
+def reference(
+    folder: Path, turns: list[Turn], max_tokens: int, **template_kwargs: Any
+) -> Reference:
+    """mlx-vlm's greedy reply to `turns` on the model in `folder`; `template_kwargs` go to
+    the chat template (`enable_thinking=True`)."""
     from mlx_vlm import generate
     from mlx_vlm.prompt_utils import apply_chat_template, get_message_json
     from mlx_vlm.utils import prepare_inputs
@@ -73,7 +76,9 @@ def reference(folder: Path, turns: list[Turn], max_tokens: int) -> Reference:
         prompt_in: Any = turns[0].text  # mlx-vlm places the pictures itself
     else:  # each message's pictures where mlx-vlm's formatter puts them in that message
         prompt_in = [_placed(config.model_type, t, get_message_json) for t in turns]
-    prompt = apply_chat_template(processor, config, prompt_in, num_images=len(pictures))
+    prompt = apply_chat_template(
+        processor, config, prompt_in, num_images=len(pictures), **template_kwargs
+    )
     given: dict[str, Any] = {}
     if config.model_type == "phi3_v" and pictures:
         prompt, given = _phi3_inputs(processor, prompt, pictures)

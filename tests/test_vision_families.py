@@ -206,3 +206,34 @@ def test_a_model_whose_cache_corral_cannot_hold_is_refused_at_load_saying_why(
         assert eng.snapshot.model is None
     finally:
         eng.close()
+
+
+def test_thinking_over_a_picture_is_separated_and_the_answer_follows(
+    vision_family_dir: Any,
+) -> None:
+    """Qwen3.5's template opens a `<think>` block in the prompt; over a picture (Qwen2-VL's
+    tiny model) the thinking is mlx-vlm's greedy reply until the budget ends it, kept apart
+    from the answer, which follows the closed block."""
+    from engine.engine import Engine
+
+    folder = vision_family_dir("qwen2_vl_thinking")
+    turns = [Turn("user", QUESTION, (RED,))]
+    budget = 4
+    ref = reference(folder, turns, budget, enable_thinking=True)
+    eng = Engine()
+    try:
+        eng.load_model(str(folder)).result()
+        model = eng.snapshot.model
+        assert model is not None and model.reasoning is not None
+        assert model.reasoning.opens_in_prompt
+        settings = SamplingSettings(max_tokens=12, temperature=0, max_thinking_tokens=budget)
+        result = eng.submit(ChatRequest(corral_messages(turns), settings)).result()
+    finally:
+        eng.close()
+    assert result.error is None, result.error
+    assert result.stats.prompt_tokens == len(ref.prompt_ids)
+    reply = list(result.token_ids[result.stats.prompt_tokens :])
+    assert reply[:budget] == ref.reply_ids  # the thinking: mlx-vlm's reading of the picture
+    assert result.stats.thinking_forced_end and result.stats.thinking_tokens >= budget
+    assert result.reasoning and result.text and "<think>" not in result.text
+    assert "</think>" not in result.text and "</think>" not in result.reasoning
