@@ -699,6 +699,100 @@ def build_llama4(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0)
     return out
 
 
+def build_gemma4(out: Path, tokenizer_dir: Path, templates: Path, seed: int = 0) -> Path:
+    """Gemma 4: `<|image|>` placed by the template (a blank line either side), which the
+    processor expands to `<|image>`, one soft token per pooled 3 × 3 patches of the picture
+    at its own aspect ratio, and `<image|>`; per-layer token inputs beside the embeddings."""
+    from mlx_vlm.models import gemma4
+
+    named = {"boi_token": "<|image>", "eoi_token": "<image|>", "image_token": "<|image|>"}
+    specials = [
+        "<|turn>",
+        "<turn|>",
+        "<|think|>",
+        "<|channel>",
+        "<channel|>",
+        "<|tool>",
+        "<tool|>",
+        "<|tool_call>",
+        "<tool_call|>",
+        "<|tool_response>",
+        "<tool_response|>",
+        "<|audio|>",
+        "<|video|>",
+        *named.values(),
+    ]
+    template = (templates / "gemma-4.jinja").read_text()
+    ids = _write_tokenizer(tokenizer_dir, out, specials, template, named)
+    vocab = max(ids.values()) + 1
+    hidden = 64
+    text = {
+        "model_type": "gemma4_text",
+        "hidden_size": hidden,
+        "num_hidden_layers": 4,
+        "intermediate_size": hidden * 2,
+        "num_attention_heads": 2,
+        "head_dim": 16,
+        "global_head_dim": 32,
+        "num_key_value_heads": 1,
+        "num_kv_shared_layers": 2,
+        "vocab_size": vocab,
+        "vocab_size_per_layer_input": vocab,
+        "hidden_size_per_layer_input": 8,
+        "sliding_window": 512,
+        "sliding_window_pattern": 2,
+        "use_double_wide_mlp": False,
+        "tie_word_embeddings": True,
+    }
+    vision = {
+        "model_type": "gemma4_vision",
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "global_head_dim": 16,
+        "patch_size": 16,
+        "position_embedding_size": 64,
+        "pooling_kernel_size": 3,
+        "default_output_length": 16,
+    }
+    config = {
+        "model_type": "gemma4",
+        "text_config": text,
+        "vision_config": vision,
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "image_token_id": ids["<|image|>"],
+        "boi_token_id": ids["<|image>"],
+        "eoi_token_id": ids["<image|>"],
+        "audio_token_id": ids["<|audio|>"],
+        "video_token_id": ids["<|video|>"],
+        "vision_soft_tokens_per_image": 16,
+        "eos_token_id": [ids["<turn|>"]],
+    }
+    mx.random.seed(seed)
+    model_config = gemma4.ModelConfig.from_dict(dict(config))
+    model_config.text_config = gemma4.TextConfig.from_dict(text)
+    model_config.vision_config = gemma4.VisionConfig.from_dict(vision)
+    _save_weights(gemma4.Model(model_config), out, seed)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    preprocessor = {
+        "image_processor_type": "Gemma4ImageProcessor",
+        "processor_class": "Gemma4Processor",
+        "patch_size": 16,
+        "max_soft_tokens": 16,
+        "pooling_kernel_size": 3,
+        "image_mean": [0.0, 0.0, 0.0],
+        "image_std": [1.0, 1.0, 1.0],
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=2))
+    processor = {"processor_class": "Gemma4Processor", "image_seq_length": 16}
+    (out / "processor_config.json").write_text(json.dumps(processor, indent=2))
+    return out
+
+
 # Families Corral refuses at load, each with the words its refusal names why.
 REFUSED: dict[str, tuple[Callable[[Path, Path, Path, int], Path], tuple[str, ...]]] = {
     "qwen3_5": (build_qwen3_5, ("linear attention", "recurrent")),
@@ -711,6 +805,7 @@ FAMILIES: dict[str, Callable[[Path, Path, Path, int], Path]] = {
     "qwen2_5_vl": build_qwen2_5_vl,
     "qwen3_vl": build_qwen3_vl,
     "gemma3": build_gemma3,
+    "gemma4": build_gemma4,
     "mistral3": build_mistral3,
     "smolvlm": build_smolvlm,
     "phi3_v": build_phi3_v,

@@ -76,9 +76,12 @@ def reference(
         prompt_in: Any = turns[0].text  # mlx-vlm places the pictures itself
     else:  # each message's pictures where mlx-vlm's formatter puts them in that message
         prompt_in = [_placed(config.model_type, t, get_message_json) for t in turns]
-    prompt = apply_chat_template(
-        processor, config, prompt_in, num_images=len(pictures), **template_kwargs
-    )
+    if config.model_type == "gemma4" and not isinstance(prompt_in, str):
+        prompt = _gemma4_prompt(processor, config, prompt_in, len(pictures), template_kwargs)
+    else:
+        prompt = apply_chat_template(
+            processor, config, prompt_in, num_images=len(pictures), **template_kwargs
+        )
     given: dict[str, Any] = {}
     if config.model_type == "phi3_v" and pictures:
         prompt, given = _phi3_inputs(processor, prompt, pictures)
@@ -99,6 +102,26 @@ def reference(
     while ids and ids[-1] in ends:
         ids.pop()
     return Reference(prompt_ids, ids)
+
+
+def _gemma4_prompt(
+    processor: Any, config: Any, turns: list[Any], images: int, kwargs: dict[str, Any]
+) -> str:
+    """Gemma 4's prompt by mlx-vlm's formatter and the template, with one slip of mlx-vlm
+    0.7.10 mended: it gives a system message as a list of text parts (its formatter does,
+    and the processor's template call makes every text content such a list), which Gemma
+    4's template writes out as the list's Python text; the system text is given as text,
+    through the tokenizer's template call."""
+    from mlx_vlm.prompt_utils import apply_chat_template, get_chat_template
+
+    messages = apply_chat_template(
+        processor, config, turns, num_images=images, return_messages=True, **kwargs
+    )
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "system" and isinstance(content, list):
+            message["content"] = "".join(str(part.get("text", "")) for part in content)
+    return str(get_chat_template(processor.tokenizer, messages, True, **kwargs))
 
 
 def _phi3_inputs(processor: Any, prompt: str, pictures: list[Any]) -> tuple[str, dict[str, Any]]:
