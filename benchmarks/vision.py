@@ -60,7 +60,8 @@ def _image(seed: int) -> bytes:
 
 
 def _ask(eng: Engine, messages: list[Any], tokens: int, constraint: Any = None) -> Any:
-    settings = SamplingSettings(max_tokens=tokens, temperature=0)
+    # thinking off, as mlx-vlm renders a template that switches it (Gemma 4's)
+    settings = SamplingSettings(max_tokens=tokens, temperature=0, think=False)
     result = eng.submit(ChatRequest(messages, settings, constraint=constraint)).result()
     if result.error:
         raise RuntimeError(result.error)

@@ -267,6 +267,12 @@ STABLE_KEYS: dict[str, set[str]] = {
             for family in ("gemma3", "mistral3", "qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm")
             for figure in ("constrained_ratio", "followup_ttft_over_first", "identical")
         ),
+        # added with issue 39's second part: Phi-3.5-vision and Gemma 4
+        *(
+            f"vision_{family}_{figure}"
+            for family in ("gemma4", "phi3_v")
+            for figure in ("constrained_ratio", "followup_ttft_over_first", "identical")
+        ),
     },
     # added with issue 32: a step's time beyond its forward pass, Corral's beside mlx-lm's
     "overhead": {

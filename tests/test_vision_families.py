@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from benchmarks.tiny_vision_families import FAMILIES
+from benchmarks.tiny_vision_families import FAMILIES, REFUSED
 from benchmarks.vision_reference import Turn, corral_messages, reference
 from engine.types import ChatRequest, ConstraintSpec, SamplingSettings
 from tests.test_vision import RECEIPT
@@ -39,7 +39,7 @@ class Family:
 
 # Families whose language model keeps sliding-window layers (rotating KV caches), which the
 # disk tier does not write (as for text models with them): they restart without a disk hit.
-SLIDING_WINDOW = {"gemma3"}
+SLIDING_WINDOW = {"gemma3", "gemma4"}
 
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
@@ -55,7 +55,8 @@ def family(request: pytest.FixtureRequest, vision_family_dir: Any) -> Iterator[F
 
 
 def request(turns: list[Turn], max_tokens: int = TOKENS, **kwargs: Any) -> ChatRequest:
-    settings = SamplingSettings(max_tokens=max_tokens, temperature=0)
+    # thinking off, as mlx-vlm renders a template that switches it (Gemma 4's)
+    settings = SamplingSettings(max_tokens=max_tokens, temperature=0, think=False)
     return ChatRequest(corral_messages(turns), settings, **kwargs)
 
 
@@ -103,17 +104,33 @@ def test_a_chunk_that_splits_the_picture_reads_it_whole(
 def test_follow_up_reuses_the_picture_and_a_second_picture_later(
     family: Family,
 ) -> None:
+    """Each turn reuses all of the prompt it shares with the one before (the picture
+    included: it is never encoded again), which is all of it but what the template writes
+    only after the last message (Gemma 4's empty thought channel)."""
     folder, eng = family
     first_turn = [Turn("user", "What colour is this?", (BLUE,))]
     first = eng.submit(request(first_turn)).result()
     follow = [*first_turn, Turn("assistant", first.text), Turn("user", "Are you sure?")]
     cached = eng.submit(request(follow)).result()
-    assert cached.stats.cached_tokens >= first.stats.prompt_tokens - 1  # picture not encoded again
-    assert reply_ids(cached) == reference(folder, follow, TOKENS).reply_ids
+    ref_first, ref_follow = reference(folder, first_turn, TOKENS), reference(folder, follow, TOKENS)
+    assert cached.stats.cached_tokens >= shared(ref_first, ref_follow) - 1
+    assert reply_ids(cached) == ref_follow.reply_ids
     second = [*follow, Turn("assistant", cached.text), Turn("user", "And this one?", (GREEN,))]
     later = eng.submit(request(second)).result()
-    assert later.stats.cached_tokens >= cached.stats.prompt_tokens - 1
-    assert reply_ids(later) == reference(folder, second, TOKENS).reply_ids
+    ref_second = reference(folder, second, TOKENS)
+    assert later.stats.cached_tokens >= shared(ref_follow, ref_second) - 1
+    assert reply_ids(later) == ref_second.reply_ids
+
+
+def shared(before: Any, after: Any) -> int:
+    """How many leading prompt tokens mlx-vlm's two prompts have in common."""
+    same = 0
+    for a, b in zip(before.prompt_ids, after.prompt_ids, strict=False):
+        if a != b:
+            break
+        same += 1
+    assert same > len(before.prompt_ids) // 2  # the earlier turns, picture and all
+    return same
 
 
 def test_two_pictures_in_one_message_equal_mlx_vlm(family: Family) -> None:
@@ -183,3 +200,57 @@ def test_bad_image_is_refused_with_its_reason(family: Family, kind: str) -> None
     result = family.engine.submit(request([Turn("user", "Look", (data,))])).result()
     assert result.error_kind == "input" and result.text == ""
     assert all(word in (result.error or "") for word in words), result.error
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_model_whose_cache_corral_cannot_hold_is_refused_at_load_saying_why(
+    name: str, vision_family_dir: Any
+) -> None:
+    """Qwen3.5 (linear attention's recurrent state) and Llama 4 (chunked attention), built
+    from mlx-vlm's own classes, load in mlx-vlm and are refused by Corral's load, naming
+    the layers it cannot cache; the engine serves nothing rather than wrong replies."""
+    from engine.engine import Engine
+    from engine.errors import ModelLoadError
+
+    folder = vision_family_dir(name)
+    eng = Engine()
+    try:
+        with pytest.raises(ModelLoadError) as refused:
+            eng.load_model(str(folder)).result()
+        message = str(refused.value)
+        assert all(word in message for word in REFUSED[name][1]), message
+        assert "cannot hold" in message and str(folder) in message
+        assert eng.snapshot.model is None
+    finally:
+        eng.close()
+
+
+def test_thinking_over_a_picture_is_separated_and_the_answer_follows(
+    vision_family_dir: Any,
+) -> None:
+    """Qwen3.5's template opens a `<think>` block in the prompt; over a picture (Qwen2-VL's
+    tiny model) the thinking is mlx-vlm's greedy reply until the budget ends it, kept apart
+    from the answer, which follows the closed block."""
+    from engine.engine import Engine
+
+    folder = vision_family_dir("qwen2_vl_thinking")
+    turns = [Turn("user", QUESTION, (RED,))]
+    budget = 4
+    ref = reference(folder, turns, budget, enable_thinking=True)
+    eng = Engine()
+    try:
+        eng.load_model(str(folder)).result()
+        model = eng.snapshot.model
+        assert model is not None and model.reasoning is not None
+        assert model.reasoning.opens_in_prompt
+        settings = SamplingSettings(max_tokens=12, temperature=0, max_thinking_tokens=budget)
+        result = eng.submit(ChatRequest(corral_messages(turns), settings)).result()
+    finally:
+        eng.close()
+    assert result.error is None, result.error
+    assert result.stats.prompt_tokens == len(ref.prompt_ids)
+    reply = list(result.token_ids[result.stats.prompt_tokens :])
+    assert reply[:budget] == ref.reply_ids  # the thinking: mlx-vlm's reading of the picture
+    assert result.stats.thinking_forced_end and result.stats.thinking_tokens >= budget
+    assert result.reasoning and result.text and "<think>" not in result.text
+    assert "</think>" not in result.text and "</think>" not in result.reasoning

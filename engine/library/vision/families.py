@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.library.vision.family import VisionFamily
+from engine.library.vision.gemma import GEMMA4_TYPES, gemma4_family, gemma_family
 from engine.library.vision.gemma import MODEL_TYPES as GEMMA_TYPES
-from engine.library.vision.gemma import gemma_family
 from engine.library.vision.idefics import MODEL_TYPES as IDEFICS_TYPES
 from engine.library.vision.idefics import IdeficsFamily
 from engine.library.vision.pixtral import MODEL_TYPES as PIXTRAL_TYPES
@@ -19,6 +19,8 @@ def family_for(model_type: str, vlm: Any, processor: Any, image_token_id: int) -
     """The family object that writes this model's images (LLaVA's way for the rest: the
     processor's image token, repeated by the processor)."""
     marker = str(processor.image_token)
+    if model_type in GEMMA4_TYPES:
+        return gemma4_family(model_type, vlm, processor, image_token_id)
     if model_type in GEMMA_TYPES:
         return gemma_family(model_type, processor, image_token_id)
     if model_type in IDEFICS_TYPES:

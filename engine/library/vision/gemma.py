@@ -1,4 +1,4 @@
-"""The Gemma 3 family: `<start_of_image>` in the text, soft image tokens in the prompt.
+"""The Gemma 3 and Gemma 4 families: soft image tokens between image markers.
 
 mlx-vlm writes `<start_of_image>` after the message's text; Gemma 3's processor replaces it
 with a blank line, `<start_of_image>`, a fixed number of `<image_soft_token>`s,
@@ -11,8 +11,10 @@ token), and only the marker becomes the processor's image tokens (`expand`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.errors import ModelLoadError
 from engine.library.vision.family import Expansion, VisionFamily
 
 MODEL_TYPES = ("gemma3",)
@@ -46,3 +48,46 @@ def gemma_family(model_type: str, processor: Any, image_token_id: int) -> GemmaF
     boi, eoi = str(tokenizer.boi_token), str(tokenizer.eoi_token)
     ids = tokenizer.convert_tokens_to_ids([boi, eoi])
     return GemmaFamily(model_type, boi, image_token_id, int(ids[0]), int(ids[1]))
+
+
+GEMMA4_TYPES = ("gemma4",)
+
+
+class Gemma4Family(VisionFamily):
+    """Gemma 4 images: `<|image|>` placed by the template, expanded by the processor to
+    `<|image>`, the picture's soft tokens (as many as its aspect ratio gives) and
+    `<image|>`; the patches' positions (`image_position_ids`) go with the pixels, and the
+    per-layer token inputs the model computes for the whole prompt are fed to each
+    prefill chunk's layers (a chunk of text alone computes its own from its tokens)."""
+
+    name = "gemma4"
+
+    def expand(self, processor: Any, image: Any) -> Expansion:
+        whole = super().expand(processor, image)
+        # per-token types of the processor's one-picture prompt: the prompt's, not the image's
+        extras = {k: v for k, v in whole.extras.items() if k != "mm_token_type_ids"}
+        return Expansion(whole.ids, whole.pixel_values, extras)
+
+    def combine(self, expansions: Sequence[Expansion]) -> tuple[Any, dict[str, Any]]:
+        """Pictures of one size as one array; of different sizes as a list, each read by
+        the vision tower on its own (as the processor gives them)."""
+        if len({e.pixel_values.shape for e in expansions}) == 1:
+            return super().combine(expansions)
+        return [e.pixel_values[0] for e in expansions], {}
+
+    def layer_inputs(self, features: Mapping[str, Any], start: int, end: int) -> dict[str, Any]:
+        per_layer = features.get("per_layer_inputs")
+        return {} if per_layer is None else {"per_layer_inputs": per_layer[:, start:end]}
+
+
+def gemma4_family(model_type: str, vlm: Any, processor: Any, image_token_id: int) -> Gemma4Family:
+    """The Gemma 4 family; a model whose pictures attend to each other both ways (its text
+    config's `use_bidirectional_attention`) is refused: a prefill chunk that splits a
+    picture, or a picture's cached prefix, would see it one way only."""
+    text = getattr(getattr(vlm, "config", None), "text_config", None)
+    if getattr(text, "use_bidirectional_attention", None) == "vision":
+        raise ModelLoadError(
+            "this Gemma 4 model lets a picture's tokens attend to each other both ways, "
+            "which Corral's chunked prefill and prompt cache cannot keep yet"
+        )
+    return Gemma4Family(model_type, str(processor.image_token), image_token_id)

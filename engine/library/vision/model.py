@@ -29,7 +29,17 @@ import mlx.nn as nn
 from engine.errors import ModelLoadError
 from engine.library.vision.families import family_for
 from engine.library.vision.family import VisionFamily
+from engine.library.vision.phi3 import MODEL_TYPES as PHI3_TYPES
+from engine.library.vision.phi3 import phi3_family
 from engine.prompt.images import set_image_rewrite, set_image_token, set_image_writer
+
+# Why a language model's cache kind cannot be held (prefixes shared, rows batched, written
+# to the disk tier), by the kind mlx-vlm's `make_cache` gives.
+_UNCACHEABLE = {
+    "ArraysCache": "linear attention layers keeping a recurrent state (Qwen3.5's Gated DeltaNet)",
+    "MambaCache": "state-space layers keeping a recurrent state",
+    "ChunkedKVCache": "chunked attention layers that forget what lies before each chunk (Llama 4)",
+}
 
 
 def is_vision_folder(folder: Path) -> bool:
@@ -94,9 +104,10 @@ class VisionTextModel(nn.Module):  # type: ignore[misc,name-defined]
             elif layer is None or kind == "KVCache":
                 out.append(mlx_cache.KVCache())  # type: ignore[no-untyped-call]
             else:  # a kind Corral does not batch or store (recurrent state): refuse clearly
+                why = _UNCACHEABLE.get(kind, "a state that is not a key/value cache")
                 raise ModelLoadError(
-                    f"this vision model's language model keeps a {type(layer).__name__} "
-                    "state Corral cannot cache yet"
+                    f"this vision model's language model has {why} ({kind}), which Corral's "
+                    "prompt cache and batching cannot hold yet"
                 )
         return out
 
@@ -104,6 +115,8 @@ class VisionTextModel(nn.Module):  # type: ignore[misc,name-defined]
         """`inputs` with the digest-derived ids of image positions (the prompt cache's
         keys) read as the image token."""
         parts = self._parts
+        if parts.image_token_id < 0:  # Phi-3.5-vision's negative ids: the prompt is unsigned
+            inputs = inputs.astype(mx.int32)
         return mx.where(inputs >= parts.vocab_size, parts.image_token_id, inputs)
 
     def __call__(
@@ -165,18 +178,27 @@ def load_vision_model(target: Path) -> tuple[VisionTextModel, Any]:
     except Exception as exc:
         raise ModelLoadError(f"{target}: could not load vision model: {exc}") from exc
     config = getattr(vlm, "config", None)
-    image_id = getattr(config, "image_token_index", None) or getattr(config, "image_token_id", None)
-    image_token = getattr(processor, "image_token", None)
-    if image_id is None or not isinstance(image_token, str):
-        raise ModelLoadError(
-            f"{target}: Corral cannot find this vision model's image token "
-            f"(model type {getattr(config, 'model_type', '?')!r})"
-        )
-    text_config = getattr(config, "text_config", None)
-    vocab = int(getattr(text_config, "vocab_size", 0) or getattr(config, "vocab_size", 0))
+    model_type = str(getattr(config, "model_type", ""))
     eos = getattr(config, "eos_token_id", None)
     tokenizer = load_tokenizer(target, eos_token_ids=eos)  # type: ignore[no-untyped-call]
-    family = family_for(str(getattr(config, "model_type", "")), vlm, processor, int(image_id))
+    image_id: Any
+    image_token: Any
+    if model_type in PHI3_TYPES:  # numbered markers: the image token is the tokenizer's
+        family: VisionFamily = phi3_family(model_type, processor, tokenizer)
+        image_id, image_token = family.image_token_id, family.marker
+    else:
+        image_id = getattr(config, "image_token_index", None) or getattr(
+            config, "image_token_id", None
+        )
+        image_token = getattr(processor, "image_token", None)
+        if image_id is None or not isinstance(image_token, str):
+            raise ModelLoadError(
+                f"{target}: Corral cannot find this vision model's image token "
+                f"(model type {model_type or '?'!r})"
+            )
+        family = family_for(model_type, vlm, processor, int(image_id))
+    text_config = getattr(config, "text_config", None)
+    vocab = int(getattr(text_config, "vocab_size", 0) or getattr(config, "vocab_size", 0))
     set_image_token(tokenizer, family.marker)
     template = getattr(tokenizer, "chat_template", None)
     set_image_writer(
