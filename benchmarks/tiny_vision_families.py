@@ -50,7 +50,13 @@ def _write_tokenizer(
         config = json.loads(config_file.read_text())
         config["extra_special_tokens"] = named
         config_file.write_text(json.dumps(config, indent=2))
-    return {s: int(tok.convert_tokens_to_ids(s)) for s in specials}
+    return {s: _token_id(tok, s) for s in specials}
+
+
+def _token_id(tok: Any, token: str) -> int:
+    found = tok.convert_tokens_to_ids(token)
+    assert isinstance(found, int), found
+    return found
 
 
 def _save_weights(model: Any, out: Path, seed: int) -> None:

@@ -76,6 +76,7 @@ def reference(
         prompt_in: Any = turns[0].text  # mlx-vlm places the pictures itself
     else:  # each message's pictures where mlx-vlm's formatter puts them in that message
         prompt_in = [_placed(config.model_type, t, get_message_json) for t in turns]
+    prompt: Any  # mlx-vlm's formatter returns text or messages by its arguments
     if config.model_type == "gemma4" and not isinstance(prompt_in, str):
         prompt = _gemma4_prompt(processor, config, prompt_in, len(pictures), template_kwargs)
     else:
@@ -87,17 +88,18 @@ def reference(
         prompt, given = _phi3_inputs(processor, prompt, pictures)
     inputs = given or prepare_inputs(processor, images=pictures or None, prompts=prompt)
     prompt_ids = [int(t) for t in inputs["input_ids"][0].tolist()]
+    images: Any = pictures or None  # mlx-vlm's annotation says paths; it takes images too
     out = generate(
         model,
         processor,
         prompt,
-        image=pictures or None,
+        image=images,
         max_tokens=max_tokens,
         temperature=0.0,
         verbose=False,
         **given,
     )
-    ids = [int(t) for t in out.token_ids]
+    ids = [int(t) for t in out.token_ids or []]
     ends = set(_ends(config))
     while ids and ids[-1] in ends:
         ids.pop()
@@ -114,7 +116,7 @@ def _gemma4_prompt(
     through the tokenizer's template call."""
     from mlx_vlm.prompt_utils import apply_chat_template, get_chat_template
 
-    messages = apply_chat_template(
+    messages: Any = apply_chat_template(
         processor, config, turns, num_images=images, return_messages=True, **kwargs
     )
     for message in messages:
