@@ -70,7 +70,7 @@ def build_family_tokenizer(out_dir: Path, tokenizer_dir: Path, template: str) ->
     tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     special, tags = template_markers(template)
     if special:
-        tok.add_special_tokens({"additional_special_tokens": special})  # type: ignore[dict-item]
+        tok.add_special_tokens({"additional_special_tokens": special})
     if tags:
         tok.add_tokens(tags, special_tokens=False)
     tok.chat_template = template
