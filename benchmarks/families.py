@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.engine import Engine
-from engine.types import ChatRequest, SamplingSettings
+from engine.types import ChatMessage, ChatRequest, SamplingSettings, ToolDefinition
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
-WEATHER = {
+WEATHER: ToolDefinition = {
     "type": "function",
     "function": {
         "name": "get_weather",
@@ -49,7 +49,7 @@ WEATHER = {
         },
     },
 }
-ASK = [{"role": "user", "content": "Weather in Paris?"}]
+ASK: list[ChatMessage] = [{"role": "user", "content": "Weather in Paris?"}]
 
 
 def templates_folder() -> Path:
@@ -76,7 +76,7 @@ def thinking_templates(folder: Path) -> set[str]:
 
 def _history(calls: list[Any]) -> list[dict[str, Any]]:
     return [
-        *ASK,
+        *(dict(m) for m in ASK),
         {
             "role": "assistant",
             "content": "",

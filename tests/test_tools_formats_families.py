@@ -191,20 +191,7 @@ def test_the_grammar_holds_calls_to_the_family_syntax_and_the_schema(
     assert grammar_accepts(hf, named.constraint.source, fmt.calls_as_text([TWO[1]]))
 
 
-# transformers passes `tools=None` when no tools are offered, and this template iterates
-# `tools` whenever it is defined: rendering without tools is the template work of issue 36.
-_NONE_BREAKS = {"hermes-3-llama-3.1", "phi-4-mini"}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="tools=None"))
-        if n in _NONE_BREAKS
-        else n
-        for n in (sorted(EXPECTED) if FOLDER.is_dir() else NAMES)
-    ],
-)
+@pytest.mark.parametrize("name", sorted(EXPECTED) if FOLDER.is_dir() else NAMES)
 def test_tool_choice_none_offers_no_tools_and_no_grammar(family_models, name: str) -> None:
     tok = _tokenizer(family_models, name)
     none = prepare_tool_request(tok, ASK, TOOLS, "none")
