@@ -87,35 +87,13 @@ def _gb(n: int) -> str:
     return f"{n / 1024**3:.1f} GB"
 
 
-def chat_template(folder: Path) -> str:
-    """The chat template a model folder holds ("" when it has none or is not a folder)."""
-    jinja = folder / "chat_template.jinja"
-    if jinja.is_file():
-        return jinja.read_text(errors="replace")
-    config = folder / "tokenizer_config.json"
-    if config.is_file():
-        try:
-            template = json.loads(config.read_text(errors="replace")).get("chat_template")
-        except (ValueError, AttributeError):
-            return ""
-        if isinstance(template, str):
-            return template
-        if isinstance(template, list):  # named templates: the default one
-            for entry in template:
-                if isinstance(entry, dict) and entry.get("name") == "default":
-                    return str(entry.get("template", ""))
-    return ""
-
-
-def tool_syntax(template: str) -> str:
-    """The name of the syntax the engine reads tool calls in for `template` (engine.tools
+def tool_syntax(folder: Path) -> str:
+    """The syntax the engine reads tool calls in for the model in `folder` (engine.tools
     picks the same one when the model loads)."""
-    from engine.tools.formats import FORMATS, HermesFormat
+    from engine.library.discovery import folder_chat_template
+    from engine.tools.dialect import template_dialect
 
-    for kind in FORMATS:
-        if kind.detect(template):
-            return kind.name
-    return f"{HermesFormat.name} (tools described in the system prompt)"
+    return template_dialect(folder_chat_template(folder))[0]
 
 
 def model_lines(info: ModelInfo | None, spec: str = "") -> list[tuple[str, str]]:
@@ -124,7 +102,7 @@ def model_lines(info: ModelInfo | None, spec: str = "") -> list[tuple[str, str]]
         lines = [("Model", f"none loaded (starts with: {spec or 'default'})")]
         folder = Path(spec) if spec and spec != "default" else None
         if folder is not None and folder.is_dir():
-            lines.append(("Tool call syntax", tool_syntax(chat_template(folder))))
+            lines.append(("Tool call syntax", tool_syntax(folder)))
         return lines
     lines = [
         ("Model", info.name),
@@ -134,7 +112,7 @@ def model_lines(info: ModelInfo | None, spec: str = "") -> list[tuple[str, str]]
     ]
     folder = Path(info.path)
     if folder.is_dir():
-        lines.append(("Tool call syntax", tool_syntax(chat_template(folder))))
+        lines.append(("Tool call syntax", tool_syntax(folder)))
     reasoning = info.reasoning
     thinking = f"{reasoning.kind} ({reasoning.start}…{reasoning.end})" if reasoning else "none"
     lines.append(("Thinking syntax", thinking))

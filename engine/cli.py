@@ -453,8 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
     info.set_defaults(func=cmd_info)
 
     from engine.library.cli import add_commands as add_library_commands
+    from engine.tools.dialect import template_dialect
 
-    add_library_commands(sub)
+    add_library_commands(sub, template_dialect)
 
     from engine.extract.cli import add_command as add_extract_command
 

@@ -67,6 +67,9 @@ def test_library_window_lists_loads_and_deletes_only_corrals_copies(
     lm.setSelected(True)
     assert window.load_button.isEnabled() and not window.delete_button.isEnabled()
     assert "Imported into Corral's cache on first use" in window.detail.text()
+    # Its ChatML template has no tool syntax of its own: the window says so before loading.
+    assert "Tool calls: described in the system prompt" in window.detail.text()
+    assert "Thinking: none" in window.detail.text()
     with qtbot.waitSignal(window.loadRequested) as load:
         window.load_button.click()
     assert load.args == [lm.data(0, Qt.ItemDataRole.UserRole).spec]

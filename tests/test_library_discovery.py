@@ -142,3 +142,42 @@ def test_cli_lists_the_library(stores: dict, capsys: pytest.CaptureFixture[str])
     assert main(["models", "--delete", str(stores["lms"] / "TinyLlama-Q4_K.gguf")]) == 2
     assert "not one of Corral's own copies" in capsys.readouterr().err
     assert (stores["lms"] / "TinyLlama-Q4_K.gguf").exists()
+
+
+# The shape of Qwen3-Coder's template: XML parameters inside <tool_call>, thinking in <think>.
+_QWEN_XML = (
+    "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}"
+    "{%- if tools %}<tool_call>\n<function=NAME>\n<parameter=k>\nv\n</parameter>\n</function>"
+    "\n</tool_call>{%- endif %}{{ '<think>\n' }}</think>"
+)
+
+
+def test_each_model_says_which_dialect_it_speaks(
+    stores: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from engine.cli import main
+    from engine.tools.dialect import template_dialect
+
+    qwen = stores["home"] / ".lmstudio" / "models" / "mlx-community" / "Tiny-mlx"
+    (qwen / "chat_template.jinja").write_text(_QWEN_XML)
+    by = _by_name(scan_library(LibraryRoots.default(stores["corral"]), BIG, template_dialect))
+    coder = by["mlx-community/Tiny-mlx"]
+    assert (coder.tool_syntax, coder.thinking_syntax) == ("qwen_xml", "think")
+    # SmolLM2's and the GGUF fixtures' ChatML has no tool syntax: said plainly, not guessed.
+    smol, gguf = by["mlx-community/Tiny-4bit"], by["TinyLlama-Q4_K"]
+    for model in (smol, gguf):
+        assert model.tool_syntax is not None
+        assert model.tool_syntax.startswith("described in the system prompt")
+        assert model.thinking_syntax == "none"
+    assert by["ghost:latest"].tool_syntax is None  # no file, no template, nothing claimed
+    # Without a reader the scan claims nothing either.
+    plain = _by_name(scan_library(LibraryRoots.default(stores["corral"]), BIG))
+    assert plain["mlx-community/Tiny-mlx"].tool_syntax is None
+
+    assert main(["models", "--json"]) == 0
+    listed = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
+    assert listed["mlx-community/Tiny-mlx"]["tool_syntax"] == "qwen_xml"
+    assert "chat_template" not in listed["mlx-community/Tiny-mlx"]  # the list stays short
+    assert main(["models"]) == 0
+    table = capsys.readouterr().out
+    assert "Tool calls" in table and "qwen_xml" in table and "in prompt" in table

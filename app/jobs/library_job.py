@@ -95,8 +95,10 @@ class LibraryJob(QObject):
 
         def scan() -> tuple[list[Any], str | None, dict[str, str], set[str]]:
             from engine.library.discovery import LibraryRoots, scan_library
+            from engine.tools.dialect import template_dialect
 
-            models = scan_library(LibraryRoots.default(corral_root()), budget)
+            roots = LibraryRoots.default(corral_root())
+            models = scan_library(roots, budget, template_dialect)
             resolved = {m.path: str(Path(m.path).resolve()) for m in models}
             present = {p for p in recent if p and Path(p).exists()}
             return models, _default_origin(), resolved, present

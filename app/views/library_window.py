@@ -99,7 +99,7 @@ class LibraryWindow(QDialog):
         self._loaded_path = loaded_path  # () -> path of the loaded model, or None
         self.filter = QLineEdit(self)
         self.filter.setAccessibleName("Filter models")
-        self.filter.setPlaceholderText("Filter by name, architecture or source")
+        self.filter.setPlaceholderText("Filter by name, architecture, source or dialect")
         self.filter.setClearButtonEnabled(True)
         self.tree = QTreeWidget(self)
         self.tree.setObjectName("libraryTable")
@@ -191,7 +191,10 @@ class LibraryWindow(QDialog):
             item = self.tree.topLevelItem(i)
             if item is None:
                 continue
-            haystack = " ".join(item.text(c) for c in range(len(COLUMNS))).lower()
+            model = item.data(0, Qt.ItemDataRole.UserRole)
+            dialect = f"{model.tool_syntax or ''} {model.thinking_syntax or ''}" if model else ""
+            cells = " ".join(item.text(c) for c in range(len(COLUMNS)))
+            haystack = f"{cells} {dialect}".lower()
             item.setHidden(not all(w in haystack for w in words))
 
     def selected(self) -> Any:
@@ -209,6 +212,9 @@ class LibraryWindow(QDialog):
             self.detail.setText("")
             return
         lines = [m.path]
+        if m.tool_syntax or m.thinking_syntax:
+            tools, thinking = m.tool_syntax or "unknown", m.thinking_syntax or "unknown"
+            lines.append(f"Tool calls: {tools} · Thinking: {thinking}")
         if not m.can_run:
             lines.append(f"Cannot run: {m.reason}")
         if m.deletable:

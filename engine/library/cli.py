@@ -8,10 +8,10 @@ import sys
 import threading
 import time
 
-from engine.library.discovery import LibraryModel
+from engine.library.discovery import DialectOf, LibraryModel
 from engine.memory.budget import gb
 
-_COLUMNS = ("Name", "Arch", "Params", "Quant", "Size", "Context", "Source", "Runs")
+_COLUMNS = ("Name", "Arch", "Params", "Quant", "Size", "Context", "Tool calls", "Source", "Runs")
 
 
 def _count(n: int | None) -> str:
@@ -32,9 +32,17 @@ def _row(m: LibraryModel) -> tuple[str, ...]:
         m.quantization or "?",
         gb(m.size_bytes),
         _count(m.context_length),
+        _tools(m.tool_syntax),
         m.source + (" (Corral's copy)" if m.deletable else ""),
         runs,
     )
+
+
+def _tools(syntax: str | None) -> str:
+    """A dialect in a table cell: its name, "in prompt" for the described fallback."""
+    if not syntax:
+        return "?"
+    return "in prompt" if syntax.startswith("described") else syntax
 
 
 def print_table(models: list[LibraryModel]) -> None:
@@ -56,7 +64,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         freed = delete_own_copy(args.delete, root)
         print(f"Deleted {args.delete} ({gb(freed)} freed)")
         return 0
-    models = scan_library(LibraryRoots.default(root), memory_budget())
+    models = scan_library(LibraryRoots.default(root), memory_budget(), args.dialect_of)
     if args.json:
         print(json.dumps([m.to_dict() for m in models], indent=2))
     elif not models:
@@ -98,8 +106,15 @@ def cmd_download(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register `models` and `download` on the engine's command line."""
+def add_commands(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], dialect_of: DialectOf | None = None
+) -> None:
+    """Register `models` and `download` on the engine's command line.
+
+    Args:
+        sub: the engine command line's subcommands.
+        dialect_of: reads a chat template's dialect, for the models list to show it.
+    """
     models = sub.add_parser(
         "models", help="list the models on this computer (Corral, Hugging Face, LM Studio, Ollama)"
     )
@@ -107,7 +122,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     models.add_argument(
         "--delete", metavar="PATH", help="delete one of Corral's own copies (never other apps')"
     )
-    models.set_defaults(func=cmd_models)
+    models.set_defaults(func=cmd_models, dialect_of=dialect_of)
     dl = sub.add_parser("download", help="download a Hugging Face model (progress, resume)")
     dl.add_argument("repo", help="repo id, e.g. mlx-community/Qwen2.5-0.5B-Instruct-4bit")
     dl.add_argument("--anyway", action="store_true", help="even if it does not fit in memory")

@@ -14,8 +14,8 @@ import json
 import os
 import struct
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +56,18 @@ class LibraryModel:
     deletable: bool = False  # Corral's own copy
     repo_id: str | None = None
     origin: str | None = None  # the GGUF a Corral import came from
+    tool_syntax: str | None = None  # its dialect, where `scan_library` was told how to read it
+    thinking_syntax: str | None = None
+    # The chat template's text, read with the headers: what the dialect is read from.
+    chat_template: str = field(default="", repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "chat_template"}
+
+
+# A chat template's text -> (tool-call syntax, thinking syntax) in words:
+# engine.tools.dialect.template_dialect, handed down by the layer that may import it.
+DialectOf = Callable[[str], tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -136,8 +145,10 @@ def describe_gguf(path: Path, budget: MemoryBudget, **fields: Any) -> LibraryMod
     meta = header.metadata
     arch = header.architecture
     context = meta.get(f"{arch}.context_length")
+    template = meta.get("tokenizer.chat_template")
     entry = replace(
         entry,
+        chat_template=template if isinstance(template, str) else "",
         architecture=arch,
         parameters=sum(t.n_elements for t in header.tensors),
         quantization=_gguf_quantization(header),
@@ -215,6 +226,29 @@ def mlx_lm_supports(model_type: str | None) -> bool:
     )
 
 
+def folder_chat_template(folder: Path) -> str:
+    """A model folder's chat template: `chat_template.jinja`, else tokenizer_config.json's
+    (a named list: its "default"); "" where it has none or it cannot be read."""
+    try:
+        jinja = folder / "chat_template.jinja"
+        if jinja.is_file():
+            return jinja.read_text(errors="replace")
+        config = _read_json(folder / "tokenizer_config.json")
+    except (OSError, ValueError):
+        return ""
+    template = config.get("chat_template") if isinstance(config, dict) else None
+    if isinstance(template, list):  # named templates: the default one
+        template = next(
+            (
+                t.get("template")
+                for t in template
+                if isinstance(t, dict) and t.get("name") == "default"
+            ),
+            None,
+        )
+    return template if isinstance(template, str) else ""
+
+
 def _folder_size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
@@ -251,6 +285,7 @@ def describe_mlx_folder(folder: Path, budget: MemoryBudget, **fields: Any) -> Li
     model_type = config.get("model_type")
     entry = replace(
         entry,
+        chat_template=folder_chat_template(folder),
         architecture=model_type,
         parameters=parameters,
         quantization=label,
@@ -443,15 +478,36 @@ def scan_ollama(root: Path, budget: MemoryBudget) -> Iterator[LibraryModel]:
             yield describe_gguf(blob, budget, **fields)
 
 
-def scan_library(roots: LibraryRoots, budget: MemoryBudget) -> list[LibraryModel]:
-    """Every model in every store, sorted by source then name. Only reads the disk."""
+def scan_library(
+    roots: LibraryRoots, budget: MemoryBudget, dialect_of: DialectOf | None = None
+) -> list[LibraryModel]:
+    """Every model in every store, sorted by source then name. Only reads the disk.
+
+    Args:
+        roots: where each store lives.
+        budget: the memory a model must fit in to run here.
+        dialect_of: reads a chat template's tool-call and thinking syntax; with it, each
+            model that has a template says which dialect it speaks.
+    """
     found: list[LibraryModel] = []
     found += scan_corral(roots.corral, budget)
     found += scan_huggingface(roots.huggingface, budget)
     found += scan_lmstudio(roots.lmstudio, budget)
     found += scan_ollama(roots.ollama, budget)
+    if dialect_of is not None:
+        found = [_with_dialect(m, dialect_of) for m in found]
     order = {s: i for i, s in enumerate(SOURCES)}
     return sorted(found, key=lambda m: (order[m.source], m.name.lower()))
+
+
+def _with_dialect(model: LibraryModel, dialect_of: DialectOf) -> LibraryModel:
+    if not model.chat_template:
+        return model
+    try:
+        tools, thinking = dialect_of(model.chat_template)
+    except Exception:  # noqa: BLE001  (a template no detector reads leaves the row as it was)
+        return model
+    return replace(model, tool_syntax=tools, thinking_syntax=thinking)
 
 
 def model_display_name(spec: str, target: Path | str) -> str:

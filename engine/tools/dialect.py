@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.prompt.reasoning import describe_reasoning, detect_reasoning
+from engine.prompt.reasoning import describe_reasoning, detect_reasoning, syntax_of
 from engine.prompt.templates import template_traits
 from engine.prompt.tokenizer import ModelTokenizer
-from engine.tools.formats import choose_format
+from engine.tools.formats import FORMATS, HermesFormat, choose_format
 
 DESCRIBED = "described in the system prompt"
 
@@ -35,3 +35,13 @@ def describe_dialect(tokenizer: Any) -> dict[str, Any]:
         "thinking_described": describe_reasoning(reasoning),
         "template_renders_tools": bool(template) and template_traits(template).renders_tools,
     }
+
+
+def template_dialect(template: str) -> tuple[str, str]:
+    """(tool syntax, thinking syntax) in words from a chat template's text alone, without a
+    tokenizer: what the model library shows before a model is loaded. The tool syntax is
+    the one `choose_format` picks on load; "none" where the model does not think."""
+    kind = next((k for k in FORMATS if k.detect(template)), None)
+    tools = kind.name if kind is not None else f"{DESCRIBED} ({HermesFormat.name} calls)"
+    thinking = syntax_of(template)
+    return tools, thinking.name if thinking is not None else "none"
