@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         print(command_line_report(args.data_dir or default_data_dir()))
         return 0
     if args.self_test:
-        from app import logs
         from app.self_test import run_self_test
+        from engine import logs
 
         logs.setup_logging("info")  # the same folder as the app's log
         try:

@@ -14,7 +14,7 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QFileOpenEvent, QIcon
 from PySide6.QtWidgets import QApplication
 
-from app import __version__, logs
+from app import __version__
 from app.core import AppCore
 from app.crash_reports import CrashReporter
 from app.jobs.engine_bridge import EngineBridge
@@ -24,6 +24,7 @@ from app.preferences import Preferences
 from app.qt_compat import guard_refcounts
 from app.store import Store
 from app.views import theme
+from engine import logs
 
 if TYPE_CHECKING:
     from app.views.main.window import MainWindow

@@ -1,5 +1,5 @@
 """Crash reports for exceptions nobody caught: `CrashReporter` is sys.excepthook and
-threading.excepthook; an uncaught exception on any thread is logged (app.logs) with its
+threading.excepthook; an uncaught exception on any thread is logged (engine.logs) with its
 traceback and its report (redacted) is emitted as `crashed`, which reaches the GUI thread
 as a queued signal; the window shows it (app.views.crash_dialog)."""
 
@@ -15,7 +15,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from app import __version__
-from app.logs import log, log_file, redact_text
+from engine.logs import log, log_file, redact_text
 
 
 def report_text(

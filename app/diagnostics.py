@@ -5,7 +5,7 @@ Versions (Corral, Python, Qt, MLX, mlx-lm, llguidance, mlx-vlm) come from the in
 packages' metadata, never by importing them: the app does not import MLX. Then the OS and
 chip, the memory, the model in use and the syntaxes it writes tool calls and thinking in,
 the data and log folders and the last errors in the log. The model's lines and the errors
-pass the log's redaction (`app.logs.redact_text`), so no key or secret reaches the text."""
+pass the log's redaction (`engine.logs.redact_text`), so no key or secret reaches the text."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
-from app import __version__, logs
+from app import __version__
+from engine import logs
 from engine.types import ModelInfo
 
 # (shown as, the distribution names to try): wheels differ by platform

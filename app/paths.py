@@ -34,9 +34,3 @@ def readme_path() -> Path:
     if bundle and (Path(bundle) / "README.md").is_file():
         return Path(bundle) / "README.md"
     return Path(__file__).resolve().parents[1] / "README.md"
-
-
-def default_log_dir() -> Path:
-    """The platform's log folder: ~/Library/Logs/Corral on a Mac, the XDG state folder
-    ($XDG_STATE_HOME/Corral/log) on Linux."""
-    return Path(platformdirs.user_log_dir(APP_NAME, APP_NAME))

@@ -31,7 +31,7 @@ KEYS = {
     "kv_bits": "kv_cache_bits",
     "log_level": "log_level",
 }
-LOG_LEVELS = ("warnings", "info", "debug")  # app.logs.LEVELS
+LOG_LEVELS = ("warnings", "info", "debug")  # engine.logs.LEVELS
 
 
 @dataclass
@@ -53,7 +53,7 @@ class Preferences:
     close_loops: bool = True
     # record each reply's token log-probabilities, for its token view (Inspect)
     record_logprobs: bool = True
-    # what the log file holds (app.logs): warnings, info, or debug (with message text)
+    # what the log file holds (engine.logs): warnings, info, or debug (with message text)
     log_level: str = "warnings"
 
     @property

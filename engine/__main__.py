@@ -4,4 +4,4 @@ import sys
 
 from engine.cli import main
 
-sys.exit(main())
+sys.exit(main(write_log=True))

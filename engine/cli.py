@@ -2,18 +2,23 @@
 bench`.
 
 `bench` hands its arguments to the top-level `benchmarks` package, which a checkout has and
-the packaged app does not.
+the packaged app does not. Run as a program (`python -m engine`), every command writes
+`corral.log` in the app's log folder (engine.logs) at `--log-level`: commands, model loads,
+server starts and errors at info, what was asked only at debug.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.constraints.as_written import as_written_line
 from engine.errors import CorralError
@@ -35,6 +40,8 @@ from engine.types import (
 
 if TYPE_CHECKING:
     from engine.api import EngineAPI
+
+log = logging.getLogger("engine.cli")
 
 
 def _progress_printer(enabled: bool) -> Callable[[LoadProgress], None]:
@@ -95,7 +102,10 @@ def load_with_speculation(
     engine: EngineAPI, args: argparse.Namespace, progress: Callable[[LoadProgress], None]
 ) -> ModelInfo:
     """Load `args.model` and set speculative decoding as the arguments say."""
+    started = time.monotonic()
+    log.info("loading model %s", args.model)
     info = engine.load_model(args.model, progress).result()
+    log.info("model loaded in %.1f s: %s (%s)", time.monotonic() - started, info.name, info.path)
     engine.set_speculative(args.speculative)
     if args.draft_model:
         if not args.speculative:
@@ -229,6 +239,7 @@ def cmd_import_gguf(args: argparse.Namespace) -> int:
         out = import_gguf(args.file, args.out, show)
     else:
         out = ensure_gguf_imported(args.file, show)
+    log.info("imported %s into %s", args.file, out)
     print(out)
     return 0
 
@@ -248,14 +259,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
         allow_image_urls=args.allow_image_urls,
     )
     config.check()  # refuse a public bind without a key before loading anything
+    from engine.logs import remember_secrets
+
+    remember_secrets([config.api_key])
     engine = make_engine(args)
     engine.set_max_rows(args.max_rows)
     try:
         info = load_with_speculation(engine, args, _progress_printer(True))
         server = HTTPServer(engine, config)
-        server.activity.on_record = lambda record: print(record.line(), file=sys.stderr, flush=True)
+        server_log = logging.getLogger("corral.server")
+
+        def show(record: Any) -> None:
+            print(record.line(), file=sys.stderr, flush=True)
+            server_log.debug("%s", record.line())
+
+        server.activity.on_record = show
 
         def ready(url: str) -> None:
+            server_log.info(
+                "serving %s on %s (key required: %s)", info.name, url, bool(config.api_key)
+            )
             print(
                 f"Serving {info.name} on {url} (OpenAI and Anthropic APIs at {url}/v1); "
                 "Ctrl+C stops"
@@ -266,6 +289,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         engine.close()
     print("Stopped.", file=sys.stderr)
+    logging.getLogger("corral.server").info("server stopped")
     return 0
 
 
@@ -325,6 +349,12 @@ def _positive_int(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
+    parser.add_argument(
+        "--log-level",
+        choices=("warnings", "info", "debug"),
+        default=os.environ.get("CORRAL_LOG_LEVEL") or "info",
+        help="what corral.log in the log folder records (default info; $CORRAL_LOG_LEVEL)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     chat = sub.add_parser("chat", help="generate one reply and print it as it streams")
@@ -489,15 +519,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, write_log: bool = False) -> int:
+    """Run one command.
+
+    Args:
+        argv: the arguments (sys.argv's by default).
+        write_log: write corral.log in the log folder (`python -m engine` does; a test
+            calling main() in-process leaves the process's logging as it was).
+    """
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command not in ("bench", "launch"):  # launch: the agent's own
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.bench_args = extra
+    if write_log:
+        from engine import logs
+
+        try:
+            logs.setup_logging(args.log_level)
+        except OSError as exc:  # an unwritable log folder costs the log, not the command
+            print(f"warning: not writing the log: {exc}", file=sys.stderr)
+            write_log = False
+        log.info("python -m engine %s", args.command)  # its arguments may hold a key
     try:
         command: Callable[[argparse.Namespace], int] = args.func
         return command(args)
     except CorralError as exc:
+        log.error("%s failed: %s", args.command, exc)
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception:
+        log.exception("%s failed", args.command)  # (Python prints it as well)
+        raise
+    finally:
+        if write_log:
+            from engine import logs
+
+            logs.close_logging()

@@ -15,10 +15,12 @@ if "CORRAL_PROMPT_CACHE_DIR" not in os.environ:
     import tempfile
 
     os.environ["CORRAL_PROMPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="corral-prompt-cache-")
-# Extraction jobs and Batch API batches likewise: never the user's data folder.
+# Extraction jobs, Batch API batches and the log (`python -m engine` run by a test writes
+# one) likewise: never the user's data or log folder.
 for _name, _prefix in (
     ("CORRAL_EXTRACT_DIR", "corral-extract-"),
     ("CORRAL_BATCH_DIR", "corral-batches-"),
+    ("CORRAL_LOG_DIR", "corral-logs-"),
 ):
     if _name not in os.environ:
         import tempfile

@@ -14,7 +14,7 @@ import pytest
 from app_helpers import REPO, close_window
 from PySide6.QtWidgets import QApplication
 
-from app import logs
+from engine import logs
 
 API_KEY = "staple-horse-battery-42"  # no pattern finds it: only the stored setting does
 TOKEN = "sk-ant-" + "Q" * 40  # looks like a key: the pattern finds it
@@ -105,7 +105,7 @@ def test_copy_diagnostics_names_the_model_and_its_dialects(qtbot, tmp_path, tiny
 
 def test_a_native_crash_is_caught_and_offered_at_the_next_start(qtbot, tmp_path, log_dir):
     code = (
-        "import faulthandler; from pathlib import Path; from app import logs; "
+        "import faulthandler; from pathlib import Path; from engine import logs; "
         f"logs.catch_native_crashes(Path({str(log_dir)!r})); faulthandler._sigsegv()"
     )
     done = _run([], {}, code)

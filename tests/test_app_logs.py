@@ -1,4 +1,4 @@
-"""The log file and crash reports (app/logs.py): secrets set in Preferences and mcp.json
+"""The log file and crash reports (engine/logs.py): secrets set in Preferences and mcp.json
 never reach the file, an exception on a worker thread or in a slot is logged with its
 traceback and shown in a dialog whose Copy puts the report on the clipboard, the file
 rotates at its size, and the level chosen in Preferences decides what is written."""
@@ -15,7 +15,7 @@ from app_helpers import close_window
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from app import logs
+from engine import logs
 from engine.mcp.redaction import redact
 
 # Secrets no pattern would find: only knowing them at run time keeps them out of the log.

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -956,7 +957,7 @@ def test_window_and_server_share_the_engine(
 # ---- starting ----
 
 
-def test_public_bind_without_a_key_is_refused(tiny_engine: Engine) -> None:
+def test_public_bind_without_a_key_is_refused(tiny_engine: Engine, tmp_path: Path) -> None:
     with pytest.raises(ServerConfigError, match="without an API key"):
         HTTPServer(tiny_engine, ServerConfig(host="0.0.0.0", port=0))
     ServerConfig(host="0.0.0.0", api_key="k").check()  # a key makes it acceptable
@@ -966,10 +967,13 @@ def test_public_bind_without_a_key_is_refused(tiny_engine: Engine) -> None:
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin"},
+        env={"PATH": "/usr/bin:/bin", "CORRAL_LOG_DIR": str(tmp_path)},
     )
     assert done.returncode == 2
     assert "refusing to serve on 0.0.0.0 without an API key" in done.stderr
+    # The refusal is in the app's log as well, where a bug report's diagnostics find it.
+    logged = (tmp_path / "corral.log").read_text()
+    assert "ERROR" in logged and "serve failed: refusing to serve on 0.0.0.0" in logged
 
 
 def test_a_busy_port_is_reported(served: HTTPServer, tiny_engine: Engine) -> None:
@@ -977,7 +981,7 @@ def test_a_busy_port_is_reported(served: HTTPServer, tiny_engine: Engine) -> Non
         HTTPServer(tiny_engine, ServerConfig(port=served.port or 0)).start()
 
 
-def test_serve_command_prints_its_url_and_stops_on_ctrl_c(tiny_model_dir) -> None:
+def test_serve_command_prints_its_url_and_stops_on_ctrl_c(tiny_model_dir, tmp_path) -> None:
     import os
     import signal
 
@@ -986,7 +990,7 @@ def test_serve_command_prints_its_url_and_stops_on_ctrl_c(tiny_model_dir) -> Non
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "CORRAL_API_KEY": "cli-key"},
+        env={**os.environ, "CORRAL_API_KEY": "cli-key", "CORRAL_LOG_DIR": str(tmp_path)},
     )
     try:
         assert proc.stdout is not None
@@ -1006,3 +1010,8 @@ def test_serve_command_prints_its_url_and_stops_on_ctrl_c(tiny_model_dir) -> Non
     assert proc.returncode == 0, err[-2000:]
     assert "200 /v1/chat/completions" in err and "Stopped." in err
     assert "cli-key" not in err
+    # The app's log folder records the load and the server's life (info), never the key.
+    logged = (tmp_path / "corral.log").read_text()
+    assert "model loaded in" in logged and "serving tiny" in logged.lower()
+    assert "server stopped" in logged and "cli-key" not in logged
+    assert "/v1/chat/completions" not in logged  # request lines only at debug

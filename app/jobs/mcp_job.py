@@ -23,7 +23,7 @@ from typing import Any
 
 from PySide6.QtCore import QFileSystemWatcher, QObject, QTimer, Signal
 
-from app.logs import remember_secrets
+from engine.logs import remember_secrets
 from engine.mcp.catalog import CatalogTool, ToolCatalog
 from engine.mcp.config import (
     EMPTY_CONFIG_TEXT,

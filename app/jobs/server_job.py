@@ -17,8 +17,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from app.logs import remember_secrets
 from app.words import error_sentence
+from engine.logs import remember_secrets
 
 log = logging.getLogger(__name__)
 

@@ -52,14 +52,14 @@ def open_usage() -> bool:
 
 
 def show_logs(window: MainWindow | None = None) -> bool:
-    """Open the log folder (app.logs) in the system's file browser; where none opens it
+    """Open the log folder (engine.logs) in the system's file browser; where none opens it
     (no file manager, a bare Linux desktop), say where it is in a box whose text can be
     selected and copied (`window.logs_box`)."""
     from PySide6.QtCore import QUrl
     from PySide6.QtGui import QDesktopServices
     from PySide6.QtWidgets import QMessageBox
 
-    from app import logs
+    from engine import logs
 
     folder = logs.log_dir()
     folder.mkdir(parents=True, exist_ok=True)

@@ -1,16 +1,17 @@
-"""Corral's log file and crash reports: one `logging` set-up for the app, the engine, the
-local server and MCP, and the hooks that catch an exception nobody caught.
+"""Corral's log file and native crash reports: one `logging` set-up for the app, the engine's
+command line, the local server and MCP, all writing to the same folder.
 
-The log goes to the platform's log folder (`app.paths.default_log_dir()`; `$CORRAL_LOG_DIR`
-or the `folder` argument instead, for tests), in `corral.log` rotated at 2 MB with five old
+The log goes to the platform's log folder (`default_log_dir()`; `$CORRAL_LOG_DIR` or the
+`folder` argument instead, for tests), in `corral.log` rotated at 2 MB with five old
 files kept. Its level is the user's (Preferences → Log: warnings, info or debug); what a
 user or a model wrote is logged only at debug. Every record passes the MCP redaction
 (`engine.mcp.redaction.redact`) on its way to the file, with the secrets known at run time
 (the server's API key, MCP env and header values: `remember_secrets`) masked as well, so no
 secret reaches the file whatever a message or a traceback contains.
 
-Uncaught exceptions are caught by app.crash_reports (the Qt side); this module imports no
-Qt, so `--self-test` and `--diagnostics` log to the same folder without it.
+Uncaught exceptions in the window are caught by app.crash_reports (the Qt side); this module
+imports no Qt, so `python -m engine …`, `--self-test` and `--diagnostics` log to the same
+folder without it.
 
 A native crash (a segfault in Qt or MLX) kills the process before any hook runs:
 `catch_native_crashes` points `faulthandler` at `native-crash.log` in the log folder, and at
@@ -31,7 +32,8 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any
 
-from app.paths import default_log_dir
+import platformdirs
+
 from engine.mcp.redaction import redact
 
 LOG_FILE = "corral.log"
@@ -46,7 +48,13 @@ DEFAULT_LEVEL = "warnings"
 LOGGERS = ("app", "engine", "corral", "mcp", "httpx", "httpcore")
 _FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
 
-log = logging.getLogger("app.logs")
+log = logging.getLogger("engine.logs")
+
+
+def default_log_dir() -> Path:
+    """The platform's log folder: ~/Library/Logs/Corral on a Mac, the XDG state folder
+    ($XDG_STATE_HOME/Corral/log) on Linux."""
+    return Path(platformdirs.user_log_dir("Corral", "Corral"))
 
 
 def log_dir(folder: Path | None = None) -> Path:
