@@ -117,7 +117,7 @@ def test_the_panel_lists_servers_tools_and_states(qtbot, mcp_window) -> None:
     loose = tools["loose.lookup"]
     assert loose.text(1) == "⚠ warning" and '"not"' in loose.toolTip(1)
     assert loose.flags() & Qt.ItemFlag.ItemIsUserCheckable
-    assert "1 of 2 server(s) ready." in panel.status.text()
+    assert "1 of 2 servers ready." in panel.status.text()
     # The tool loop's settings and their defaults: 8 steps a turn, 60 s a call.
     assert (panel.max_steps.value(), panel.timeout.value()) == (8, 60)
     panel.tree.setCurrentItem(top["paint"])
