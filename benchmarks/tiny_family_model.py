@@ -50,6 +50,12 @@ _TAGS = (
     "</tool_calls>",
     "<function_calls>",
     "</function_calls>",
+    "<seed:bos>",
+    "<seed:eos>",
+    "<seed:tool_call>",
+    "</seed:tool_call>",
+    "<seed:think>",
+    "</seed:think>",
 )
 
 

@@ -36,10 +36,12 @@ from engine.tools.formats.xml_params import (
     KimiK3Format,
     MiniMaxFormat,
     QwenXmlFormat,
+    SeedXmlFormat,
 )
 
 # Checked in order; the first match wins. Specific markers first: XML parameters and GLM
-# write `<tool_call>` too (so before Hermes), Functionary uses Llama 3 headers, and the
+# write `<tool_call>` too (so before Hermes), Seed-OSS's template has Qwen's `<function=`
+# inside its own `<seed:tool_call>` (so before Qwen), Functionary uses Llama 3 headers, and the
 # Llama 3 JSON check is the loosest, so it is last.
 FORMATS: list[type[ToolFormat]] = [
     HarmonyFormat,
@@ -47,6 +49,7 @@ FORMATS: list[type[ToolFormat]] = [
     KimiK3Format,
     MiniMaxFormat,
     GlmFormat,
+    SeedXmlFormat,
     QwenXmlFormat,
     DeepSeekR1Format,
     DeepSeekV31Format,

@@ -1,6 +1,7 @@
 """Calls written as XML-like tags with one tag per parameter.
 
-Qwen3-Coder and Qwen3.5 (`<function=NAME><parameter=k>v</parameter>`), MiniMax M2
+Qwen3-Coder and Qwen3.5 (`<function=NAME><parameter=k>v</parameter>`), Seed-OSS (the same
+inside `<seed:tool_call>`, values without the blank lines around them), MiniMax M2
 (`<invoke name=…><parameter name=…>`), DeepSeek V3.2's DSML (`<｜DSML｜invoke>` with a
 `string` attribute), Kimi K3's XTML (`<|open|>argument key=… type=…<|sep|>`) and GLM-4.5/4.6
 (`<arg_key>k</arg_key><arg_value>v</arg_value>`). A string parameter is written raw up to
@@ -137,6 +138,32 @@ class QwenXmlFormat(XmlParamsFormat):
     def calls_as_text(self, calls: list[RawCall]) -> str:
         return "\n".join(
             "<tool_call>" + super(QwenXmlFormat, self).calls_as_text([c])[len("<tool_call>") :]
+            for c in calls
+        )
+
+
+class SeedXmlFormat(QwenXmlFormat):
+    """Seed-OSS: `<seed:tool_call>\n<function=NAME>\n<parameter=k>v</parameter>\n
+    </function>\n</seed:tool_call>`, one region per call (its template writes them so)."""
+
+    name = "seed_xml"
+    opener = "<seed:tool_call>"
+    call_sep = "\n<seed:tool_call>"
+    param_close = "</parameter>\n"
+    call_tail = "</function>\n</seed:tool_call>"
+    param_re = re.compile(rf"<parameter=(?P<key>{_NAME})>(?P<value>.*?)</parameter>", re.DOTALL)
+    stream_closer = "</seed:tool_call>"
+
+    @classmethod
+    def detect(cls, template: str) -> bool:
+        return "<seed:tool_call>" in template and "<function=" in template
+
+    def param_head(self, key: str, sub: dict[str, Any]) -> str:
+        return f"<parameter={key}>"
+
+    def calls_as_text(self, calls: list[RawCall]) -> str:
+        return "\n".join(
+            self.opener + XmlParamsFormat.calls_as_text(self, [c])[len(self.opener) :]
             for c in calls
         )
 
