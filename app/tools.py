@@ -22,6 +22,20 @@ POLICY_LONG = {
 }
 
 
+# What the window calls each built-in tool (docs/design.md); the model calls it by its name,
+# which the tooltip shows. A tool the user defined is called by the name they gave it.
+BUILTIN_TITLES = {
+    "calculator": "Calculator",
+    "current_datetime": "Clock",
+    "convert_units": "Unit converter",
+}
+
+
+def tool_title(name: str) -> str:
+    """The words the window shows for the tool `name`."""
+    return BUILTIN_TITLES.get(name, name)
+
+
 class ToolsError(ValueError):
     """Tool definitions the user wrote or loaded are not usable; the message says why."""
 

@@ -74,7 +74,7 @@ def test_preferences_apply_at_once_and_are_remembered(qtbot, tmp_path, tiny_engi
         assert fresh.settings.top_p == 1.0 and fresh.settings.top_k is None  # top-k: the model's
         assert fresh.tools == ToolsConfig(builtins=["calculator"])
         assert fresh.constraint is None and not again.constraint_bar.chip.isVisible()
-        assert again.tools_chip.text() == "Tools: calculator (auto)"
+        assert again.tools_chip.text() == "Tools: Calculator (auto)"
         assert again.settings_panel.preset.currentText() == "Programmer"
         close_window(again)
     finally:
@@ -152,11 +152,12 @@ def test_tools_chip_menu_turns_tools_on_and_is_saved_with_the_chat(qtbot, tmp_pa
     assert chip.text() == "Tools" and chip.property("active") is False
     chip.menu_.aboutToShow.emit()  # fill the menu as opening it would
     actions = {a.text(): a for a in chip.menu_.actions()}
-    actions["calculator"].trigger()
-    actions["current_datetime"].trigger()
+    # Built-ins are shown by their titles; the chat stores the names the model calls.
+    actions["Calculator"].trigger()
+    actions["Clock"].trigger()
     conv = window.controller.conversation
     assert conv.tools.builtins == ["calculator", "current_datetime"]
-    assert chip.text() == "Tools: calculator, current_datetime (auto)"
+    assert chip.text() == "Tools: Calculator, Clock (auto)"
     chip.menu_.aboutToShow.emit()
     actions = {a.text(): a for a in chip.menu_.actions()}
     actions["The model must call a tool"].trigger()
@@ -173,7 +174,7 @@ def test_tools_chip_menu_turns_tools_on_and_is_saved_with_the_chat(qtbot, tmp_pa
     assert window.tools_chip.text() == "Tools"
     window.sidebar.list.setCurrentRow(window.sidebar.titles().index("New chat", 1))
     assert window.controller.conversation_id == other
-    assert window.tools_chip.text() == "Tools: calculator, current_datetime (must call one)"
+    assert window.tools_chip.text() == "Tools: Calculator, Clock (must call one)"
     close_window(window)
 
 

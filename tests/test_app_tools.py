@@ -107,13 +107,14 @@ def test_run_a_builtin_tool_from_its_card(qtbot, tmp_path, tiny_engine):
     panel = window.tools_panel
     window.show_tools()
     assert panel.builtin_list.count() >= 1 and not panel.no_builtins.isVisible()
-    item = panel.builtin_list.findItems("calculator", Qt.MatchFlag.MatchExactly)[0]
+    item = panel.builtin_list.findItems("Calculator", Qt.MatchFlag.MatchExactly)[0]
+    assert item.toolTip().startswith("calculator: ")  # the name the model calls it by
     item.setCheckState(Qt.CheckState.Checked)  # offers the built-in to the model
     panel.set_choice("calculator")  # ...and makes it call it
     assert window.controller.conversation.tools == ToolsConfig(
         builtins=["calculator"], tool_choice="calculator"
     )
-    assert window.tools_chip.text() == "Tools: calculator (must call calculator)"
+    assert window.tools_chip.text() == "Tools: Calculator (must call Calculator)"
     # The tiny random model cannot finish a free-text argument, so the call it would make
     # is stored as a reply; what is tested is the card running the built-in.
     conv = window.controller.conversation
@@ -129,6 +130,8 @@ def test_run_a_builtin_tool_from_its_card(qtbot, tmp_path, tiny_engine):
     window.render_chat()
     reply = window.chat.message_widgets()[-1]
     assert call["name"] == "calculator" and reply.cards[0].run_button is not None
+    title = reply.cards[0].findChild(type(reply.status), "toolTitle")
+    assert title.text() == "Calls the tool Calculator" and "calculator" in title.toolTip()
     reply.cards[0].run_button.click()  # runs on a worker thread, then the chat continues
     qtbot.waitUntil(
         lambda: (

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.store import Message
+from app.tools import tool_title
 from app.views import theme
 from app.views.icons import IconButton
 
@@ -129,7 +130,11 @@ class ToolCallCard(QFrame):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(theme.SPACE.M, theme.SPACE.S, theme.SPACE.M, theme.SPACE.M)
         layout.setSpacing(theme.SPACE.XS)
-        title = label(f"Calls the tool {call['name']}", "toolTitle", self, selectable=False)
+        name = call["name"]
+        shown = tool_title(name) if builtin else name
+        title = label(f"Calls the tool {shown}", "toolTitle", self, selectable=False)
+        if shown != name:
+            title.setToolTip(f"The model calls it {name}")
         layout.addWidget(title)
         args = label(
             json.dumps(call.get("arguments", {}), indent=2, ensure_ascii=False),

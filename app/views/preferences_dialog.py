@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.preferences import MAX_ROWS_LIMIT, Preferences
+from app.tools import tool_title
 from app.views import theme
 from app.views.fit import fit_to_screen
 from app.views.settings_panel import hint, section
@@ -182,8 +183,8 @@ class PreferencesDialog(QDialog):
         self.tool_boxes: dict[str, QCheckBox] = {}
         for tool in builtin_tools:
             name = tool["function"]["name"]
-            box = QCheckBox(name, self)
-            box.setToolTip(tool["function"].get("description", ""))
+            box = QCheckBox(tool_title(name), self)
+            box.setToolTip(f"{name}: {tool['function'].get('description', '')}")
             box.setChecked(name in prefs.new_chat_tools.builtins)
             form.addRow("Built-in tools" if not self.tool_boxes else "", box)
             self.tool_boxes[name] = box

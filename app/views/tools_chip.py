@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.store import ToolsConfig
-from app.tools import POLICY_LONG, POLICY_SHORT
+from app.tools import POLICY_LONG, POLICY_SHORT, tool_title
 from app.views.icons import icon
 from app.words import count
 from engine.types import ToolDefinition
@@ -31,7 +31,7 @@ MAX_NAMES = 3
 def tool_names(config: ToolsConfig) -> list[str]:
     """The tools a conversation offers: its own definitions, then the enabled built-ins."""
     names = [d.get("function", d).get("name", "?") for d in config.definitions]
-    return names + [n for n in config.builtins if n not in names]
+    return names + [tool_title(n) for n in config.builtins if n not in names]
 
 
 def describe_tools(config: ToolsConfig, max_names: int = MAX_NAMES) -> str:
@@ -40,7 +40,7 @@ def describe_tools(config: ToolsConfig, max_names: int = MAX_NAMES) -> str:
     names = tool_names(config)
     if not names:
         return ""
-    rule = CHOICE_WORDS.get(config.tool_choice, f"must call {config.tool_choice}")
+    rule = CHOICE_WORDS.get(config.tool_choice, f"must call {tool_title(config.tool_choice)}")
     if max_names <= 0:
         return f"{count(len(names), 'tool')} ({rule})"
     more = len(names) - max_names
@@ -117,10 +117,10 @@ class ToolsChip(QToolButton):
             menu.addSection("Built in")
             for tool in self._builtins:
                 fn = tool["function"]
-                action = menu.addAction(fn["name"])
+                action = menu.addAction(tool_title(fn["name"]))
                 action.setCheckable(True)
                 action.setChecked(fn["name"] in self.config.builtins)
-                action.setToolTip(fn.get("description", ""))
+                action.setToolTip(f"{fn['name']}: {fn.get('description', '')}")
                 action.toggled.connect(
                     lambda on, name=fn["name"]: self._toggle_builtin(name, bool(on))
                 )

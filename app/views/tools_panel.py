@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 from app.jobs.thread import run_task
 from app.store import ToolsConfig
 from app.store.records import TOOL_CHOICES
-from app.tools import POLICY_LONG, ToolsError, parse_tools_text
+from app.tools import POLICY_LONG, ToolsError, parse_tools_text, tool_title
 from app.views import theme
 from app.views.settings_panel import hint, section
 from engine.types import ToolDefinition
@@ -122,8 +122,9 @@ class ToolsPanel(QWidget):
             self.builtin_list.clear()
             for tool in self._builtins:
                 fn = tool["function"]
-                item = QListWidgetItem(fn["name"], self.builtin_list)
-                item.setToolTip(fn.get("description", ""))
+                item = QListWidgetItem(tool_title(fn["name"]), self.builtin_list)
+                item.setData(Qt.ItemDataRole.UserRole, fn["name"])  # what the model calls
+                item.setToolTip(f"{fn['name']}: {fn.get('description', '')}")
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
                 checked = fn["name"] in config.builtins
                 item.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
@@ -142,7 +143,7 @@ class ToolsPanel(QWidget):
         for i in range(self.builtin_list.count()):
             item = self.builtin_list.item(i)
             if item.checkState() == Qt.CheckState.Checked:
-                out.append(item.text())
+                out.append(str(item.data(Qt.ItemDataRole.UserRole)))
         return out
 
     def _fill_choices(self) -> None:
@@ -151,7 +152,7 @@ class ToolsPanel(QWidget):
             for choice in TOOL_CHOICES:
                 self.choice.addItem(CHOICE_LABELS[choice], choice)
             for name in self._names():
-                self.choice.addItem(f"Must call {name}", name)
+                self.choice.addItem(f"Must call {tool_title(name)}", name)
             index = self.choice.findData(self.config.tool_choice)
             self.choice.setCurrentIndex(max(index, 0))
 
