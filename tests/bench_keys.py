@@ -341,6 +341,7 @@ STABLE_KEYS: dict[str, set[str]] = {
         "extract_valid_rate",
         "extract_resume_overhead_s",
         "batch_api_tps_ratio",
+        "batch_api_tps_ratio_spread",
     },
     # added with issue 36: every chat template of the dataset in its family's dialect
     "families": {
