@@ -13,9 +13,10 @@ import jsonschema
 import pytest
 from tools_support import grammar_accepts
 
+from benchmarks.families import ASK, WEATHER
 from engine.tools import prepare_tool_request
 from engine.tools.dialect import template_dialect
-from engine.tools.formats import choose_format
+from engine.tools.formats import QwenXmlFormat, choose_format
 from engine.types import ChatRequest, SamplingSettings
 
 # The layout Seed-OSS's template writes (its tools section and thinking budget left out).
@@ -33,22 +34,6 @@ SEED_TEMPLATE = (
     "{%- if add_generation_prompt %}<seed:bos>assistant\\n{%- endif %}"
     "{#- <seed:think> … </seed:think> #}"
 )
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "maxLength": 12},
-                "days": {"type": "integer", "minimum": 1, "maximum": 7},
-            },
-            "required": ["city"],
-        },
-    },
-}
-ASK = [{"role": "user", "content": "Weather in Paris?"}]
 
 
 @pytest.fixture(scope="module")
@@ -68,20 +53,22 @@ def test_seed_is_served_its_own_syntax_not_qwens(seed_model: Path) -> None:
     fmt = choose_format(tok)
     assert (fmt.name, fmt.native) == ("seed_xml", True)
     assert template_dialect(SEED_TEMPLATE) == ("seed_xml", "seed")
-    one = fmt.calls_as_text([("get_weather", {"city": "Paris", "days": 2})])
+    arguments = {"city": "Paris", "days": 2, "unit": "c"}
+    one = fmt.calls_as_text([("get_weather", arguments)])
     assert one == (
         "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n"
-        "<parameter=days>2</parameter>\n</function>\n</seed:tool_call>"
+        "<parameter=days>2</parameter>\n<parameter=unit>c</parameter>\n</function>\n"
+        "</seed:tool_call>"
     )
     required = prepare_tool_request(tok, ASK, [WEATHER], "required")
     hf = tok._tokenizer
     assert grammar_accepts(hf, required.constraint.source, one)
-    qwen = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
-    assert not grammar_accepts(hf, required.constraint.source, qwen + "</function>\n</tool_call>")
+    qwen = QwenXmlFormat(tok, native=True).calls_as_text([("get_weather", arguments)])
+    assert not grammar_accepts(hf, required.constraint.source, qwen)
     too_long = one.replace("Paris", "Parisparisparis")  # past maxLength 12
     assert not grammar_accepts(hf, required.constraint.source, too_long)
     content, calls = required.parse(one)
-    assert [(c.name, c.arguments) for c in calls] == [("get_weather", {"city": "Paris", "days": 2})]
+    assert [(c.name, c.arguments) for c in calls] == [("get_weather", arguments)]
 
 
 def test_a_required_call_decodes_in_seeds_syntax_and_renders_back(seed_model: Path) -> None:
