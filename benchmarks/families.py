@@ -74,7 +74,8 @@ def thinking_templates(folder: Path) -> set[str]:
     return out
 
 
-def _history(calls: list[Any]) -> list[dict[str, Any]]:
+def call_history(calls: list[Any]) -> list[dict[str, Any]]:
+    """The question, an assistant turn making `calls` (ToolCalls) and a result for each."""
     return [
         *(dict(m) for m in ASK),
         {
@@ -139,7 +140,7 @@ def family_figures(eng: Engine, name: str, folder: Path, thinks: bool) -> dict[s
     ]
     written = tok._tokenizer.decode(reply, skip_special_tokens=False).strip()
     try:
-        history = _history(calls) if calls else ASK
+        history = call_history(calls) if calls else ASK
         again = prepare_tool_request(tok, history, [WEATHER], "auto")
         if supported and calls:
             # Token-identical where the model wrote the template's own tokenization; a

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from engine.api import EngineAPI
 
 log = logging.getLogger("engine.cli")
+server_log = logging.getLogger("corral.server")  # the server's own logger (engine.server)
 
 
 def _progress_printer(enabled: bool) -> Callable[[LoadProgress], None]:
@@ -267,11 +268,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         info = load_with_speculation(engine, args, _progress_printer(True))
         server = HTTPServer(engine, config)
-        server_log = logging.getLogger("corral.server")
 
         def show(record: Any) -> None:
-            print(record.line(), file=sys.stderr, flush=True)
-            server_log.debug("%s", record.line())
+            line = record.line()
+            print(line, file=sys.stderr, flush=True)
+            server_log.debug("%s", line)
 
         server.activity.on_record = show
 
@@ -289,7 +290,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         engine.close()
     print("Stopped.", file=sys.stderr)
-    logging.getLogger("corral.server").info("server stopped")
+    server_log.info("server stopped")
     return 0
 
 

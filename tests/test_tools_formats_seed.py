@@ -6,14 +6,13 @@ serve it Seed's syntax, not Qwen's, decode a required call in it, and render it 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import jsonschema
 import pytest
 from tools_support import grammar_accepts
 
-from benchmarks.families import ASK, WEATHER
+from benchmarks.families import ASK, WEATHER, call_history
 from engine.tools import prepare_tool_request
 from engine.tools.dialect import template_dialect
 from engine.tools.formats import QwenXmlFormat, choose_format
@@ -98,20 +97,7 @@ def test_a_required_call_decodes_in_seeds_syntax_and_renders_back(seed_model: Pa
     assert raw.startswith("<seed:tool_call>\n<function=get_weather>\n<parameter="), raw
     [call] = result.tool_calls
     jsonschema.validate(call.arguments, WEATHER["function"]["parameters"])
-    history = [
-        *ASK,
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
-                }
-            ],
-        },
-    ]
+    history = call_history([call])  # the call and its result, as the families bench writes them
     again = prepare_tool_request(tok, history, [WEATHER], "auto").prompt_text
     # The template re-renders the call as the model wrote it (arguments as a mapping).
     assert choose_format(tok).calls_as_text([(call.name, call.arguments)]) in again

@@ -136,10 +136,9 @@ class QwenXmlFormat(XmlParamsFormat):
         return f"<parameter={key}>\n"
 
     def calls_as_text(self, calls: list[RawCall]) -> str:
-        return "\n".join(
-            "<tool_call>" + super(QwenXmlFormat, self).calls_as_text([c])[len("<tool_call>") :]
-            for c in calls
-        )
+        # each call in a region of its own, as the template writes them
+        one = super().calls_as_text
+        return "\n".join(one([c]) for c in calls)
 
 
 class SeedXmlFormat(QwenXmlFormat):
@@ -160,12 +159,6 @@ class SeedXmlFormat(QwenXmlFormat):
 
     def param_head(self, key: str, sub: dict[str, Any]) -> str:
         return f"<parameter={key}>"
-
-    def calls_as_text(self, calls: list[RawCall]) -> str:
-        return "\n".join(
-            self.opener + XmlParamsFormat.calls_as_text(self, [c])[len(self.opener) :]
-            for c in calls
-        )
 
 
 class MiniMaxFormat(XmlParamsFormat):
