@@ -142,8 +142,8 @@ class QwenXmlFormat(XmlParamsFormat):
 
 
 class SeedXmlFormat(QwenXmlFormat):
-    """Seed-OSS: `<seed:tool_call>\n<function=NAME>\n<parameter=k>v</parameter>\n
-    </function>\n</seed:tool_call>`, one region per call (its template writes them so)."""
+    """Seed-OSS: `<seed:tool_call>\\n<function=NAME>\\n<parameter=k>v</parameter>\\n
+    </function>\\n</seed:tool_call>`, one region per call (its template writes them so)."""
 
     name = "seed_xml"
     opener = "<seed:tool_call>"
