@@ -181,3 +181,18 @@ def test_each_model_says_which_dialect_it_speaks(
     assert main(["models"]) == 0
     table = capsys.readouterr().out
     assert "Tool calls" in table and "qwen_xml" in table and "in prompt" in table
+
+
+def test_a_huge_or_binary_chat_template_is_not_read(stores: dict) -> None:
+    from engine.library.discovery import folder_chat_template
+    from engine.tools.dialect import template_dialect
+
+    folder = stores["home"] / ".lmstudio" / "models" / "mlx-community" / "Tiny-mlx"
+    template = folder / "chat_template.jinja"
+    template.write_bytes(b"<function=" + b"x" * (2 << 20) + b"<parameter=")  # 2 MiB
+    assert folder_chat_template(folder) == ""  # past the limit: not read
+    template.write_bytes(b"\xff\xfe<function=\x00<parameter=")  # not UTF-8
+    assert folder_chat_template(folder) == ""
+    found = _by_name(scan_library(LibraryRoots.default(stores["corral"]), BIG, template_dialect))
+    model = found["mlx-community/Tiny-mlx"]
+    assert model.can_run and model.tool_syntax is None  # listed, no dialect claimed

@@ -22,6 +22,7 @@ from typing import Any
 from gguf import LlamaFileType
 
 from engine.errors import ModelLoadError
+from engine.files import read_text_limited
 from engine.library.architectures import ARCHITECTURES
 from engine.library.gguf_file import GGUFHeader, read_header
 from engine.library.quants import CHOICES, SUPPORTED_TYPES
@@ -228,11 +229,12 @@ def mlx_lm_supports(model_type: str | None) -> bool:
 
 def folder_chat_template(folder: Path) -> str:
     """A model folder's chat template: `chat_template.jinja`, else tokenizer_config.json's
-    (a named list: its "default"); "" where it has none or it cannot be read."""
+    (a named list: its "default"); "" where it has none, it cannot be read or it is larger
+    than a config may be."""
     try:
         jinja = folder / "chat_template.jinja"
-        if jinja.is_file():
-            return jinja.read_text(errors="replace")
+        if jinja.is_file():  # read within the limit a config has: a scan never reads a huge file
+            return read_text_limited(jinja, _MAX_JSON, "chat template")
         config = _read_json(folder / "tokenizer_config.json")
     except (OSError, ValueError):
         return ""
