@@ -16,6 +16,7 @@ from engine.embeddings.model import (
     EmbeddingModelInfo,
     Reranked,
     load_embedding_model,
+    shorten,
 )
 from engine.embeddings.registry import EmbeddingModels, EmbeddingSource
 
@@ -30,4 +31,5 @@ __all__ = [
     "Kind",
     "Reranked",
     "load_embedding_model",
+    "shorten",
 ]

@@ -174,19 +174,18 @@ class Runner:
     def pair_ids(self, query: str, documents: Sequence[str]) -> list[dict[str, list[int]]]:
         """(query, document) pairs as the cross-encoder reads them, documents cut to fit;
         EmbeddingInputError where the query alone does not fit."""
+        alone = self.tokenizer(query, "")["input_ids"]  # the query and the pair's specials
+        self.check_length(list(alone), None, "query")
         encoded = self.tokenizer(
             [query] * len(documents),
             list(documents),
             truncation="only_second",
             max_length=self.max_tokens,
         )
-        rows = [
+        return [
             {key: list(encoded[key][i]) for key in encoded if key != "attention_mask"}
             for i in range(len(documents))
         ]
-        for row in rows:
-            self.check_length(row["input_ids"], None, "query")
-        return rows
 
     def scores(self, rows: list[dict[str, list[int]]]) -> np.ndarray:
         """Each pair's relevance, between 0 and 1: the head's probability."""
@@ -201,14 +200,3 @@ class Runner:
             for row, i in enumerate(batch):
                 out[i] = float(logits[row].item())
         return out
-
-
-def shorten(vectors: np.ndarray, dimensions: int, normalize: bool) -> np.ndarray:
-    """Matryoshka: the first `dimensions` of each vector, made unit length again where the
-    model's vectors are."""
-    cut = vectors[:, :dimensions]
-    if not normalize:
-        return cut
-    norms = np.maximum(np.linalg.norm(cut, axis=1, keepdims=True), 1e-12)
-    shortened: np.ndarray = (cut / norms).astype(np.float32)
-    return shortened

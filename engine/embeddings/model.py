@@ -130,6 +130,17 @@ def _rerank(runner: Runner, query: str, documents: list[str]) -> Reranked:
     return Reranked([float(s) for s in scores], sum(len(r["input_ids"]) for r in rows))
 
 
+def shorten(vectors: np.ndarray, dimensions: int, normalize: bool) -> np.ndarray:
+    """Matryoshka: the first `dimensions` of each vector, made unit length again where the
+    model's vectors are."""
+    cut = vectors[:, :dimensions]
+    if not normalize:
+        return cut
+    norms = np.maximum(np.linalg.norm(cut, axis=1, keepdims=True), 1e-12)
+    shortened: np.ndarray = (cut / norms).astype(np.float32)
+    return shortened
+
+
 def load_embedding_model(
     spec: str, kind: Kind = "embedding", *, name: str | None = None
 ) -> EmbeddingModel:
