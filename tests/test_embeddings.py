@@ -122,9 +122,9 @@ def test_an_input_longer_than_the_model_reads_is_refused_by_place(
 def test_the_folders_pooling_is_honoured(folders: dict[str, Path], tmp_path: Path) -> None:
     """A BERT folder whose sentence-transformers files say CLS pooling without Normalize
     (BGE's pooling, gte's missing Normalize) gets the first token's vector as is."""
-    from benchmarks.embedding_reference import load_library
-
     import mlx.core as mx
+
+    from benchmarks.embedding_reference import load_library
 
     folder = tmp_path / "bert-cls"
     folder.mkdir()
