@@ -182,8 +182,18 @@ def _xlm_roberta(out: Path, tokenizer_dir: Path) -> Path:
     return _save_model(xlm_roberta, xlm_roberta.ModelArgs.from_dict(config), config, out, 2)
 
 
-def _modernbert_config(vocab: int, architectures: list[str]) -> dict[str, Any]:
+def _modernbert_config(out: Path, vocab: int, architectures: list[str]) -> dict[str, Any]:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(out))
+    cls, sep, pad = (tok.convert_tokens_to_ids(t) for t in ("[CLS]", "[SEP]", "[PAD]"))
     return {
+        # its tokenizer's ids, not ModernBERT's defaults (transformers warns of those)
+        "pad_token_id": pad,
+        "cls_token_id": cls,
+        "bos_token_id": cls,
+        "sep_token_id": sep,
+        "eos_token_id": sep,
         "model_type": "modernbert",
         "architectures": architectures,
         "vocab_size": vocab,
@@ -211,7 +221,7 @@ def _modernbert_tokenizer(out: Path, tokenizer_dir: Path) -> int:
 def _modernbert(out: Path, tokenizer_dir: Path) -> Path:
     from mlx_embeddings.models import modernbert
 
-    config = _modernbert_config(_modernbert_tokenizer(out, tokenizer_dir), ["ModernBertModel"])
+    config = _modernbert_config(out, _modernbert_tokenizer(out, tokenizer_dir), ["ModernBertModel"])
     return _save_model(modernbert, modernbert.ModelArgs.from_dict(config), config, out, 3)
 
 
@@ -296,9 +306,8 @@ def _modernbert_reranker(out: Path, tokenizer_dir: Path) -> Path:
     a sigmoid over its logit)."""
     from mlx_embeddings.models import modernbert
 
-    config = _modernbert_config(
-        _modernbert_tokenizer(out, tokenizer_dir), ["ModernBertForSequenceClassification"]
-    )
+    vocab = _modernbert_tokenizer(out, tokenizer_dir)
+    config = _modernbert_config(out, vocab, ["ModernBertForSequenceClassification"])
     config.update(classifier_pooling="cls", id2label={"0": "LABEL_0"}, label2id={"LABEL_0": 0})
     return _save_model(modernbert, modernbert.ModelArgs.from_dict(config), config, out, 7)
 

@@ -107,7 +107,9 @@ class Runner:
 
     def text_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """Each text's tokens with the model's special tokens, as the library tokenizes."""
-        return [list(ids) for ids in self.tokenizer(list(texts))["input_ids"]]
+        # verbose=False: a text too long is refused by check_length, not warned of
+        encoded = self.tokenizer(list(texts), verbose=False)
+        return [list(ids) for ids in encoded["input_ids"]]
 
     def array_ids(self, tokens: Sequence[int], index: int) -> list[int]:
         """A token array as the text it spells would be: between the model's special
@@ -174,7 +176,9 @@ class Runner:
     def pair_ids(self, query: str, documents: Sequence[str]) -> list[dict[str, list[int]]]:
         """(query, document) pairs as the cross-encoder reads them, documents cut to fit;
         EmbeddingInputError where the query alone does not fit."""
-        alone = self.tokenizer(query, "")["input_ids"]  # the query and the pair's specials
+        alone = self.tokenizer(query, "", verbose=False)[
+            "input_ids"
+        ]  # the query and the pair's specials
         self.check_length(list(alone), None, "query")
         encoded = self.tokenizer(
             [query] * len(documents),

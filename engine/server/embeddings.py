@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Literal, TypeVar
 
@@ -209,11 +210,12 @@ class EmbeddingsAPI:
     async def rerank(self, request: Request) -> Response:
         return await self.core.logged(request, self._rerank)
 
-    async def _run(self, work: Future[T], param: str, single: bool = False) -> T:
+    async def _run(self, work: Future[T], place: Callable[[int | None], str]) -> T:
+        """The model's answer; a 400 naming the input it refused (`place(its index)`)."""
         try:
             return await asyncio.wrap_future(work)
         except EmbeddingInputError as exc:
-            where = param if exc.index is None or single else f"{param}[{exc.index}]"
+            where = place(exc.index)
             raise APIError(400, f"{where}: {exc}", param=where, code="invalid_value") from None
         except EngineClosedError as exc:
             raise APIError(503, str(exc), code="model_not_loaded") from None
@@ -241,7 +243,9 @@ class EmbeddingsAPI:
                     param="dimensions",
                     code="invalid_value",
                 )
-        embedded = await self._run(model.embed(inputs), "input", single)
+        embedded = await self._run(
+            model.embed(inputs), lambda i: "input" if single or i is None else f"input[{i}]"
+        )
         vectors = embedded.vectors
         if body.dimensions is not None and body.dimensions < info.dimensions:
             vectors = shorten(vectors, body.dimensions, info.normalized)
@@ -271,7 +275,10 @@ class EmbeddingsAPI:
         if not body.query:
             raise APIError(400, "query: empty; give the text to rank against", param="query")
         documents = _documents(body.documents)
-        ranked = await self._run(model.rerank(body.query, [t for t, _ in documents]), "documents")
+        ranked = await self._run(
+            model.rerank(body.query, [t for t, _ in documents]),
+            lambda i: "query" if i is None else f"documents[{i}]",
+        )
         order = sorted(range(len(documents)), key=lambda i: (-ranked.scores[i], i))
         results = []
         for i in order[: body.top_n]:
