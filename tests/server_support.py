@@ -66,12 +66,12 @@ def anthropic_client(server: HTTPServer, key: str = "unused", timeout: float = 1
 
 def sse_events(raw: str) -> list[tuple[str | None, dict[str, Any]]]:
     """A server-sent-event body as (event name, JSON data) pairs, in order; every event
-    must be one `event:` line (optional) and one `data:` line."""
+    must be one `event:` line (optional) and one `data:` line (comments are skipped)."""
     import json
 
     out: list[tuple[str | None, dict[str, Any]]] = []
     for block in raw.split("\n\n"):
-        if not block:
+        if not block or block.startswith(":"):  # empty, or a comment (a keep-alive)
             continue
         name, data = None, None
         for line in block.split("\n"):

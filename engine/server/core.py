@@ -16,7 +16,7 @@ import asyncio
 import functools
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -27,10 +27,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from engine.api import EngineAPI
 from engine.errors import CorralError, EngineBusyError, EngineClosedError
 from engine.runtime.context import CONTEXT_LENGTH_EXCEEDED
+from engine.runtime.handle import RequestHandle
 from engine.server.activity import RequestRecord, ServerActivity
 from engine.server.compat import Dialect, note_headers, screen
 from engine.server.config import ServerConfig
 from engine.server.errors import APIError, from_validation_error, param_path
+from engine.server.keepalive import JSON_SPACE, Ticker
 from engine.server.responses import IndexedEvent, error_message, failure, status_for
 from engine.server.streaming import EventChannel, StreamWriter, relay
 from engine.server.translate import ConstraintChecker, Prepared
@@ -192,17 +194,24 @@ class Core:
             self.activity.end(RequestRecord(arrived, endpoint, 500, error=str(exc)))
             raise
         gone = asyncio.ensure_future(_until_disconnect(request))
+        keep_alive = self.config.keep_alive_s or None
         try:
-            events = await _next(channel, gone)
+            # The first events say whether the engine took the request (an error is still
+            # an HTTP status); past a keep-alive's wait the reply starts without them.
+            events = await _next(channel, gone, keep_alive)
             if stream and _finished(events) < n:
                 gone.cancel()  # the streaming response listens for the disconnect itself
                 return StreamingResponse(
-                    relay(writer, events, channel, handles),
+                    relay(writer, events, channel, handles, keep_alive),
                     media_type="text/event-stream",
                     headers=SSE_HEADERS,
                 )
             while _finished(events) < n:
-                events += await _next(channel, gone)
+                more = await _next(channel, gone, keep_alive)
+                if not more:  # silent for a keep-alive's wait: hold the connection open
+                    gone.cancel()
+                    return self._held(request, events, channel, handles, whole, n)
+                events += more
         except ClientGone:
             for handle in handles:
                 handle.cancel()
@@ -210,13 +219,57 @@ class Core:
         finally:
             gone.cancel()
         finished = _results(events)
-        info = self.engine.snapshot.model
-        raise_for_results(finished, info.context_length if info is not None else None)
+        raise_for_results(finished, self._context_length())
         if stream:  # finished before any token: a one-shot stream
             return StreamingResponse(
                 relay(writer, events, None, handles), media_type="text/event-stream"
             )
         return JSONResponse(whole(finished))
+
+    def _context_length(self) -> int | None:
+        info = self.engine.snapshot.model
+        return info.context_length if info is not None else None
+
+    def _held(
+        self,
+        request: Request,
+        events: list[IndexedEvent],
+        channel: EventChannel,
+        handles: list[RequestHandle],
+        whole: Callable[[list[ChatResult]], dict[str, Any]],
+        n: int,
+    ) -> Response:
+        """A whole-JSON reply still being computed, its connection held open by a space
+        every keep-alive (engine.server.keepalive); a failure after this point is its
+        error body under the 200 already sent."""
+        ticker = Ticker(self.config.keep_alive_s)
+        path = request.url.path
+
+        def body() -> bytes:
+            finished = _results(events)
+            try:
+                raise_for_results(finished, self._context_length())
+                return bytes(JSONResponse(whole(finished)).body)
+            except APIError as exc:
+                return bytes(exc.response(path).body)
+
+        async def held() -> AsyncIterator[bytes]:
+            try:
+                yield JSON_SPACE
+                while _finished(events) < n:
+                    batch = await ticker.next(channel.next_batch)
+                    if batch is None:
+                        yield JSON_SPACE
+                    else:
+                        events.extend(batch)
+                yield body()
+            finally:
+                ticker.close()
+                for handle in handles:
+                    if not handle.done():
+                        handle.cancel()  # the client went away
+
+        return StreamingResponse(held(), media_type="application/json", headers=SSE_HEADERS)
 
 
 def prompt_length(request: ChatRequest, loaded: Any) -> int:
@@ -291,14 +344,20 @@ def _parse_json(raw: bytes) -> dict[str, Any]:
     return data
 
 
-async def _next(channel: EventChannel, gone: asyncio.Future[None]) -> list[IndexedEvent]:
+async def _next(
+    channel: EventChannel, gone: asyncio.Future[None], timeout: float | None = None
+) -> list[IndexedEvent]:
+    """The channel's next events; [] when `timeout` seconds pass first (an event left
+    unread stays in the channel); ClientGone when the client disconnects first."""
     get = asyncio.ensure_future(channel.next_batch())
     waiting: set[asyncio.Future[Any]] = {get, gone}
-    done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-    if get not in done:
-        get.cancel()
+    done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    if get in done:
+        return get.result()
+    get.cancel()
+    if gone in done:
         raise ClientGone
-    return get.result()
+    return []
 
 
 def _unencodable_text(data: Any) -> str | None:
