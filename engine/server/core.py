@@ -31,6 +31,7 @@ from engine.runtime.handle import RequestHandle
 from engine.server.activity import RequestRecord, ServerActivity
 from engine.server.compat import Dialect, note_headers, screen
 from engine.server.config import ServerConfig
+from engine.server.context_scaling import reported, scale_factor, scaled_result
 from engine.server.errors import APIError, from_validation_error, param_path
 from engine.server.keepalive import JSON_SPACE, Ticker
 from engine.server.responses import IndexedEvent, error_message, failure, status_for
@@ -168,6 +169,8 @@ class Core:
         n = prepared.n
         results: list[ChatResult | None] = [None] * n
 
+        factor = self.report_factor()
+
         def on_event(index: int, event: ChatEvent) -> None:  # engine thread
             if not first_token and isinstance(event, TextDelta | ToolCallDelta):
                 first_token.append(time.perf_counter())
@@ -177,6 +180,8 @@ class Core:
                 if len(done) == n:
                     ttft = (first_token[0] - started) * 1e3 if first_token else None
                     self.activity.end(_record(arrived, endpoint, stream, prepared, done, ttft))
+                if failure([event.result]) is None:  # the client's counts (the log's are real)
+                    event = Finished(scaled_result(event.result, factor))
             channel.push((index, event))
 
         requests = prepared.request.alternatives(n) if n > 1 else [prepared.request]
@@ -225,6 +230,15 @@ class Core:
                 relay(writer, events, None, handles), media_type="text/event-stream"
             )
         return JSONResponse(whole(finished))
+
+    def reported(self, tokens: int) -> int:
+        """A token count as clients are told it (`--report-context`)."""
+        return reported(tokens, self.report_factor())
+
+    def report_factor(self) -> float:
+        """How much larger the token counts clients are told are than the real ones
+        (`--report-context`, engine.server.context_scaling)."""
+        return scale_factor(self.config.report_context, self._context_length())
 
     def _context_length(self) -> int | None:
         info = self.engine.snapshot.model
@@ -288,11 +302,13 @@ def prompt_length(request: ChatRequest, loaded: Any) -> int:
     return len(tokens)
 
 
-async def count_prompt(engine: EngineAPI, request: ChatRequest) -> int:
-    """`prompt_length` of `request` on `engine`'s thread; 501 where the model lives in
-    another process (a distributed group)."""
+async def count_prompt(core: Core, request: ChatRequest) -> int:
+    """`prompt_length` of `request` on the engine's thread (real tokens: `Core.reported`
+    gives what clients are told); 501 where the model lives in another process (a
+    distributed group)."""
+    run = core.engine.run(functools.partial(prompt_length, request))
     try:
-        return await asyncio.wrap_future(engine.run(functools.partial(prompt_length, request)))
+        return await asyncio.wrap_future(run)
     except APIError:
         raise
     except CorralError as exc:
