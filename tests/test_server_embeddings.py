@@ -207,3 +207,54 @@ def test_base64_is_little_endian_float32() -> None:
     decoded = np.frombuffer(base64.b64decode(encode_vector(vector, "base64")), "<f4")
     np.testing.assert_array_equal(decoded, vector)
     assert encode_vector(vector, "float") == [1.5, -2.0]
+
+
+def test_the_serve_command_loads_its_embedding_and_rerank_models(
+    tiny_model_dir: Path, folders: dict[str, Path], tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import openai
+
+    command = [
+        *(sys.executable, "-m", "engine", "serve", "--model", str(tiny_model_dir)),
+        *("--port", "0", "--embedding-model", str(folders["qwen3"])),
+        *("--rerank-model", str(folders["reranker"]), "--keep-alive-s", "2"),
+    ]
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CORRAL_LOG_DIR": str(tmp_path)},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("Serving tiny"), line
+        url = line.split(" on ", 1)[1].split(" ", 1)[0]
+        listed = [proc.stdout.readline().strip() for _ in range(2)]
+        assert listed == [
+            f"qwen3 (Qwen3-Embedding) at {url}/v1/embeddings",
+            f"reranker (ModernBERT) at {url}/v1/rerank",
+        ]
+        client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
+        reply = client.embeddings.create(model="qwen3", input=TEXTS)
+        np.testing.assert_allclose(
+            [d.embedding for d in reply.data],
+            library_vectors(folders["qwen3"], TEXTS),
+            atol=1e-5,
+        )
+        ranked = httpx.post(url + "/v1/rerank", json={"query": QUERY, "documents": DOCUMENTS})
+        assert ranked.status_code == 200 and len(ranked.json()["results"]) == 3
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    assert "200 /v1/embeddings: " in err and "200 /v1/rerank: " in err
+    assert f"/v1/embeddings: {reply.usage.total_tokens} tokens" in err
