@@ -40,7 +40,7 @@ def _save_tokenizer(tokenizer: Any, out: Path, **settings: Any) -> None:
     fast.save_pretrained(str(out))
 
 
-def _wordpiece(out: Path) -> int:
+def _wordpiece(out: Path, max_length: int = 64) -> int:
     """A BERT WordPiece tokenizer ([CLS] text [SEP], pairs with token type ids)."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from tokenizers.processors import TemplateProcessing
@@ -66,7 +66,7 @@ def _wordpiece(out: Path) -> int:
         cls_token="[CLS]",
         sep_token="[SEP]",
         mask_token="[MASK]",
-        model_max_length=64,
+        model_max_length=max_length,
         model_input_names=["input_ids", "token_type_ids", "attention_mask"],
     )
     return int(tok.get_vocab_size())
@@ -144,23 +144,39 @@ def _save_model(module: Any, args: Any, config: dict[str, Any], out: Path, seed:
     return out
 
 
-def _bert(out: Path, tokenizer_dir: Path) -> Path:
+def _bert(
+    out: Path,
+    tokenizer_dir: Path,
+    hidden: int = HIDDEN,
+    layers: int = 2,
+    heads: int = 2,
+    positions: int = 64,
+) -> Path:
     from mlx_embeddings.models import bert
 
-    vocab = _wordpiece(out)
+    vocab = _wordpiece(out, positions)
     config = {
         "model_type": "bert",
         "architectures": ["BertModel"],
         "vocab_size": vocab,
-        "hidden_size": HIDDEN,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "intermediate_size": HIDDEN * 2,
-        "max_position_embeddings": 64,
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "intermediate_size": hidden * 4 if hidden > HIDDEN else hidden * 2,
+        "max_position_embeddings": positions,
         "type_vocab_size": 2,
         "pad_token_id": 0,
     }
     return _save_model(bert, bert.ModelArgs.from_dict(config), config, out, 1)
+
+
+def build_minilm_shaped(out: str | Path, tokenizer_dir: str | Path) -> Path:
+    """A random BERT the shape of all-MiniLM-L6-v2 (6 layers, hidden 384, 12 heads, 512
+    positions), the small embedding model editors index with: for timing, where a tiny
+    model's forward pass would be all overhead."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    return _bert(folder, Path(tokenizer_dir), hidden=384, layers=6, heads=12, positions=512)
 
 
 def _xlm_roberta(out: Path, tokenizer_dir: Path) -> Path:

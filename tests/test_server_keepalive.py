@@ -3,7 +3,8 @@ prompt's prefill still gets its reply, streamed or not, in all three dialects, b
 keep-alives arrive while the prompt is read; without them the same client gives up.
 
 The prefill is made slow without depending on the machine's speed: the engine's model is
-wrapped so that a forward pass over a prompt (more than one token) first sleeps DELAY_S.
+wrapped so that a forward pass over a prompt (more than one token) first sleeps DELAY_S
+(benchmarks/slow_prefill.py).
 """
 
 from __future__ import annotations
@@ -12,60 +13,39 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import openai
 import pytest
 
+from benchmarks.slow_prefill import SlowPrefill, slowed
 from engine.engine import Engine
 from engine.server import HTTPServer
 from tests.server_support import anthropic_client, serving
 
-DELAY_S = 1.5  # one prompt's forward pass
-READ_TIMEOUT_S = 0.75  # the clients' read timeout: shorter than the prefill
+# One prompt's forward pass, the clients' read timeout (shorter than the prefill) and the
+# keep-alive: a busy machine may hold the server back for most of a second and still pass.
+DELAY_S = 2.5
+READ_TIMEOUT_S = 1.5
 KEEP_ALIVE_S = 0.1
-
-
-class SlowPrefill:
-    """A model whose passes over a prompt (more than one token: the engine decodes one
-    token a pass, not drafting) take DELAY_S longer."""
-
-    def __init__(self, model: Any) -> None:
-        self._model = model
-        self.fail_next = False  # the next prompt pass fails, after its delay
-
-    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
-        if inputs.shape[-1] > 1:
-            time.sleep(DELAY_S)
-            if self.fail_next:
-                self.fail_next = False
-                raise RuntimeError("the prompt pass failed")
-        return self._model(inputs, *args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._model, name)
-
-
-SLOW: list[SlowPrefill] = []  # the slow engine's model
 
 
 @pytest.fixture(scope="module")
 def slow_engine(tiny_model_dir: Path) -> Iterator[Engine]:
-    engine = Engine(learn_pass_cost=False, speculative=False)
+    engine = Engine(learn_pass_cost=False, speculative=False)  # one token a decode pass
     engine.load_model(str(tiny_model_dir)).result()
-
-    def slow_down(loaded: Any) -> None:
-        loaded.model = SlowPrefill(loaded.model)
-        SLOW[:] = [loaded.model]
-
-    engine.run(slow_down).result()
     yield engine
     engine.close()
 
 
 @pytest.fixture(scope="module")
-def server(slow_engine: Engine) -> Iterator[HTTPServer]:
+def slow(slow_engine: Engine) -> Iterator[SlowPrefill]:
+    with slowed(slow_engine, DELAY_S) as model:
+        yield model
+
+
+@pytest.fixture(scope="module")
+def server(slow_engine: Engine, slow: SlowPrefill) -> Iterator[HTTPServer]:
     with serving(slow_engine, keep_alive_s=KEEP_ALIVE_S) as running:
         yield running
 
@@ -136,7 +116,9 @@ def test_messages_outlive_the_read_timeout(server: HTTPServer) -> None:
     assert final.stop_reason == "max_tokens" and final.content
 
 
-def test_without_keep_alives_the_same_client_gives_up(slow_engine: Engine) -> None:
+def test_without_keep_alives_the_same_client_gives_up(
+    slow_engine: Engine, slow: SlowPrefill
+) -> None:
     with serving(slow_engine, keep_alive_s=0) as silent:
         with pytest.raises(openai.APITimeoutError):
             openai_slow(silent).chat.completions.create(
@@ -171,21 +153,14 @@ def test_what_each_dialect_sends_while_the_prompt_is_read(server: HTTPServer) ->
         names = [line for line in reply.iter_lines() if line.startswith("event:")]
     assert names[:3] == ["event: message_start", "event: ping", "event: ping"]
 
-    user = {"role": "user", "content": prompt()}
-    whole = httpx.post(
-        server.url + "/v1/chat/completions",
-        json={"model": model, "messages": [user], "max_tokens": 2},
-        timeout=timeout(),
-    )
-    assert whole.status_code == 200 and whole.text.startswith("  ")
-    assert whole.json()["object"] == "chat.completion"  # leading spaces are valid JSON
 
-
-def test_a_held_reply_that_fails_sends_its_error_body(server: HTTPServer) -> None:
+def test_a_held_reply_that_fails_sends_its_error_body(
+    server: HTTPServer, slow: SlowPrefill
+) -> None:
     """Past the keep-alive's wait the status is 200 and the connection held; a failure
     after that is the error body, in the dialect's own shape."""
     model = model_name(server)
-    SLOW[0].fail_next = True
+    slow.fail_next = True
     reply = httpx.post(
         server.url + "/v1/messages",
         json={"model": model, "max_tokens": 2, "messages": [{"role": "user", "content": prompt()}]},
