@@ -201,3 +201,12 @@ def test_the_rerank_families_have_fixtures() -> None:
     from engine.embeddings import RERANK_ARCHITECTURES
 
     assert set(RERANK_FAMILIES) == set(RERANK_ARCHITECTURES.values())
+
+
+def test_an_unloaded_model_says_so(folders: dict[str, Path]) -> None:
+    from engine.errors import EngineClosedError
+
+    model = load_embedding_model(str(folders["bert"]))
+    model.close()
+    with pytest.raises(EngineClosedError, match="unloaded"):
+        model.embed(["late"]).result()

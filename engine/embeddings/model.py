@@ -79,9 +79,16 @@ class EmbeddingModel:
         return self.info.kind
 
     def _submit(self, work: Callable[[Runner], T]) -> Future[T]:
-        if self._closed:
-            raise EngineClosedError(f"the model {self.name} has been unloaded")
-        return self._pool.submit(work, self._runner)
+        """`work(runner)` on the model's thread; a future that fails with
+        EngineClosedError once the model is unloaded."""
+        try:
+            if not self._closed:
+                return self._pool.submit(work, self._runner)
+        except RuntimeError:  # unloaded between the check and the submit
+            pass
+        failed: Future[T] = Future()
+        failed.set_exception(EngineClosedError(f"the model {self.name} has been unloaded"))
+        return failed
 
     def embed(self, inputs: Sequence[Input]) -> Future[Embedded]:
         """The vectors of `inputs` (texts, or token arrays without special tokens: the

@@ -78,11 +78,11 @@ class Service:
         return JSONResponse({"object": "list", "data": cards})
 
     async def model(self, request: Request) -> Response:
-        card = self._model_card()
         wanted = request.path_params["model_id"]
         for other in self.embeddings.cards():
             if other["id"] == wanted:
                 return JSONResponse(other)
+        card = self._model_card()
         if wanted != card["id"]:
             raise unknown_model(wanted, card["id"])
         return JSONResponse(card)
