@@ -14,7 +14,6 @@ from benchmarks.embedding_reference import library_scores, library_vectors
 from benchmarks.tiny_embedding_models import (
     EMBEDDING_FAMILIES,
     RERANK_FAMILIES,
-    build_embedding_model,
     write_pooling,
 )
 from engine.embeddings import FAMILIES, load_embedding_model, shorten
@@ -32,19 +31,13 @@ TOLERANCE = 1e-5  # float32: a padded batch sums in another order than one input
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("embedding-models")
-    return {
-        name: build_embedding_model(name, root / name, default_model_dir)
-        for name in EMBEDDING_FAMILIES
-    }
+def folders(embedding_model_dirs: dict[str, Path]) -> dict[str, Path]:
+    return {name: embedding_model_dirs[name] for name in EMBEDDING_FAMILIES}
 
 
 @pytest.fixture(scope="module")
-def reranker(tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path) -> Path:
-    return build_embedding_model(
-        "modernbert", tmp_path_factory.mktemp("reranker"), default_model_dir, rerank=True
-    )
+def reranker(embedding_model_dirs: dict[str, Path]) -> Path:
+    return embedding_model_dirs["reranker"]
 
 
 def test_every_covered_family_has_a_fixture() -> None:

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from benchmarks.embedding_reference import library_scores, library_vectors
-from benchmarks.tiny_embedding_models import build_embedding_model
 from engine.embeddings import EmbeddingModels, load_embedding_model, shorten
 from engine.server import HTTPServer
 from tests.server_support import openai_client, serving
@@ -25,15 +24,8 @@ DOCUMENTS = ["Corral serves embeddings at /v1/embeddings", "a cat on a mat", "em
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("served-embeddings")
-    return {
-        "bert": build_embedding_model("bert", root / "bert", default_model_dir),
-        "qwen3": build_embedding_model("qwen3", root / "qwen3", default_model_dir),
-        "reranker": build_embedding_model(
-            "modernbert", root / "reranker", default_model_dir, rerank=True
-        ),
-    }
+def folders(embedding_model_dirs: dict[str, Path]) -> dict[str, Path]:
+    return {name: embedding_model_dirs[name] for name in ("bert", "qwen3", "reranker")}
 
 
 @pytest.fixture(scope="module")
