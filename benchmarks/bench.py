@@ -13,7 +13,8 @@ against plain decoding on grounded and open-ended tasks), `reasoning` (a model t
 first: constrained answers after thinking valid, budgets kept, their speed against free
 ones), `overhead` (a step's time beyond its forward pass, Corral's loop beside mlx-lm's),
 `extract` (a folder of documents through an extraction job, and the Batch API against the
-same requests online).
+same requests online), `serving` (embeddings and rerank equal to mlx-embeddings' own and as
+fast through the server, keep-alives holding a client through a long prefill).
 Each returns a flat dict of figures; `--json` prints them merged into one object whose keys
 stay stable (new figures add keys).
 
@@ -159,6 +160,7 @@ SECTIONS: dict[str, Section] = {
     "agent": _lazy("benchmarks.agent", "run_agent_bench"),
     "extract": _lazy("benchmarks.extract", "run_extract_bench"),
     "families": _lazy("benchmarks.families", "run_families_bench"),
+    "serving": _lazy("benchmarks.serving", "run_serving_bench"),
 }
 
 

@@ -40,6 +40,7 @@ from engine.types import (
 
 if TYPE_CHECKING:
     from engine.api import EngineAPI
+    from engine.embeddings import EmbeddingModels
 
 log = logging.getLogger("engine.cli")
 server_log = logging.getLogger("corral.server")  # the server's own logger (engine.server)
@@ -258,6 +259,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cors_origins=args.cors or [],
         serve_any_model_name=args.serve_any_model_name,
         allow_image_urls=args.allow_image_urls,
+        keep_alive_s=args.keep_alive_s,
+        report_context=args.report_context,
     )
     config.check()  # refuse a public bind without a key before loading anything
     from engine.logs import remember_secrets
@@ -265,9 +268,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     remember_secrets([config.api_key])
     engine = make_engine(args)
     engine.set_max_rows(args.max_rows)
+    vectors = _load_embedding_models(args)
     try:
         info = load_with_speculation(engine, args, _progress_printer(True))
-        server = HTTPServer(engine, config)
+        server = HTTPServer(engine, config, embeddings=vectors)
 
         def show(record: Any) -> None:
             line = record.line()
@@ -284,14 +288,39 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 f"Serving {info.name} on {url} (OpenAI and Anthropic APIs at {url}/v1); "
                 "Ctrl+C stops"
             )
+            for kind in ("embedding", "rerank"):
+                for model in vectors.of_kind(kind):
+                    endpoint = "/v1/embeddings" if kind == "embedding" else "/v1/rerank"
+                    print(f"  {model.name} ({model.info.family}) at {url}{endpoint}")
             sys.stdout.flush()
 
         server.serve_forever(ready)
     finally:
         engine.close()
+        vectors.close()
     print("Stopped.", file=sys.stderr)
     server_log.info("server stopped")
     return 0
+
+
+def _load_embedding_models(args: argparse.Namespace) -> EmbeddingModels:
+    """The --embedding-model and --rerank-model models, loaded (EmbeddingModels)."""
+    from engine.embeddings import EmbeddingModels, Kind, load_embedding_model
+
+    models = EmbeddingModels()
+    try:
+        kinds: list[tuple[Kind, list[str] | None]] = [
+            ("embedding", args.embedding_model),
+            ("rerank", args.rerank_model),
+        ]
+        for kind, specs in kinds:
+            for spec in specs or []:
+                print(f"Loading {kind} model {spec}...", file=sys.stderr, flush=True)
+                models.add(load_embedding_model(spec, kind))
+    except BaseException:
+        models.close()
+        raise
+    return models
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -467,6 +496,34 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=DEFAULT_MAX_ROWS,
         help=f"replies decoded side by side at most (default {DEFAULT_MAX_ROWS}; 1: one at a time)",
+    )
+    serve.add_argument(
+        "--embedding-model",
+        action="append",
+        metavar="SPEC",
+        help="also serve this embedding model at /v1/embeddings (a folder or a Hugging Face "
+        "repo id; repeatable; requests pick one by `model`, the first by default)",
+    )
+    serve.add_argument(
+        "--rerank-model",
+        action="append",
+        metavar="SPEC",
+        help="also serve this cross-encoder reranker at /v1/rerank (repeatable)",
+    )
+    serve.add_argument(
+        "--keep-alive-s",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="while a reply has nothing to send (a long prompt being read), send a "
+        "keep-alive at least every S seconds (default 10; 0: none)",
+    )
+    serve.add_argument(
+        "--report-context",
+        type=_positive_int,
+        metavar="N",
+        help="context scaling: report token counts (usage, count_tokens) as if the model "
+        "read N tokens, so an agent built for an N-token window compacts in time",
     )
     add_speculative_arguments(serve)
     add_cache_arguments(serve)

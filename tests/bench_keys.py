@@ -357,4 +357,22 @@ STABLE_KEYS: dict[str, set[str]] = {
         "families_render_rate",
         "families_render_misses",
     },
+    # added with issue 45: embeddings, rerank and keep-alives through the server
+    # (the pool's `model_swap_s` and `pool_cap_held` come from benchmarks/serving_pool.py)
+    "serving": {
+        "embeddings_identical",
+        "embeddings_families",
+        "embeddings_max_abs_diff",
+        "rerank_identical",
+        "embeddings_tps_ratio",
+        "embeddings_tps_ratio_spread",
+        "embeddings_server_tps",
+        "embeddings_library_tps",
+        "embeddings_tokens",
+        "embeddings_inputs",
+        "embeddings_rounds",
+        "keepalive_ok",
+        "keepalive_runs",
+        "keepalive_failures",
+    },
 }

@@ -49,6 +49,26 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, default_model_dir: 
 
 
 @pytest.fixture(scope="session")
+def embedding_model_dirs(
+    tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path
+) -> dict[str, Path]:
+    """A tiny random embedding model of each covered family (by family name) and a
+    cross-encoder reranker ("reranker"), from mlx-embeddings' own classes with real
+    tokenizers (benchmarks/tiny_embedding_models.py), built once per session."""
+    from benchmarks.tiny_embedding_models import EMBEDDING_FAMILIES, build_embedding_model
+
+    root = tmp_path_factory.mktemp("embedding-models")
+    folders = {
+        name: build_embedding_model(name, root / name, default_model_dir)
+        for name in EMBEDDING_FAMILIES
+    }
+    folders["reranker"] = build_embedding_model(
+        "modernbert", root / "reranker", default_model_dir, rerank=True
+    )
+    return folders
+
+
+@pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir: Path):
     """(model, tokenizer) of the tiny model, loaded on the test thread, for tests that drive
     it directly (the prompt cache, tokenizer checks)."""

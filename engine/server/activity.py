@@ -36,6 +36,8 @@ class RequestRecord:
         head = f"{stamp} {self.status} {self.endpoint}{' (stream)' if self.stream else ''}"
         if self.error:
             return f"{head}: {self.error}"
+        if self.stop_reason is None and self.ttft_ms is None and not self.completion_tokens:
+            return f"{head}: {self.prompt_tokens} tokens"  # embeddings, rerank, counts
         ttft = f"{self.ttft_ms:.0f} ms" if self.ttft_ms is not None else "-"
         text = (
             f"{head}: {self.prompt_tokens} prompt ({self.cached_tokens} cached), "

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.server.keepalive import SSE_COMMENT
 from engine.server.openai_responses.schemas import ResponsesBody
 from engine.server.responses import IndexedEvent, corral_stats, failure
 from engine.server.streaming import generation_error
@@ -217,6 +218,9 @@ class ResponseStream:
         self._sequence += 1
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
         return f"event: {kind}\ndata: {data}\n\n".encode()
+
+    def keep_alive(self) -> bytes:
+        return SSE_COMMENT
 
     def opening(self) -> list[bytes]:
         start = response_json(self._id, self._created, self._settings, None)
