@@ -3,7 +3,18 @@
 A prompt longer than the model reads would run for minutes (20,000 tokens: over 500 s on
 the default model here) and then decode from positions the model never saw. So the prompt,
 tool definitions included, is counted before prefill and refused with the numbers; a reply
-that would run past the context stops there (stop reason "length").
+that would run past the context stops there (stop reason "length", ending "cut" or
+"filled").
+
+"No room for a reply" means fewer tokens left than the reply can use at all: the model must
+be able to write at least one token of its own. Without a constraint one token of room is
+enough (`reply_budget` refuses a prompt that leaves none). Under a constraint that is closed
+to fit, the closing policy keeps the tokens of the format's ending and a margin from the
+model; when what the context leaves is so little that it takes over before the model has
+written a single token, the reply is refused the same way (`room_taken`), rather than
+handed back as a reply the model never wrote (an agent at 8,187 of 8,192 tokens got
+0-token replies ended `stop` and retried them for minutes). A prompt that leaves a little
+more decodes, and its reply ends "length".
 """
 
 from __future__ import annotations
@@ -62,12 +73,27 @@ class ContextLengthError(CorralError, ValueError):
         context_length: int,
         tool_tokens: int = 0,
         memory: KVMemory | None = None,
+        reply_needs: int = 1,
     ) -> None:
+        """`reply_needs`: the fewest tokens of room the reply can use at all (one, or more
+        under a format closed to fit, see the module doc)."""
         self.prompt_tokens = prompt_tokens
         self.context_length = context_length
         self.tool_tokens = tool_tokens
+        # the most prompt tokens that leave the reply room, in the context and in memory
+        limits = [context_length - reply_needs] if context_length > 0 else []
+        if memory is not None:
+            limits.append(memory.max_tokens - 1)
+        self.max_prompt_tokens = max(0, min(limits)) if limits else 0
         message = f"prompt is {prompt_tokens:,} tokens; this model reads at most {context_length:,}"
-        if prompt_tokens == context_length:
+        left = context_length - prompt_tokens
+        if reply_needs > 1 and left > 0:
+            message += (
+                f", which leaves {left:,} for the reply: closing its format validly takes "
+                f"{reply_needs - 1:,} (the shortest ending and a margin), so the model could "
+                f"write none; at most {self.max_prompt_tokens:,} prompt tokens leave it room"
+            )
+        elif prompt_tokens == context_length:
             message += ", and a reply needs at least one more"
         if tool_tokens:
             message += f" (the tool definitions take {tool_tokens:,} of them)"
@@ -101,6 +127,18 @@ def reply_budget(
     return min(max_tokens, context_length - prompt_tokens)
 
 
+def room_taken(
+    prompt_tokens: int, context_length: int | None, reserve: int, budget: int, max_tokens: int
+) -> ContextLengthError | None:
+    """The refusal for a reply whose closing policy took over before the model wrote a
+    token, keeping `reserve` tokens (the format's ending and its margin) of the `budget`
+    the context left, when the context (not `max_tokens`) is what left so little; else
+    None (a small `max_tokens` is the client's own choice, and its reply ends "filled")."""
+    if not context_length or budget >= max_tokens:
+        return None
+    return ContextLengthError(prompt_tokens, context_length, reply_needs=reserve + 1)
+
+
 def tool_definition_tokens(tokenizer: Any, request: ChatRequest, prompt_tokens: int) -> int:
     """How many of a tool request's `prompt_tokens` its tool definitions take: the prompt
     rendered again without them (for the error message only)."""
@@ -120,3 +158,4 @@ def annotate_error(result: ChatResult, exc: BaseException) -> None:
         result.error_code = code
     if isinstance(exc, ContextLengthError):
         result.stats.prompt_tokens = exc.prompt_tokens
+        result.max_prompt_tokens = exc.max_prompt_tokens

@@ -48,12 +48,15 @@ from engine.types.result import (
     MAX_TOP_LOGPROBS,
     AsWrittenCheck,
     ChatResult,
+    Ending,
     ErrorKind,
     GenerationStats,
     StopReason,
     TokenAlternative,
     TokenLogprob,
     ToolCall,
+    decide_ending,
+    filled_names,
     logprobs_summary,
 )
 from engine.types.sampling import (
@@ -76,6 +79,7 @@ __all__ = [
     "ChatRequest",
     "ChatResult",
     "ChatRole",
+    "Ending",
     "CompiledConstraint",
     "ConstraintKind",
     "ConstraintSpec",
@@ -117,4 +121,6 @@ __all__ = [
     "check_sampling",
     "effort_budget",
     "logprobs_summary",
+    "decide_ending",
+    "filled_names",
 ]
