@@ -22,6 +22,7 @@ from app.store import Message
 from app.tools import tool_title
 from app.views import theme
 from app.views.icons import IconButton
+from engine.types import Ending, StopReason, decide_ending, ending_note
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,26 @@ class Note:
     text: str
     kind: str = "quiet"  # quiet | warning | error
     action: str = ""  # "" | "retry" | "continue"
+
+
+def message_ending(meta: dict[str, Any]) -> Ending:
+    """How a saved reply ended: as stored, or for a reply saved before endings were, decided
+    the engine's way from what was stored."""
+    stored = meta.get("ending")
+    if stored in set(Ending):
+        return Ending(stored)
+    if meta.get("error"):
+        return Ending.FAILED
+    try:
+        stop = StopReason(meta.get("stop_reason") or "eos")
+    except ValueError:
+        stop = StopReason.EOS
+    stats = meta.get("stats") or {}
+    return decide_ending(
+        stop,
+        closed_to_fit=bool(stats.get("closed_to_fit")),
+        incomplete=bool(meta.get("incomplete")),
+    )
 
 
 def reply_note(message: Message, *, can_continue: bool = True) -> Note | None:
@@ -53,13 +74,14 @@ def reply_note(message: Message, *, can_continue: bool = True) -> Note | None:
             "retry",
         )
     stats = meta.get("stats") or {}
-    if stats.get("closed_to_fit"):
-        why = (
-            "it was repeating itself"
-            if stats.get("close_reason") == "repetition"
-            else "to fit the token limit"
+    if message_ending(meta) == Ending.FILLED:
+        note = ending_note(
+            Ending.FILLED,
+            close_reason=stats.get("close_reason") or "",
+            budget=int(stats.get("budget_tokens") or 0),
+            filled=list(meta.get("filled_paths") or []),
         )
-        return Note(f"Closed early, {why}: the reply still matches the format")
+        return Note(note, "warning", "retry")
     if stop == "length":
         tokens = int(meta.get("stats", {}).get("generated_tokens") or 0)
         limit = f"the {tokens}-token limit" if tokens else "the length limit"

@@ -10,9 +10,11 @@ that would run past the context stops there (stop reason "length", ending "cut" 
 be able to write at least one token of its own. Without a constraint one token of room is
 enough (`reply_budget` refuses a prompt that leaves none). Under a constraint that is closed
 to fit, the closing policy keeps the tokens of the format's ending and a margin from the
-model; when what the context leaves is so little that it takes over before the model has
-written a single token, the reply is refused the same way (`room_taken`), rather than
-handed back as a reply the model never wrote (an agent at 8,187 of 8,192 tokens got
+model: `reply_budget` refuses a prompt that leaves no more than that margin before any
+prefill, and when what the context leaves is so little that the closing takes over before
+the model has written a token (an ending longer than the margin), the reply is refused
+the same way once the grammar has said so (`room_taken`), rather than handed back as a
+reply the model never wrote (an agent at 8,187 of 8,192 tokens got
 0-token replies ended `stop` and retried them for minutes). A prompt that leaves a little
 more decodes, and its reply ends "length".
 """
@@ -85,18 +87,20 @@ class ContextLengthError(CorralError, ValueError):
         if memory is not None:
             limits.append(memory.max_tokens - 1)
         self.max_prompt_tokens = max(0, min(limits)) if limits else 0
-        message = f"prompt is {prompt_tokens:,} tokens; this model reads at most {context_length:,}"
+        tools = f" (the tool definitions take {tool_tokens:,} of them)" if tool_tokens else ""
+        message = (
+            f"prompt is {prompt_tokens:,} tokens{tools}; this model reads at most "
+            f"{context_length:,}"
+        )
         left = context_length - prompt_tokens
         if reply_needs > 1 and left > 0:
             message += (
-                f", which leaves {left:,} for the reply: closing its format validly takes "
-                f"{reply_needs - 1:,} (the shortest ending and a margin), so the model could "
+                f", which leaves {left:,} for the reply: closing its format validly keeps "
+                f"{reply_needs - 1:,} from the model (an ending and a margin), so it could "
                 f"write none; at most {self.max_prompt_tokens:,} prompt tokens leave it room"
             )
         elif prompt_tokens == context_length:
             message += ", and a reply needs at least one more"
-        if tool_tokens:
-            message += f" (the tool definitions take {tool_tokens:,} of them)"
         if memory is not None and prompt_tokens >= memory.max_tokens:  # memory binds too
             message += f"; {memory.describe()}"
             if memory.kv_bits is None:
@@ -110,19 +114,24 @@ def reply_budget(
     max_tokens: int,
     tool_tokens: Any = None,
     memory: KVMemory | None = None,
+    reply_needs: int = 1,
 ) -> int:
     """How many tokens the reply may have: `max_tokens`, or fewer where the context ends.
 
-    Raises ContextLengthError when the prompt leaves no room for a reply, in the context or
-    (with `memory`) in the KV budget. `tool_tokens` is called (only then) for how many of
-    the prompt's tokens the tool definitions take.
+    Raises ContextLengthError when the prompt leaves no room for a reply: fewer than
+    `reply_needs` tokens in the context (one; a constrained reply closed to fit needs the
+    closing policy's margin and one more, see the module doc), or none in the KV budget
+    (with `memory`). `tool_tokens` is called (only then) for how many of the prompt's
+    tokens the tool definitions take.
     """
     too_big = memory is not None and prompt_tokens >= memory.max_tokens
     if (not context_length or context_length <= 0) and not too_big:
         return max_tokens
-    if too_big or (context_length and prompt_tokens >= context_length):
+    if too_big or (context_length and context_length - prompt_tokens < reply_needs):
         tools = int(tool_tokens()) if callable(tool_tokens) else 0
-        raise ContextLengthError(prompt_tokens, context_length or 0, max(0, tools), memory)
+        raise ContextLengthError(
+            prompt_tokens, context_length or 0, max(0, tools), memory, reply_needs
+        )
     assert context_length
     return min(max_tokens, context_length - prompt_tokens)
 

@@ -19,6 +19,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from engine.constraints.closing import MARGIN as CLOSING_MARGIN
 from engine.prompt.chat import encode_chat, render_continuation
 from engine.prompt.reasoning import ReplyStart, reply_start, thinking_kwargs, wants_thinking
 from engine.prompt.tokenizer import ModelTokenizer
@@ -164,6 +165,8 @@ class Reply:
             settings.max_tokens,
             lambda: tool_definition_tokens(tokenizer, request, len(prompt_tokens)),
             memory,
+            # the closing policy keeps its margin from the model (engine.runtime.context)
+            CLOSING_MARGIN + 1 if constraint is not None and request.close_to_fit else 1,
         )
         self.prompt_tokens: list[int] = prompt_tokens
         self._context_length = loaded.info.context_length
@@ -404,6 +407,7 @@ class Reply:
         stats.cached_tokens = self.n_cached
         stats.generated_tokens = len(self.generated)
         stats.stop_reason = stop_reason.value
+        stats.budget_tokens = self.budget
         stats.total_s = time.perf_counter() - self.started
         first, last = self._first_token_at, self._last_token_at
         if first is not None:

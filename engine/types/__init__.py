@@ -45,6 +45,7 @@ from engine.types.request import (
     ToolDefinition,
 )
 from engine.types.result import (
+    EXIT_STATUS,
     MAX_TOP_LOGPROBS,
     AsWrittenCheck,
     ChatResult,
@@ -56,6 +57,7 @@ from engine.types.result import (
     TokenLogprob,
     ToolCall,
     decide_ending,
+    ending_note,
     filled_names,
     logprobs_summary,
 )
@@ -86,6 +88,7 @@ __all__ = [
     "ConstraintUse",
     "DEFAULT_MAX_ROWS",
     "EFFORT_BUDGETS",
+    "EXIT_STATUS",
     "Diagnostic",
     "EngineSnapshot",
     "ErrorKind",
@@ -122,5 +125,6 @@ __all__ = [
     "effort_budget",
     "logprobs_summary",
     "decide_ending",
+    "ending_note",
     "filled_names",
 ]

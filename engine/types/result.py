@@ -55,6 +55,39 @@ def decide_ending(stop_reason: StopReason, *, closed_to_fit: bool, incomplete: b
     return Ending.FINISHED
 
 
+# The exit status of `python -m engine chat` for each ending (2 is a bad command line).
+EXIT_STATUS = {
+    Ending.FINISHED: 0,
+    Ending.FAILED: 1,
+    Ending.FILLED: 3,
+    Ending.CUT: 3,
+    Ending.CANCELLED: 130,
+}
+
+
+def ending_note(
+    ending: str, *, close_reason: str = "", budget: int = 0, filled: list[str] | None = None
+) -> str:
+    """How a reply ended, in words for a reader (the app's reply tag, the CLI): what
+    Corral did to a `filled` reply and which values it wrote, why a `cut` one is not
+    complete; "" for the others (`finished` needs no note; cancelled and failed replies
+    have their own)."""
+    limit = f"at {budget:,} tokens" if budget else "at its token limit"
+    if ending == Ending.FILLED:
+        if close_reason == "repetition":
+            note = "Corral finished this reply: the model was repeating itself"
+        else:
+            note = f"Corral finished this reply to fit: the model was cut off {limit}"
+        names = [f"`{n}`" for n in filled_names(list(filled or []))]
+        if names:
+            listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+            note += f"; {listed} {'was' if len(names) == 1 else 'were'} filled in"
+        return note
+    if ending == Ending.CUT:
+        return f"The reply was cut off {limit} before it was complete"
+    return ""
+
+
 def filled_names(paths: list[str]) -> list[str]:
     """The filled values' JSON pointers as a reader names them: `/date` → `date`,
     `/items/0/amount` → `items[0].amount`, a tool call's `/tool_calls/1/arguments/city`
@@ -205,6 +238,8 @@ class GenerationStats:
     mask_overhead_ms: float = 0.0
     forced_tokens: int = 0
     forward_passes: int = 0
+    # the reply's token budget: max_tokens, or what the context left when less
+    budget_tokens: int = 0
     # closing within the budget (engine.constraints.closing): whether the reply ended on
     # the closing policy's tokens, why ("budget" or "repetition"), how many it added, how
     # often the ending was computed, and whether loops inside a value were closed
