@@ -95,9 +95,10 @@ class ContextLengthError(CorralError, ValueError):
         left = context_length - prompt_tokens
         if reply_needs > 1 and left > 0:
             message += (
-                f", which leaves {left:,} for the reply: closing its format validly keeps "
-                f"{reply_needs - 1:,} from the model (an ending and a margin), so it could "
-                f"write none; at most {self.max_prompt_tokens:,} prompt tokens leave it room"
+                f", which leaves {left:,} for the reply: its format takes "
+                f"{reply_needs - 1:,} of them to end validly (what it forces, an ending and a "
+                "margin), so the model could write none; at most "
+                f"{self.max_prompt_tokens:,} prompt tokens leave it room"
             )
         elif prompt_tokens == context_length:
             message += ", and a reply needs at least one more"
@@ -118,16 +119,18 @@ def reply_budget(
 ) -> int:
     """How many tokens the reply may have: `max_tokens`, or fewer where the context ends.
 
-    Raises ContextLengthError when the prompt leaves no room for a reply: fewer than
-    `reply_needs` tokens in the context (one; a constrained reply closed to fit needs the
-    closing policy's margin and one more, see the module doc), or none in the KV budget
-    (with `memory`). `tool_tokens` is called (only then) for how many of the prompt's
-    tokens the tool definitions take.
+    Raises ContextLengthError when the prompt leaves no room for a reply: none in the
+    context, or fewer than `reply_needs` where the context rather than `max_tokens` limits
+    the reply (a constrained reply closed to fit needs the closing policy's margin and one
+    more, see the module doc), or none in the KV budget (with `memory`). `tool_tokens` is
+    called (only then) for how many of the prompt's tokens the tool definitions take.
     """
     too_big = memory is not None and prompt_tokens >= memory.max_tokens
     if (not context_length or context_length <= 0) and not too_big:
         return max_tokens
-    if too_big or (context_length and context_length - prompt_tokens < reply_needs):
+    left = (context_length or 0) - prompt_tokens
+    # none left; or too few for the format, where the context (not max_tokens) binds
+    if too_big or (context_length and (left < 1 or left < min(reply_needs, max_tokens))):
         tools = int(tool_tokens()) if callable(tool_tokens) else 0
         raise ContextLengthError(
             prompt_tokens, context_length or 0, max(0, tools), memory, reply_needs
@@ -137,15 +140,16 @@ def reply_budget(
 
 
 def room_taken(
-    prompt_tokens: int, context_length: int | None, reserve: int, budget: int, max_tokens: int
+    prompt_tokens: int, context_length: int | None, taken: int, budget: int, max_tokens: int
 ) -> ContextLengthError | None:
     """The refusal for a reply whose closing policy took over before the model wrote a
-    token, keeping `reserve` tokens (the format's ending and its margin) of the `budget`
-    the context left, when the context (not `max_tokens`) is what left so little; else
-    None (a small `max_tokens` is the client's own choice, and its reply ends "filled")."""
+    token, the format having taken `taken` tokens of the `budget` the context left (the
+    tokens it forced, the ending and the margin kept for it), when the context (not
+    `max_tokens`) is what left so little; else None (a small `max_tokens` is the client's
+    own choice, and its reply ends "filled")."""
     if not context_length or budget >= max_tokens:
         return None
-    return ContextLengthError(prompt_tokens, context_length, reply_needs=reserve + 1)
+    return ContextLengthError(prompt_tokens, context_length, reply_needs=taken + 1)
 
 
 def tool_definition_tokens(tokenizer: Any, request: ChatRequest, prompt_tokens: int) -> int:

@@ -366,7 +366,7 @@ class Reply:
         refusal = room_taken(
             len(self.prompt_tokens),
             self._context_length,
-            rc.closing_reserve,
+            len(self.generated) + rc.closing_reserve,  # what the format forced, then kept
             self.budget,
             self.settings.max_tokens,
         )
