@@ -40,9 +40,7 @@ ROWS = 4
 ROUNDS = 3  # alternating rounds of the Batch API against the same requests online
 
 
-def _job(
-    engine: Engine, store: JobStore, paths: list[Path], rows: int, tokens: int | None
-) -> Any:
+def _job(engine: Engine, store: JobStore, paths: list[Path], rows: int, tokens: int | None) -> Any:
     """Run a job over `paths`, `rows` at a time, `tokens` per reply (None: the estimate)."""
     engine.run(lambda _: engine.prompt_cache.clear()).result()
     job = store.create_job(INVOICE_SCHEMA, settings=JobSettings(max_tokens=tokens))

@@ -280,8 +280,7 @@ class ExtractWindow(QWidget):
             ("Paused: " if pending else "Done: ")
             + f"{counts['valid']} valid, {counts.get('filled', 0)} filled, "
             f"{counts['incomplete']} incomplete, {counts['unreadable']} unreadable, "
-            f"{counts['failed']} failed"
-            + (f", {pending} to do." if pending else ".")
+            f"{counts['failed']} failed" + (f", {pending} to do." if pending else ".")
         )
         # Rows split into page windows appear only now (their ids are new).
         for row in self.store.rows(self.job_id or ""):
