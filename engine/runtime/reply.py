@@ -202,6 +202,7 @@ class Reply:
         # answer's text length (characters) then; None while the model writes
         self._closing_at: int | None = None
         self._closing_char = 0
+        self._logprobs_sent = 0  # recorded tokens streamed so far
         self.n_cached = 0
         self._first_token_at: float | None = None
         self._last_token_at = 0.0
@@ -343,7 +344,7 @@ class Reply:
             assert self._token_text is not None
             self.row_logprobs.given(token)
             if ready := self.row_logprobs.ready(self._token_text):
-                self.handle.emit(TokenLogprobs(tuple(ready)))
+                self._emit_logprobs(ready)
         if (self._phase != "answer" or self._pending) and self._take_thinking(token):
             return StopReason.LENGTH if len(self.generated) >= self.budget else None
         self._answer_tokens += 1
@@ -354,6 +355,13 @@ class Reply:
         if len(self.generated) >= self.budget:
             return StopReason.LENGTH
         return None
+
+    def _emit_logprobs(self, tokens: list[TokenLogprob]) -> None:
+        """Stream the next recorded tokens, those the closing policy wrote marked so."""
+        start, self._logprobs_sent = self._logprobs_sent, self._logprobs_sent + len(tokens)
+        if self._closing_at is not None and start + len(tokens) > self._closing_at:
+            tokens = _mark_closing(tokens, self._closing_at - start)
+        self.handle.emit(TokenLogprobs(tuple(tokens)))
 
     def _closing_began(self, rc: RowConstraint) -> None:
         """The closing policy's first token is here: note where it begins. Raises
@@ -402,7 +410,7 @@ class Reply:
             assert self._token_text is not None
             logprobs, rest = self.row_logprobs.finish(self._token_text)
             if rest:
-                self.handle.emit(TokenLogprobs(tuple(rest)))
+                self._emit_logprobs(rest)
         stats = self.stats
         stats.cached_tokens = self.n_cached
         stats.generated_tokens = len(self.generated)
@@ -553,6 +561,7 @@ def _mark_closing(tokens: list[TokenLogprob], start: int) -> list[TokenLogprob]:
     """`tokens` with those from `start` on marked as the closing policy's (Corral's)."""
     from dataclasses import replace
 
+    start = max(0, start)
     return tokens[:start] + [replace(t, closing=True) for t in tokens[start:]]
 
 
