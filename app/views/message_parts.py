@@ -37,11 +37,11 @@ class Note:
 def message_ending(meta: dict[str, Any]) -> Ending:
     """How a saved reply ended: as stored, or for a reply saved before endings were, decided
     the engine's way from what was stored."""
+    if meta.get("error"):
+        return Ending.FAILED
     stored = meta.get("ending")
     if stored in set(Ending):
         return Ending(stored)
-    if meta.get("error"):
-        return Ending.FAILED
     try:
         stop = StopReason(meta.get("stop_reason") or "eos")
     except ValueError:
@@ -55,14 +55,14 @@ def message_ending(meta: dict[str, Any]) -> Ending:
 
 
 def reply_note(message: Message, *, can_continue: bool = True) -> Note | None:
-    """The note under a saved reply, from what the engine reported."""
+    """The note under a saved reply, from how it ended (`message_ending`)."""
     meta = message.meta
-    if meta.get("error"):
-        return Note(f"The reply failed: {meta['error']}", "error", "retry")
-    stop = meta.get("stop_reason")
-    if stop == "cancelled":
+    ending = message_ending(meta)
+    if ending == Ending.FAILED:
+        return Note(f"The reply failed: {meta.get('error') or 'no reply'}", "error", "retry")
+    if ending == Ending.CANCELLED:
         return Note("Stopped")
-    if meta.get("incomplete") and meta.get("constraint"):
+    if ending == Ending.CUT and meta.get("constraint"):
         return Note("Incomplete: the reply ended before it matched the format", "warning", "retry")
     as_written = meta.get("as_written") or {}
     if as_written.get("valid") is False:
@@ -74,7 +74,7 @@ def reply_note(message: Message, *, can_continue: bool = True) -> Note | None:
             "retry",
         )
     stats = meta.get("stats") or {}
-    if message_ending(meta) == Ending.FILLED:
+    if ending == Ending.FILLED:
         note = ending_note(
             Ending.FILLED,
             close_reason=stats.get("close_reason") or "",
@@ -82,8 +82,8 @@ def reply_note(message: Message, *, can_continue: bool = True) -> Note | None:
             filled=list(meta.get("filled_paths") or []),
         )
         return Note(note, "warning", "retry")
-    if stop == "length":
-        tokens = int(meta.get("stats", {}).get("generated_tokens") or 0)
+    if ending == Ending.CUT:
+        tokens = int(stats.get("generated_tokens") or 0)
         limit = f"the {tokens}-token limit" if tokens else "the length limit"
         if can_continue and not meta.get("tool_calls") and not meta.get("constraint"):
             return Note(f"Stopped at {limit}", "quiet", "continue")
