@@ -39,8 +39,9 @@ def test_think_with_a_budget_reports_the_reasoning_apart(thinking_model_dir, tmp
         str(schema),
         "--json",
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, proc.stderr  # 0: the model finished its answer itself
     out = json.loads(proc.stdout)
+    assert out["ending"] == "finished" and out["filled_paths"] == []
     assert isinstance(out["reasoning"], str) and out["reasoning"]
     assert out["stats"]["thinking_tokens"] == 7 and out["stats"]["thinking_forced_end"]
     assert out["stats"]["answer_tokens"] > 0
