@@ -24,6 +24,7 @@ from engine.constraints.as_written import as_written_line
 from engine.errors import CorralError
 from engine.types import (
     DEFAULT_MAX_ROWS,
+    EXIT_STATUS,
     ChatMessage,
     ChatRequest,
     ConstraintSpec,
@@ -35,6 +36,7 @@ from engine.types import (
     SchemaOptions,
     TextDelta,
     ToolDefinition,
+    ending_note,
     logprobs_summary,
 )
 
@@ -203,14 +205,16 @@ def cmd_chat(args: argparse.Namespace) -> int:
             print(f"[inspector: {logprobs_summary(result.logprobs)}]", file=sys.stderr)
         if result.as_written is not None and not result.as_written.valid:
             print(f"[{as_written_line(result.as_written)}]", file=sys.stderr)
-        if result.closed_to_fit:
-            print(
-                f"[closed to fit: the last {s.closing_tokens} tokens end the reply validly "
-                f"({s.close_reason})]",
-                file=sys.stderr,
-            )
+        note = ending_note(
+            result.ending,
+            close_reason=s.close_reason,
+            budget=s.budget_tokens,
+            filled=result.filled_paths,
+        )
+        if note:
+            print(f"[{result.ending.value}: {note}]", file=sys.stderr)
         print(
-            f"[{result.stop_reason.value}] {s.prompt_tokens} prompt tokens "
+            f"[{result.ending.value}] {s.prompt_tokens} prompt tokens "
             f"({s.cached_tokens} cached), {s.generated_tokens} generated, "
             f"TTFT {s.ttft_s:.2f}s, {s.decode_tps:.1f} tok/s"
             + (
@@ -222,8 +226,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
         )
     if result.error:
         print(f"error: {result.error_line}", file=sys.stderr)
-        return 1
-    return 0
+    # 0 when the model finished the reply, 3 when Corral filled or cut it, 1 when it failed
+    return EXIT_STATUS[result.ending]
 
 
 def cmd_import_gguf(args: argparse.Namespace) -> int:

@@ -342,6 +342,8 @@ STABLE_KEYS: dict[str, set[str]] = {
         "extract_resume_overhead_s",
         "batch_api_tps_ratio",
         "batch_api_tps_ratio_spread",
+        # added with issue 44: rows Corral filled to fit, counted apart from valid ones
+        "extract_filled_rate",
     },
     # added with issue 36: every chat template of the dataset in its family's dialect
     "families": {

@@ -163,10 +163,12 @@ def test_an_override_and_a_forced_token_are_flagged(tiny_engine):
     )
     summary = logprobs_summary(records)
     overridden = sum(r.overridden for r in records)
-    forced = sum(r.forced for r in records)
+    forced = sum(r.forced and not r.closing for r in records)
+    closing = sum(r.closing for r in records)  # the reply is closed to fit its 30 tokens
+    assert closing and records[-1].closing
     assert summary == (
         f"the constraint overrode the model at {overridden} of {len(records)} tokens; "
-        f"{forced} forced"
+        f"{forced} forced; {closing} written by Corral to close it"
     )
 
 
@@ -228,8 +230,9 @@ def test_cli_chat_logprobs_json(tiny_model_dir, tmp_path, capsys):
     schema.write_text(json.dumps(SCHEMA))
     args = ["chat", "--model", str(tiny_model_dir), "--prompt", "A person", "--temperature", "0"]
     args += ["--max-tokens", "12", "--json-schema", str(schema), "--logprobs", "3", "--json"]
-    assert main(args) == 0
+    assert main(args) == 3  # 12 tokens are too few for the model to end the reply
     data = json.loads(capsys.readouterr().out)
+    assert data["ending"] in ("filled", "cut")
     tokens = [TokenLogprob.from_dict(t) for t in data["logprobs"]]
     assert len(tokens) == data["stats"]["generated_tokens"]
     assert tokens[0].forced and tokens[0].overridden and len(tokens[0].top) == 3

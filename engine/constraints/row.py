@@ -175,6 +175,15 @@ class RowConstraint:
         return self._tracker.state.needed if self._tracker is not None else None
 
     @property
+    def closing_reserve(self) -> int:
+        """Tokens the closing policy kept from the model when it ended the reply: the
+        ending it followed and the margin it keeps in hand (0 if it did not end it)."""
+        tracker = self._tracker
+        if tracker is None or not self.closed_to_fit:
+            return 0
+        return tracker.state.tokens + tracker.margin
+
+    @property
     def accepting(self) -> bool:
         """The text so far is a complete match of the constraint."""
         self._drain()

@@ -29,6 +29,8 @@ class RequestRecord:
     constraint: str | None = None
     stop_reason: str | None = None
     error: str | None = None
+    # how the first choice ended (engine.types.Ending): finished, filled, cut, ...
+    ending: str | None = None
 
     def line(self) -> str:
         """The record as one log line."""
@@ -42,7 +44,7 @@ class RequestRecord:
         text = (
             f"{head}: {self.prompt_tokens} prompt ({self.cached_tokens} cached), "
             f"{self.completion_tokens} completion, TTFT {ttft}, {self.decode_tps:.1f} tok/s, "
-            f"{self.stop_reason}"
+            f"{self.ending or self.stop_reason}"
         )
         return text + (f", {self.constraint}" if self.constraint else "")
 

@@ -415,18 +415,23 @@ def _results(events: list[IndexedEvent]) -> list[ChatResult]:
 
 def raise_for_results(results: list[ChatResult], context_length: int | None = None) -> None:
     """APIError for a request whose replies the engine could not all produce. A prompt
-    longer than the model's `context_length` is worded as each API words it, with the
-    numbers: OpenAI's `context_length_exceeded`, Anthropic's "prompt is too long"."""
+    that leaves the reply no room (engine.runtime.context says what that means) is worded
+    as each API words it, with both numbers: OpenAI's `context_length_exceeded` and
+    Anthropic's "prompt is too long: N tokens > M maximum", M the most prompt tokens that
+    leave the reply room (the reason follows in brackets where it is not simply the
+    context's length)."""
     failed = failure(results)
     if failed is None:
         return
     message = error_message(failed)
     if failed.error_code == CONTEXT_LENGTH_EXCEEDED:
         tokens = failed.stats.prompt_tokens
-        if context_length and tokens >= context_length:
-            anthropic = f"prompt is too long: {tokens} tokens > {context_length} maximum"
-        else:  # the KV memory binds before the context does
-            anthropic = f"prompt is too long: {message}"
+        maximum = failed.max_prompt_tokens
+        if maximum is None:  # an engine that did not say: the context's length
+            maximum = max(0, (context_length or tokens) - 1)
+        anthropic = f"prompt is too long: {tokens} tokens > {maximum} maximum"
+        if not (context_length and tokens >= context_length and maximum == context_length - 1):
+            anthropic += f" ({message})"
         raise GenerationFailed(
             400,
             message,
@@ -470,4 +475,5 @@ def _record(
         constraint=prepared.constraint,
         stop_reason=(failed or result).stats.stop_reason,
         error=error_message(failed) if failed is not None and failed.error else None,
+        ending=(failed or result).ending.value,
     )

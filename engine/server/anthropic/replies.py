@@ -18,6 +18,7 @@ from engine.server.responses import IndexedEvent, corral_stats, failure
 from engine.server.streaming import generation_error
 from engine.types import (
     ChatResult,
+    Ending,
     Finished,
     ReasoningDelta,
     StopReason,
@@ -33,10 +34,12 @@ def encode_event(payload: dict[str, Any]) -> bytes:
 
 
 def stop_reason(result: ChatResult) -> str:
+    """Anthropic's word for the reply's Ending: "max_tokens" for a reply Corral filled or
+    cut (tool calls too), the others only for a reply the model finished."""
+    if result.ending in (Ending.FILLED, Ending.CUT):
+        return "max_tokens"
     if result.tool_calls:
         return "tool_use"
-    if result.stop_reason == StopReason.LENGTH:
-        return "max_tokens"
     if result.stop_reason == StopReason.STOP_STRING:
         return "stop_sequence"
     return "end_turn"
