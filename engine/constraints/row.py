@@ -6,7 +6,8 @@ token is read back: a worker thread of the mask pool consumes it, takes the toke
 grammar forces next (`compute_ff_tokens`), and fills the mask for the token after them
 (llguidance releases the GIL), while the model's forward pass runs. `collect()` then
 hands the loop a MaskStep: the forced tokens, whether the grammar is done, and the mask
-prepared for `engine.constraints.masking.apply_masks`. The first job, started by the
+as llguidance packs it (one bit per token), which `engine.constraints.masking` applies on
+the device. The first job, started by the
 constructor, compiles the grammar (or copies its compiled matcher) and fills the first
 mask while the prompt is prefilled.
 
@@ -42,7 +43,7 @@ from llguidance import LLMatcher
 from engine.constraints import ConstraintError, Diagnostic
 from engine.constraints.closing import MARGIN, ClosingPolicy, ClosingTracker
 from engine.constraints.compiled import compiled_of
-from engine.constraints.masking import TokenMasker
+from engine.constraints.masking import allowed_count
 from engine.constraints.reasoning import ThinkingRow, with_thinking
 from engine.constraints.tokenizer import ll_tokenizer
 from engine.constraints.validate import compile_constraint, parse_message
@@ -72,7 +73,9 @@ class MaskStep:
 
     ff: list[int] = field(default_factory=list)
     stopped: bool = False
-    mask: np.ndarray | None = None  # prepared for masking.apply_masks; None when stopped
+    # packed words (int32, one bit per token): the matcher's buffer, valid until its next
+    # job; None when stopped
+    mask: np.ndarray | None = None
     error: str | None = None
     narrow: bool = False  # few tokens allowed: forced tokens often follow the next one
     allowed: int = 0  # how many tokens the mask allows
@@ -124,7 +127,6 @@ class RowConstraint:
         # set by _compile (on the mask thread, with the matcher)
         self._words = self._words_u32 = np.zeros(0, np.uint32)
         self._ends: list[tuple[int, np.uint32]] = []
-        self._masker: TokenMasker | None = None
         self._matcher: LLMatcher | None = None
         # figures
         self.compile_ms = 0.0
@@ -303,7 +305,6 @@ class RowConstraint:
         self._ends = [
             (t >> 5, np.uint32(1 << (t & 31))) for t in sorted(self._end_ids) if t < n_words * 32
         ]
-        self._masker = TokenMasker(n_words)
         matcher = self._grammar.matcher(lltok)  # a copy, once the grammar is compiled
         if matcher.is_error():
             return MaskStep(stopped=True, error=matcher.get_error())
@@ -354,7 +355,7 @@ class RowConstraint:
             step.closing = self._tracker.after(matcher, answer, self._generated)
         if not step.stopped and step.closing is None:
             step.mask = self._fill_mask(matcher)
-            step.allowed = _allowed(self._words_u32)
+            step.allowed = allowed_count(step.mask)
             step.narrow = step.allowed <= NARROW_MASK
         if matcher.is_error():
             step.error = matcher.get_error()
@@ -414,8 +415,7 @@ class RowConstraint:
         u32 = self._words_u32
         for index, bit in self._ends:
             u32[index] = (u32[index] | bit) if accepting else (u32[index] & ~bit)
-        assert self._masker is not None
-        return self._masker.prepare(words)
+        return words
 
     def _raise_if_error(self) -> None:
         if self._error is None:
@@ -428,10 +428,3 @@ class RowConstraint:
             )
         label = self.constraint.name or KIND_NAMES.get(self.constraint.kind, "constraint")
         raise ConstraintError(f"{label}: {diag}", [diag])
-
-
-def _allowed(words: np.ndarray) -> int:
-    """How many tokens a packed mask allows."""
-    if hasattr(np, "bitwise_count"):  # numpy >= 2
-        return int(np.bitwise_count(words).sum())
-    return int(np.unpackbits(words.view(np.uint8)).sum())

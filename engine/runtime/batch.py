@@ -8,8 +8,9 @@ Each step, for the rows of the batch together:
 2. the tokens sampled last step are read back and handed to their replies (text, stop
    strings, limits) and to their rows' matchers, whose masks for the next token are
    computed on the mask pool while the forward pass runs (`engine.constraints.row`);
-3. the masks are applied as one (rows, vocab) bias, then each row's penalties and its own
-   sampler (settings, seeded key) pick its next token;
+3. the rows' packed masks go to the device as one small array and are applied there, in
+   the graph that samples (`engine.constraints.masking`), then each row's penalties and its
+   own sampler (settings, seeded key) pick its next token;
 4. finished, cancelled and failed rows leave with their own KV state; rows whose prompts
    are ready join (`join`), merged into the batch's cache.
 
@@ -38,7 +39,7 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models import cache as mlx_cache
 
-from engine.constraints.masking import BatchBias, apply_masks, metal_available
+from engine.constraints.masking import PackedMasks, allows, apply_masks, metal_available
 from engine.constraints.row import RowConstraint
 from engine.memory.store import KVState
 from engine.runtime.logprobs import BatchLogprobs, RowLogprobs
@@ -150,7 +151,7 @@ class DecodeBatch:
         self._left: list[DecodeRow] = []  # rows that ended before their first step
         self._cpu = mx.default_device() == mx.cpu
         self._metal_masks = metal_available()
-        self._batch_bias = BatchBias()  # several rows' masks, a buffer kept across steps
+        self._packed = PackedMasks()  # several rows' masks, a buffer kept across steps
         self._steps = 0
         # the log-probabilities of the tokens of the rows that record them
         self._logprobs = BatchLogprobs()
@@ -398,9 +399,7 @@ class DecodeBatch:
         rows = self.rows
         raw = logits
         if masks is not None and any(m is not None for m in masks):
-            logits = apply_masks(
-                logits, masks, use_metal=self._metal_masks, batch_bias=self._batch_bias
-            )
+            logits = apply_masks(logits, masks, use_metal=self._metal_masks, packed=self._packed)
         if any(row.processors for row in rows):
             parts = []
             for i, row in enumerate(rows):
@@ -584,7 +583,7 @@ class DecodeBatch:
             token = -1
             if choices is not None:
                 token = choices[kept]
-                if masked and not _allows(row.mask, token, metal=self._metal_masks):
+                if masked and not allows(row.mask, token):
                     token = -1  # the mask rules the model's choice out: sample under it
             if token < 0:
                 scores = logits[kept : kept + 1]
@@ -720,18 +719,6 @@ def decode_alone(
         batch.step()
     if row.error is not None:
         raise row.error
-
-
-def _allows(mask: np.ndarray | None, token: int, *, metal: bool) -> bool:
-    """Whether a mask prepared by `TokenMasker` surely lets `token` through (False when in
-    doubt: the caller then applies it)."""
-    if mask is None:
-        return True
-    if metal:  # llguidance's packed words: bit (token % 32) of word token // 32
-        words = mask.reshape(-1)
-        return token >> 5 < words.size and bool((int(words[token >> 5]) >> (token & 31)) & 1)
-    bias = mask.reshape(-1)  # -0.0 lets a token through, -inf does not
-    return token < bias.size and bool(bias[token] == 0.0)
 
 
 def _samples(row: DecodeRow) -> bool:
