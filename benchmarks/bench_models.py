@@ -17,7 +17,6 @@ stress models (tiny random weights, real vocabularies).
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -109,7 +108,7 @@ def stress_tokenizer_dir(vocab: str) -> Path:
     raise ValueError(f"no stress model with a {vocab!r} vocabulary (one of {STRESS_VOCABS})")
 
 
-def build_stress_model(out_dir: str | os.PathLike[str], vocab: str = "49k") -> Path:
+def build_stress_model(out_dir: str | Path, vocab: str = "49k") -> Path:
     """Write the stress model of `vocab` at `out_dir` (BenchModelMissing for "262k" without
     Gemma's package)."""
     tokenizer = stress_tokenizer_dir(vocab)

@@ -84,7 +84,8 @@ def apply_packed(logits: mx.array, words: mx.array, *, use_metal: bool) -> mx.ar
     if use_metal:
         from llguidance.mlx import apply_token_bitmask_kernel
 
-        return apply_token_bitmask_kernel(logits, words)  # type: ignore[no-any-return]
+        masked: mx.array = apply_token_bitmask_kernel(logits, words)  # type: ignore[assignment]
+        return masked
     return logits + packed_bias(words, logits.shape[-1], logits.dtype)
 
 
