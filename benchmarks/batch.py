@@ -15,7 +15,7 @@ round's ratio.
   stories, all of them as long as the token limit.
 - `vocab262k_batch_constrained_ratio`: the same on the stress model with Gemma 3's
   262,144-token vocabulary (`benchmarks.bench_models`, its own engine), where masks cost
-  most; `vocab262k_batch_missing` says why it is absent (Gemma's package not installed).
+  most; `vocab262k_batch_skipped` says why it is absent (Gemma's package not installed).
 - `batch_vs_mlx_lm`: the 4 free replies of `batch_speedup_4` against mlx-lm's
   `BatchGenerator` on the same prompt tokens, settings and limit.
 - `batch_forced_token_speedup`: 4 rows under the key-heavy record schema of the
@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks.bench_models import GEMMA_VOCAB
 from benchmarks.constraints import RECORD_PROMPT, RECORD_SCHEMA
 from benchmarks.rounds import paired_figures
 from engine.constraints.sources import json_schema_constraint
@@ -229,7 +230,7 @@ def constrained_batch_figures(
 
 def vocab262k_batch_figures(tokens: int, repeats: int) -> dict[str, Any]:
     """`constrained_batch_figures` on the 262k stress model, on an engine of its own (or
-    `vocab262k_batch_missing` saying why not)."""
+    `vocab262k_batch_skipped` saying why not)."""
     import tempfile
 
     from benchmarks.bench_models import BenchModelMissing, build_stress_model
@@ -238,13 +239,23 @@ def vocab262k_batch_figures(tokens: int, repeats: int) -> dict[str, Any]:
         try:
             build_stress_model(folder, "262k")
         except BenchModelMissing as exc:
-            return {"vocab262k_batch_missing": str(exc)}
+            return {"vocab262k_batch_skipped": str(exc)}
         engine = Engine(speculative=False)
         try:
             engine.load_model(folder).result()
             return constrained_batch_figures(engine, "vocab262k_", tokens, repeats)
         finally:
             engine.close()
+
+
+def _vocab_of(engine: Engine) -> int | None:
+    """The loaded model's tokenizer's size (None if its folder has no tokenizer.json)."""
+    from pathlib import Path
+
+    from benchmarks.bench_models import tokenizer_vocab
+
+    folder = Path(engine.run(lambda loaded: loaded.info.path).result())
+    return tokenizer_vocab(folder) if (folder / "tokenizer.json").is_file() else None
 
 
 def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
@@ -292,7 +303,11 @@ def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
             pairs[name].append((a, b))
     speed4, speed8, ratio = pairs["speed4"], pairs["speed8"], pairs["ratio"]
     vs_mlx, forced = pairs["vs_mlx"], pairs["forced"]
-    large = vocab262k_batch_figures(tokens, repeats) if getattr(args, "vocab262k", True) else {}
+    large: dict[str, Any] = {}
+    if getattr(args, "vocab262k", True) and _vocab_of(engine) == GEMMA_VOCAB:
+        large = {"vocab262k_batch_skipped": "the loaded model's vocabulary is 262k: see batch_"}
+    elif getattr(args, "vocab262k", True):
+        large = vocab262k_batch_figures(tokens, repeats)
     return {
         **large,
         **paired_figures("batch_speedup_4", speed4),

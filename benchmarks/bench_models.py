@@ -17,6 +17,7 @@ stress models (tiny random weights, real vocabularies).
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -108,10 +109,18 @@ def stress_tokenizer_dir(vocab: str) -> Path:
     raise ValueError(f"no stress model with a {vocab!r} vocabulary (one of {STRESS_VOCABS})")
 
 
-def build_stress_model(out_dir: str | Path, vocab: str = "49k") -> Path:
-    """Write the stress model of `vocab` at `out_dir` (BenchModelMissing for "262k" without
-    Gemma's package)."""
-    tokenizer = stress_tokenizer_dir(vocab)
-    if vocab == "262k":
-        return build_tiny_model(out_dir, tokenizer, hidden=32)
-    return build_tiny_model(out_dir, tokenizer)
+def tokenizer_vocab(folder: Path) -> int:
+    """How many tokens the tokenizer in `folder` has (its tokenizer.json, added ones too)."""
+    data = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    ids = [*data["model"]["vocab"].values(), *(t["id"] for t in data.get("added_tokens", []))]
+    return 1 + int(max(ids))
+
+
+def build_stress_model(out_dir: str | Path, vocab: str | Path = "49k") -> Path:
+    """Write a stress model at `out_dir` with the tokenizer of `vocab`: "49k", "262k"
+    (BenchModelMissing without Gemma's package) or a model folder holding a tokenizer.json.
+    Past 100k tokens its hidden size is 32, so that the embedding (the output projection
+    too) still reads in a few ms here."""
+    tokenizer = Path(vocab) if isinstance(vocab, Path) else stress_tokenizer_dir(vocab)
+    hidden = 32 if tokenizer_vocab(tokenizer) > 100_000 else 128
+    return build_tiny_model(out_dir, tokenizer, hidden=hidden)

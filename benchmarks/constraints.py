@@ -113,9 +113,14 @@ def run_constraint_bench(engine: Any, args: Any = None, **options: Any) -> dict[
     for name in ("tokens", "repeats"):
         if args is not None and getattr(args, name, None) and name not in options:
             options[name] = getattr(args, name)
-    figures: dict[str, Any] = engine.run(
-        lambda loaded: measure_constraints(loaded.model, loaded.tokenizer, **options)
-    ).result()
+
+    def measure(loaded: Any) -> dict[str, Any]:
+        folder = Path(loaded.info.path)
+        if (folder / "tokenizer.json").is_file():  # the stress model reads this vocabulary
+            options.setdefault("stress_tokenizer", folder)
+        return measure_constraints(loaded.model, loaded.tokenizer, **options)
+
+    figures: dict[str, Any] = engine.run(measure).result()
     return figures
 
 
@@ -129,10 +134,12 @@ def measure_constraints(
     stress_tokens: int = 160,
     stress_repeats: int = 7,
     vocab262k: bool = True,
+    stress_tokenizer: Path | None = None,
 ) -> dict[str, Any]:
     """All constraint figures, on the calling thread (which must own `model`). `stress`:
-    the stress model's (49k vocabulary, `stress_` keys); `vocab262k`: the 262k one's
-    (`vocab262k_stress_` keys)."""
+    the stress model's (`stress_` keys), with the tokenizer in `stress_tokenizer` (the
+    loaded model's folder; the default model's if None); `vocab262k`: the one with Gemma
+    3's 262k vocabulary (`vocab262k_stress_` keys), unless the stress model had it."""
     answer = json_schema_constraint(ANSWER_SCHEMA, "answer schema")
     record = json_schema_constraint(RECORD_SCHEMA, "key-heavy record schema")
     unforced = json_schema_constraint(UNFORCED_SCHEMA, "free-string schema")
@@ -164,18 +171,29 @@ def measure_constraints(
     out.update(measure_drop_to_first_mask(tokenizer, repeats=max(3, repeats)))
     out.update(measure_depth_check(tokenizer, repeats=max(3, repeats)))
 
+    vocab = stress_tokenizer or "49k"
     if stress:
-        out.update(stress_model_figures("49k", "stress_", stress_tokens, stress_repeats))
-    if vocab262k:
+        out.update(stress_model_figures(vocab, "stress_", stress_tokens, stress_repeats))
+    if vocab262k and stress and _is_262k(vocab):
+        out[f"{VOCAB262K_STRESS}skipped"] = "the loaded model's vocabulary is 262k: see stress_"
+    elif vocab262k:
         out.update(stress_model_figures("262k", VOCAB262K_STRESS, stress_tokens, stress_repeats))
     return out
 
 
-def stress_model_figures(vocab: str, prefix: str, tokens: int, repeats: int) -> dict[str, Any]:
-    """The constrained-vs-free figures on the stress model of `vocab` ("49k" or "262k",
-    `benchmarks.bench_models`), built and loaded here (on the calling thread, which then
-    owns it), keys prefixed by `prefix`; without Gemma's package, for "262k", only
-    `<prefix>missing` saying why."""
+def _is_262k(vocab: str | Path) -> bool:
+    from benchmarks.bench_models import GEMMA_VOCAB, tokenizer_vocab
+
+    return isinstance(vocab, Path) and tokenizer_vocab(vocab) == GEMMA_VOCAB
+
+
+def stress_model_figures(
+    vocab: str | Path, prefix: str, tokens: int, repeats: int
+) -> dict[str, Any]:
+    """The constrained-vs-free figures on the stress model with the tokenizer of `vocab`
+    ("49k", "262k" or a model folder: `benchmarks.bench_models.build_stress_model`), built
+    and loaded here (on the calling thread, which then owns it), keys prefixed by
+    `prefix`; without Gemma's package, for "262k", only `<prefix>skipped` saying why."""
     import mlx_lm
 
     from benchmarks.bench_models import BenchModelMissing, build_stress_model
@@ -185,7 +203,7 @@ def stress_model_figures(vocab: str, prefix: str, tokens: int, repeats: int) -> 
             build_stress_model(folder, vocab)
             tiny, tiny_tok = mlx_lm.load(folder)[:2]
     except BenchModelMissing as exc:
-        return {f"{prefix}missing": str(exc)}
+        return {f"{prefix}skipped": str(exc)}
     return stress_figures(tiny, tiny_tok, prefix, tokens, repeats)
 
 

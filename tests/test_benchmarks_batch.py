@@ -49,7 +49,7 @@ def test_without_gemmas_package_the_262k_batch_figure_says_why(monkeypatch):
     from benchmarks.batch import vocab262k_batch_figures
 
     monkeypatch.setattr(bench_models, "gemma_missing", lambda: "not installed here")
-    assert vocab262k_batch_figures(TOKENS, 1) == {"vocab262k_batch_missing": "not installed here"}
+    assert vocab262k_batch_figures(TOKENS, 1) == {"vocab262k_batch_skipped": "not installed here"}
 
 
 def test_rounds_alternate_which_run_of_a_pair_goes_first():

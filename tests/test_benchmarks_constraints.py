@@ -110,4 +110,4 @@ def test_without_gemmas_package_the_262k_figures_say_why(monkeypatch):
 
     monkeypatch.setattr(bench_models, "gemma_missing", lambda: "not installed here")
     figures = stress_model_figures("262k", VOCAB262K_STRESS, 12, 1)
-    assert figures == {f"{VOCAB262K_STRESS}missing": "not installed here"}
+    assert figures == {f"{VOCAB262K_STRESS}skipped": "not installed here"}
