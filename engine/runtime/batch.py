@@ -18,9 +18,12 @@ A row alone keeps mlx-lm's plain KV cache, so a single reply runs the same singl
 forward pass as before batching; from two rows on, the caches are merged into mlx-lm's
 batch caches (`BatchKVCache`: rows left-padded to a common length). Forced tokens save
 work: a row feeds all of them in one step, the rows with fewer tokens right-padded
-(`prepare`/`finalize`, as mlx-lm's batched prefill does), and alone a row whose mask was
-narrow waits for its matcher, to feed its next token together with the tokens forced
-after it rather than spend a forward pass on it alone.
+(`prepare`/`finalize`, as mlx-lm's batched prefill does), where the wider pass costs
+little (a GPU); where it costs about its width (a CPU, as `PassCost` learns), one row's
+forced tokens are fed a few or one a step instead of making every row's step wide
+(`_width`). Alone, a row whose mask was narrow waits for its matcher, to feed its next
+token together with the tokens forced after it rather than spend a forward pass on it
+alone.
 
 Speculative decoding (`engine.runtime.speculative`) rides on the same mechanism: a speculating row
 reads its token at the end of the step, then feeds it with a draft of the tokens expected
@@ -264,7 +267,7 @@ class DecodeBatch:
         rows = self.rows
         assert self.cache is not None
         can_pad = len(rows) == 1 or isinstance(self.cache[0], _PADDABLE)
-        width = max(max(len(row.pending) for row in rows), 1) if can_pad else 1
+        width = self._width() if can_pad else 1
         inputs = self._y[:, None] if self._y is not None else None
         counts = [1] * len(rows)
         if any(row.pending for row in rows):
@@ -310,6 +313,26 @@ class DecodeBatch:
         if width == 1:
             return out[:, -1, :]
         return out[mx.arange(len(rows)), mx.array(counts) - 1]
+
+    def _width(self) -> int:
+        """How many tokens the widest row feeds this step. Every row feeds at least one;
+        a row's known tokens (forced by its grammar, or its prompt's tail) all at once
+        where a wider pass costs little (a GPU), but where it costs about its width (a
+        CPU) one row's forced tokens would slow every other row's step: the width taken
+        is the one that advances the rows most per unit of time, as `cost` has learnt it
+        (unknown widths are taken as cheap). A draft is always fed whole (its logits
+        verify it)."""
+        rows = self.rows
+        widest = max(max(len(row.pending) for row in rows), 1)
+        if widest == 1 or any(row.draft for row in rows):
+            return widest
+        best, best_rate = widest, 0.0
+        for width in range(widest, 0, -1):  # the widest first: it wins ties
+            tokens = sum(min(max(len(row.pending), 1), width) for row in rows)
+            rate = tokens / self.cost.relative(len(rows), width)
+            if rate > best_rate * 1.000001:
+                best, best_rate = width, rate
+        return best
 
     def _read(self, y: mx.array | None) -> list[int]:
         """Wait for last step's samples; start each constrained row's matcher on its token."""
