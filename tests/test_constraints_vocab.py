@@ -172,3 +172,48 @@ def test_constrained_rows_together_give_what_each_gives_alone(vocab_engine):
         assert batched.error is None and single.error is None
         assert batched.text == single.text
         assert batched.stats.generated_tokens == single.stats.generated_tokens
+
+
+def test_rows_advanced_together_get_what_each_gets_alone(vocab_engine):
+    """Several rows' tokens consumed in one job, their masks filled at once by
+    llguidance's executor: each row's step (forced tokens, mask, count) is the one it gets
+    advanced alone; a row whose token its grammar rejects fails alone."""
+    from engine.constraints import ConstraintError
+
+    tokenizer = vocab_engine.run(lambda loaded: loaded.tokenizer).result()
+    ends = end_token_ids(tokenizer)
+    specs = [json_schema_constraint(FORM), json_schema_constraint(UNFORCED_SCHEMA)] * 2
+
+    def rows():
+        made = [RowConstraint(tokenizer, spec, ends) for spec in specs]
+        return made, [row.collect() for row in made]
+
+    together, firsts = rows()
+    alone, _ = rows()
+    rng = np.random.default_rng(4)
+    for _ in range(12):
+        tokens = []
+        for step in firsts:
+            bits = np.unpackbits(step.mask.view(np.uint8), bitorder="little").astype(bool)
+            bits[sorted(ends)] = False
+            tokens.append(int(rng.choice(np.flatnonzero(bits))))
+        RowConstraint.advance_rows(list(zip(together, tokens, strict=True)))
+        firsts = []
+        for row, single, token in zip(together, alone, tokens, strict=True):
+            single.advance(token)
+            want, got = single.collect(), row.collect()
+            assert got.ff == want.ff and got.stopped == want.stopped
+            assert got.allowed == want.allowed and np.array_equal(got.mask, want.mask)
+            firsts.append(got)
+        if any(step.stopped or step.mask is None for step in firsts):
+            break
+    # a token the grammar rejects: that row fails, the other row goes on
+    good, bad = (RowConstraint(tokenizer, json_schema_constraint(FORM), ends) for _ in range(2))
+    first = good.collect()
+    bad.collect()
+    bits = np.unpackbits(first.mask.view(np.uint8), bitorder="little").astype(bool)
+    refused = int(np.flatnonzero(~bits)[0])
+    RowConstraint.advance_rows([(good, int(np.flatnonzero(bits)[0])), (bad, refused)])
+    assert good.collect().error is None
+    with pytest.raises(ConstraintError):
+        bad.collect()

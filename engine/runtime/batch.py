@@ -7,7 +7,8 @@ Each step, for the rows of the batch together:
    already knows (the prompt's last token when it joins, tokens its grammar forced);
 2. the tokens sampled last step are read back and handed to their replies (text, stop
    strings, limits) and to their rows' matchers, whose masks for the next token are
-   computed on the mask pool while the forward pass runs (`engine.constraints.row`);
+   computed on the mask pool while the forward pass runs, all rows' in one job, their
+   masks filled together by llguidance's executor (`engine.constraints.row`);
 3. the rows' packed masks go to the device as one small array and are applied there, in
    the graph that samples (`engine.constraints.masking`), then each row's penalties and its
    own sampler (settings, seeded key) pick its next token;
@@ -341,12 +342,15 @@ class DecodeBatch:
         if y is None or not any(row.sampled for row in rows):
             return []
         tokens: list[int] = y.tolist()  # type: ignore[assignment]
+        advancing: list[tuple[RowConstraint, int]] = []
         for row, token in zip(rows, tokens, strict=True):
             if row.sampled:
                 row.fed.append(token)
                 if row.constraint is not None:
-                    row.constraint.advance(token)
+                    advancing.append((row.constraint, token))
                     row.awaiting = True
+        if advancing:  # the rows' matchers in one job: their masks filled together
+            RowConstraint.advance_rows(advancing)
         return tokens
 
     def _hand_over(self, tokens: list[int]) -> None:
