@@ -15,7 +15,8 @@ falls on all of them alike); figures are medians in ms:
   mask's own share is their difference; `apply_4_ms` and `argmax_4_ms` at 4 rows;
 - `penalty_ms`: the repetition penalty's logits processor (mlx-lm's, 64 tokens of context);
 - `sample_ms`: sampling at a temperature with top-p (`engine.runtime.sampling.RowSampler`);
-- `topk_ms`: the token inspector's figures for one row (its log-sum-exp and top 20).
+- `topk_ms`: the token inspector's figures for one row (its log-sum-exp and top 20, as
+  `engine.runtime.logprobs` finds them); `lse_ms` the log-sum-exp alone.
 
 Logits are random (what each part does does not depend on their values); the vocabulary
 and the tokenizer (for the mask) are the model's.
@@ -39,6 +40,7 @@ from benchmarks.constraints import UNFORCED_SCHEMA
 from engine.constraints.masking import PackedMasks, apply_masks, metal_available
 from engine.constraints.row import RowConstraint
 from engine.constraints.sources import json_schema_constraint
+from engine.runtime.logprobs import top_ids
 from engine.runtime.sampling import RowSampler, build_processors, end_token_ids
 from engine.types import SamplingSettings
 
@@ -103,11 +105,14 @@ def device_parts(vocab: int, words: np.ndarray, rounds: int = 200) -> dict[str, 
         masked = apply_masks(logits, masks, use_metal=metal, packed=packed)
         return greedy(masked, 0)
 
-    def topk() -> mx.array:
+    def topk() -> mx.array:  # as BatchLogprobs.sample: the log-sum-exp, then the top ids
         peak = mx.max(one, axis=-1, keepdims=True)
         lse = peak + mx.log(mx.sum(mx.exp(one - peak), axis=-1, keepdims=True))
-        ids = mx.argpartition(one, kth=vocab - TOP, axis=-1)[:, vocab - TOP :]
-        return mx.take_along_axis(one, ids, axis=-1) - lse
+        return mx.take_along_axis(one, top_ids(one, TOP), axis=-1) - lse
+
+    def lse() -> mx.array:
+        peak = mx.max(one, axis=-1, keepdims=True)
+        return peak + mx.log(mx.sum(mx.exp(one - peak), axis=-1, keepdims=True))
 
     return _timed(
         {
@@ -118,6 +123,7 @@ def device_parts(vocab: int, words: np.ndarray, rounds: int = 200) -> dict[str, 
             "penalty_ms": lambda: penalty(context, one),
             "sample_ms": lambda: warm(one, 7),
             "topk_ms": topk,
+            "lse_ms": lse,
         },
         rounds,
     )
