@@ -146,6 +146,7 @@ class RowConstraint:
         self._end_ids = set(ends)
         # set by _compile (on the mask thread, with the matcher)
         self._words = self._words_u32 = np.zeros(0, np.uint32)
+        self._words_at = 0
         self._ends: list[tuple[int, np.uint32]] = []
         self._matcher: LLMatcher | None = None
         # figures
@@ -343,6 +344,7 @@ class RowConstraint:
         n_words = (lltok.vocab_size + 31) // 32
         self._words = np.zeros(n_words, np.int32)
         self._words_u32 = self._words.view(np.uint32)
+        self._words_at = self._words.ctypes.data  # where llguidance writes (read once)
         self._ends = [
             (t >> 5, np.uint32(1 << (t & 31))) for t in sorted(self._end_ids) if t < n_words * 32
         ]
@@ -479,8 +481,7 @@ class RowConstraint:
         return room if cap is None else min(cap, room)
 
     def _fill_mask(self, matcher: LLMatcher) -> np.ndarray:
-        words = self._words
-        matcher.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
+        matcher.unsafe_compute_mask_ptr(self._words_at, self._words.nbytes)
         return self._set_ends(matcher)
 
     def _set_ends(self, matcher: LLMatcher) -> np.ndarray:
@@ -579,7 +580,7 @@ class _RowsJob:
         if len(rows) < 2 or len(sizes) != 1:
             for row in rows:
                 assert row._matcher is not None
-                row._matcher.unsafe_compute_mask_ptr(row._words.ctypes.data, row._words.nbytes)
+                row._matcher.unsafe_compute_mask_ptr(row._words_at, row._words.nbytes)
             return
         size = sizes.pop()
         buffer = np.empty((len(rows), size), np.int32)
