@@ -331,6 +331,9 @@ def run_bench(args: argparse.Namespace) -> int:
                 )
             section.update(verdicts_of(section, args))
             for key, reason in cannot_tell_of(section).items():
+                if load.loaded(taken):
+                    reason += f"; measured while other processes took {taken.share or 0:.0%}"
+                    section[f"{key}_cannot_tell"] = reason
                 cannot_tell[key] = reason
                 print(f"cannot tell: {key}: {reason}", file=sys.stderr, flush=True)
             figures.update(section)

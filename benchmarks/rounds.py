@@ -92,13 +92,17 @@ def verdict(
     tolerance: float = SPREAD_TOLERANCE,
     side_s: float | None = None,
     unit: str = "",
+    over: str = "rounds",
 ) -> dict[str, Any]:
     """Whether `key`'s spread over `rounds` can tell: `key_can_tell` (True or False) and
     `key_cannot_tell` (None, or why not: what a reader must know before comparing it).
 
     `side_s`: the shortest time one side of a round ran, when known; `unit`: the spread's
-    unit in the reason ("ms" for a figure in milliseconds; a ratio has none)."""
-    reason = cannot_tell_reason(spread_, rounds, tolerance=tolerance, side_s=side_s, unit=unit)
+    unit in the reason ("ms" for a figure in milliseconds; a ratio has none); `over`: what
+    the spread is over, in the reason ("turns", "prompts"; rounds by default)."""
+    reason = cannot_tell_reason(
+        spread_, rounds, tolerance=tolerance, side_s=side_s, unit=unit, over=over
+    )
     return {f"{key}_can_tell": reason is None, f"{key}_cannot_tell": reason}
 
 
@@ -109,19 +113,20 @@ def cannot_tell_reason(
     tolerance: float = SPREAD_TOLERANCE,
     side_s: float | None = None,
     unit: str = "",
+    over: str = "rounds",
 ) -> str | None:
     """Why a figure with this spread cannot tell (None when it can). `rounds` None: not
     known (the reason then names the spread only)."""
     if spread_ is None or (rounds is not None and rounds < 1):
         return "nothing was measured"
     if rounds == 1:
-        return "one round: no spread to judge it by (run more rounds)"
+        return f"one of its {over} only: no spread to judge it by (run more)"
     if spread_ <= tolerance:
         return None
     sep = " " if unit else ""
-    over = "its rounds" if rounds is None else f"its {rounds} rounds"
+    its = f"its {over}" if rounds is None else f"its {rounds} {over}"
     reason = (
-        f"{over} spread {spread_:g}{sep}{unit}, more than the "
+        f"{its} spread {spread_:g}{sep}{unit}, more than the "
         f"{tolerance:.3g}{sep}{unit} it must be read to"
     )
     if side_s is not None and side_s < MIN_SIDE_S:
@@ -130,9 +135,12 @@ def cannot_tell_reason(
             "times the machine's scheduling more than the loop: --min-side-s)"
         )
     elif rounds is not None and rounds < MIN_ROUNDS:
-        reason += f"; fewer than {MIN_ROUNDS} rounds"
+        reason += f"; fewer than {MIN_ROUNDS} {over}"
     elif rounds is not None:
-        reason += "; a busy machine spreads rounds this far: see load_sections, run it alone"
+        reason += (
+            f"; the machine was busy (see load_sections: run it alone), or the figure "
+            f"differs from one of its {over} to the next"
+        )
     return reason
 
 

@@ -17,7 +17,9 @@ model's speed varies far more from run to run than the server costs.
   over the same median for direct runs.
 - `messages_tps_ratio`, `messages_ttft_overhead_ms`: the same for Anthropic's Messages.
 - `responses_tps_ratio`, `responses_ttft_overhead_ms`: the same for OpenAI's Responses.
-The plain medians of each side are printed beside them. Each figure says whether its
+The plain medians of each side are printed beside them. Replies are at most 32 tokens
+(`--tokens`, less if given): the figures compare two views of one reply, whose length
+matters little. Each figure says whether its
 spread over the rounds can tell (`<key>_can_tell`, else `<key>_cannot_tell` with why;
 `benchmarks/rounds.py`): ratios within 0.05, TTFT overheads within 5% of the direct TTFT.
 - `agent_replay_ok`: the recorded conversations of Claude Code, Codex and OpenCode
@@ -40,6 +42,7 @@ from engine.engine import Engine
 from engine.types import ChatEvent, ChatRequest, SamplingSettings, TextDelta
 
 PROMPT = "Write a long, detailed story about a lighthouse keeper and a storm."
+SERVER_TOKENS = 32  # at most, a reply
 
 
 @dataclass
@@ -176,13 +179,16 @@ def run_server_bench(engine: Engine, args: argparse.Namespace) -> dict[str, Any]
     runs: dict[str, list[Run]] = {side: [] for side in sides}
     order = list(sides)
     rounds = rounds_for(args, 3)  # replies of seconds on a real model: 3 rounds tell
+    # each figure compares a reply seen by the caller with the same reply seen by the
+    # engine, so it needs no long reply: 32 tokens are seconds on a real model
+    tokens = min(args.tokens, SERVER_TOKENS)
     try:
         for run in sides.values():  # warm-up: kernels, the prompt in the cache, connections
             run(4)
         for i in range(rounds):
             shift = i % len(order)  # each side takes each place in turn
             for side in order[shift:] + order[:shift]:
-                runs[side].append(sides[side](args.tokens))
+                runs[side].append(sides[side](tokens))
     finally:
         client.close()
         claude.close()

@@ -19,8 +19,9 @@ first token to its last).
   ratios, a round's ratio being its whole group's tokens/s with speculation over without
   (every task once each way: the tasks' differences, real and large, are in every round
   alike, so the spread holds only what moved between rounds); `_can_tell` /
-  `_cannot_tell` say whether it can tell. Three rounds by default (`--repeats`): a round
-  is a dozen replies of seconds each on the default model.
+  `_cannot_tell` say whether it can tell. Two rounds by default (`--repeats`): a round
+  is a dozen replies of seconds each on the default model (each side of it tens of
+  seconds), and two put every task first once each way.
 - `spec_<group>_rounds`: the rounds run.
 """
 
@@ -120,9 +121,9 @@ def _decode(result: ChatResult) -> Timed:
 
 def run_speculative_bench(engine: Engine, args: Any) -> dict[str, Any]:
     """The section's figures (`args.tokens`: tokens per reply, at most 96; `args.repeats`:
-    rounds, 3 when not given)."""
+    rounds, 2 when not given)."""
     tokens = min(int(args.tokens), 96)
-    rounds = rounds_for(args, 3)
+    rounds = rounds_for(args, 2)
     figures: dict[str, Any] = {}
     identical = True
     started = time.perf_counter()

@@ -20,9 +20,10 @@ chat templates are read from ../shared/datasets/chat-templates, or CORRAL_DATASE
 Each ratio is the median of alternating rounds' ratios with its spread (`_spread`) and
 whether that can tell (`_can_tell`, else `_cannot_tell` says why; `benchmarks/rounds.py`).
 The tiny models reply in a fraction of a second, so a side of a constrained round is the
-same reply repeated until it has decoded for `--min-side-s`, and a follow-up round asks
-about new pictures (a cached one would not be a first question) until the first
-questions have taken a third of that.
+same reply repeated until it has decoded for `--min-side-s` (half that for the eight
+families: at full length they would add minutes to the bench), and a follow-up round
+asks about new pictures (a cached one would not be a first question) until the first
+questions have taken a third of that. Five rounds.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def run_vision_bench(
     from engine.library.load import ensure_default_model
 
     lengths = Lengths(rounds_for(args, 5), min_side_s(args))
+    # eight families more: each side of theirs half as long (the spread says if too short)
+    family_lengths = Lengths(lengths.rounds, lengths.min_side_s / 2)
     with tempfile.TemporaryDirectory() as folder:
         # 256 image tokens and a vision tower a few times the language model's work per
         # image, as real vision models have (a 64-token toy would time only overheads)
@@ -103,7 +106,7 @@ def run_vision_bench(
             figures = _figures(eng, lengths)
         finally:
             eng.close()
-    return figures | _family_figures(lengths)
+    return figures | _family_figures(family_lengths)
 
 
 @dataclass(frozen=True)
