@@ -114,7 +114,8 @@ def bench_decode(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
         # spread is over, may differ from it a little)
         "decode_ratio_vs_mlx_lm": round(decode / reference, 3) if reference else None,
         **{k: v for k, v in told.items() if k != "decode_ratio_vs_mlx_lm"},
-        # tokens timed in one run (after the first), the fewest of any run
+        # the tokens a run decoded, the fewest of any (a side's runs are alike): its timed
+        # tokens are all but the first
         "decode_tokens": min(round(t.work / t.runs) for t in (*pairs.a, *pairs.b)) + 1,
         "decode_runs": rounds,
     }
