@@ -280,7 +280,7 @@ def verdicts_of(section: dict[str, Any], args: argparse.Namespace) -> dict[str, 
         base = key.removesuffix("_spread")
         if base == key or base not in section or f"{base}_can_tell" in section:
             continue
-        if not isinstance(value, int | float) or isinstance(value, bool):
+        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
             continue
         one = args.quick or (args.repeats_given and args.repeats == 1)
         rounds = 1 if one and value == 0 else None  # a spread of 0: one round, surely

@@ -116,14 +116,14 @@ def test_the_bench_adds_a_verdict_where_a_section_gave_only_a_spread() -> None:
         "c_ratio_can_tell": True,
         "c_ratio_cannot_tell": None,
         "d_spread_ms": 4.0,  # no ratio of that name
+        "f_ratio": None,  # nothing measured
+        "f_ratio_spread": None,
     }
     added = verdicts_of(section, args)
     assert added["a_ratio_can_tell"] is False and "spread 0.3" in added["a_ratio_cannot_tell"]
     assert added["b_ratio_can_tell"] is True and added["b_ratio_cannot_tell"] is None
-    assert set(added) == {"a_ratio_can_tell", "a_ratio_cannot_tell"} | {
-        "b_ratio_can_tell",
-        "b_ratio_cannot_tell",
-    }
+    assert added["f_ratio_cannot_tell"] == "nothing was measured"
+    assert {key.rsplit("_ratio", 1)[0] for key in added} == {"a", "b", "f"}
     # a smoke run's spread of 0 is one round's
     quick = resolve_options(build_parser().parse_args(["--quick"]))
     flat = verdicts_of({"e_ratio": 1.0, "e_ratio_spread": 0.0}, quick)
