@@ -65,11 +65,13 @@ class Timed:
         return cls(work, work / rate if rate > 0 else 0.0)
 
 
-def run_for(side: Callable[[], Timed], min_s: float, max_runs: int = MAX_RUNS_PER_SIDE) -> Timed:
+def run_for(side: Callable[[], Timed], min_s: float, max_runs: int | None = None) -> Timed:
     """`side` run once, then again until its runs add up to at least `min_s` seconds (at
-    most `max_runs` runs): one rate over all of them, so a round is never one short run."""
+    most `max_runs` runs, `MAX_RUNS_PER_SIDE` by default): one rate over all of them, so a
+    round is never one short run."""
+    limit = MAX_RUNS_PER_SIDE if max_runs is None else max_runs
     total = side()
-    while total.seconds < min_s and total.runs < max_runs:
+    while total.seconds < min_s and total.runs < limit:
         total = total + side()
     return total
 
