@@ -19,8 +19,8 @@ first token to its last).
   ratios, a round's ratio being its whole group's tokens/s with speculation over without
   (every task once each way: the tasks' differences, real and large, are in every round
   alike, so the spread holds only what moved between rounds); `_can_tell` /
-  `_cannot_tell` say whether it can tell. Two rounds by default (`--repeats`): a round
-  is a dozen replies of seconds each on the default model (each side of it tens of
+  `_cannot_tell` say whether it can tell. Two rounds by default (`--repeats`): a group's
+  round is six replies of seconds each on the default model (a side of it three, over ten
   seconds), and two put every task first once each way.
 - `spec_<group>_rounds`: the rounds run.
 """
