@@ -40,6 +40,7 @@ from mlx_lm.models import cache as mlx_cache
 
 from engine.constraints.masking import BatchBias, apply_masks, metal_available
 from engine.constraints.row import RowConstraint
+from engine.memory.shared_prefix import plain_layer
 from engine.memory.store import KVState
 from engine.runtime.logprobs import BatchLogprobs, RowLogprobs
 from engine.runtime.sampling import LogitsProcessor, RowSampler
@@ -677,8 +678,13 @@ class DecodeBatch:
 
 
 def _merge(caches: list[KVState]) -> KVState:
-    """One batch cache per layer holding every row of `caches` (each one row's cache)."""
-    return [type(layer[0]).merge(list(layer)) for layer in zip(*caches, strict=True)]
+    """One batch cache per layer holding every row of `caches` (each one row's cache; a
+    shared-prefix layer is copied into one buffer, as merging copies every row anyway)."""
+    merged = []
+    for layer in zip(*caches, strict=True):
+        rows = [plain_layer(c) for c in layer]
+        merged.append(type(rows[0]).merge(rows))
+    return merged
 
 
 def decode_alone(
