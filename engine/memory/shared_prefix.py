@@ -158,6 +158,12 @@ class SharedPrefixKVCache(mlx_cache._BaseCache):
     def empty(self) -> bool:
         return self.offset == 0
 
+    @classmethod
+    def merge(cls, caches: list[Any]) -> Any:
+        """mlx-lm's batch cache of these rows (each copied into the batch's buffer, as
+        merging copies every row)."""
+        return mlx_cache.BatchKVCache.merge([plain_layer(c) for c in caches])
+
     @property
     def nbytes(self) -> int:
         """Bytes of every token this layer reads, its share of blocks included (what a copy

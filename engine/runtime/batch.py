@@ -40,7 +40,7 @@ from mlx_lm.models import cache as mlx_cache
 
 from engine.constraints.masking import BatchBias, apply_masks, metal_available
 from engine.constraints.row import RowConstraint
-from engine.memory.shared_prefix import plain_layer
+from engine.memory.shared_prefix import SharedPrefixKVCache, plain_layer
 from engine.memory.store import KVState
 from engine.runtime.logprobs import BatchLogprobs, RowLogprobs
 from engine.runtime.sampling import LogitsProcessor, RowSampler
@@ -53,6 +53,10 @@ _PADDABLE = tuple(
     for name in ("BatchKVCache", "BatchRotatingKVCache")
     if hasattr(mlx_cache, name)
 )
+
+
+# A lone row's caches that drop rejected draft positions exactly.
+_TRIMMABLE_ALONE = (mlx_cache.KVCache, mlx_cache.QuantizedKVCache, SharedPrefixKVCache)
 
 
 class RowOwner(Protocol):
@@ -458,13 +462,13 @@ class DecodeBatch:
     # ---- speculative decoding ----
 
     def _speculation_ok(self) -> bool:
-        """Whether the batch's cache can drop a row's rejected positions: a lone row's plain
-        or quantized KV cache, or mlx-lm's batch KV cache (not rotating caches)."""
+        """Whether the batch's cache can drop a row's rejected positions: a lone row's plain,
+        quantized or shared-prefix KV cache, or mlx-lm's batch KV cache (not rotating caches)."""
         cache = self.cache
         if not cache:
             return False
         if len(self.rows) == 1:
-            return all(type(c) in (mlx_cache.KVCache, mlx_cache.QuantizedKVCache) for c in cache)
+            return all(type(c) in _TRIMMABLE_ALONE for c in cache)
         return all(type(c) is mlx_cache.BatchKVCache for c in cache)
 
     def _draft_rows(self) -> None:
