@@ -162,7 +162,8 @@ class SharedPrefixKVCache(mlx_cache._BaseCache):
     def merge(cls, caches: list[Any]) -> Any:
         """mlx-lm's batch cache of these rows (each copied into the batch's buffer, as
         merging copies every row)."""
-        return mlx_cache.BatchKVCache.merge([plain_layer(c) for c in caches])
+        batch: Any = mlx_cache.BatchKVCache
+        return batch.merge([plain_layer(c) for c in caches])
 
     @property
     def nbytes(self) -> int:
