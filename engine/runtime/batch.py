@@ -268,7 +268,7 @@ class DecodeBatch:
         rows = self.rows
         assert self.cache is not None
         can_pad = len(rows) == 1 or isinstance(self.cache[0], _PADDABLE)
-        width = max(max(len(row.pending) for row in rows), 1) if can_pad else 1
+        width = self._width() if can_pad else 1
         inputs = self._y[:, None] if self._y is not None else None
         counts = [1] * len(rows)
         if any(row.pending for row in rows):
@@ -314,6 +314,26 @@ class DecodeBatch:
         if width == 1:
             return out[:, -1, :]
         return out[mx.arange(len(rows)), mx.array(counts) - 1]
+
+    def _width(self) -> int:
+        """Tokens the widest row feeds this step. Rows with known tokens to feed (forced by
+        their grammar, a draft, a prompt's tail) feed several at once, and every other row
+        is padded to the widest: on a GPU a wider pass costs about what one token's does,
+        on a CPU about its width times (padding included). Of the widths that feed no
+        draft in part (its logits verify it), the one feeding the most tokens per unit of
+        a pass's cost, as `PassCost` has timed it, is taken; the rest wait a step."""
+        rows = self.rows
+        wants = [max(len(row.pending), 1) for row in rows]
+        widest = max(wants)
+        if widest == 1 or len(rows) == 1:
+            return widest
+        least = max((len(row.pending) for row in rows if row.draft), default=1)
+        best, best_rate = widest, sum(wants) / self.cost.relative(len(rows), widest)
+        for width in range(widest - 1, least - 1, -1):
+            rate = sum(min(n, width) for n in wants) / self.cost.relative(len(rows), width)
+            if rate > best_rate:
+                best, best_rate = width, rate
+        return best
 
     def _read(self, y: mx.array | None) -> list[int]:
         """Wait for last step's samples; start each constrained row's matcher on its token."""
