@@ -338,6 +338,7 @@ STABLE_KEYS: dict[str, set[str]] = {
     "extract": {
         "extract_docs_per_min",
         "extract_batch_speedup",
+        "extract_batch_speedup_8",  # added with issue 46
         "extract_valid_rate",
         "extract_resume_overhead_s",
         "batch_api_tps_ratio",
