@@ -321,6 +321,8 @@ STABLE_KEYS: dict[str, set[str]] = {
         "kv4_memory_ratio",
         "kv8_tps_ratio",
         "kv8_greedy_agreement",
+        "kv8_token_agreement",  # added with issue 46
+        "kv8_first_difference_gap",
         "kv_prompts",
         # added with issue 37: each ratio's spread over its rounds
         "agent_turn_ttft_over_uncached_spread",

@@ -29,7 +29,9 @@ def _requests() -> list[ChatRequest]:
     greedy = SamplingSettings(temperature=0.0, max_tokens=64)
     texts = ["Invoice 1 from Acme.", "Invoice 2, paid.", "Invoice 3: 40 EUR.", "Hello there."]
     return [
-        ChatRequest([{"role": "user", "content": t}], greedy, constraint=constraint if i < 3 else None)
+        ChatRequest(
+            [{"role": "user", "content": t}], greedy, constraint=constraint if i < 3 else None
+        )
         for i, t in enumerate(texts)
     ]
 
