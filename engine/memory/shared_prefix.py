@@ -169,7 +169,8 @@ class SharedPrefixKVCache(mlx_cache._BaseCache):
     def nbytes(self) -> int:
         """Bytes of every token this layer reads, its share of blocks included (what a copy
         would take: the prompt cache counts a block once, the rows decoding count it whole)."""
-        return sum(int(k.nbytes) + int(v.nbytes) for k, v in zip(*self.parts(), strict=True))
+        prefix = zip(self.prefix_keys, self.prefix_values, strict=True)
+        return sum(int(k.nbytes) + int(v.nbytes) for k, v in prefix) + int(self.tail.nbytes)
 
     @property
     def own_nbytes(self) -> int:
