@@ -240,9 +240,11 @@ class PromptCacheTrie:
         self._evict_to_budget()
 
     def store_copy(self, tokens: Sequence[int], cache: KVState) -> None:
-        """Keep a copy of `cache` (holding `tokens`) that shares its buffers until either is
-        written to (MLX copies then), leaving `cache` to the caller: a prompt's state kept
-        for the prompts that share it while it goes on decoding."""
+        """Keep the state of `cache` (holding `tokens`), leaving `cache` to the caller: a
+        prompt's state kept for the prompts that share it while it goes on decoding. Where
+        branches share blocks, `cache`'s layers are frozen in place (see `shared_prefix`)
+        and the entry reads the same blocks: neither copies. Otherwise the entry shares its
+        buffers until either is written to (MLX copies then)."""
         n = cache_length(cache)
         if n is None:  # no layer tracks its length: nothing can be sliced
             return
