@@ -13,7 +13,11 @@ left it) running turn 9 again and turn 10.
 - `restart_ttft_over_warm`: turn 9 after the restart over turn 9 before it.
 - `kv8_memory_ratio`, `kv4_memory_ratio`: KV bytes of 512 tokens over full precision.
 - `kv8_tps_ratio`, `kv8_greedy_agreement`: decode rate and identical greedy replies of
-  8-bit KV over full precision, on a fixed prompt set.
+  8-bit KV over full precision, on a fixed prompt set; `kv8_token_agreement` the share of
+  reply tokens before the first one that differs (all of an identical reply), and
+  `kv8_first_difference_gap` the median, over the replies that differ, of how far apart
+  full precision's log-probabilities of the two tokens were where they first differ (a
+  near tie, a few hundredths of a nat, is a coin both sides may flip; None: none differ).
 - `agent_ttft_vs_mlx_lm`: median time to first token of turns 2-8 over mlx-lm's own
   prompt cache (`LRUPromptCache`, as `mlx_lm.server` uses it) replaying the same prompts.
 - `agent_reuse_overhead_ms`: what a turn costs beyond prefilling its new tokens (those the
@@ -66,6 +70,12 @@ AGREEMENT_PROMPTS = [
     "List three fruits.",
     "What does a compiler do?",
     "Say hello politely.",
+    "Why is the sky blue?",
+    "Give two tips for sleeping well.",
+    "What is a prime number?",
+    "Describe a mountain in one sentence.",
+    "How do plants make food?",
+    "Name a famous painter.",
 ]
 
 
@@ -345,6 +355,30 @@ def _mlx_lm_session(engine: Engine, prompts: list[list[dict[str, str]]]) -> list
     return engine.run(session).result()
 
 
+def _reply_tokens(result: Any) -> list[int]:
+    return list(result.token_ids[result.stats.prompt_tokens :])
+
+
+def _first_difference(a: list[int], b: list[int]) -> int:
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+
+
+def _gap_at(engine: Engine, request: ChatRequest, position: int, theirs: list[int]) -> float | None:
+    """How much likelier full precision found its own token than the 8-bit cache's at
+    `position` of the reply (None where the latter is not among its 5 likeliest)."""
+    import dataclasses
+
+    again = engine.chat(dataclasses.replace(request, logprobs=5))
+    if again.logprobs is None or position >= len(again.logprobs) or position >= len(theirs):
+        return None
+    at = again.logprobs[position]
+    other = next((t.logprob for t in at.top if t.token == theirs[position]), None)
+    own = at.model_logprob if at.model_logprob is not None else at.logprob
+    return None if other is None else own - other
+
+
 def _kv_figures(engine: Engine, spec: str, agreement: list[str]) -> dict[str, Any]:
     import mlx.core as mx
 
@@ -375,6 +409,7 @@ def _kv_figures(engine: Engine, spec: str, agreement: list[str]) -> dict[str, An
     try:
         kv8.load_model(spec).result()
         full_tps, q_tps, same = [], [], 0
+        matched, total, gaps = 0, 0, []
         # rounds of two prompts: each round's rate is its replies' tokens over their time
         rounds: list[tuple[Timed, Timed]] = []
         for start in range(0, len(agreement), 2):
@@ -389,6 +424,12 @@ def _kv_figures(engine: Engine, spec: str, agreement: list[str]) -> dict[str, An
                 q_tps.append(b.stats.decode_tps)
                 full, quant = full + _decode(a), quant + _decode(b)
                 same += a.text == b.text
+                ours, theirs = _reply_tokens(a), _reply_tokens(b)
+                first = _first_difference(ours, theirs)
+                matched += first
+                total += max(len(ours), len(theirs))
+                if first < max(len(ours), len(theirs)):
+                    gaps.append(_gap_at(engine, request, first, theirs))
             rounds.append((quant, full))
     finally:
         kv8.close()
@@ -398,6 +439,9 @@ def _kv_figures(engine: Engine, spec: str, agreement: list[str]) -> dict[str, An
     side_s = min(t.seconds for pair in rounds for t in pair)
     out.update(verdict("kv8_tps_ratio", out["kv8_tps_ratio_spread"], len(ratios), side_s=side_s))
     out["kv8_greedy_agreement"] = round(same / len(agreement), 3)
+    out["kv8_token_agreement"] = round(matched / max(1, total), 3)
+    known = [g for g in gaps if g is not None]
+    out["kv8_first_difference_gap"] = round(statistics.median(known), 3) if known else None
     out["kv_prompts"] = len(agreement)
     return out
 

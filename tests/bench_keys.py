@@ -402,6 +402,8 @@ STABLE_KEYS: dict[str, set[str]] = {
         "kv4_memory_ratio",
         "kv8_tps_ratio",
         "kv8_greedy_agreement",
+        "kv8_token_agreement",  # added with issue 46
+        "kv8_first_difference_gap",
         "kv_prompts",
         # added with issue 37: each ratio's spread over its rounds
         "agent_turn_ttft_over_uncached_spread",
@@ -440,6 +442,7 @@ STABLE_KEYS: dict[str, set[str]] = {
     "extract": {
         "extract_docs_per_min",
         "extract_batch_speedup",
+        "extract_batch_speedup_8",  # added with issue 46
         "extract_valid_rate",
         "extract_resume_overhead_s",
         "batch_api_tps_ratio",
