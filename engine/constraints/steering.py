@@ -53,11 +53,12 @@ _NUMBER_BYTES = frozenset(b"0123456789.eE+-")
 _BLANKS = frozenset(b" \t\r\n")
 
 
-def _read(text: bytes, inside: bool) -> tuple[bool, bool, int]:
-    """Read `text` lexically from inside a string (`inside`) or outside one: (whether it
-    leaves the string it starts in, whether it writes a comma or an opening bracket
-    outside strings, its first byte outside strings that is not blank, or -1)."""
-    in_string, escaped = inside, False
+def _read(text: bytes, inside: bool, escaped: bool = False) -> tuple[bool, bool, int, bool]:
+    """Read `text` lexically from inside a string (`inside`; just after a backslash in it:
+    `escaped`) or outside one: (whether it leaves the string it starts in, whether it
+    writes a comma or an opening bracket outside strings, its first byte outside strings
+    that is not blank (or -1), whether it ends just after a backslash in a string)."""
+    in_string = inside
     leaves = extends = False
     first = -1
     for c in text:
@@ -76,7 +77,7 @@ def _read(text: bytes, inside: bool) -> tuple[bool, bool, int]:
             extends = True
         if first < 0 and c not in _BLANKS:
             first = c
-    return leaves, extends, first
+    return leaves, extends, first, in_string and escaped
 
 
 class TokenClasses:
@@ -90,6 +91,8 @@ class TokenClasses:
             for name in (
                 "leaves_in",  # from inside a string: closes it
                 "quote_first",  # from inside a string: closes it with its first byte
+                "leaves_escaped",  # just after a backslash in a string: closes the string
+                "stays_escaped",  # just after a backslash: ends after another backslash
                 "extends_in",  # from inside a string: writes a comma or a bracket after it
                 "extends_out",  # from outside: writes a comma or an opening bracket
                 "first_close",  # from outside: begins with `}` or `]`
@@ -102,8 +105,11 @@ class TokenClasses:
             if not text.strip():
                 flags["blank"][t] = True
                 continue
-            leaves, extends_in, _ = _read(text, inside=True)
-            _, extends_out, first = _read(text, inside=False)
+            leaves, extends_in, _, _ = _read(text, inside=True)
+            _, extends_out, first, _ = _read(text, inside=False)
+            leaves_escaped, _, _, stays_escaped = _read(text, inside=True, escaped=True)
+            flags["leaves_escaped"][t] = leaves_escaped
+            flags["stays_escaped"][t] = stays_escaped
             flags["leaves_in"][t] = leaves
             flags["quote_first"][t] = text[0] == _QUOTE
             flags["extends_in"][t] = extends_in
@@ -114,6 +120,8 @@ class TokenClasses:
         packed = {name: _pack(bits) for name, bits in flags.items()}
         self.leaves_in = packed["leaves_in"]
         self.quote_first = packed["quote_first"]
+        self.leaves_escaped = packed["leaves_escaped"]
+        self.stays_escaped = packed["stays_escaped"]
         self.extends_in = packed["extends_in"]
         self.extends_out = packed["extends_out"]
         self.first_close = packed["first_close"]
@@ -155,6 +163,13 @@ def _kept(
     position = nesting.position
     if position == "key" and mode is not Mode.MOVE_ON:
         return None
+    if position == "escaped":  # the escape is finished first; then the string may end
+        if mode is Mode.WRAP or (nesting.key and mode is not Mode.MOVE_ON):
+            return None
+        out: np.ndarray = w & c.leaves_escaped
+        if not out.any():
+            out = w & ~c.stays_escaped  # no escape after escape: a loop of `\"` ends
+        return out if out.any() else None
     if position in ("string", "key"):
         # A clean end (the quote first) before one that writes more into the string
         # (`,"`), and where the string may be the last value, nothing new after it
