@@ -4,7 +4,8 @@
 model, choosing at each step the allowed token that ends the structure soonest: the
 grammar's forced tokens; in a string the quote cannot close yet (a formatted value half
 written: `"bob` in an `email`), the shortest tail of a known short value after which the
-matcher accepts the quote (`@a`, see `formats`), tried once per string; in a number that
+matcher accepts the quote (`@a`, see `formats`), else of one or two plain characters (a
+`pattern` that wants `99` somewhere), tried once per string; in a number that
 may not end yet (a `multipleOf` the digits miss), the fewest digits after which it may
 (`1` + `32` for a multiple of 44), tried once per number; else a closing
 token (`"`, `}`, `]`, `"}` ...; the longest one allowed), else the shortest value (`0`,
@@ -47,6 +48,8 @@ NUMBER_TAIL = 3
 _NUMBER_BYTES = frozenset(b"0123456789.-")
 # What may follow a number inside a structure.
 _NUMBER_ENDS = (b"}", b",", b"]")
+# Characters a string's tail may be made of when no format's tail ends it (a pattern).
+_PLAIN_CHARS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_.:@ /"
 # Short values, tried wherever a value may start.
 _VALUES = (b"0", b"1", b'""', b"{}", b"[]", b"null", b"true", b"false", b",")
 
@@ -197,6 +200,7 @@ class ClosingPolicy:
         self.quote = tokenizer.tokenize_bytes(b'"')
         tails = {tuple(tokenizer.tokenize_str(t)) for t in value_tails()}
         self.tails = [list(t) for t in sorted(tails, key=lambda t: (len(t), _size(texts, t)))]
+        self.chars = [tokenizer.tokenize_str(c) for c in _PLAIN_CHARS]
         # Digit strings to end a number with, shortest first; and what may follow one.
         digits = [f"{n:0{width}d}" for width in range(1, NUMBER_TAIL + 1) for n in range(10**width)]
         self.digit_tails = [tokenizer.tokenize_str(d) for d in digits]
@@ -318,6 +322,18 @@ class ClosingPolicy:
             closed = tail + self.quote
             if walk.validate_tokens(closed) == len(closed):
                 return tail
+        # A pattern that wants some text first (`99`): one or two plain characters
+        chars = self.chars
+        for one in chars:
+            if walk.validate_tokens(one + self.quote) == len(one) + len(self.quote):
+                return one
+        for one in chars:
+            if walk.validate_tokens(one) != len(one):
+                continue
+            for two in chars:
+                closed = one + two + self.quote
+                if walk.validate_tokens(closed) == len(closed):
+                    return one + two
         return None
 
     def _number_tail(self, walk: LLMatcher) -> list[int] | None:

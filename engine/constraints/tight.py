@@ -46,6 +46,7 @@ from typing import Any
 from engine.constraints.tight_disjoint import disjoint, pairwise_disjoint, types_of
 from engine.constraints.tight_enforce import Emptied, enforce
 from engine.constraints.tight_groups import Group, group_of
+from engine.constraints.tight_keys import disjoint_key_patterns
 from engine.constraints.tight_refs import Refs, escape
 from engine.constraints.tight_witness import witness
 
@@ -187,6 +188,12 @@ def _tighten(schema: dict[str, Any], refs: Refs, exact_only: bool) -> tuple[Tigh
         if not isinstance(schema, dict) or not refs.complete:
             return Tightened(copy.deepcopy(original)), False
         contexts = _contexts(refs)
+    if narrowed or '"patternProperties"' in text:
+        # key patterns that meet in one object, as llguidance wants them: disjoint
+        split, key_notes = disjoint_key_patterns(schema)
+        if key_notes and isinstance(split, dict) and Refs(split).complete:
+            schema, refs, notes = split, Refs(split), notes + key_notes
+            contexts = _contexts(refs)
     counts = _Counts()
     if not set(schema) - ANNOTATIONS:  # any JSON value at all
         counts.free += 1

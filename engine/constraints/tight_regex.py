@@ -30,7 +30,7 @@ from greenery import Fsm, parse
 from greenery.parse import NoMatch
 from greenery.rxelems import from_fsm
 
-__all__ = ["MAX_LENGTH", "MAX_STATES", "Regex", "meet"]
+__all__ = ["MAX_LENGTH", "MAX_STATES", "NOTHING", "Regex", "meet"]
 
 MAX_PATTERN = 200  # characters of a pattern read
 MAX_STATES = 64  # states of any automaton built on the way
@@ -60,16 +60,27 @@ class Regex:
     exact: bool
 
 
-def meet(patterns: list[str], negated: list[str]) -> Regex | None:
+def meet(patterns: list[str], negated: list[str], *, empty: bool = False) -> Regex | None:
     """One pattern for the strings every one of `patterns` finds a match in and none of
     `negated` does (both searched, as JSON Schema does); None where that cannot be built
-    within the bounds (see the module doc)."""
+    within the bounds (see the module doc). `empty`: a set found empty gives `NOTHING`
+    (an exact answer: no string) rather than None."""
     if not patterns and not negated:
         return None
     try:
         return _meet(patterns, negated)
+    except _Empty:
+        return NOTHING if empty else None
     except (NoMatch, RecursionError, ValueError, KeyError, TypeError, OverflowError):
         return None  # greenery's limits, not a pattern's meaning
+
+
+class _Empty(Exception):
+    """No string is in the set asked for."""
+
+
+# `meet(..., empty=True)`'s answer for an empty set (no pattern stands for it).
+NOTHING = Regex("", exact=True)
 
 
 def _meet(patterns: list[str], negated: list[str]) -> Regex | None:
@@ -89,6 +100,8 @@ def _meet(patterns: list[str], negated: list[str]) -> Regex | None:
     # the set too, so that `^(?:R)$` stays inside it
     ended = found.reversed().derive("\n").reversed()
     kept = (found & ended).reduce()
+    if found.empty():
+        raise _Empty
     if len(kept.states) > MAX_FINAL_STATES or kept.empty():
         return None
     exact = (kept | (kept + _line_break())).equivalent(found)
