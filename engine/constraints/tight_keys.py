@@ -21,7 +21,7 @@ from itertools import combinations
 from typing import Any
 
 from engine.constraints.tight_refs import subschemas
-from engine.constraints.tight_regex import NOTHING, meet
+from engine.constraints.tight_regex import NOTHING, meet, overlap
 
 __all__ = ["disjoint_key_patterns"]
 
@@ -151,4 +151,4 @@ def _disjoint(patterns: list[str]) -> list[tuple[str, list[str]]] | None:
 
 
 def _apart(a: str, b: str) -> bool:
-    return meet([a, b], [], empty=True) is NOTHING
+    return overlap(a, b) is False
