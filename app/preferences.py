@@ -46,8 +46,8 @@ class Preferences:
     new_chat: ChatSettings = field(default_factory=ChatSettings)
     new_chat_tools: ToolsConfig = field(default_factory=ToolsConfig)
     # JSON schemas: use all the freedom they leave (no tight defaults); refuse keywords
-    # Corral cannot enforce instead of ignoring them with a warning; close a constrained
-    # reply that repeats itself inside a value
+    # Corral cannot enforce instead of ignoring them with a warning; move a constrained
+    # reply on (or close it) when it repeats itself inside a value
     allow_extra_properties: bool = False
     strict_schema: bool = False
     close_loops: bool = True

@@ -8,9 +8,12 @@ the schema to its first mask (p50/p99, default options). Then, on a fixed sample
 greedy reply each at `max_tokens`: the share complete and valid under `jsonschema`, formats
 checked, against the schema as the user wrote it (`constrained_complete_rate`: Corral's
 promise); the share valid against it less the keywords Corral warned it does not enforce
-(`constrained_valid_enforced_rate`: what the grammar held the reply to); and the share the
-closing policy ended to fit, and the share the engine flagged invalid as written
-(`flagged_invalid_rate`: replies that leave saying so; the goal is none).
+(`constrained_valid_enforced_rate`: what the grammar held the reply to); the share valid
+as written that the model wrote to its end, with no closing at all (`model_complete_rate`:
+steering toward the end may have narrowed its masks, `steered_rate` says how many were);
+the share the closing tracker closed to fit (`closed_to_fit_rate`: values held to fit,
+`filled`); and the share the engine flagged invalid as written (`flagged_invalid_rate`:
+replies that leave saying so; the goal is none).
 
 Formats are checked with draft 2020-12's format checker whatever the schema's draft: it
 knows every format llguidance enforces (`date` and `uuid`, which draft 4 does not define,
@@ -231,13 +234,15 @@ def run_coverage_bench(engine: Any, args: Any = None, max_tokens: int = 200) -> 
     lltok = engine.run(lambda lm: ll_tokenizer(lm.tokenizer, end_token_ids(lm.tokenizer)))
     figures, compiled = compile_coverage(lltok.result(), files)
     sample = generation_sample(compiled)
-    complete = enforced = closed = agree = checked = flagged = 0
+    complete = enforced = closed = agree = checked = flagged = by_model = steered = 0
     check_ms: list[float] = []
     for path, (result, ok) in zip(sample, replies_for(engine, sample, max_tokens), strict=True):
         valid = valid_as_written(path, result)
         complete += valid
         enforced += ok
         closed += result.closed_to_fit
+        by_model += valid and not result.closed_to_fit
+        steered += bool(result.stats.steered_tokens or result.stats.loops_moved_on)
         flagged += result.valid_as_written is False  # complete or not
         if not result.error and not result.incomplete:
             # the engine's own verdict on the reply, beside this independent one
@@ -249,6 +254,10 @@ def run_coverage_bench(engine: Any, args: Any = None, max_tokens: int = 200) -> 
     figures["constrained_complete_rate"] = _rate(complete, len(sample))
     figures["constrained_valid_enforced_rate"] = _rate(enforced, len(sample))
     figures["closed_to_fit_rate"] = _rate(closed, len(sample))
+    # valid as the model wrote it to its end, no value held to fit (goal >= 0.9), and
+    # the share of replies whose masks steering narrowed (to wrap up or move on)
+    figures["model_complete_rate"] = _rate(by_model, len(sample))
+    figures["steered_rate"] = _rate(steered, len(sample))
     # replies the engine itself flagged invalid as written (the goal is none)
     figures["flagged_invalid_rate"] = _rate(flagged, len(sample))
     # The check every constrained reply gets when it ends (engine.constraints.as_written):

@@ -190,6 +190,10 @@ STABLE_KEYS: dict[str, set[str]] = {
         "as_written_max_ms",
         # added with issue 38: replies flagged invalid as written, over the sample
         "flagged_invalid_rate",
+        # added with issue 44: valid replies the model wrote to the end (no closing), and
+        # replies steered toward their end
+        "model_complete_rate",
+        "steered_rate",
     },
     "library": {
         "import_baseline_peak_mb",

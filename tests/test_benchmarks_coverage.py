@@ -72,18 +72,24 @@ def test_coverage_section_reports_rates_counted_as_written(tiny_engine, six_sche
     n = figures["coverage_sample"]
     assert n == len(compiled)
     # the same greedy replies, one at a time, checked here against the schemas as written
-    complete = closed = flagged = 0
+    complete = closed = flagged = by_model = steered = 0
     for path in compiled:
         result = tiny_engine.chat(request_for(path, MAX_TOKENS))
         schema = json.loads(path.read_text(encoding="utf-8"))["schema"]
-        complete += not result.incomplete and written_valid(schema, result.text)
+        valid = not result.incomplete and written_valid(schema, result.text)
+        complete += valid
         closed += result.closed_to_fit
         flagged += result.valid_as_written is False
+        by_model += valid and not result.closed_to_fit
+        steered += result.stats.steered_tokens > 0 or result.stats.loops_moved_on > 0
     assert figures["constrained_complete_rate"] == round(complete / n, 4)
     assert figures["closed_to_fit_rate"] == round(closed / n, 4)
     assert figures["flagged_invalid_rate"] == round(flagged / n, 4)
-    # the tiny model rambles: some replies are closed to fit, and those end valid
-    assert closed > 0 and complete > 0
+    assert figures["model_complete_rate"] == round(by_model / n, 4)
+    assert figures["steered_rate"] == round(steered / n, 4)
+    # the tiny model rambles: some replies are steered toward their end, and end valid
+    assert steered > 0 and complete > 0
+    assert figures["model_complete_rate"] <= figures["constrained_complete_rate"]
     # valid as written is valid as enforced (that schema only drops constraints)
     assert figures["constrained_complete_rate"] <= figures["constrained_valid_enforced_rate"] <= 1
     # the engine checked each complete reply as written itself, and agrees with this test

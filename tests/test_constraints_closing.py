@@ -106,15 +106,19 @@ def test_a_reply_that_would_run_out_is_closed_valid_within_the_budget(tiny_engin
     assert off.incomplete and not off.closed_to_fit  # what the policy saves it from
 
 
-def test_a_loop_inside_a_value_is_closed_and_the_stats_say_so(tiny_engine):
+def test_a_loop_inside_a_value_is_moved_on_from_and_the_stats_say_so(tiny_engine):
+    """The tiny model repeats one word inside the string: steering ends the string (the
+    model picks the closing quote) and the reply ends there, finished by the model, not
+    closed to fit; without loop handling it repeats itself to the budget's end."""
     schema = {"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]}
     result = chat(tiny_engine, json_schema_constraint(schema), 200)
-    assert result.stats.close_reason == "repetition" and result.stats.close_loops
-    assert result.stats.generated_tokens < 120 and not result.incomplete
+    assert result.stats.loops_moved_on == 1 and result.stats.close_loops
+    assert not result.closed_to_fit and result.stats.close_reason == ""
+    assert result.stats.generated_tokens < 40 and not result.incomplete
     jsonschema.validate(json.loads(result.text), schema)
     slow = chat(tiny_engine, json_schema_constraint(schema), 200, close_loops=False)
-    assert slow.stats.close_reason != "repetition"
-    assert slow.stats.generated_tokens > result.stats.generated_tokens
+    assert slow.stats.loops_moved_on == 0
+    assert slow.stats.generated_tokens > 150
 
 
 def test_no_ending_within_the_budget_is_reported_incomplete_and_why(tiny_engine):
@@ -270,11 +274,17 @@ def test_a_reply_cut_off_inside_a_formatted_value_ends_valid(lltok, fmt):
         assert matcher.consume_tokens(ending) and matcher.is_accepting()
 
 
+# Formats whose value may end after any character the model writes: steering ends them.
+ENDS_ANYWHERE = ("hostname", "uri")
+
+
 @pytest.mark.parametrize("fmt", sorted(FORMATTED))
 def test_a_reply_run_out_inside_a_formatted_value_is_closed_valid(tiny_engine, lltok, fmt):
-    """The tiny model writes into the value until the budget closes it: from the shortest
-    reply's length (plus the tokens the policy keeps in hand) up, the reply is complete and
-    valid with formats checked, and some budget closes it inside the value."""
+    """The tiny model writes into the value until the budget turns it to its end: from the
+    shortest reply's length (plus the tokens the policy keeps in hand) up, the reply is
+    complete and valid with formats checked. Where the value may end anywhere (a hostname),
+    steering has the model end it itself at some budget; where it may not (a date), some
+    budget closes it inside the value."""
     from engine.constraints.closing import MARGIN
 
     schema = formatted(fmt)
@@ -291,6 +301,8 @@ def test_a_reply_run_out_inside_a_formatted_value_is_closed_valid(tiny_engine, l
             written = result.token_ids[: len(result.token_ids) - result.stats.closing_tokens]
             before = tiny_engine.run(lambda lm, w=written: lm.tokenizer.decode(w)).result()
             mid_value += before.count('"') == 3 and not before.endswith('"')
+        elif result.stats.steered_tokens:
+            mid_value += fmt in ENDS_ANYWHERE  # the model ended the value, steered
     assert mid_value, "no budget closed the reply inside the value"
 
 

@@ -2,10 +2,11 @@
 (Github_easy, Glaiveai2K, Handwritten), the default model, greedy, 120 tokens. Each reply is
 complete and validates with jsonschema against the schema as written, less the keywords
 Corral named as ignored in its warnings (lenient by default: Handwritten's schemas use
-`not`); it may have been closed to fit; one that cannot be says why (no ending within the
-budget). Replies that end on their own are the same token for token without the closing
-machinery. The replies are submitted together and decode side by side (greedy rows give
-what they give alone), which takes a third of the time of one after another."""
+`not`); it may have been steered toward its end or closed to fit; one that cannot be says
+why (no ending within the budget). Replies that end on their own, never steered, are the
+same token for token without the closing machinery. The replies are submitted together
+and decode side by side (greedy rows give what they give alone), which takes a third of
+the time of one after another."""
 
 from __future__ import annotations
 
@@ -62,12 +63,14 @@ def _repeats_a_key(text: str) -> bool:
 
 @pytest.mark.slow
 def test_every_reply_is_complete_and_valid_within_the_budget(default_engine, sample):
-    failures, closed, natural, repeated_keys = [], 0, [], []
+    failures, closed, steered, natural, repeated_keys = [], 0, 0, [], []
     replies = replies_for(default_engine, sample, MAX_TOKENS)
     for path, (result, ok) in zip(sample, replies, strict=True):
         assert result.stats.generated_tokens <= MAX_TOKENS
         closed += result.closed_to_fit
-        if not result.closed_to_fit and ok:
+        turned = result.stats.steered_tokens > 0 or result.stats.loops_moved_on > 0
+        steered += turned
+        if not result.closed_to_fit and not turned and ok:
             natural.append(path)
         if ok:
             continue
@@ -86,7 +89,7 @@ def test_every_reply_is_complete_and_valid_within_the_budget(default_engine, sam
         failures.append((path.name, result.text[-80:], result.warnings, result.error))
     assert not failures, failures
     assert len(repeated_keys) <= 1, repeated_keys
-    assert closed > 0  # the policy did its work on some of them
+    assert closed + steered > 0  # the policy did its work on some of them
     # replies that ended on their own do not change without the closing machinery
     two = natural[:2]
     with_closing = replies_for(default_engine, two, MAX_TOKENS)

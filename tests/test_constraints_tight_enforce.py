@@ -257,12 +257,16 @@ ENFORCED = [
     "Handwritten/allone4",
     "Handwritten/oneof6",
     "Handwritten/oneofitemscontains1",
+    # a oneOf made disjoint by a not over patternProperties narrowed to a named key, its
+    # overlapping key patterns then split into disjoint ones (tight_keys.py)
+    "Handwritten/oneofpr4",
 ]
 UNSATISFIABLE = ["Glaiveai2K/calculate_area_4493ae68"]
-# a `not` over patternProperties/propertyNames whose narrowing leaves no valid reply the
-# witness walk can find, and one whose negation makes strings match several patterns at
-# once (llguidance's lexer runs out of states mid-reply): left as written, with the warning
-LEFT = ["Handwritten/oneofpr4", "Handwritten/object9", "Handwritten/allany20"]
+# a `not` over propertyNames whose narrowing leaves no valid reply the witness walk can
+# find (object9 has none: each key containing "a" needs a value with such a key, without
+# end), and one whose negation makes strings match several patterns at once (llguidance's
+# lexer runs out of states mid-reply): left as written, with the warning
+LEFT = ["Handwritten/object9", "Handwritten/allany20"]
 
 
 @pytest.mark.parametrize("name", ENFORCED)

@@ -219,3 +219,43 @@ def test_compile_constraint_converts_once_and_raises_with_diagnostics():
     with pytest.raises(ConstraintError, match="line 1, column 2: not valid JSON") as caught:
         compile_constraint(ConstraintSpec("json_schema", "{", "s.json"))
     assert caught.value.diagnostics[0].line == 1
+
+
+def test_strict_refuses_a_not_it_cannot_enforce_and_says_where_and_what():
+    """JSONSchemaBench's object9 needs, at each level, a key containing "a" (a `not` over
+    `propertyNames`: a key-pattern complement), which no keyword llguidance enforces says
+    and no rewrite makes exact (a narrowing to one named key leaves no value: the schema
+    has none): a strict schema is refused, the message naming where each stands and what
+    it is over; by default it is ignored with a warning (and the reply is checked as
+    written when it ends)."""
+    from shared_datasets import dataset
+
+    path = dataset("jsonschemabench") / "Handwritten" / "object9.json"
+    schema = json.loads(path.read_text(encoding="utf-8"))["schema"]
+    (error,) = check("json_schema", schema, STRICT).errors
+    assert "a key-pattern complement" in error.message, error.message
+    assert "/definitions/reqPattern1" in error.message and "and 1 more" in error.message
+    assert "x-guidance" in error.message  # how to have it ignored instead
+    report = check("json_schema", schema)
+    assert report.ok and any('"not"' in w.message for w in report.warnings)
+
+
+def test_the_nots_left_are_named_by_place_and_what_they_are_over():
+    from engine.constraints.validate import unenforced_nots
+
+    schema = {
+        "properties": {
+            "a": {"not": {"propertyNames": {"pattern": "^x"}}},
+            "b": {"not": {"patternProperties": {"y": {"type": "string"}}}},
+        },
+        "oneOf": [{"not": {"allOf": [{"required": ["p"]}, {"required": ["q"]}]}}, {}],
+        "not": {"const": 1},
+    }
+    assert unenforced_nots(schema) == {
+        "a not over const": [""],
+        "a key-pattern complement (a not over propertyNames or patternProperties)": [
+            "/properties/a",
+            "/properties/b",
+        ],
+        "a not over an allOf or oneOf": ["/oneOf/0"],
+    }

@@ -86,7 +86,7 @@ def test_preferences_start_the_server_and_the_log_shows_requests(qtbot, tmp_path
         thread.join(30)
         cells = {COLUMNS[c]: log.item(log.rowCount() - 1, c).text() for c in range(len(COLUMNS))}
         assert cells["Endpoint"] == "/v1/chat/completions" and cells["Status"] == "200"
-        assert cells["Completion"] == "3" and cells["Result"] == "length"
+        assert cells["Completion"] == "3" and cells["Result"] == "cut"  # the ending, in words
         first = {COLUMNS[c]: log.item(0, c).text() for c in range(len(COLUMNS))}
         assert first["Status"] == "499" and first["Constraint"] == "regex"
         assert server.status_label.text() == f"Serving on {url}"

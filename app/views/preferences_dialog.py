@@ -237,7 +237,7 @@ class PreferencesDialog(QDialog):
         self.strict_schema = QCheckBox("Refuse schemas Corral cannot fully enforce", self)
         self.strict_schema.setChecked(prefs.strict_schema)
         form.addRow("", self.strict_schema)
-        self.close_loops = QCheckBox("End a reply that repeats itself inside a value", self)
+        self.close_loops = QCheckBox("Move a reply on when it repeats itself inside a value", self)
         self.close_loops.setChecked(prefs.close_loops)
         form.addRow("", self.close_loops)
         self.record_logprobs = QCheckBox("Record token probabilities (Inspect a reply)", self)

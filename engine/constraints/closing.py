@@ -1,10 +1,11 @@
-"""Closing within the budget: end a constrained reply validly before `max_tokens`.
+"""The closing walk: a short valid ending for a constrained reply, from where it stands.
 
 `ClosingPolicy.ending` walks a copy of a matcher (llguidance's `deep_copy`), without the
 model, choosing at each step the allowed token that ends the structure soonest: the
 grammar's forced tokens; in a string the quote cannot close yet (a formatted value half
 written: `"bob` in an `email`), the shortest tail of a known short value after which the
-matcher accepts the quote (`@a`, see `formats`), tried once per string; in a number that
+matcher accepts the quote (`@a`, see `formats`), else of one or two plain characters (a
+`pattern` that wants `99` somewhere), tried once per string; in a number that
 may not end yet (a `multipleOf` the digits miss), the fewest digits after which it may
 (`1` + `32` for a multiple of 44), tried once per number; else a closing
 token (`"`, `}`, `]`, `"}` ...; the longest one allowed), else the shortest value (`0`,
@@ -13,15 +14,11 @@ text soonest (a one-token lookahead over the shortest allowed tokens). It stops 
 the grammar accepts (EOS ends the reply there). The result is a short valid ending, not
 always the shortest.
 
-`ClosingTracker` decides, for one reply (one row of a batch), when to compute that ending
-and when to follow it: rarely while the budget is far (first when at most half of it, or
-`FIRST_CHECK` tokens, remain, then whenever half of the slack left at the last check is
-used up; the slack counted against the longest ending seen, since an ending's length
-swings with where the reply is), every token near the end, and at once when
-`RepetitionDetector` sees the reply repeat itself inside one value. A decode loop calls
-`after` on the mask thread each time the matcher has consumed the reply's newest tokens;
-when it returns tokens, the loop emits them and stops: the reply ends accepted by the
-grammar, `closed_to_fit`.
+The walk measures what a reply still needs: `engine.constraints.finishing` keeps that
+many tokens in reserve and turns the reply toward its end before its budget is gone, and
+where the reply must still be closed, holds each token the model picks to an ending that
+fits. `Nesting` is the lexical view of the reply both read; `RepetitionDetector` sees a
+reply repeat itself inside one value.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import llguidance
@@ -52,16 +48,32 @@ NUMBER_TAIL = 3
 _NUMBER_BYTES = frozenset(b"0123456789.-")
 # What may follow a number inside a structure.
 _NUMBER_ENDS = (b"}", b",", b"]")
+# Characters a string's tail may be made of when no format's tail ends it (a pattern).
+_PLAIN_CHARS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_.:@ /"
 # Short values, tried wherever a value may start.
 _VALUES = (b"0", b"1", b'""', b"{}", b"[]", b"null", b"true", b"false", b",")
+
+
+_BLANKS = frozenset(b" \t\r\n")
 
 
 class Nesting:
     """How deep the reply's text is in JSON-like structure: open brackets, and whether it
     is inside a string. A lexical view (it reads any grammar's text the same way), kept up
-    to date token by token; the walk scores candidate tokens with it."""
+    to date token by token; the walk scores candidate tokens with it, and steering
+    (`engine.constraints.steering`) reads where the text stands (`position`)."""
 
-    __slots__ = ("stack", "in_string", "escaped", "strings", "last")
+    __slots__ = (
+        "stack",
+        "in_string",
+        "escaped",
+        "strings",
+        "last",
+        "mark",
+        "key",
+        "key_next",
+        "items",
+    )
 
     def __init__(self) -> None:
         self.stack: list[int] = []
@@ -69,6 +81,10 @@ class Nesting:
         self.escaped = False
         self.strings = 0  # strings opened so far: which string the text is in
         self.last = 0  # the text's last byte (0 before any)
+        self.mark = 0  # the last byte outside strings that is not blank; `"` once one closed
+        self.key = False  # the string the text is in (or closed last) is an object's key
+        self.key_next = False  # a string opened here would be a key
+        self.items = 0  # array items begun so far (`[` and the commas between items)
 
     @property
     def depth(self) -> int:
@@ -80,10 +96,37 @@ class Nesting:
         a decimal point outside a string)."""
         return not self.in_string and self.last in _NUMBER_BYTES
 
+    @property
+    def position(self) -> str:
+        """Where the text stands, in words steering reads: `string` (inside a value
+        string), `key` (inside a key), `escaped` (just after a backslash in a string),
+        `number`, `after_value` (a value just ended inside a container), `opened` (just
+        after `{` or `[`), `value_start` (a value comes next), `key_start` (a key comes
+        next, after a comma) or `other` (after a key, inside `true`...)."""
+        if self.in_string:
+            return "escaped" if self.escaped else "key" if self.key else "string"
+        if self.in_number:
+            return "number"
+        mark = self.mark
+        if mark == 0x22:
+            return "other" if self.key else "after_value"
+        if mark in (0x7D, 0x5D) or (mark in _NUMBER_BYTES and self.last in _BLANKS):
+            return "after_value"
+        if mark in (0x65, 0x6C) and self.last in (0x65, 0x6C):  # tru|e, fals|e, nul|l
+            return "after_value"
+        if mark in (0x7B, 0x5B):
+            return "opened"
+        if mark in (0, 0x3A) or (mark == 0x2C and not self.key_next):
+            return "value_start"
+        if mark == 0x2C:
+            return "key_start"
+        return "other"
+
     def copy(self) -> Nesting:
         twin = Nesting()
         twin.stack, twin.in_string, twin.escaped = list(self.stack), self.in_string, self.escaped
-        twin.strings, twin.last = self.strings, self.last
+        twin.strings, twin.last, twin.mark = self.strings, self.last, self.mark
+        twin.key, twin.key_next, twin.items = self.key, self.key_next, self.items
         return twin
 
     def feed(self, text: bytes) -> None:
@@ -97,13 +140,27 @@ class Nesting:
                     self.escaped = True
                 elif c == 0x22:
                     self.in_string = False
+                    self.mark = c
             elif c == 0x22:
                 self.in_string = True
                 self.strings += 1
+                self.key, self.key_next = self.key_next, False
             elif c in (0x7B, 0x5B):  # { [
                 self.stack.append(c)
-            elif c in (0x7D, 0x5D) and self.stack:  # } ]
-                self.stack.pop()
+                self.mark, self.key_next = c, c == 0x7B
+                self.items += c == 0x5B
+            elif c in (0x7D, 0x5D):  # } ]
+                if self.stack:
+                    self.stack.pop()
+                self.mark, self.key_next = c, False
+            elif c == 0x2C:  # ,
+                self.mark = c
+                self.key_next = bool(self.stack) and self.stack[-1] == 0x7B
+                self.items += bool(self.stack) and self.stack[-1] == 0x5B
+            elif c not in _BLANKS:
+                self.mark = c
+                if c == 0x3A:  # :
+                    self.key_next = False
 
     def depth_after(self, text: bytes) -> int:
         twin = self.copy()
@@ -146,11 +203,18 @@ class ClosingPolicy:
         self.quote = tokenizer.tokenize_bytes(b'"')
         tails = {tuple(tokenizer.tokenize_str(t)) for t in value_tails()}
         self.tails = [list(t) for t in sorted(tails, key=lambda t: (len(t), _size(texts, t)))]
+        self.chars = [tokenizer.tokenize_str(c) for c in _PLAIN_CHARS]
         # Digit strings to end a number with, shortest first; and what may follow one.
         digits = [f"{n:0{width}d}" for width in range(1, NUMBER_TAIL + 1) for n in range(10**width)]
         self.digit_tails = [tokenizer.tokenize_str(d) for d in digits]
         self.number_ends = [tokenizer.tokenize_bytes(e) for e in _NUMBER_ENDS]
         self.number_ends += [[t] for t in tokenizer.eos_tokens]
+        # A string's end and its container's right after (`"}`, `"]`), by the container's
+        # opening byte: whether a string may be the container's last value.
+        self.string_last = {
+            opener: self.quote + tokenizer.tokenize_bytes(closer)
+            for opener, closer in ((0x7B, b"}"), (0x5B, b"]"))
+        }
 
     @classmethod
     def for_tokenizer(cls, tokenizer: llguidance.LLTokenizer) -> ClosingPolicy:
@@ -261,6 +325,18 @@ class ClosingPolicy:
             closed = tail + self.quote
             if walk.validate_tokens(closed) == len(closed):
                 return tail
+        # A pattern that wants some text first (`99`): one or two plain characters
+        chars = self.chars
+        for one in chars:
+            if walk.validate_tokens(one + self.quote) == len(one) + len(self.quote):
+                return one
+        for one in chars:
+            if walk.validate_tokens(one) != len(one):
+                continue
+            for two in chars:
+                closed = one + two + self.quote
+                if walk.validate_tokens(closed) == len(closed):
+                    return one + two
         return None
 
     def _number_tail(self, walk: LLMatcher) -> list[int] | None:
@@ -336,15 +412,16 @@ def _structural(text: bytes) -> bool:
 class RepetitionDetector:
     """Whether the newest tokens repeat a unit of 1-`max_period` tokens often enough to be
     a loop (at least `min_span` tokens and `min_repeats` repeats) inside one value: read
-    lexically, the unit neither opens nor closes a string or a bracket."""
+    lexically, the unit neither opens nor closes a string or a bracket. `unit` is the last
+    loop's unit, as text."""
 
     def __init__(
         self,
         texts: list[bytes],
         *,
         max_period: int = 16,
-        min_span: int = 24,
-        min_repeats: int = 4,
+        min_span: int = 12,
+        min_repeats: int = 3,
     ) -> None:
         self._texts = texts
         self._recent: deque[int] = deque(maxlen=max_period)
@@ -352,6 +429,12 @@ class RepetitionDetector:
         self._needed = [0] + [
             max(min_span - p, (min_repeats - 1) * p) for p in range(1, max_period + 1)
         ]
+        self.unit = b""
+
+    def reset(self) -> None:
+        """Forget the tokens seen so far (the reply moved on from a loop)."""
+        self._recent.clear()
+        self._runs = [0] * len(self._runs)
 
     def feed(self, tokens: Iterable[int], nesting: Nesting) -> bool:
         """Add the reply's newest tokens (`nesting`: the reply's text so far, them
@@ -365,6 +448,7 @@ class RepetitionDetector:
             if runs[p] >= self._needed[p]:
                 unit = b"".join(self._texts[t] for t in list(recent)[-p:] if t < len(self._texts))
                 if _stays_inside(nesting, unit):
+                    self.unit = unit
                     return True
         return False
 
@@ -379,77 +463,3 @@ def _stays_inside(nesting: Nesting, text: bytes) -> bool:
         if twin.in_string != in_string or len(twin.stack) != depth:
             return False
     return True
-
-
-@dataclass
-class Closing:
-    """What the tracker did, for the reply's statistics."""
-
-    reason: str = ""  # "budget" or "repetition" once the reply was closed
-    tokens: int = 0  # tokens of the ending it followed
-    checks: int = 0  # endings computed
-    needed: int | None = None  # the last ending's length; -1 if none was found in reach
-
-
-class ClosingTracker:
-    """When one reply computes its ending and when it follows it (see the module doc)."""
-
-    def __init__(
-        self,
-        tokenizer: llguidance.LLTokenizer | ClosingPolicy,
-        max_tokens: int,
-        *,
-        repetition: bool = True,
-        margin: int = MARGIN,
-        cancelled: Callable[[], bool] | None = None,
-    ) -> None:
-        policy = (
-            tokenizer
-            if isinstance(tokenizer, ClosingPolicy)
-            else ClosingPolicy.for_tokenizer(tokenizer)
-        )
-        self.policy = policy
-        self.max_tokens = max_tokens
-        self.margin = margin
-        self.state = Closing()
-        self._next_check = max(0, max_tokens - max(FIRST_CHECK, max_tokens // 2))
-        self._repeats = RepetitionDetector(policy.texts) if repetition else None
-        self._nesting = Nesting()
-        self._cancelled = cancelled
-        self._longest = 0  # the longest ending any check found
-        self._lookahead = LOOKAHEAD  # how far past the budget a walk goes
-
-    def after(self, matcher: LLMatcher, tokens: list[int], generated: int) -> list[int] | None:
-        """`matcher` has consumed the reply's newest `tokens`; the reply now holds
-        `generated` tokens. The tokens to end it with now ([] to stop here), or None."""
-        texts = self.policy.texts
-        for token in tokens:
-            if token < len(texts):
-                self._nesting.feed(texts[token])
-        looping = self._repeats is not None and self._repeats.feed(tokens, self._nesting)
-        if (generated < self._next_check and not looping) or matcher.is_stopped():
-            return None
-        left = self.max_tokens - generated
-        self.state.checks += 1
-        ending = self.policy.ending(matcher, left + self._lookahead, self._nesting, self._cancelled)
-        if ending is None:
-            # Out of reach (a long minLength string, say): each walk costs about a mask per
-            # token and stalls the reply's row, so look again less often and no further
-            # than the budget (how far past it an ending lies is known by now).
-            self.state.needed = -1
-            self._lookahead = 0
-            self._next_check = generated + max(1, left // 2)
-            return None
-        self.state.needed = len(ending)
-        # An ending's length swings with where the reply is (between two items a bracket
-        # or two; inside a date-time string most of a date), and can outgrow what is left
-        # between two checks. So the slack is kept against the longest ending seen so far,
-        # while the ending followed is the current one.
-        self._longest = max(self._longest, len(ending))
-        slack = left - self._longest - self.margin
-        if len(ending) <= left and (looping or slack <= 0):
-            self.state.reason = "repetition" if looping and slack > 0 else "budget"
-            self.state.tokens = len(ending)
-            return ending
-        self._next_check = generated + max(1, slack // 2)
-        return None

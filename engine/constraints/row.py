@@ -12,10 +12,12 @@ constructor, compiles the grammar (or copies its compiled matcher) and fills the
 mask while the prompt is prefilled.
 
 End tokens are llguidance EOS tokens, allowed exactly when the grammar accepts. With
-`max_tokens`, the closing policy (`engine.constraints.closing`) tracks the reply on the
-same jobs and may answer with an ending instead of a mask: tokens that close the reply
-validly within the budget (or when it loops inside a value), which the loop hands to the
-reply after `close` has fed them to the matcher; they count like the model's. With
+`max_tokens`, the closing tracker (`engine.constraints.finishing`) follows the reply on
+the same jobs: it narrows the mask to turn the reply toward its end as the budget runs
+short or to move it out of a loop inside a value, and from where the reply must be
+closed to fit (`MaskStep.fitting`, then `begin_closing`) to the tokens after which an
+ending still fits. It may also answer with an ending instead of a mask ([] once the
+grammar accepts), which the loop hands to the reply after `close` has fed it. With
 `on_pool=False` (the benchmark's serial baseline) jobs run on the caller's thread when
 collected instead. Every public method runs on the engine thread.
 
@@ -41,8 +43,9 @@ import numpy as np
 from llguidance import LLExecutor, LLMatcher
 
 from engine.constraints import ConstraintError, Diagnostic
-from engine.constraints.closing import MARGIN, ClosingPolicy, ClosingTracker
+from engine.constraints.closing import MARGIN, ClosingPolicy
 from engine.constraints.compiled import compiled_of
+from engine.constraints.finishing import ClosingTracker
 from engine.constraints.masking import allowed_count
 from engine.constraints.reasoning import ThinkingRow, with_thinking
 from engine.constraints.tokenizer import ll_tokenizer
@@ -90,6 +93,7 @@ class MaskStep:
     narrow: bool = False  # few tokens allowed: forced tokens often follow the next one
     allowed: int = 0  # how many tokens the mask allows
     closing: list[int] | None = None  # end the reply with these tokens now (closing policy)
+    fitting: bool = False  # the closing began: the tokens from the next on are held to fit
     ready_at: float = 0.0  # perf_counter() when the job finished
 
 
@@ -107,8 +111,9 @@ class RowConstraint:
     """One constrained reply's matcher: takes `constraint`'s compiled grammar (converting it
     first if nothing has) and answers each token with a MaskStep.
 
-    With `max_tokens`, the closing policy ends the reply validly within that many tokens
-    when the budget runs short, or when it loops inside a value (`close_loops`)."""
+    With `max_tokens`, the closing tracker turns the reply toward a valid end within that
+    many tokens as the budget runs short, and out of a loop inside a value
+    (`close_loops`), closing it to fit where it must."""
 
     def __init__(
         self,
@@ -169,7 +174,8 @@ class RowConstraint:
         self._cancelled = cancelled
         self._tracker: ClosingTracker | None = None  # set by _compile, with the matcher
         self._generated = 0  # reply tokens the matcher has consumed (sampled and forced)
-        self.closed_to_fit = False  # the reply ended on the closing policy's tokens
+        self.closed_to_fit = False  # the closing began: the reply is closed to fit
+        self._closed = False  # the reply ended on an ending the tracker gave
         # the latest matcher job: a Future (on the pool) or run when collected. Last: the
         # compile job reads everything above on the mask thread.
         self._inline = False  # the latest job waits to be run by collect()
@@ -186,9 +192,9 @@ class RowConstraint:
 
     @property
     def finished(self) -> bool:
-        """The grammar allows no further token, or the reply was closed to fit."""
+        """The grammar allows no further token, or the reply ended on the tracker's ending."""
         self._drain()
-        if self.closed_to_fit:
+        if self._closed:
             return True
         return self._step is not None and self._step.stopped and not self._error
 
@@ -239,6 +245,8 @@ class RowConstraint:
             stats.closing_tokens = state.tokens if self.closed_to_fit else 0
             stats.closing_checks = state.checks
             stats.close_loops = self._close_loops
+            stats.steered_tokens = state.steered
+            stats.loops_moved_on = state.moved_on
 
     def close(self, tokens: list[int]) -> None:
         """Feed the closing policy's ending to the matcher (idle: its answer was collected).
@@ -248,6 +256,11 @@ class RowConstraint:
         if tokens and not matcher.consume_tokens(tokens):
             self._error = matcher.get_error() or "the closing tokens were rejected"
             self._raise_if_error()
+        self.closed_to_fit = self._closed = True
+
+    def begin_closing(self) -> None:
+        """The closing began (a MaskStep said `fitting`): the reply is closed to fit from
+        its next token on (engine thread, before that token is handed over)."""
         self.closed_to_fit = True
 
     def validate(self, tokens: list[int]) -> int:
@@ -363,7 +376,11 @@ class RowConstraint:
         self._matcher = matcher
         if self._max_tokens is not None:
             self._tracker = ClosingTracker(
-                lltok, self._max_tokens, repetition=self._close_loops, cancelled=self._cancelled
+                lltok,
+                self._max_tokens,
+                repetition=self._close_loops,
+                steering=self.constraint.kind in ("json_schema", "any_json"),
+                cancelled=self._cancelled,
             )
         if self._thinking is not None:
             self.thinking_cap = self._thinking_cap(lltok, matcher)
@@ -414,6 +431,9 @@ class RowConstraint:
             step.narrow = step.allowed <= NARROW_MASK
         if matcher is not None and matcher.is_error() and step.error is None:
             step.error = matcher.get_error()
+        tracker = self._answer_tracker()
+        if tracker is not None:
+            step.fitting = tracker.began
         step.ready_at = time.perf_counter()
         if record:
             self._mask_s.append(step.ready_at - started)
@@ -442,8 +462,9 @@ class RowConstraint:
                 answer = self._note_thinking(end + after)
         step = MaskStep(ff=ff, stopped=matcher.is_stopped())
         self._generated += len(tokens) + len(ff)
-        if not step.stopped and self._tracker is not None and self._phase == "answer":
-            step.closing = self._tracker.after(matcher, answer, self._generated)
+        tracker = self._answer_tracker()
+        if not step.stopped and tracker is not None:
+            step.closing = tracker.after(matcher, answer, self._generated)
         return step
 
     def _note_thinking(self, tokens: list[int]) -> list[int]:
@@ -493,10 +514,18 @@ class RowConstraint:
         matcher.unsafe_compute_mask_ptr(self._words_at, self._words.nbytes)
         return self._set_ends(matcher)
 
+    def _answer_tracker(self) -> ClosingTracker | None:
+        """The closing tracker where it follows the reply: in the answer, not its thinking."""
+        return self._tracker if self._phase == "answer" else None
+
     def _set_ends(self, matcher: LLMatcher) -> np.ndarray:
-        """The filled words with every end token allowed exactly when the grammar accepts
-        (llguidance sets only its own EOS)."""
+        """The filled words narrowed by the closing tracker (steering, or holding a reply
+        closed to fit to the tokens after which an ending still fits), with every end token
+        allowed exactly when the grammar accepts (llguidance sets only its own EOS)."""
         words = self._words
+        tracker = self._answer_tracker()
+        if tracker is not None:
+            tracker.narrow(matcher, self._words_u32)
         accepting = matcher.is_accepting()
         u32 = self._words_u32
         for index, bit in self._ends:

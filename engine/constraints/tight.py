@@ -46,6 +46,7 @@ from typing import Any
 from engine.constraints.tight_disjoint import disjoint, pairwise_disjoint, types_of
 from engine.constraints.tight_enforce import Emptied, enforce
 from engine.constraints.tight_groups import Group, group_of
+from engine.constraints.tight_keys import disjoint_key_patterns
 from engine.constraints.tight_refs import Refs, escape
 from engine.constraints.tight_witness import witness
 
@@ -187,6 +188,12 @@ def _tighten(schema: dict[str, Any], refs: Refs, exact_only: bool) -> tuple[Tigh
         if not isinstance(schema, dict) or not refs.complete:
             return Tightened(copy.deepcopy(original)), False
         contexts = _contexts(refs)
+    if '"patternProperties"' in json.dumps(schema) and _patterns_refused(schema):
+        # key patterns that meet in one object, as llguidance wants them: disjoint
+        split, key_notes = disjoint_key_patterns(schema)
+        if key_notes and isinstance(split, dict) and Refs(split).complete:
+            schema, refs, notes = split, Refs(split), notes + key_notes
+            contexts = _contexts(refs)
     counts = _Counts()
     if not set(schema) - ANNOTATIONS:  # any JSON value at all
         counts.free += 1
@@ -208,6 +215,19 @@ def _tighten(schema: dict[str, Any], refs: Refs, exact_only: bool) -> tuple[Tigh
         enforced=tuple(dict.fromkeys(notes)),
     )
     return found, narrowed
+
+
+def _patterns_refused(schema: dict[str, Any]) -> bool:
+    """Whether llguidance refuses `schema` for key patterns that may match one key (making
+    them disjoint costs greenery up to seconds: only then is it done)."""
+    from llguidance import LLMatcher
+
+    try:
+        grammar = LLMatcher.grammar_from_json_schema(schema, defaults={"lenient": True})
+    except ValueError:
+        return False
+    is_error, messages = LLMatcher.validate_grammar_with_warnings(grammar)
+    return bool(is_error) and any("are not disjoint" in m for m in messages)
 
 
 # ---- pass 1: where narrowing is safe ----

@@ -21,6 +21,7 @@ strings) a subset of it, said by `Regex.exact`. Patterns beyond that subset, aut
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from itertools import islice
@@ -30,7 +31,7 @@ from greenery import Fsm, parse
 from greenery.parse import NoMatch
 from greenery.rxelems import from_fsm
 
-__all__ = ["MAX_LENGTH", "MAX_STATES", "Regex", "meet"]
+__all__ = ["MAX_LENGTH", "MAX_STATES", "NOTHING", "Regex", "meet", "overlap"]
 
 MAX_PATTERN = 200  # characters of a pattern read
 MAX_STATES = 64  # states of any automaton built on the way
@@ -60,16 +61,46 @@ class Regex:
     exact: bool
 
 
-def meet(patterns: list[str], negated: list[str]) -> Regex | None:
+def meet(patterns: list[str], negated: list[str], *, empty: bool = False) -> Regex | None:
     """One pattern for the strings every one of `patterns` finds a match in and none of
     `negated` does (both searched, as JSON Schema does); None where that cannot be built
-    within the bounds (see the module doc)."""
+    within the bounds (see the module doc). `empty`: a set found empty gives `NOTHING`
+    (an exact answer: no string) rather than None. Answers are kept (spelling a regex
+    back takes greenery up to seconds, and a schema is tightened more than once)."""
     if not patterns and not negated:
         return None
+    found = _cached_meet(tuple(patterns), tuple(negated))
+    return None if found is NOTHING and not empty else found
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_meet(patterns: tuple[str, ...], negated: tuple[str, ...]) -> Regex | None:
     try:
-        return _meet(patterns, negated)
+        return _meet(list(patterns), list(negated))
+    except _Empty:
+        return NOTHING
     except (NoMatch, RecursionError, ValueError, KeyError, TypeError, OverflowError):
         return None  # greenery's limits, not a pattern's meaning
+
+
+def overlap(a: str, b: str) -> bool | None:
+    """Whether some string has a match of both `a` and `b` (searched, as JSON Schema
+    does); None where greenery cannot tell. Cheap: no regex is spelled back."""
+    try:
+        one, two = _language(a), _language(b)
+        if one is None or two is None:
+            return None
+        return not (one & two).empty()
+    except (NoMatch, RecursionError, ValueError, KeyError, TypeError, OverflowError):
+        return None
+
+
+class _Empty(Exception):
+    """No string is in the set asked for."""
+
+
+# `meet(..., empty=True)`'s answer for an empty set (no pattern stands for it).
+NOTHING = Regex("", exact=True)
 
 
 def _meet(patterns: list[str], negated: list[str]) -> Regex | None:
@@ -89,6 +120,8 @@ def _meet(patterns: list[str], negated: list[str]) -> Regex | None:
     # the set too, so that `^(?:R)$` stays inside it
     ended = found.reversed().derive("\n").reversed()
     kept = (found & ended).reduce()
+    if found.empty():
+        raise _Empty
     if len(kept.states) > MAX_FINAL_STATES or kept.empty():
         return None
     exact = (kept | (kept + _line_break())).equivalent(found)

@@ -163,6 +163,8 @@ def validate_constraint(
         report.errors, report.warnings = [], []
         is_error, messages, matcher = _compile_checks(compiled, tokenizer)
         diags = [parse_message(m, spec.kind, "error" if is_error else "warning") for m in messages]
+        if is_error and spec.kind == "json_schema":
+            diags = [_with_places(d, compiled) for d in diags]
         if is_error:
             report.errors.extend(diags)
         else:
@@ -180,6 +182,51 @@ def validate_constraint(
         break
     report.check_ms = (time.perf_counter() - started) * 1e3
     return report
+
+
+def _with_places(diag: Diagnostic, compiled: CompiledGrammar) -> Diagnostic:
+    """A refusal for `not` (strict schemas) that says where the ones Corral could not
+    rewrite stand in the schema llguidance got, and what they are over."""
+    if '"not"' not in diag.message or "not supported" not in diag.message:
+        return diag
+    grammars = compiled.grammars()
+    schema = grammars[0].get("json_schema") if len(grammars) == 1 else None
+    places = unenforced_nots(schema)
+    if not places:
+        return diag
+    parts = []
+    for what, pointers in places.items():
+        more = len(pointers) - _MAX_PLACES
+        listed = ", ".join(p or "the top level" for p in pointers[:_MAX_PLACES])
+        parts.append(f"{what} at {listed}" + (f" and {more} more" if more > 0 else ""))
+    head, _, tail = diag.message.partition("; Corral cannot enforce them")
+    message = f"{head}; Corral cannot enforce them ({'; '.join(parts)}){tail}"
+    return replace(diag, message=message)
+
+
+_MAX_PLACES = 3
+
+
+def unenforced_nots(schema: Any) -> dict[str, list[str]]:
+    """Where each `not` stands in `schema` (as llguidance gets it: what the tight rewrite
+    could not enforce), by what it is over: a key-pattern complement (`propertyNames`,
+    `patternProperties`), an `allOf`, or other keywords."""
+    from engine.constraints.tight_refs import subschemas
+
+    found: dict[str, list[str]] = {}
+    for pointer, node in subschemas(schema):
+        if "not" not in node:
+            continue
+        inner = node["not"]
+        keys = set(inner) if isinstance(inner, dict) else set()
+        if keys & {"propertyNames", "patternProperties"}:
+            what = "a key-pattern complement (a not over propertyNames or patternProperties)"
+        elif "allOf" in keys or "oneOf" in keys:
+            what = "a not over an allOf or oneOf"
+        else:
+            what = "a not over " + (", ".join(sorted(keys)) or "a schema")
+        found.setdefault(what, []).append(pointer)
+    return found
 
 
 def _compile_checks(

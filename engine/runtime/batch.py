@@ -368,8 +368,8 @@ class DecodeBatch:
 
     def _take_mask_step(self, row: DecodeRow) -> None:
         """Take the answer of `row`'s matcher: forced tokens (handed to the reply and fed
-        next), the end of the grammar (its own, or the closing policy's ending), and the
-        mask its next token is sampled under."""
+        next), where the closing began, the end of the grammar (its own, or the closing
+        tracker's ending), and the mask its next token is sampled under."""
         constraint = row.constraint
         assert constraint is not None
         row.awaiting = False
@@ -389,6 +389,8 @@ class DecodeBatch:
             if self._give(row, token, ends_grammar=step.stopped and i == len(step.ff) - 1):
                 return
             constraint.forced_tokens += 1
+        if step.fitting:  # the tokens from the next on are held to fit: closed to fit
+            constraint.begin_closing()
         if step.closing is not None:
             try:
                 constraint.close(step.closing)

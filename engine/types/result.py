@@ -250,6 +250,10 @@ class GenerationStats:
     # the time spent checking the finished reply against the user's schema as written
     as_written_ms: float = 0.0
     close_loops: bool = False
+    # steering toward the end (engine.constraints.finishing): tokens the model picked
+    # under a mask narrowed to wrap up or move on, and loops inside a value moved out of
+    steered_tokens: int = 0
+    loops_moved_on: int = 0
     # speculative decoding (engine.runtime.speculative): whether the reply drafted, draft tokens
     # fed to the model, how many it kept, and the share kept
     speculative: bool = False
