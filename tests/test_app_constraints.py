@@ -164,7 +164,7 @@ def test_a_tight_lenient_schema_shows_on_the_chip_and_a_closed_reply_says_so(
     named = {f"`{p.lstrip('/')}`" for p in meta["filled_paths"]}
     assert all(name in text for name in named) and "filled in" in text
     if meta["stats"]["close_reason"] == "budget":
-        assert "the model was cut off at 30 tokens" in text
+        assert "the model was cut off at 14 tokens" in text
     assert reply.note_action.isVisibleTo(window) and reply.note_action.text() == "Retry"
     close_window(window)
 

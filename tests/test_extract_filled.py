@@ -24,7 +24,8 @@ from engine.extract.store import JobSettings, JobStore
 from tests.conftest import REPO
 from tests.extract_support import invoice_text, make_pdf
 
-# Free strings the tiny model never ends by itself: every reply is closed by Corral.
+# Free strings the tiny model never ends by itself; with 10 tokens (and 20 on the retry)
+# there is no room to steer it to an end of its own: every reply is closed by Corral.
 RAMBLING = {
     "type": "object",
     "properties": {"vendor": {"type": "string"}, "note": {"type": "string"}},
@@ -56,12 +57,12 @@ def test_a_filled_row_is_retried_with_twice_the_tokens_then_kept_filled(
     tiny_engine, tmp_path: Path
 ) -> None:
     store = JobStore(tmp_path / "jobs.sqlite3")
-    job = store.create_job(RAMBLING, settings=JobSettings(max_tokens=24))
+    job = store.create_job(RAMBLING, settings=JobSettings(max_tokens=10))
     paths = _pdfs(tmp_path / "docs", 2)
     store.add_documents(job.id, [(str(p), file_digest(p)) for p in paths])
     engine = CountingEngine(tiny_engine)
     progress = ExtractRunner(engine, store, job.id).run()  # type: ignore[arg-type]
-    assert sorted(engine.budgets) == [24, 24, 48, 48]  # each row once more, twice the tokens
+    assert sorted(engine.budgets) == [10, 10, 20, 20]  # each row once more, twice the tokens
     assert progress.counts["valid"] == 0 and progress.counts["filled"] == 2
     for row in store.rows(job.id):
         assert row.status == "filled" and row.completions == 1
@@ -82,7 +83,7 @@ def test_the_cli_counts_filled_rows_apart_and_every_export_names_them(
     command = [
         sys.executable, "-m", "engine", "extract", "--model", str(tiny_model_dir),
         "--schema", str(schema), "--out", str(out), "--csv", str(table), "--xlsx", str(sheet),
-        "--max-tokens", "24", str(tmp_path / "docs"),
+        "--max-tokens", "10", str(tmp_path / "docs"),
     ]  # fmt: skip
     env = {**os.environ, "CORRAL_EXTRACT_DIR": str(tmp_path / "data"), "PYTHONPATH": str(REPO)}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
