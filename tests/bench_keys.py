@@ -15,6 +15,17 @@ VISION_FAMILIES = (
     "smolvlm",
 )
 
+# the ratios of the `constraints` section, each with a spread and a verdict
+CONSTRAINT_RATIOS = (
+    "constrained_ratio",
+    "constrained_ratio_serial",
+    "constrained_ratio_unforced",
+    "stress_constrained_ratio",
+    "stress_constrained_ratio_serial",
+    "stress_constrained_ratio_unforced",
+    "forced_token_speedup",
+)
+
 STABLE_KEYS: dict[str, set[str]] = {
     "model": {
         "model",
@@ -101,6 +112,12 @@ STABLE_KEYS: dict[str, set[str]] = {
         "stress_constrained_ratio_serial_spread",
         "stress_constrained_ratio_unforced_spread",
         "forced_token_speedup_spread",
+        # added with issue 46: whether each spread can tell
+        *(
+            f"{ratio}{suffix}"
+            for ratio in CONSTRAINT_RATIOS
+            for suffix in ("_can_tell", "_cannot_tell")
+        ),
     },
     "trie": {
         "trie_turns",
