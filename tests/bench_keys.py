@@ -263,6 +263,18 @@ STABLE_KEYS: dict[str, set[str]] = {
         "batch_constrained_ratio_spread",
         "batch_vs_mlx_lm_spread",
         "batch_forced_token_speedup_spread",
+        # added with issue 46: whether each spread can tell
+        *(
+            f"batch_{ratio}{suffix}"
+            for ratio in (
+                "speedup_4",
+                "speedup_8",
+                "constrained_ratio",
+                "vs_mlx_lm",
+                "forced_token_speedup",
+            )
+            for suffix in ("_can_tell", "_cannot_tell")
+        ),
     },
     "inspector": {
         "inspector_tps_ratio",
@@ -464,6 +476,9 @@ STABLE_KEYS: dict[str, set[str]] = {
         "extract_resume_overhead_s",
         "batch_api_tps_ratio",
         "batch_api_tps_ratio_spread",
+        # added with issue 46: whether its spread can tell
+        "batch_api_tps_ratio_can_tell",
+        "batch_api_tps_ratio_cannot_tell",
         # added with issue 44: rows Corral filled to fit, counted apart from valid ones
         "extract_filled_rate",
     },
