@@ -7,7 +7,10 @@ prompt cache is emptied before every run, so no run reuses another's prompts. Ea
 compares two runs made side by side in one round; from one round to the next the two
 swap places (A B, then B A, ...), so neither always runs first, and the 8-row pair runs
 in every other round among the others (not all after them). Ratios are medians of each
-round's ratio.
+round's ratio, each with its spread and whether that spread can tell (`<ratio>_can_tell`,
+else `<ratio>_cannot_tell` with why, judged with the shortest run of its rounds;
+`benchmarks/rounds.py`). Rounds: `--repeats`, else 3 (runs of seconds each), one under
+`--quick`.
 
 - `batch_speedup_4`: 4 concurrent replies (2 free, 2 under different JSON schemas) over
   the same 4 one after another; `batch_speedup_8` likewise with 8 (4 free, 4 constrained).
@@ -35,7 +38,7 @@ from typing import Any
 
 from benchmarks.bench_models import GEMMA_VOCAB
 from benchmarks.constraints import RECORD_PROMPT, RECORD_SCHEMA
-from benchmarks.rounds import paired_figures
+from benchmarks.rounds import PairedRounds, Timed, paired_rounds, rounds_for
 from engine.constraints.sources import json_schema_constraint
 from engine.engine import Engine
 from engine.prompt.chat import encode_chat
@@ -86,21 +89,21 @@ def _check(results: list[ChatResult]) -> int:
     return sum(r.stats.generated_tokens for r in results)
 
 
-def _sequential_tps(engine: Engine, requests: list[ChatRequest]) -> float:
+def _sequential_tps(engine: Engine, requests: list[ChatRequest]) -> Timed:
     _cold(engine)
     started = time.perf_counter()
     tokens = _check([engine.chat(r) for r in requests])
-    return tokens / (time.perf_counter() - started)
+    return Timed(tokens, time.perf_counter() - started)
 
 
-def _together_tps(engine: Engine, requests: list[ChatRequest]) -> float:
+def _together_tps(engine: Engine, requests: list[ChatRequest]) -> Timed:
     _cold(engine)
     started = time.perf_counter()
     tokens = _check([h.result() for h in engine.submit_many(requests)])
-    return tokens / (time.perf_counter() - started)
+    return Timed(tokens, time.perf_counter() - started)
 
 
-def _mlx_lm_tps(loaded: Any, requests: list[ChatRequest], tokens: int) -> float:
+def _mlx_lm_tps(loaded: Any, requests: list[ChatRequest], tokens: int) -> Timed:
     """mlx-lm's BatchGenerator on the same prompt tokens (run on the engine thread)."""
     generate = importlib.import_module("mlx_lm.generate")
     from engine.runtime.sampling import end_token_ids
@@ -116,7 +119,7 @@ def _mlx_lm_tps(loaded: Any, requests: list[ChatRequest], tokens: int) -> float:
             count += sum(r.finish_reason != "stop" for r in responses)
     finally:
         gen.close()
-    return count / (time.perf_counter() - started)
+    return Timed(count, time.perf_counter() - started)
 
 
 class _Count:
@@ -136,9 +139,9 @@ class _Count:
         return None
 
 
-def _forced_tps(loaded: Any, spec: ConstraintSpec, tokens: int, forced: bool) -> tuple[float, int]:
+def _forced_tps(loaded: Any, spec: ConstraintSpec, tokens: int, forced: bool) -> tuple[Timed, int]:
     """4 record rows decoded together, forced tokens fed in one step or not (engine thread):
-    (tokens per second, steps)."""
+    (tokens over seconds, steps)."""
     import threading
 
     from mlx_lm.models.cache import make_prompt_cache
@@ -176,7 +179,7 @@ def _forced_tps(loaded: Any, spec: ConstraintSpec, tokens: int, forced: bool) ->
     while batch.busy:
         batch.step()
         steps += 1
-    return sum(o.tokens for o in owners) / (time.perf_counter() - started), steps
+    return Timed(sum(o.tokens for o in owners), time.perf_counter() - started), steps
 
 
 def round_plan(repeats: int, names: list[str]) -> list[list[tuple[str, str]]]:
@@ -208,24 +211,24 @@ def constrained_batch_figures(
     engine: Engine, prefix: str, tokens: int, repeats: int
 ) -> dict[str, Any]:
     """`<prefix>batch_constrained_ratio` (and its spread, tokens/s) on the model loaded in
-    `engine`: 4 replies under JSON schemas over 4 free ones, together, alternating rounds."""
+    `engine`: 4 replies under JSON schemas over 4 free ones, together, alternating rounds
+    (with its verdict)."""
     free, constrained = _stories(tokens)
     engine.chat(_request("Warm up.", 4))
     _together_tps(engine, constrained[:2])  # the grammars' tokenizer, the batch shapes
-    pairs = []
-    for r in range(repeats):
-        if r % 2:
-            b = _together_tps(engine, free)
-            a = _together_tps(engine, constrained)
-        else:
-            a = _together_tps(engine, constrained)
-            b = _together_tps(engine, free)
-        pairs.append((a, b))
+    pairs = paired_rounds(
+        lambda: _together_tps(engine, constrained), lambda: _together_tps(engine, free), repeats
+    )
     return {
-        **paired_figures(f"{prefix}batch_constrained_ratio", pairs),
-        f"{prefix}batch_constrained_tps_4": round(statistics.median(a for a, _ in pairs), 2),
-        f"{prefix}batch_free_tps_4": round(statistics.median(b for _, b in pairs), 2),
+        **pairs.figures(f"{prefix}batch_constrained_ratio"),
+        f"{prefix}batch_constrained_tps_4": _median(pairs, "a"),
+        f"{prefix}batch_free_tps_4": _median(pairs, "b"),
     }
+
+
+def _median(pairs: PairedRounds, side: str) -> float:
+    """Side "a"'s or "b"'s median tokens/s over the rounds."""
+    return round(statistics.median(pairs.rates(side)), 2)
 
 
 def vocab262k_batch_figures(tokens: int, repeats: int) -> dict[str, Any]:
@@ -262,7 +265,7 @@ def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
     """The batch figures for the model loaded in `engine`, and the 262k stress model's
     constrained ratio (unless `args.vocab262k` is False)."""
     tokens = getattr(args, "tokens", 64)
-    repeats = max(1, getattr(args, "repeats", 3))
+    repeats = rounds_for(args, 3)  # runs of seconds each: 3 rounds tell
     free, constrained = _stories(tokens)
     mixed4 = [free[0], free[1], constrained[2], constrained[3]]
     mixed8 = free + constrained
@@ -270,17 +273,17 @@ def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
     engine.chat(_request("Warm up.", 4))
     _together_tps(engine, mixed4[:2])  # warm the batch shapes up too
     record = json_schema_constraint(RECORD_SCHEMA, "record")
-    # Each comparison's (A, B) tokens/s, one pair a round; A over B is its ratio.
-    pairs: dict[str, list[tuple[float, float]]] = {
-        name: [] for name in ("speed4", "speed8", "ratio", "vs_mlx", "forced")
+    # Each comparison's A and B runs, one of each a round; A over B is its ratio.
+    pairs: dict[str, PairedRounds] = {
+        name: PairedRounds() for name in ("speed4", "speed8", "ratio", "vs_mlx", "forced")
     }
     steps: dict[bool, int] = {}
 
-    def forced_run(fed: bool) -> float:
-        tps, steps[fed] = engine.run(lambda lm: _forced_tps(lm, record, tokens, fed)).result()
-        return tps
+    def forced_run(fed: bool) -> Timed:
+        timed, steps[fed] = engine.run(lambda lm: _forced_tps(lm, record, tokens, fed)).result()
+        return timed
 
-    comparisons: dict[str, tuple[Callable[[], float], Callable[[], float]]] = {
+    comparisons: dict[str, tuple[Callable[[], Timed], Callable[[], Timed]]] = {
         "speed4": (lambda: _together_tps(engine, mixed4), lambda: _sequential_tps(engine, mixed4)),
         "ratio": (lambda: _together_tps(engine, constrained), lambda: _together_tps(engine, free)),
         "vs_mlx": (
@@ -300,7 +303,8 @@ def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
             else:
                 a = run_a()
                 b = run_b()
-            pairs[name].append((a, b))
+            pairs[name].a.append(a)
+            pairs[name].b.append(b)
     speed4, speed8, ratio = pairs["speed4"], pairs["speed8"], pairs["ratio"]
     vs_mlx, forced = pairs["vs_mlx"], pairs["forced"]
     large: dict[str, Any] = {}
@@ -310,18 +314,18 @@ def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
         large = vocab262k_batch_figures(tokens, repeats)
     return {
         **large,
-        **paired_figures("batch_speedup_4", speed4),
-        **paired_figures("batch_speedup_8", speed8),
-        **paired_figures("batch_constrained_ratio", ratio),
-        **paired_figures("batch_vs_mlx_lm", vs_mlx),
-        "batch_tps_4": round(statistics.median(a for a, _ in speed4), 2),
-        "batch_sequential_tps_4": round(statistics.median(b for _, b in speed4), 2),
-        "batch_tps_8": round(statistics.median(a for a, _ in speed8), 2),
-        "batch_sequential_tps_8": round(statistics.median(b for _, b in speed8), 2),
-        "batch_constrained_tps_4": round(statistics.median(a for a, _ in ratio), 2),
-        "batch_free_tps_4": round(statistics.median(b for _, b in ratio), 2),
-        "batch_mlx_lm_tps_4": round(statistics.median(b for _, b in vs_mlx), 2),
-        **paired_figures("batch_forced_token_speedup", forced),
+        **speed4.figures("batch_speedup_4"),
+        **speed8.figures("batch_speedup_8"),
+        **ratio.figures("batch_constrained_ratio"),
+        **vs_mlx.figures("batch_vs_mlx_lm"),
+        "batch_tps_4": _median(speed4, "a"),
+        "batch_sequential_tps_4": _median(speed4, "b"),
+        "batch_tps_8": _median(speed8, "a"),
+        "batch_sequential_tps_8": _median(speed8, "b"),
+        "batch_constrained_tps_4": _median(ratio, "a"),
+        "batch_free_tps_4": _median(ratio, "b"),
+        "batch_mlx_lm_tps_4": _median(vs_mlx, "b"),
+        **forced.figures("batch_forced_token_speedup"),
         "batch_forced_steps": steps[True],
         "batch_unforced_steps": steps[False],
         "batch_tokens_per_reply": tokens,

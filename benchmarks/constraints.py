@@ -3,7 +3,11 @@
 Every comparison runs the same model, prompt and greedy sampling, and the same number of
 tokens: a warm-up constrained run fixes the count and the free runs stop there (ignoring
 end tokens). Runs alternate between loops; tokens/s are medians over the rounds and ratios
-the median of each round's ratio (runs side by side see the same machine load).
+the median of each round's ratio (runs side by side see the same machine load). A loop's
+side of a round repeats its run until it has decoded for `--min-side-s` (the stress model's
+runs take a fraction of a second), and each ratio says whether its spread can tell
+(`<ratio>_can_tell`, else `<ratio>_cannot_tell` with why; `benchmarks/rounds.py`): rounds
+`--repeats`, else 3 on the loaded model and 7 on the stress models, one under `--quick`.
 Configurations: the loaded model with a JSON schema (overlapped and serial mask), the same
 on the tiny 2-layer model with the real vocabulary (a forward pass of a few ms, as on a
 fast Mac), the same on a tiny model with Gemma 3's 262,144-token vocabulary
@@ -25,16 +29,26 @@ once for the model's tokenizer and reused, against compiling it again for each r
 
 from __future__ import annotations
 
+import functools
 import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from benchmarks.limits import measure_depth_check
-from benchmarks.rounds import ratio_figures, round_ratios
+from benchmarks.rounds import (
+    Timed,
+    is_quick,
+    min_side_s,
+    round_ratios,
+    rounds_for,
+    run_for,
+    told_figures,
+)
 from engine.constraints.row import RowConstraint
 from engine.constraints.sources import constraint_from_file, json_schema_constraint
 from engine.constraints.tokenizer import ll_tokenizer
@@ -98,21 +112,38 @@ VOCAB262K_STRESS = "vocab262k_stress_"
 
 @dataclass
 class _Run:
+    """A loop's side of a round: its first run's counts and stats, and the rate over all
+    the runs it took to decode for the round's least time."""
+
     tokens: int
     tps: float
     stats: GenerationStats | None
     lead: int = 0  # tokens forced before the first sampled one (not timed)
+    seconds: float = 0.0  # decoding timed, over all `runs`
+    runs: int = 1
+    forced_after_start: int = 0  # the most any run forced after its first sampled token
+
+    @property
+    def timed(self) -> Timed:
+        """Tokens timed over the seconds they took."""
+        return Timed(self.tps * self.seconds, self.seconds, self.runs)
 
 
 def run_constraint_bench(engine: Any, args: Any = None, **options: Any) -> dict[str, Any]:
     """The constraint figures for the model loaded in `engine` (an engine.engine.Engine).
 
-    `args` may carry `tokens` and `repeats` (the bench command's options); keyword options
-    override them (see `measure_constraints`). Runs on the engine thread.
+    `args` may carry the bench command's `tokens`, `repeats`, `min_side_s` and `quick`
+    (`benchmarks.rounds.rounds_for`: 3 rounds on the loaded model, 7 on the stress models);
+    keyword options override them (see `measure_constraints`). Runs on the engine thread.
     """
-    for name in ("tokens", "repeats"):
-        if args is not None and getattr(args, name, None) and name not in options:
-            options[name] = getattr(args, name)
+    if args is not None:
+        if getattr(args, "tokens", None):
+            options.setdefault("tokens", args.tokens)
+            if is_quick(args):  # a smoke run: the stress models' replies as short
+                options.setdefault("stress_tokens", args.tokens)
+        options.setdefault("repeats", rounds_for(args, 3))
+        options.setdefault("stress_repeats", rounds_for(args, 7))
+        options.setdefault("min_s", min_side_s(args))
 
     def measure(loaded: Any) -> dict[str, Any]:
         folder = Path(loaded.info.path)
@@ -135,20 +166,29 @@ def measure_constraints(
     stress_repeats: int = 7,
     vocab262k: bool = True,
     stress_tokenizer: Path | None = None,
+    min_s: float = 0.0,
 ) -> dict[str, Any]:
     """All constraint figures, on the calling thread (which must own `model`). `stress`:
     the stress model's (`stress_` keys), with the tokenizer in `stress_tokenizer` (the
     loaded model's folder; the default model's if None); `vocab262k`: the one with Gemma
-    3's 262k vocabulary (`vocab262k_stress_` keys), unless the stress model had it."""
+    3's 262k vocabulary (`vocab262k_stress_` keys), unless the stress model had it;
+    `min_s`: each loop's least decoding time a round (`compare_loops`)."""
     answer = json_schema_constraint(ANSWER_SCHEMA, "answer schema")
     record = json_schema_constraint(RECORD_SCHEMA, "key-heavy record schema")
     unforced = json_schema_constraint(UNFORCED_SCHEMA, "free-string schema")
     out: dict[str, Any] = {}
 
-    main = compare_loops(model, tokenizer, answer, ANSWER_PROMPT, tokens, repeats)
+    main = compare_loops(model, tokenizer, answer, ANSWER_PROMPT, tokens, repeats, min_s=min_s)
     out.update(_ratios("", main))
     free_text = compare_loops(
-        model, tokenizer, unforced, UNFORCED_PROMPT, tokens, repeats, loops=UNFORCED_LOOPS
+        model,
+        tokenizer,
+        unforced,
+        UNFORCED_PROMPT,
+        tokens,
+        repeats,
+        loops=UNFORCED_LOOPS,
+        min_s=min_s,
     )
     out.update(_unforced_ratios("", free_text))
     forced = compare_loops(
@@ -159,6 +199,7 @@ def measure_constraints(
         tokens,
         repeats,
         loops=("free", "overlapped", "unfed"),
+        min_s=min_s,
     )
     out["forced_free_tps"] = _median_tps(forced["free"])
     out["forced_tps"] = _median_tps(forced["overlapped"])
@@ -173,11 +214,13 @@ def measure_constraints(
 
     vocab = stress_tokenizer or "49k"
     if stress:
-        out.update(stress_model_figures(vocab, "stress_", stress_tokens, stress_repeats))
+        out.update(stress_model_figures(vocab, "stress_", stress_tokens, stress_repeats, min_s))
     if vocab262k and stress and _is_262k(vocab):
         out[f"{VOCAB262K_STRESS}skipped"] = "the loaded model's vocabulary is 262k: see stress_"
     elif vocab262k:
-        out.update(stress_model_figures("262k", VOCAB262K_STRESS, stress_tokens, stress_repeats))
+        out.update(
+            stress_model_figures("262k", VOCAB262K_STRESS, stress_tokens, stress_repeats, min_s)
+        )
     return out
 
 
@@ -188,7 +231,7 @@ def _is_262k(vocab: str | Path) -> bool:
 
 
 def stress_model_figures(
-    vocab: str | Path, prefix: str, tokens: int, repeats: int
+    vocab: str | Path, prefix: str, tokens: int, repeats: int, min_s: float = 0.0
 ) -> dict[str, Any]:
     """The constrained-vs-free figures on the stress model with the tokenizer of `vocab`
     ("49k", "262k" or a model folder: `benchmarks.bench_models.build_stress_model`), built
@@ -204,20 +247,28 @@ def stress_model_figures(
             tiny, tiny_tok = mlx_lm.load(folder)[:2]
     except BenchModelMissing as exc:
         return {f"{prefix}skipped": str(exc)}
-    return stress_figures(tiny, tiny_tok, prefix, tokens, repeats)
+    return stress_figures(tiny, tiny_tok, prefix, tokens, repeats, min_s)
 
 
 def stress_figures(
-    model: Any, tokenizer: Any, prefix: str, tokens: int, repeats: int
+    model: Any, tokenizer: Any, prefix: str, tokens: int, repeats: int, min_s: float = 0.0
 ) -> dict[str, Any]:
     """The answer schema's and the free-string schema's constrained-vs-free figures on a
-    model (the calling thread owns it), keys prefixed by `prefix`."""
+    model (the calling thread owns it), keys prefixed by `prefix`; each loop decodes at
+    least `min_s` seconds a round (a stress run alone is a fraction of a second)."""
     answer = json_schema_constraint(ANSWER_SCHEMA, "answer schema")
     unforced = json_schema_constraint(UNFORCED_SCHEMA, "free-string schema")
-    runs = compare_loops(model, tokenizer, answer, ANSWER_PROMPT, tokens, repeats)
+    runs = compare_loops(model, tokenizer, answer, ANSWER_PROMPT, tokens, repeats, min_s=min_s)
     out = _ratios(prefix, runs)
     free_text = compare_loops(
-        model, tokenizer, unforced, UNFORCED_PROMPT, tokens, repeats, loops=UNFORCED_LOOPS
+        model,
+        tokenizer,
+        unforced,
+        UNFORCED_PROMPT,
+        tokens,
+        repeats,
+        loops=UNFORCED_LOOPS,
+        min_s=min_s,
     )
     out.update(_unforced_ratios(prefix, free_text))
     return out
@@ -273,9 +324,11 @@ def compare_loops(
     max_tokens: int,
     repeats: int,
     loops: tuple[str, ...] = ("free", "overlapped", "serial"),
+    min_s: float = 0.0,
 ) -> dict[str, list[_Run]]:
-    """Each loop's runs, `repeats` rounds of one run per loop (rotating the order), all of
-    the length the constrained warm-up run reached. Loops: "free" (no constraint),
+    """Each loop's sides, `repeats` rounds of one side per loop (rotating the order), every
+    run of the length the constrained warm-up run reached; a side repeats its run until
+    it has decoded for `min_s` seconds (`long_enough`). Loops: "free" (no constraint),
     "overlapped" (masks on the pool beside the forward pass), "serial" (masks on the
     loop's thread) and "unfed" (overlapped, forced tokens sampled one pass each)."""
     tokens = encode_chat(tokenizer, [{"role": "user", "content": prompt}])
@@ -286,8 +339,29 @@ def compare_loops(
     for r in range(repeats):
         order = loops[r % len(loops) :] + loops[: r % len(loops)]
         for loop in order:
-            results[loop].append(_run(model, tokenizer, tokens, loop, constraint, count))
+            once = functools.partial(_run, model, tokenizer, tokens, loop, constraint, count)
+            results[loop].append(long_enough(once, min_s))
     return results
+
+
+def long_enough(run_once: Callable[[], _Run], min_s: float) -> _Run:
+    """`run_once` run until its runs decoded for `min_s` seconds (`rounds.run_for`): the
+    first run's counts and stats, the rate over all of them, and the most any run forced
+    after its first sampled token."""
+    runs: list[_Run] = []
+
+    def side() -> Timed:
+        runs.append(run_once())
+        return runs[-1].timed
+
+    total = run_for(side, min_s)
+    return replace(
+        runs[0],
+        tps=total.rate,
+        seconds=total.seconds,
+        runs=total.runs,
+        forced_after_start=max(run.forced_after_start for run in runs),
+    )
 
 
 def _run(
@@ -344,19 +418,23 @@ def _run(
         runtime.fill_stats(stats)
     timed = stamps[lead:]
     n = len(timed)
-    tps = (n - 1) / (timed[-1] - timed[0]) if n > 1 and timed[-1] > timed[0] else 0.0
-    return _Run(len(stamps), tps, stats, lead)
+    seconds = timed[-1] - timed[0] if n > 1 else 0.0
+    tps = (n - 1) / seconds if seconds > 0 else 0.0
+    forced_after_start = stats.forced_tokens - lead if stats is not None else 0
+    return _Run(len(stamps), tps, stats, lead, seconds, forced_after_start=forced_after_start)
 
 
 def _median_tps(runs: list[_Run]) -> float:
     return round(statistics.median(run.tps for run in runs), 2)
 
 
-def _paired(key: str, runs: list[_Run], base: list[_Run]) -> dict[str, float | None]:
+def _paired(key: str, runs: list[_Run], base: list[_Run]) -> dict[str, Any]:
     """`key`: the median over rounds of tps / base tps (runs side by side see the same
-    machine load); `key_spread`: those ratios' spread."""
+    machine load); `key_spread`: those ratios' spread; `key_can_tell` / `key_cannot_tell`:
+    whether that spread can tell, judged with the shortest side a round decoded."""
     pairs = zip((a.tps for a in runs), (b.tps for b in base), strict=True)
-    return ratio_figures(key, round_ratios(pairs))
+    side_s = min((run.seconds for run in (*runs, *base)), default=None)
+    return told_figures(key, round_ratios(pairs), side_s=side_s)
 
 
 def _typical_stats(runs: list[_Run]) -> GenerationStats:
@@ -388,7 +466,7 @@ def _unforced_ratios(prefix: str, runs: dict[str, list[_Run]]) -> dict[str, Any]
     grammar forced after the first sampled token (the most over the runs: 0 makes the
     ratio a measure of masks alone)."""
     free, over = runs["free"], runs["overlapped"]
-    after_start = max((run.stats.forced_tokens - run.lead) for run in over if run.stats is not None)
+    after_start = max(run.forced_after_start for run in over)
     stats = _typical_stats(over)
     return {
         f"{prefix}unforced_free_tps": _median_tps(free),

@@ -15,8 +15,10 @@ and the same chat completions through the Batch API and online.
   (every file digested again, the store read, no row submitted).
 - `batch_api_tps_ratio`: generated tokens per second of `DOCS` constrained chat completions
   sent as one batch through `/v1/batches` (upload to results) over the same requests sent
-  online at once, through the same server (goal >= 0.95): the median of alternating rounds,
-  with `batch_api_tps_ratio_spread`.
+  online at once, through the same server (goal >= 0.95): the median of alternating rounds
+  (`--repeats`, else 3; one under `--quick`), with `batch_api_tps_ratio_spread` and whether
+  it can tell (`batch_api_tps_ratio_can_tell`, else `batch_api_tps_ratio_cannot_tell` with
+  why; `benchmarks/rounds.py`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.documents import INVOICE_SCHEMA, mixed_folder
+from benchmarks.rounds import rounds_for
 from engine.engine import Engine
 from engine.extract.document import file_digest
 from engine.extract.runner import ExtractRunner
@@ -53,10 +56,10 @@ def _job(engine: Engine, store: JobStore, paths: list[Path], rows: int, tokens: 
 
 def _batch_api_ratio(engine: Engine, tokens: int, rounds: int = ROUNDS) -> dict[str, Any]:
     """`batch_api_tps_ratio` (the median of `rounds` alternating rounds, the Batch API run
-    first in even rounds and the online one first in odd ones) and its spread."""
+    first in even rounds and the online one first in odd ones), its spread and verdict."""
     import openai
 
-    from benchmarks.rounds import alternate, paired_figures
+    from benchmarks.rounds import Timed, paired_rounds
     from engine.server import HTTPServer, ServerConfig
 
     info = engine.snapshot.model
@@ -78,7 +81,7 @@ def _batch_api_ratio(engine: Engine, tokens: int, rounds: int = ROUNDS) -> dict[
     server.start()
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="bench", max_retries=0)
 
-    def online() -> float:
+    def online() -> Timed:
         done: list[int] = []
 
         def send(body: dict[str, Any]) -> None:
@@ -93,9 +96,9 @@ def _batch_api_ratio(engine: Engine, tokens: int, rounds: int = ROUNDS) -> dict[
             t.start()
         for t in threads:
             t.join()
-        return sum(done) / (time.perf_counter() - started)
+        return Timed(sum(done), time.perf_counter() - started)
 
-    def batched() -> float:
+    def batched() -> Timed:
         engine.run(lambda _: engine.prompt_cache.clear()).result()
         lines = "".join(
             json.dumps({"custom_id": str(i), "method": "POST", "url": "/v1/chat/completions",
@@ -116,27 +119,19 @@ def _batch_api_ratio(engine: Engine, tokens: int, rounds: int = ROUNDS) -> dict[
         made = sum(
             int(json.loads(x)["response"]["body"]["usage"]["completion_tokens"]) for x in out
         )
-        return made / (time.perf_counter() - started)
+        return Timed(made, time.perf_counter() - started)
 
-    pairs: list[tuple[float, float]] = []
     try:
-        for i in range(rounds):
-            first_batched, _ = alternate(i)
-            if first_batched:
-                b_tps = batched()
-                o_tps = online()
-            else:
-                o_tps = online()
-                b_tps = batched()
-            pairs.append((b_tps, o_tps))
+        pairs = paired_rounds(batched, online, rounds)
     finally:
         client.close()
         server.stop()
-    return paired_figures("batch_api_tps_ratio", pairs)
+    return pairs.figures("batch_api_tps_ratio")
 
 
 def run_extract_bench(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    """The figures above; the Batch API's requests with `args.tokens` reply tokens."""
+    """The figures above; the Batch API's requests with `args.tokens` reply tokens, in
+    `rounds_for(args, ROUNDS)` rounds."""
     with tempfile.TemporaryDirectory(prefix="corral-extract-bench-") as tmp:
         folder = Path(tmp)
         paths = mixed_folder(folder / "docs", DOCS)
@@ -157,5 +152,5 @@ def run_extract_bench(engine: Engine, args: argparse.Namespace) -> dict[str, Any
         "extract_valid_rate": round(progress.counts["valid"] / max(1, progress.total), 3),
         "extract_filled_rate": round(progress.counts["filled"] / max(1, progress.total), 3),
         "extract_resume_overhead_s": round(resume_s, 3),
-        **_batch_api_ratio(engine, args.tokens),
+        **_batch_api_ratio(engine, args.tokens, rounds_for(args, ROUNDS)),
     }

@@ -15,6 +15,17 @@ VISION_FAMILIES = (
     "smolvlm",
 )
 
+# the ratios of the `constraints` section, each with a spread and a verdict
+CONSTRAINT_RATIOS = (
+    "constrained_ratio",
+    "constrained_ratio_serial",
+    "constrained_ratio_unforced",
+    "stress_constrained_ratio",
+    "stress_constrained_ratio_serial",
+    "stress_constrained_ratio_unforced",
+    "forced_token_speedup",
+)
+
 STABLE_KEYS: dict[str, set[str]] = {
     "model": {
         "model",
@@ -101,6 +112,12 @@ STABLE_KEYS: dict[str, set[str]] = {
         "stress_constrained_ratio_serial_spread",
         "stress_constrained_ratio_unforced_spread",
         "forced_token_speedup_spread",
+        # added with issue 46: whether each spread can tell
+        *(
+            f"{ratio}{suffix}"
+            for ratio in CONSTRAINT_RATIOS
+            for suffix in ("_can_tell", "_cannot_tell")
+        ),
     },
     "trie": {
         "trie_turns",
@@ -250,6 +267,18 @@ STABLE_KEYS: dict[str, set[str]] = {
         "batch_constrained_ratio_spread",
         "batch_vs_mlx_lm_spread",
         "batch_forced_token_speedup_spread",
+        # added with issue 46: whether each spread can tell
+        *(
+            f"batch_{ratio}{suffix}"
+            for ratio in (
+                "speedup_4",
+                "speedup_8",
+                "constrained_ratio",
+                "vs_mlx_lm",
+                "forced_token_speedup",
+            )
+            for suffix in ("_can_tell", "_cannot_tell")
+        ),
     },
     "inspector": {
         "inspector_tps_ratio",
@@ -451,6 +480,9 @@ STABLE_KEYS: dict[str, set[str]] = {
         "extract_resume_overhead_s",
         "batch_api_tps_ratio",
         "batch_api_tps_ratio_spread",
+        # added with issue 46: whether its spread can tell
+        "batch_api_tps_ratio_can_tell",
+        "batch_api_tps_ratio_cannot_tell",
         # added with issue 44: rows Corral filled to fit, counted apart from valid ones
         "extract_filled_rate",
     },

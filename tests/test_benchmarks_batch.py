@@ -18,6 +18,10 @@ def test_batch_section_reports_every_figure(tiny_engine):
     for key in STABLE_KEYS["batch"]:
         if key.endswith("_spread"):  # one round: nothing to spread over
             assert figures[key] == 0, key
+        elif key.endswith("_can_tell"):  # and so nothing to tell by, which it says
+            assert figures[key] is False, key
+        elif key.endswith("_cannot_tell"):
+            assert "one of its rounds only" in figures[key], key
         else:
             assert figures[key] > 0, key
     # one round: each ratio is exactly the quotient of its own two tokens/s
@@ -42,6 +46,7 @@ def test_the_262k_constrained_batch_ratio_is_its_own_runs_quotient(tiny262k_engi
     ratio = figures["vocab262k_batch_constrained_ratio"]
     assert abs(ratio - quotient) < 0.01 * quotient + 0.002
     assert figures["vocab262k_batch_constrained_ratio_spread"] == 0
+    assert figures["vocab262k_batch_constrained_ratio_can_tell"] is False
 
 
 def test_without_gemmas_package_the_262k_batch_figure_says_why(monkeypatch):

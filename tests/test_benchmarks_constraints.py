@@ -6,21 +6,13 @@ from __future__ import annotations
 
 import argparse
 
-from bench_keys import STABLE_KEYS
+from bench_keys import CONSTRAINT_RATIOS, STABLE_KEYS
 
-from benchmarks.constraints import run_constraint_bench
+from benchmarks.constraints import _Run, long_enough, run_constraint_bench
 
 # Constrained over free, or forced tokens fed over not, on the same machine side by side:
 # a mask costs a fraction of a forward pass, and a forced token saves at most a pass.
-RATIOS = {
-    "constrained_ratio",
-    "constrained_ratio_serial",
-    "constrained_ratio_unforced",
-    "stress_constrained_ratio",
-    "stress_constrained_ratio_serial",
-    "stress_constrained_ratio_unforced",
-    "forced_token_speedup",
-}
+RATIOS = set(CONSTRAINT_RATIOS)
 # tokens/s, and times in ms that a few ms of mask work cannot take below 0.01 ms
 POSITIVE = {
     "free_tps",
@@ -57,6 +49,9 @@ def test_bench_reports_every_figure(tiny_engine):
     for key in RATIOS:
         assert figures[key] is not None and figures[key] > 0, (key, figures[key])
         assert figures[f"{key}_spread"] == 0, key  # one round: nothing to spread over
+        # and so nothing to tell by, which it says
+        assert figures[f"{key}_can_tell"] is False, key
+        assert "one of its rounds only" in figures[f"{key}_cannot_tell"], key
     for key in POSITIVE:
         assert figures[key] is not None and figures[key] > 0, key
     assert 0 < figures["depth_check_share"] < 1
@@ -111,3 +106,44 @@ def test_without_gemmas_package_the_262k_figures_say_why(monkeypatch):
     monkeypatch.setattr(bench_models, "gemma_missing", lambda: "not installed here")
     figures = stress_model_figures("262k", VOCAB262K_STRESS, 12, 1)
     assert figures == {f"{VOCAB262K_STRESS}skipped": "not installed here"}
+
+
+def test_a_loops_side_repeats_its_run_until_it_decoded_long_enough():
+    """A stress run decodes a fraction of a second: a side is its runs together, one rate
+    over all of them, with the first run's counts and the most any run forced."""
+    made: list[_Run] = []
+
+    def run_once() -> _Run:
+        forced = 2 if len(made) == 1 else 0
+        made.append(_Run(12, 11 / 0.25, None, lead=1, seconds=0.25, forced_after_start=forced))
+        return made[-1]
+
+    side = long_enough(run_once, min_s=1.0)
+    assert len(made) == 4 and side.runs == 4
+    assert abs(side.seconds - 1.0) < 1e-9 and abs(side.tps - 44.0) < 1e-6
+    assert side.tokens == 12 and side.lead == 1 and side.forced_after_start == 2
+    assert long_enough(run_once, min_s=0.0).runs == 1  # no least time: one run
+
+
+def test_the_bench_options_decide_the_rounds(tiny_engine, monkeypatch):
+    """Unless `--repeats` is given, 3 rounds on the loaded model and 7 on the stress ones
+    (one under `--quick`, with the stress replies as short as the others), and each side
+    decodes for `--min-side-s`."""
+    from benchmarks import constraints
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(constraints, "measure_constraints", lambda *a, **kw: seen.update(kw) or {})
+    full = argparse.Namespace(tokens=64, repeats=3, repeats_given=False, min_side_s=1.5)
+    run_constraint_bench(tiny_engine, full)
+    assert (seen["repeats"], seen["stress_repeats"], seen["min_s"]) == (3, 7, 1.5)
+    assert "stress_tokens" not in seen
+    seen.clear()
+    quick = argparse.Namespace(
+        tokens=16, repeats=1, repeats_given=False, min_side_s=0.0, quick=True
+    )
+    run_constraint_bench(tiny_engine, quick)
+    assert (seen["repeats"], seen["stress_repeats"], seen["stress_tokens"]) == (1, 1, 16)
+    seen.clear()
+    given = argparse.Namespace(tokens=64, repeats=4, repeats_given=True, min_side_s=0.5)
+    run_constraint_bench(tiny_engine, given, stress_repeats=2)
+    assert (seen["repeats"], seen["stress_repeats"], seen["min_s"]) == (4, 2, 0.5)

@@ -9,7 +9,8 @@ from benchmarks.extract import run_extract_bench
 
 
 def test_extract_section_reports_every_figure(tiny_engine):
-    figures = run_extract_bench(tiny_engine, Namespace(tokens=24, repeats=1))
+    # two rounds of the Batch API against online: one of each order, a spread to judge
+    figures = run_extract_bench(tiny_engine, Namespace(tokens=24, repeats=2))
     assert STABLE_KEYS["extract"] == set(figures), sorted(STABLE_KEYS["extract"] ^ set(figures))
     # decoding is constrained, so every row validates; the rambling tiny model's are valid
     # (the model ended them) or filled (Corral did), never both, never anything else
@@ -21,3 +22,7 @@ def test_extract_section_reports_every_figure(tiny_engine):
     assert 0.05 < figures["extract_batch_speedup_8"] < 20
     assert 0.05 < figures["batch_api_tps_ratio"] < 20
     assert figures["batch_api_tps_ratio_spread"] >= 0  # alternating rounds, side by side
+    # whether it can tell depends on the machine; either way it says which, and why not
+    told, why = figures["batch_api_tps_ratio_can_tell"], figures["batch_api_tps_ratio_cannot_tell"]
+    assert told is (why is None), figures
+    assert told or "2 rounds spread" in why, why
