@@ -14,6 +14,7 @@ from pathlib import Path
 import platformdirs
 
 from engine.errors import CorralError
+from engine.types import SamplingSettings
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
@@ -48,6 +49,9 @@ class ServerConfig:
     responses_db: Path | None = None
     max_stored_responses: int = 1000
     stored_response_days: float = 30.0
+    # What a request leaves unset gets these (None: Corral's SamplingSettings defaults).
+    # The server sets them per request from the answering model's settings in a pool.
+    sampling_defaults: SamplingSettings | None = None
 
     def check(self) -> None:
         """Raise ServerConfigError for settings the server must refuse to start with."""

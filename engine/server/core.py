@@ -13,10 +13,12 @@ token and keeps what it computed in the prompt cache.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -25,20 +27,37 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from engine.api import EngineAPI
-from engine.errors import CorralError, EngineBusyError, EngineClosedError
+from engine.errors import (
+    CorralError,
+    EngineBusyError,
+    EngineClosedError,
+    ModelLoadError,
+    ModelNotFoundError,
+    ModelUnavailableError,
+)
 from engine.runtime.context import CONTEXT_LENGTH_EXCEEDED
 from engine.server.activity import RequestRecord, ServerActivity
 from engine.server.compat import Dialect, note_headers, screen
 from engine.server.config import ServerConfig
-from engine.server.errors import APIError, from_validation_error, param_path
+from engine.server.errors import (
+    MODEL_BUSY,
+    RETRY_BUSY_S,
+    APIError,
+    from_validation_error,
+    model_unavailable,
+    param_path,
+)
 from engine.server.responses import IndexedEvent, error_message, failure, status_for
 from engine.server.streaming import EventChannel, StreamWriter, relay
-from engine.server.translate import ConstraintChecker, Prepared
+from engine.server.translate import Check, ConstraintChecker, Prepared
 from engine.types import (
     ChatEvent,
     ChatRequest,
     ChatResult,
     Finished,
+    ModelKind,
+    PooledModel,
+    SamplingSettings,
     StopReason,
     TextDelta,
     ToolCallDelta,
@@ -47,6 +66,23 @@ from engine.types import (
 Body = TypeVar("Body", bound=BaseModel)
 CLIENT_GONE = 499  # nginx's "client closed request", for the log
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    """The model that answers a request, and what translating the request needs of it:
+    the server's settings with the model's sampling defaults, and constraints compiled
+    for its tokenizer. Responses carry `model`."""
+
+    model: str
+    config: ServerConfig
+    check: Check
+    context_length: int | None = None
+
+    def carry(self, prepared: Prepared) -> Prepared:
+        """`prepared`, its request naming this model (the engine routes it by that)."""
+        prepared.request.model = self.model
+        return prepared
 
 
 class GenerationFailed(APIError):
@@ -127,17 +163,46 @@ class Core:
             chunks.append(chunk)
         return _parse_json(b"".join(chunks))
 
-    def check_model(self, wanted: str | None) -> str:
-        """The loaded model's name, which answers a request naming `wanted`: 404 for another
-        name unless the server serves any name; 503 while no model is loaded."""
-        info = self.engine.snapshot.model
-        if info is None:
+    def route(self, wanted: str | None, kind: ModelKind = "chat") -> ModelRoute:
+        """The model that answers a request naming `wanted` (its id, an alias, its folder
+        or repo id; None: the default model), loaded or not: 404 for a name the server
+        does not serve unless it serves any name (with the default model); 400 for a
+        model of another kind; 503 while an engine serving one model has none loaded."""
+        model = self.find_model(wanted)
+        if model.kind != kind:
+            raise APIError(
+                400,
+                f"model {model.id!r} is a {model.kind} model; this endpoint needs a {kind} "
+                "model (see GET /v1/models)",
+                param="model",
+                code="wrong_model_kind",
+            )
+        config = self.config
+        if model.sampling_defaults:
+            values: dict[str, Any] = dict(model.sampling_defaults)
+            max_tokens = values.pop("max_tokens", None)
+            config = dataclasses.replace(
+                config,
+                sampling_defaults=dataclasses.replace(SamplingSettings(), **values),
+                default_max_tokens=int(max_tokens or config.default_max_tokens),
+            )
+        check = functools.partial(self.check, model=model.id)
+        return ModelRoute(model.id, config, check, model.context_length)
+
+    def find_model(self, wanted: str | None) -> PooledModel:
+        """The served model a request naming `wanted` means (see `route`)."""
+        snapshot = self.engine.snapshot
+        found = snapshot.find_model(wanted)
+        if found is None and self.config.serve_any_model_name:
+            found = snapshot.find_model(None)
+        if found is not None:
+            return found
+        served = [m.id for m in snapshot.served_models()]
+        if not served:
             raise APIError(
                 503, "no model is loaded yet; try again shortly", code="model_not_loaded"
             )
-        if wanted is not None and wanted != info.name and not self.config.serve_any_model_name:
-            raise unknown_model(wanted, info.name)
-        return info.name
+        raise unknown_model(str(wanted), served)
 
     async def serve(
         self,
@@ -180,6 +245,10 @@ class Core:
         requests = prepared.request.alternatives(n) if n > 1 else [prepared.request]
         try:
             handles = self.engine.submit_many(requests, on_event)
+        except ModelNotFoundError as exc:  # the model left the pool since it was routed
+            refusal = APIError(404, str(exc), param="model", code="model_not_found")
+            self.activity.end(RequestRecord(arrived, endpoint, 404, error=refusal.message))
+            raise refusal from None
         except EngineBusyError as exc:
             refusal = APIError(503, str(exc), code="queue_full", headers={"Retry-After": "1"})
             self.activity.end(RequestRecord(arrived, endpoint, 503, error=refusal.message))
@@ -210,8 +279,8 @@ class Core:
         finally:
             gone.cancel()
         finished = _results(events)
-        info = self.engine.snapshot.model
-        raise_for_results(finished, info.context_length if info is not None else None)
+        answered = self.engine.snapshot.find_model(prepared.request.model)
+        raise_for_results(finished, answered.context_length if answered is not None else None)
         if stream:  # finished before any token: a one-shot stream
             return StreamingResponse(
                 relay(writer, events, None, handles), media_type="text/event-stream"
@@ -236,21 +305,27 @@ def prompt_length(request: ChatRequest, loaded: Any) -> int:
 
 
 async def count_prompt(engine: EngineAPI, request: ChatRequest) -> int:
-    """`prompt_length` of `request` on `engine`'s thread; 501 where the model lives in
-    another process (a distributed group)."""
+    """`prompt_length` of `request` on the thread of the model it names; 501 where the
+    model lives in another process (a distributed group), 503 with Retry-After while a
+    model of a pool cannot load (the memory it needs is busy)."""
+    run = engine.run(functools.partial(prompt_length, request), request.model)
     try:
-        return await asyncio.wrap_future(engine.run(functools.partial(prompt_length, request)))
+        return await asyncio.wrap_future(run)
     except APIError:
         raise
+    except (ModelUnavailableError, ModelLoadError) as exc:
+        raise model_unavailable(exc) from None
     except CorralError as exc:
         raise APIError(501, f"cannot count tokens here: {exc}", code="not_supported") from None
 
 
-def unknown_model(wanted: str, loaded: str) -> APIError:
+def unknown_model(wanted: str, served: list[str]) -> APIError:
+    names = ", ".join(repr(name) for name in served)
     return APIError(
         404,
-        f"model {wanted!r} is not loaded; this server serves {loaded!r} (see GET /v1/models, "
-        "or start it with --serve-any-model-name to answer any name with the loaded model)",
+        f"model {wanted!r} is not one this server serves; it serves {names} (see GET "
+        "/v1/models, or start it with --serve-any-model-name to answer any name with the "
+        "default model)",
         param="model",
         code="model_not_found",
     )
@@ -359,8 +434,12 @@ def raise_for_results(results: list[ChatResult], context_length: int | None = No
             code=CONTEXT_LENGTH_EXCEEDED,
             anthropic_message=anthropic,
         )
+    busy = failed.error_code == MODEL_BUSY  # the model could not load in time
     raise GenerationFailed(
-        status_for(failed), message, code=failed.error_code or "generation_failed"
+        status_for(failed),
+        message,
+        code=failed.error_code or "generation_failed",
+        headers={"Retry-After": str(RETRY_BUSY_S)} if busy else None,
     )
 
 

@@ -1,0 +1,28 @@
+"""The model pool: several models behind one EngineAPI (`python -m engine serve --model A
+--model B`, the app's chat and its local server), each loaded on first use and unloaded
+when another needs its memory.
+
+One module per concern: `pool` (ModelPool: the EngineAPI, routing requests by the model
+they name, leases), `upkeep` (the pool's thread: what loads and unloads, and when),
+`memory` (the limit, estimates, KV shares, which models make room), `entry` (one model's
+state), `backends` (what a model of each kind loads as: a chat model is an Engine of its
+own), `names` (ids and the names a request may use), `settings` (each model's settings and
+the TOML file that gives them), `cli` (serve's flags into a pool).
+"""
+
+from engine.pool.backends import Backend, BackendLoader, ChatBackend, LoadOrder
+from engine.pool.pool import DEFAULT_LOAD_WAIT_S, MODEL_BUSY, Lease, ModelPool
+from engine.pool.settings import ModelSettings, ModelSettingsError
+
+__all__ = [
+    "Backend",
+    "BackendLoader",
+    "ChatBackend",
+    "DEFAULT_LOAD_WAIT_S",
+    "Lease",
+    "LoadOrder",
+    "MODEL_BUSY",
+    "ModelPool",
+    "ModelSettings",
+    "ModelSettingsError",
+]
