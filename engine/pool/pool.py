@@ -154,9 +154,23 @@ class ModelPool:
         """After how long without a request a model is unloaded (its own setting wins)."""
         return self._state.idle_unload_s
 
+    def set_idle_unload(self, seconds: float | None) -> None:
+        """Unload models after `seconds` without a request (None: never), unless a model's
+        own setting says otherwise."""
+        state = self._state
+        with state.lock:
+            state.idle_unload_s = seconds or None
+            state.publish()
+        state.wake()
+
     @property
     def load_wait_s(self) -> float:
+        """How long a request waits for its model's memory before it fails (model_busy)."""
         return self._state.load_wait_s
+
+    def set_load_wait(self, seconds: float) -> None:
+        """Change how long requests that arrive from now on wait for their model's memory."""
+        self._state.load_wait_s = seconds
 
     def add_model(
         self,

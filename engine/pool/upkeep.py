@@ -124,11 +124,12 @@ class Upkeep:
             for entry in entries:
                 if entry.state == "loaded" and entry.backend is not None:
                     entry.memory_bytes = entry.backend.memory_bytes
+                queued = entry.state in ("unloaded", "failed", "unloading")
                 for waiter in list(entry.waiters):
                     if waiter.cancelled():
                         entry.waiters.remove(waiter)
                         finished.append(waiter)
-                    elif waiter.deadline is not None and now > waiter.deadline:
+                    elif queued and waiter.deadline is not None and now > waiter.deadline:
                         entry.waiters.remove(waiter)
                         expired.append((waiter, self._busy_message(entry)))
                 if not entry.waiters and entry.state != "loading":
@@ -416,9 +417,14 @@ class Upkeep:
         ]
         position = pool.published[0].find(entry.id)
         place = position.queue_position if position is not None else None
+        held = (
+            f"held by models answering requests ({', '.join(busy)})"
+            if busy
+            else "wanted by the models ahead of it in the load queue"
+        )
         return (
-            f"model {entry.id} could not be loaded within {pool.load_wait_s:.0f} s: the memory "
-            f"it needs is held by models answering requests ({', '.join(busy) or 'none'})"
+            f"model {entry.id} could not be loaded within {pool.load_wait_s:g} s: the memory "
+            f"it needs is {held}"
             + (f"; it was number {place} in the load queue" if place else "")
             + "; try again shortly"
         )
