@@ -276,13 +276,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.activity.on_record = show
 
         def ready(url: str) -> None:
-            server_log.info(
-                "serving %s on %s (key required: %s)", names, url, bool(config.api_key)
-            )
-            print(
-                f"Serving {names} on {url} (OpenAI and Anthropic APIs at {url}/v1); "
-                "Ctrl+C stops"
-            )
+            server_log.info("serving %s on %s (key required: %s)", names, url, bool(config.api_key))
+            print(f"Serving {names} on {url} (OpenAI and Anthropic APIs at {url}/v1); Ctrl+C stops")
             sys.stdout.flush()
 
         server.serve_forever(ready)

@@ -28,8 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME=MODEL",
-        help="let requests name MODEL as NAME (serving MODEL if no --model gave it); "
-        "repeatable",
+        help="let requests name MODEL as NAME (serving MODEL if no --model gave it); repeatable",
     )
     parser.add_argument(
         "--pin",
