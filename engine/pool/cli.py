@@ -11,6 +11,7 @@ from typing import Any
 from engine.errors import CorralError, ModelNotFoundError
 from engine.memory.budget import GiB
 from engine.pool.pool import DEFAULT_LOAD_WAIT_S, ModelPool
+from engine.pool.settings import default_settings_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="per-model settings (TOML: sampling defaults, chat-template switches such as "
         "enable_thinking, context limit, idle unload, pin, aliases); read again when it "
-        "changes",
+        f"changes (default: {default_settings_path()}, if it exists)",
     )
     parser.add_argument(
         "--load-wait",
@@ -110,6 +111,8 @@ def make_pool(args: argparse.Namespace, engine_options: dict[str, Any]) -> Model
                 raise CorralError(f"--alias {item}: {exc}") from None
         if args.models_config is not None:
             pool.read_settings(args.models_config)
+        elif default_settings_path().is_file():  # the app's, shared
+            pool.read_settings(default_settings_path())
         for name in args.pin:
             try:
                 pool.pin_model(name)

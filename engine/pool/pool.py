@@ -187,24 +187,44 @@ class ModelPool:
         differs from the listed model's."""
         return self._state.add_model(spec, alias=alias, kind=kind, settings=settings)[0]
 
-    def read_settings(self, path: Path) -> None:
+    def read_settings(self, path: Path, strict: bool = True) -> None:
         """Apply the per-model settings file at `path` (engine.pool.settings) now, and
         again whenever it changes (a bad edit is left unapplied, said in the log and in
-        `snapshot.pool.settings_error`). ModelSettingsError, naming the file and the key,
-        for a bad file now; list the models it names without saying what to load first."""
-        self._upkeep.read_settings(path)
+        `snapshot.pool.settings_error`). `strict`: ModelSettingsError, naming the file
+        and the key, for a bad or missing file now (list the models it names without
+        saying what to load first); otherwise a missing file gives no settings until it
+        is written, and a bad one is reported as a later bad edit is."""
+        self._upkeep.read_settings(path, strict)
 
     def load_model(
         self, spec: str, on_progress: Callable[[LoadProgress], None] | None = None
     ) -> Future[ModelInfo]:
         """List `spec` if it is not listed, make it the default, and load it (the other
-        models stay loaded while they fit under the limit)."""
+        models stay loaded while they fit under the limit). If it fails to load, the
+        default is the model it was before, and a model this call listed is unlisted."""
         state = self._state
-        entry_id = self.add_model(spec)
+        entry_id, made = state.add_model(spec)
         with state.lock:
-            state.default = entry_id
+            previous, state.default = state.default, entry_id
             state.publish()
-        return self.ensure_loaded(entry_id, on_progress)
+        future = self.ensure_loaded(entry_id, on_progress)
+
+        def failed(done: Future[ModelInfo]) -> None:
+            if done.exception() is None:
+                return
+            with state.lock:
+                entry = state.entries.get(entry_id)
+                if state.default == entry_id and previous in state.entries:
+                    state.default = previous
+                idle = entry is not None and not entry.waiters and not entry.in_flight
+                if made and idle and entry is not None and entry.state == "failed":
+                    del state.entries[entry_id]
+                    if state.default == entry_id:
+                        state.default = next(iter(state.entries), None)
+                state.publish()
+
+        future.add_done_callback(failed)
+        return future
 
     def ensure_loaded(
         self,
@@ -310,6 +330,8 @@ class ModelPool:
         with state.lock:
             if state.closed:
                 raise EngineClosedError("the engine has been closed")
+            if requests[0].model is None and state.default is None:  # as an empty Engine
+                return _unserved(state, requests, on_event)
             entry = state.route(requests[0].model, "chat")
             handles = [
                 RequestHandle(
@@ -492,6 +514,25 @@ def _handle_done(state: PoolState, entry: Entry, _handle: RequestHandle) -> None
     state.done(entry, 1)
 
 
+def _unserved(
+    state: PoolState,
+    requests: Sequence[ChatRequest],
+    on_event: Callable[[int, ChatEvent], None] | None,
+) -> list[RequestHandle]:
+    """Handles of requests that fail: no model is listed (as an Engine with none)."""
+    handles = [
+        RequestHandle(next(state.request_ids), r, functools.partial(on_event, i) if on_event else None)
+        for i, r in enumerate(requests)
+    ]
+
+    def finish() -> None:
+        for handle in handles:
+            handle.emit(Finished(ChatResult.failed("no model is loaded", kind="unavailable")))
+
+    state.soon(finish)  # never on the caller's thread, as an engine's replies end
+    return handles
+
+
 def _requests_waiter(handles: list[RequestHandle], wait_s: float) -> Waiter:
     """What waits for a model on behalf of queued requests: queued on its engine once it
     has loaded, failed (or cancelled) together otherwise."""
@@ -504,6 +545,8 @@ def _requests_waiter(handles: list[RequestHandle], wait_s: float) -> Waiter:
             fail(str(exc), "queue_full")
 
     def fail(message: str, code: str) -> None:
+        if code == MODEL_LOAD_FAILED:
+            message = f"model {handles[0].request.model} could not be loaded: {message}"
         for handle in handles:
             if not handle.done():
                 handle.emit(Finished(ChatResult.failed(message, kind="unavailable", code=code)))

@@ -42,6 +42,19 @@ _ENTRY_KEYS = (
 )
 
 
+def default_settings_path() -> Path:
+    """Where the app and `serve` look for per-model settings when told of no file:
+    `models.toml` in Corral's settings folder ($CORRAL_MODELS_SETTINGS overrides it)."""
+    import os
+
+    import platformdirs
+
+    override = os.environ.get("CORRAL_MODELS_SETTINGS")
+    if override:
+        return Path(override)
+    return Path(platformdirs.user_config_dir("Corral", "Corral")) / "models.toml"
+
+
 class ModelSettingsError(CorralError):
     """A model's settings are wrong; the message names the file and the key."""
 

@@ -54,6 +54,7 @@ class PoolState:
         self.settings_path: str | None = None
         self.settings_error: str | None = None
         self.wake: Callable[[], None] = lambda: None  # the pool's thread, once it runs
+        self.later: list[Callable[[], None]] = []  # for the pool's thread to run next
         self.request_ids = itertools.count(1)
         self.published: tuple[PoolSnapshot, Engine | None, ModelInfo | None] = (
             PoolSnapshot(limit_bytes=self.memory_limit_bytes),
@@ -168,6 +169,12 @@ class PoolState:
         for entry in self.entries.values():
             if entry is not owner and (entry.id == name or name in entry.names):
                 raise ValueError(f"the name {name!r} is already {entry.id}'s")
+
+    def soon(self, job: Callable[[], None]) -> None:
+        """Run `job` on the pool's thread, next (outside the lock)."""
+        with self.lock:
+            self.later.append(job)
+        self.wake()
 
     def wait_for(self, entry: Entry, waiter: Waiter) -> None:
         """(Under the lock.) Queue `waiter` for `entry`'s load."""

@@ -66,13 +66,22 @@ class Upkeep:
         self._worker = acquire_worker()
         self._noted: set[str] = set()  # models whose wait was logged
 
-    def read_settings(self, path: Path) -> None:
-        """Apply the settings file at `path` now (ModelSettingsError naming the file and
-        key for a bad one), and again whenever it changes."""
+    def read_settings(self, path: Path, strict: bool = True) -> None:
+        """Apply the settings file at `path` now, and again whenever it changes. `strict`:
+        ModelSettingsError naming the file and key for a bad or missing one; otherwise
+        the error is published as a later bad edit's is."""
         stamp = _stamp(path)
-        self.apply_settings(read_settings_file(path), path)
+        try:
+            if stamp is not None or strict:
+                self.apply_settings(read_settings_file(path), path)
+            error = None
+        except (ModelSettingsError, ValueError) as exc:
+            if strict:
+                raise
+            error = str(exc)
+            log.warning("model settings not applied: %s", exc)
         self._settings_file, self.pool.settings_path = path, str(path)
-        self._settings_stamp, self.pool.settings_error = stamp, None
+        self._settings_stamp, self.pool.settings_error = stamp, error
         with self.pool.lock:
             self.pool.publish()
 
@@ -109,8 +118,12 @@ class Upkeep:
             self._stopped.set()
 
     def step(self) -> None:
-        """One round of the five steps above."""
+        """One round of the five steps above (after what was left for this thread)."""
         pool = self.pool
+        with pool.lock:
+            jobs, pool.later = pool.later, []
+        for job in jobs:
+            job()
         now, wall = time.monotonic(), time.time()
         finished: list[Waiter] = []
         expired: list[tuple[Waiter, str]] = []
@@ -270,7 +283,7 @@ class Upkeep:
         if backend is None:
             log.error("model %s could not be loaded: %s", entry.id, error)
             for waiter in waiters:
-                waiter.fail(f"model {entry.id} could not be loaded: {error}", "model_load_failed")
+                waiter.fail(str(error), "model_load_failed")
         else:
             log.info(
                 "model %s loaded in %.1f s (%s with its KV budget)",
@@ -326,6 +339,10 @@ class Upkeep:
     def _shut_down(self) -> None:
         pool = self.pool
         with pool.lock:
+            jobs, pool.later = pool.later, []
+        for job in jobs:
+            job()
+        with pool.lock:
             entries = list(pool.entries.values())
             waiters = [(e, w) for e in entries for w in e.waiters]
             for entry in entries:
@@ -352,7 +369,7 @@ class Upkeep:
             return
         self._settings_stamp = stamp
         try:
-            found = read_settings_file(path)
+            found = read_settings_file(path) if stamp is not None else []  # removed: none
             self.apply_settings(found, path)
         except (ModelSettingsError, ValueError) as exc:
             self.pool.settings_error = str(exc)
