@@ -164,14 +164,14 @@ class PoolPanel(QGroupBox):
                 f"Loaded models hold {format_bytes(snap.held_bytes)} of "
                 f"{format_bytes(snap.limit_bytes)}"
             )
-            where = snap.settings_file or ""
-            self.settings_label.setText(
-                f"Settings file: {where}"
-                + (f"\n{snap.settings_error}" if snap.settings_error else "")
-            )
+            where = snap.settings_file or "none"
+            error = f"\n{snap.settings_error}" if snap.settings_error else ""
+            self.settings_label.setText(f"Each model's settings: {where}{error}")
         enabled = pool is not None
-        for widget in (self.limit, self.add, self.recent, self.open_settings):
+        for widget in (self.limit, self.open_settings):
             widget.setEnabled(enabled)
+        for widget in (self.add, self.recent):  # the models used lately, to offer too
+            widget.setEnabled(enabled and self.recent.count() > 0)
         self._update_buttons()
 
     def _fill(self, models: tuple[PooledModel, ...]) -> None:

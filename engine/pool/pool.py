@@ -521,7 +521,9 @@ def _unserved(
 ) -> list[RequestHandle]:
     """Handles of requests that fail: no model is listed (as an Engine with none)."""
     handles = [
-        RequestHandle(next(state.request_ids), r, functools.partial(on_event, i) if on_event else None)
+        RequestHandle(
+            next(state.request_ids), r, functools.partial(on_event, i) if on_event else None
+        )
         for i, r in enumerate(requests)
     ]
 
