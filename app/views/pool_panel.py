@@ -168,10 +168,11 @@ class PoolPanel(QGroupBox):
             error = f"\n{snap.settings_error}" if snap.settings_error else ""
             self.settings_label.setText(f"Each model's settings: {where}{error}")
         enabled = pool is not None
-        for widget in (self.limit, self.open_settings):
-            widget.setEnabled(enabled)
-        for widget in (self.add, self.recent):  # the models used lately, to offer too
-            widget.setEnabled(enabled and self.recent.count() > 0)
+        self.limit.setEnabled(enabled)
+        self.open_settings.setEnabled(enabled)
+        offer = enabled and self.recent.count() > 0  # the models used lately, to offer too
+        self.add.setEnabled(offer)
+        self.recent.setEnabled(offer)
         self._update_buttons()
 
     def _fill(self, models: tuple[PooledModel, ...]) -> None:
