@@ -13,7 +13,9 @@ against plain decoding on grounded and open-ended tasks), `reasoning` (a model t
 first: constrained answers after thinking valid, budgets kept, their speed against free
 ones), `overhead` (a step's time beyond its forward pass, Corral's loop beside mlx-lm's),
 `extract` (a folder of documents through an extraction job, and the Batch API against the
-same requests online).
+same requests online), `pool` (the model pool: a swap's time to first token, and whether
+the pool kept under its memory limit serving three models in turn; benchmarks/
+serving_pool.py, until the `serving` section reports them).
 Each returns a flat dict of figures; `--json` prints them merged into one object whose keys
 stay stable (new figures add keys).
 
@@ -159,6 +161,8 @@ SECTIONS: dict[str, Section] = {
     "agent": _lazy("benchmarks.agent", "run_agent_bench"),
     "extract": _lazy("benchmarks.extract", "run_extract_bench"),
     "families": _lazy("benchmarks.families", "run_families_bench"),
+    # temporary: the `serving` section (benchmarks/serving.py) calls pool_figures itself
+    "pool": _lazy("benchmarks.serving_pool", "run_pool_bench"),
 }
 
 

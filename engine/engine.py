@@ -131,7 +131,6 @@ class Engine:
         self._learn_pass_cost = learn_pass_cost
         self._worker = acquire_worker()
         self._drained = threading.Event()
-        self._warming: threading.Thread | None = None  # building llguidance's tokenizer
 
     # ---- public API (any thread) ----
 
@@ -309,9 +308,6 @@ class Engine:
         self._closed = True
         release_worker(self._worker)
         self._drained.wait(timeout=60)
-        warming = self._warming
-        if warming is not None:  # a process exiting while it runs native code aborts
-            warming.join(timeout=30)
 
     # ---- engine thread ----
 
@@ -390,13 +386,12 @@ class Engine:
         self._plan_memory(loaded)
         self._publish()
         self._constraint_source = (loaded.tokenizer, end_token_ids(loaded.tokenizer))
-        self._warming = threading.Thread(
+        threading.Thread(
             target=self._warm_constraint_tokenizer,
             args=self._constraint_source,
             name="corral-warm-llg",
             daemon=True,
-        )
-        self._warming.start()
+        ).start()
 
     def _warm_constraint_tokenizer(self, tokenizer: Any, ends: set[int]) -> None:
         """Build llguidance's tokenizer (~1 s) so that neither the first constrained reply
