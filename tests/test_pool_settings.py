@@ -9,6 +9,7 @@ import pytest
 
 from engine.pool.memory import MIN_KV_BUDGET, Holder, kv_share, make_room, never_fits
 from engine.pool.settings import ModelSettings, ModelSettingsError, read_settings_file
+from tests.pool_support import ask
 
 GOOD = """
 [models.coder]
@@ -113,3 +114,41 @@ def test_a_lone_model_gets_the_engines_own_kv_budget_and_several_share_the_limit
     assert kv_share(12 * gib, 4 * gib, 1, 8 * gib) == 8 * gib  # alone: the engine's own
     assert kv_share(12 * gib, 2 * gib, 2, 8 * gib) == 4 * gib  # its half, less its weights
     assert kv_share(12 * gib, 7 * gib, 2, 8 * gib) == MIN_KV_BUDGET  # never nothing
+
+
+def test_a_model_of_a_kind_without_a_loader_is_refused_when_listed(tmp_path: Path) -> None:
+    from concurrent.futures import Future
+
+    from engine.pool import LoadOrder, ModelPool
+    from engine.types import ModelInfo
+
+    class Vectors:  # a backend as an embedding loader would make one
+        info = ModelInfo("vectors", str(tmp_path), 1 << 20, 512, False)
+        memory_bytes = 1 << 20
+
+        def close(self) -> None:
+            pass
+
+    def load(order: LoadOrder) -> Future[Vectors]:
+        future: Future[Vectors] = Future()
+        future.set_result(Vectors())
+        return future
+
+    pool = ModelPool(wire_memory=False)
+    try:
+        with pytest.raises(ValueError, match="cannot load embedding models"):
+            pool.add_model(str(tmp_path), kind="embedding")
+    finally:
+        pool.close()
+    pool = ModelPool(wire_memory=False, loaders={"embedding": load})  # type: ignore[dict-item]
+    try:
+        name = pool.add_model(str(tmp_path), alias="vectors", kind="embedding")
+        with pool.lease(name, "embedding").result(timeout=30) as lease:
+            assert isinstance(lease.backend, Vectors)
+            held = pool.snapshot.pool.find("vectors")  # type: ignore[union-attr]
+            assert held is not None and held.kind == "embedding" and held.in_flight == 1
+            assert held.memory_bytes == 1 << 20
+        with pytest.raises(ValueError, match="is an embedding model, not a chat model"):
+            pool.submit(ask(model=name))
+    finally:
+        pool.close()

@@ -76,6 +76,8 @@ class PoolState:
         settings: ModelSettings | None = None,
     ) -> tuple[str, bool]:
         """List `spec` (see ModelPool.add_model); returns (its id, whether it is new)."""
+        if kind not in self.loaders:
+            raise ValueError(f"{spec}: this server cannot load {kind} models")
         key = spec_key(spec)
         known = estimate(spec, self.budget) if self.entry_by_key(key) is None else None
         with self.lock:
@@ -158,7 +160,7 @@ class PoolState:
             what = f"model {name!r} is not one" if name is not None else "no model is one"
             raise ModelNotFoundError(f"{what} this server serves (it serves: {served})")
         if kind is not None and entry.kind != kind:
-            raise ValueError(f"model {entry.id!r} is a {entry.kind} model, not a {kind} model")
+            raise ValueError(f"model {entry.id!r} is {_a(entry.kind)} model, not {_a(kind)} model")
         return entry
 
     def entry_by_key(self, key: str) -> Entry | None:
@@ -196,3 +198,7 @@ class PoolState:
             idle = entry.in_flight == 0
         if idle:
             self.wake()
+
+
+def _a(word: str) -> str:
+    return ("an " if word[:1] in "aeiou" else "a ") + word

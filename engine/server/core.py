@@ -172,8 +172,8 @@ class Core:
         if model.kind != kind:
             raise APIError(
                 400,
-                f"model {model.id!r} is a {model.kind} model; this endpoint needs a {kind} "
-                "model (see GET /v1/models)",
+                f"model {model.id!r} is {_a(model.kind)} model; this endpoint needs "
+                f"{_a(kind)} model (see GET /v1/models)",
                 param="model",
                 code="wrong_model_kind",
             )
@@ -475,3 +475,7 @@ def _record(
         stop_reason=(failed or result).stats.stop_reason,
         error=error_message(failed) if failed is not None and failed.error else None,
     )
+
+
+def _a(word: str) -> str:
+    return ("an " if word[:1] in "aeiou" else "a ") + word
