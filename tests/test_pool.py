@@ -247,3 +247,28 @@ def test_model_settings_reach_its_requests(tiny_model_dir: Path, thinking_model_
         assert long.error_code == "context_length_exceeded"
     finally:
         pool.close()
+
+
+def test_the_chats_earlier_model_stays_loaded_while_it_fits_then_leaves_the_list(
+    tiny_model_dir: Path, second_model_dir: Path
+) -> None:
+    pool = make_pool(engine_options={"learn_pass_cost": False})  # automatic KV budgets
+    try:
+        first = pool.load_model(str(tiny_model_dir)).result(timeout=120).name
+        alone = pool.snapshot.pool.find(first).kv_budget_bytes  # type: ignore[union-attr]
+        second = pool.load_model(str(second_model_dir)).result(timeout=120).name
+        snap = pool.snapshot.pool
+        assert snap is not None and snap.default is not None and snap.default.id == second
+        # each pick of the chat gets the whole cache alone: the earlier one made room, and
+        # was only listed because the chat had picked it
+        assert snap.find(second).kv_budget_bytes == alone  # type: ignore[union-attr]
+        wait_until(lambda: [m.id for m in pool.snapshot.pool.models] == [second])  # type: ignore[union-attr]
+        # with a budget both fit in, the earlier pick stays loaded until it is unloaded
+        pool.set_kv_budget(KV.kv_budget_bytes).result(timeout=60)
+        assert pool.load_model(str(tiny_model_dir)).result(timeout=120).name == first
+        snap = pool.snapshot.pool
+        assert snap is not None and snap.find(second).state == "loaded"  # type: ignore[union-attr]
+        pool.unload_model(second).result(timeout=60)
+        assert [m.id for m in pool.snapshot.pool.models] == [first]  # type: ignore[union-attr]
+    finally:
+        pool.close()

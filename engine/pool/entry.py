@@ -58,6 +58,10 @@ class Entry:
     unload_asked: list[Callable[[], None]] = field(default_factory=list)  # done callbacks
     progress: list[Callable[[LoadProgress], None]] = field(default_factory=list)
     made_by_file: bool = False  # the settings file listed it (and nothing else did)
+    # Listed only because the chat picked it (ModelPool.load_model): when the chat picks
+    # another, it stays loaded while it fits but is no longer listed (nor counted when
+    # the limit is shared out), as a model the user listed would be.
+    chosen: bool = False
 
     @property
     def waiting(self) -> int:

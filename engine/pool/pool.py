@@ -203,9 +203,14 @@ class ModelPool:
         models stay loaded while they fit under the limit). If it fails to load, the
         default is the model it was before, and a model this call listed is unlisted."""
         state = self._state
-        entry_id, made = state.add_model(spec)
+        entry_id, made = state.add_model(spec, chosen=True)
         with state.lock:
             previous, state.default = state.default, entry_id
+            before = state.entries.get(previous or "")
+            if before is not None and before.chosen and previous != entry_id:
+                before.listed = False  # the chat's earlier pick: loaded while it fits
+                if before.state in ("unloaded", "failed") and not before.waiters:
+                    del state.entries[before.id]
             state.publish()
         future = self.ensure_loaded(entry_id, on_progress)
 
@@ -216,6 +221,7 @@ class ModelPool:
                 entry = state.entries.get(entry_id)
                 if state.default == entry_id and previous in state.entries:
                     state.default = previous
+                    state.entries[previous].listed = True  # the chat's model again
                 idle = entry is not None and not entry.waiters and not entry.in_flight
                 if made and idle and entry is not None and entry.state == "failed":
                     del state.entries[entry_id]

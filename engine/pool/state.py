@@ -74,8 +74,10 @@ class PoolState:
         alias: str | None = None,
         kind: ModelKind = "chat",
         settings: ModelSettings | None = None,
+        chosen: bool = False,
     ) -> tuple[str, bool]:
-        """List `spec` (see ModelPool.add_model); returns (its id, whether it is new)."""
+        """List `spec` (see ModelPool.add_model); returns (its id, whether it is new).
+        `chosen`: listed because the chat picked it (Entry.chosen), not for good."""
         if kind not in self.loaders:
             raise ValueError(f"{spec}: this server cannot load {kind} models")
         key = spec_key(spec)
@@ -93,7 +95,7 @@ class PoolState:
                 names = [n for n in spec_names(spec) if n != entry_id]
                 if alias and model_id(spec) != entry_id:
                     names.append(model_id(spec))
-                entry = Entry(entry_id, spec, kind, key, names=names)
+                entry = Entry(entry_id, spec, kind, key, names=names, chosen=chosen)
                 if known is not None:
                     entry.estimate = known
                 self.entries[entry_id] = entry
@@ -101,8 +103,11 @@ class PoolState:
                     self.default = entry_id
             elif entry.kind != kind:
                 raise ValueError(f"{spec}: listed already as a {entry.kind} model, not {kind}")
-            else:
+            elif chosen:  # picked again: listed, for good only if it was before
+                entry.chosen = entry.chosen or not entry.listed
                 entry.listed = True
+            else:  # listed by the user: for good
+                entry.listed, entry.chosen = True, False
             if settings is not None:
                 entry.base = settings.over(entry.base)
             if alias and alias != entry.id and alias not in entry.names:
@@ -121,6 +126,7 @@ class PoolState:
         if self.kv_setting is not None:
             return self.kv_setting
         listed = sum(1 for e in self.entries.values() if e.kind == "chat" and e.listed)
+        listed += not entry.listed  # one the chat picked earlier counts while it loads
         return kv_share(self.memory_limit_bytes, weights, listed, self.budget.device_bytes // 2)
 
     def publish(self) -> None:

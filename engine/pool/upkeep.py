@@ -26,10 +26,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.errors import EngineClosedError
 from engine.memory.budget import gb
-from engine.pool.backends import Backend, LoadOrder
+from engine.pool.backends import Backend, ChatBackend, LoadOrder
 from engine.pool.entry import Entry, Waiter
-from engine.pool.memory import Holder, make_room, never_fits
+from engine.pool.memory import Holder, kv_share, make_room, never_fits
 from engine.pool.settings import ModelEntrySettings, ModelSettingsError, read_settings_file
 from engine.runtime.worker import acquire_worker, exiting, release_worker
 from engine.types import LoadProgress
@@ -43,6 +44,7 @@ log = logging.getLogger("engine.pool")
 
 TICK_S = 0.25  # idle unloads and waiting deadlines are checked this often at least
 SETTINGS_CHECK_S = 1.0
+CLOSE_WAIT_S = 60.0  # closing waits this long for loads in flight (a download may not end)
 
 
 class Upkeep:
@@ -65,6 +67,7 @@ class Upkeep:
         # thread-local state must never exit (the process would abort at shutdown).
         self._worker = acquire_worker()
         self._noted: set[str] = set()  # models whose wait was logged
+        self._grown: dict[str, int] = {}  # the KV budget each model alone was last given
 
     def read_settings(self, path: Path, strict: bool = True) -> None:
         """Apply the settings file at `path` now, and again whenever it changes. `strict`:
@@ -217,6 +220,8 @@ class Upkeep:
             waiter.fail(message, "model_busy")
         for entry, why in closing:
             self._close(entry, why)
+        if closing and not loading:
+            self._grow()
         if loading:
             self._wire()
         for entry, order, need in loading:
@@ -269,6 +274,12 @@ class Upkeep:
         """A load ended (on the loading thread): serve or fail its waiters."""
         pool = self.pool
         backend = future.result() if future is not None and error is None else None
+        if backend is not None and pool.closed:  # loaded after the pool closed: let it go
+            closer = acquire_worker()  # (not this thread: an engine's close waits for it)
+            closer.put(backend.close)
+            release_worker(closer)
+            backend = None
+            error = EngineClosedError("the server is stopping")
         with pool.lock:
             waiters, entry.waiters = entry.waiters, []
             entry.queued_at = None
@@ -313,10 +324,34 @@ class Upkeep:
             if not entry.listed and not entry.waiters and not entry.in_flight:
                 pool.entries.pop(entry.id, None)
             pool.publish()
+        self._grown.pop(entry.id, None)
         log.info("model %s unloaded (%s): %s freed", entry.id, why, gb(freed))
         for done in asked:
             done()
         self.wake()
+
+    def _grow(self) -> None:
+        """A chat model left alone, whose KV budget was its share beside others, gets the
+        budget it would have alone (never shrunk here: shrinking would drop its cache)."""
+        pool = self.pool
+        with pool.lock:
+            held = [e for e in pool.entries.values() if e.state in ("loaded", "loading")]
+            entry = held[0] if len(held) == 1 else None
+            backend = entry.backend if entry is not None and entry.state == "loaded" else None
+            if entry is None or not isinstance(backend, ChatBackend):
+                return
+            if entry.settings.kv_budget_bytes is not None or pool.kv_setting is not None:
+                return
+            plan = backend.engine.snapshot.memory
+            if plan is None:
+                return
+            limit = pool.memory_limit_bytes
+            target = kv_share(limit, plan.model_bytes, 1, pool.budget.device_bytes // 2)
+            if target <= plan.kv_budget_bytes * 1.1 or self._grown.get(entry.id) == target:
+                return
+            self._grown[entry.id] = target
+        log.info("model %s alone: its prompt cache may use %s", entry.id, gb(target))
+        backend.engine.set_kv_budget(target).add_done_callback(lambda _f: self.wake())
 
     def _wire(self) -> None:
         """On Metal, wire the pool's limit for all its models, once (and again after the
@@ -349,10 +384,11 @@ class Upkeep:
                 entry.waiters.clear()
         for _entry, waiter in waiters:
             waiter.fail("the server is stopping", "engine_closed")
+        deadline = time.monotonic() + CLOSE_WAIT_S
         for entry in entries:  # loads in flight end first: their engines close with them
-            while entry.state == "loading":
+            while entry.state == "loading" and time.monotonic() < deadline:
                 time.sleep(0.05)
-            if entry.backend is not None:
+            if entry.backend is not None and entry.state != "loading":
                 self._close(entry, "closing")
         if self._wired is not None:
             self._wired.restore()
