@@ -35,13 +35,18 @@ from engine.engine import DEFAULT_MAX_QUEUED
 from engine.errors import (
     EngineBusyError,
     EngineClosedError,
-    ModelLoadError,
-    ModelUnavailableError,
 )
 from engine.memory.budget import MemoryBudget, gb
 from engine.pool.backends import Backend, BackendLoader, ChatBackend, ChatLoader, EngineSettings
 from engine.pool.entry import Entry, Waiter
 from engine.pool.memory import device_budget
+from engine.pool.requests import (
+    Lease,
+    load_error,
+    requests_waiter,
+    unserved,
+    with_settings,
+)
 from engine.pool.settings import ModelSettings
 from engine.pool.state import PoolState
 from engine.pool.upkeep import Upkeep
@@ -52,13 +57,10 @@ from engine.types import (
     ChatResult,
     ConstraintSpec,
     EngineSnapshot,
-    Finished,
-    GenerationStats,
     LoadProgress,
     MemoryPlan,
     ModelInfo,
     ModelKind,
-    StopReason,
     ValidationReport,
 )
 
@@ -69,33 +71,6 @@ T = TypeVar("T")
 log = logging.getLogger("engine.pool")
 
 DEFAULT_LOAD_WAIT_S = 120.0  # a request waits this long for its model's memory at most
-MODEL_BUSY = "model_busy"  # ChatResult.error_code: the model could not load in time
-MODEL_LOAD_FAILED = "model_load_failed"
-
-
-class Lease:
-    """A loaded model held for a caller: it is not unloaded until `release()` (or the end
-    of a `with` block). For work that is not a chat request (embeddings, reranking,
-    `run`), which the pool cannot see finish by itself."""
-
-    def __init__(self, backend: Backend, release: Callable[[], None]) -> None:
-        self.backend = backend
-        self._release = release
-        self._released = False
-        self._lock = threading.Lock()
-
-    def release(self) -> None:
-        with self._lock:
-            if self._released:
-                return
-            self._released = True
-        self._release()
-
-    def __enter__(self) -> Lease:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.release()
 
 
 class ModelPool:
@@ -194,7 +169,7 @@ class ModelPool:
         and the key, for a bad or missing file now (list the models it names without
         saying what to load first); otherwise a missing file gives no settings until it
         is written, and a bad one is reported as a later bad edit is."""
-        self._upkeep.read_settings(path, strict)
+        self._upkeep.settings.read(path, strict)
 
     def load_model(
         self, spec: str, on_progress: Callable[[LoadProgress], None] | None = None
@@ -255,7 +230,7 @@ class ModelPool:
                 entry,
                 Waiter(
                     ready=lambda backend: future.set_result(backend.info),
-                    fail=lambda message, code: future.set_exception(_load_error(message, code)),
+                    fail=lambda message, code: future.set_exception(load_error(message, code)),
                     deadline=None if wait_s is None else time.monotonic() + wait_s,
                 ),
             )
@@ -305,7 +280,7 @@ class ModelPool:
 
             def fail(message: str, code: str) -> None:
                 release()
-                future.set_exception(_load_error(message, code))
+                future.set_exception(load_error(message, code))
 
             if entry.state == "loaded" and entry.backend is not None:
                 ready(entry.backend)
@@ -337,12 +312,12 @@ class ModelPool:
             if state.closed:
                 raise EngineClosedError("the engine has been closed")
             if requests[0].model is None and state.default is None:  # as an empty Engine
-                return _unserved(state, requests, on_event)
+                return unserved(state, requests, on_event)
             entry = state.route(requests[0].model, "chat")
             handles = [
                 RequestHandle(
                     next(state.request_ids),
-                    _with_settings(entry, request),
+                    with_settings(entry, request),
                     functools.partial(on_event, i) if on_event else None,
                 )
                 for i, request in enumerate(requests)
@@ -359,7 +334,7 @@ class ModelPool:
             for handle in handles:
                 handle.add_done_callback(finished)
             if not loaded:
-                state.wait_for(entry, _requests_waiter(handles, state.load_wait_s))
+                state.wait_for(entry, requests_waiter(handles, state.load_wait_s))
             state.publish()
             backend = entry.backend if loaded else None
         if isinstance(backend, ChatBackend):
@@ -505,80 +480,8 @@ class ModelPool:
             ]
 
 
-def _with_settings(entry: Entry, request: ChatRequest) -> ChatRequest:
-    """`request` for `entry`'s model: named by its id, with its chat-template switches
-    (a thinking switch becomes the request's default `think`)."""
-    kwargs = {**entry.settings.template_kwargs, **request.template_kwargs}
-    sampling = request.sampling
-    switch = kwargs.get("enable_thinking", kwargs.get("thinking"))
-    if sampling.think is None and isinstance(switch, bool):
-        sampling = dataclasses.replace(sampling, think=switch)
-    return dataclasses.replace(request, model=entry.id, template_kwargs=kwargs, sampling=sampling)
-
-
 def _handle_done(state: PoolState, entry: Entry, _handle: RequestHandle) -> None:
     state.done(entry, 1)
-
-
-def _unserved(
-    state: PoolState,
-    requests: Sequence[ChatRequest],
-    on_event: Callable[[int, ChatEvent], None] | None,
-) -> list[RequestHandle]:
-    """Handles of requests that fail: no model is listed (as an Engine with none)."""
-    handles = [
-        RequestHandle(
-            next(state.request_ids), r, functools.partial(on_event, i) if on_event else None
-        )
-        for i, r in enumerate(requests)
-    ]
-
-    def finish() -> None:
-        for handle in handles:
-            handle.emit(Finished(ChatResult.failed("no model is loaded", kind="unavailable")))
-
-    state.soon(finish)  # never on the caller's thread, as an engine's replies end
-    return handles
-
-
-def _requests_waiter(handles: list[RequestHandle], wait_s: float) -> Waiter:
-    """What waits for a model on behalf of queued requests: queued on its engine once it
-    has loaded, failed (or cancelled) together otherwise."""
-
-    def ready(backend: Backend) -> None:
-        assert isinstance(backend, ChatBackend)
-        try:
-            backend.engine.submit_handles(handles)
-        except (EngineBusyError, EngineClosedError) as exc:
-            fail(str(exc), "queue_full")
-
-    def fail(message: str, code: str) -> None:
-        if code == MODEL_LOAD_FAILED:
-            message = f"model {handles[0].request.model} could not be loaded: {message}"
-        for handle in handles:
-            if not handle.done():
-                handle.emit(Finished(ChatResult.failed(message, kind="unavailable", code=code)))
-
-    def cancel() -> None:
-        stats = GenerationStats(stop_reason=StopReason.CANCELLED.value)
-        for handle in handles:
-            if not handle.done():
-                handle.emit(Finished(ChatResult("", StopReason.CANCELLED, stats)))
-
-    return Waiter(
-        ready,
-        fail,
-        deadline=time.monotonic() + wait_s,
-        cancelled=lambda: all(h.cancelled for h in handles),
-        cancel=cancel,
-        count=len(handles),
-    )
-
-
-def _load_error(message: str, code: str) -> Exception:
-    if code == MODEL_LOAD_FAILED:
-        return ModelLoadError(message)
-    return ModelUnavailableError(message)
 
 
 def _all_done(futures: list[Future[Any]], value: T) -> Future[T]:

@@ -12,7 +12,7 @@ ends, a setting changes) and at least every TICK_S, it:
 4. loads waiting models in the order they were asked for: the next one loads when it
    fits under the limit, after the idle models that make room for it are unloaded; while
    it would only fit once busy models finish, it (and everything behind it) waits;
-5. re-reads the settings file when it changed.
+5. re-reads the settings file when it changed (engine.pool.settings_file).
 
 Closing a model (Engine.close) and starting a load happen here, outside the pool's lock;
 a load runs on the new model's own thread and reports back through its future.
@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import EngineClosedError
@@ -31,7 +30,7 @@ from engine.memory.budget import gb
 from engine.pool.backends import Backend, ChatBackend, LoadOrder
 from engine.pool.entry import Entry, Waiter
 from engine.pool.memory import Holder, kv_share, make_room, never_fits
-from engine.pool.settings import ModelEntrySettings, ModelSettingsError, read_settings_file
+from engine.pool.settings_file import SettingsFile
 from engine.runtime.worker import acquire_worker, exiting, release_worker
 from engine.types import LoadProgress
 
@@ -43,7 +42,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("engine.pool")
 
 TICK_S = 0.25  # idle unloads and waiting deadlines are checked this often at least
-SETTINGS_CHECK_S = 1.0
 CLOSE_WAIT_S = 60.0  # closing waits this long for loads in flight (a download may not end)
 
 
@@ -53,9 +51,7 @@ class Upkeep:
     def __init__(self, state: PoolState, wire_memory: bool) -> None:
         self.pool = state
         state.wake = self.wake
-        self._settings_file: Path | None = None
-        self._settings_stamp: tuple[int, int] | None = None
-        self._settings_checked = 0.0
+        self.settings = SettingsFile(state)
         self._wire_memory = wire_memory
         self._wired: Any = None  # engine.memory.plan.WiredLimit once applied
         self._wired_bytes: int | None = None
@@ -68,25 +64,6 @@ class Upkeep:
         self._worker = acquire_worker()
         self._noted: set[str] = set()  # models whose wait was logged
         self._grown: dict[str, int] = {}  # the KV budget each model alone was last given
-
-    def read_settings(self, path: Path, strict: bool = True) -> None:
-        """Apply the settings file at `path` now, and again whenever it changes. `strict`:
-        ModelSettingsError naming the file and key for a bad or missing one; otherwise
-        the error is published as a later bad edit's is."""
-        stamp = _stamp(path)
-        try:
-            if stamp is not None or strict:
-                self.apply_settings(read_settings_file(path), path)
-            error = None
-        except (ModelSettingsError, ValueError) as exc:
-            if strict:
-                raise
-            error = str(exc)
-            log.warning("model settings not applied: %s", exc)
-        self._settings_file, self.pool.settings_path = path, str(path)
-        self._settings_stamp, self.pool.settings_error = stamp, error
-        with self.pool.lock:
-            self.pool.publish()
 
     def start(self) -> None:
         self._worker.put(self._run)
@@ -111,7 +88,7 @@ class Upkeep:
             self._wake.wait(TICK_S)
             self._wake.clear()
             try:
-                self._check_settings()
+                self.settings.check()
                 self.step()
             except Exception:  # a bug here must not stop the pool from serving
                 log.exception("model pool upkeep failed")
@@ -393,73 +370,6 @@ class Upkeep:
         if self._wired is not None:
             self._wired.restore()
 
-    # ---- the settings file ----
-
-    def _check_settings(self) -> None:
-        path = self._settings_file
-        if path is None or time.monotonic() - self._settings_checked < SETTINGS_CHECK_S:
-            return
-        self._settings_checked = time.monotonic()
-        stamp = _stamp(path)
-        if stamp == self._settings_stamp:
-            return
-        self._settings_stamp = stamp
-        try:
-            found = read_settings_file(path) if stamp is not None else []  # removed: none
-            self.apply_settings(found, path)
-        except (ModelSettingsError, ValueError) as exc:
-            self.pool.settings_error = str(exc)
-            log.warning("model settings not applied: %s", exc)
-        else:
-            self.pool.settings_error = None
-            log.info("model settings read again from %s", path)
-        with self.pool.lock:
-            self.pool.publish()
-
-    def apply_settings(self, found: list[ModelEntrySettings], where: Path) -> None:
-        """Give each model the file lists its settings (listing the ones it adds); models
-        it no longer lists lose them (and leave the pool if the file alone listed them).
-        ModelSettingsError for a table naming no model and giving none to load."""
-        pool = self.pool
-        for item in found:  # every name checked before anything changes
-            if item.spec is None:
-                with pool.lock:
-                    known = pool.published[0].find(item.name)
-                if known is None:
-                    raise ModelSettingsError(
-                        f"{where}: models.{item.name}: no model named {item.name!r} is "
-                        'listed; say what to load with model = "FOLDER, FILE OR REPO ID"'
-                    )
-        kept: set[str] = set()
-        for item in found:
-            if item.spec is not None:
-                entry_id, made = pool.add_model(item.spec, alias=item.name, kind=item.kind)
-            else:
-                with pool.lock:
-                    known = pool.published[0].find(item.name)
-                assert known is not None
-                entry_id, made = known.id, False
-            with pool.lock:
-                entry = pool.entries[entry_id]
-                entry.from_file = item.settings
-                entry.made_by_file = entry.made_by_file or made
-                for alias in item.aliases:
-                    if alias != entry.id and alias not in entry.names:
-                        pool.check_free_name(alias, entry)
-                        entry.names.append(alias)
-                kept.add(entry_id)
-        with pool.lock:
-            for entry in list(pool.entries.values()):
-                if entry.id in kept or entry.from_file is None:
-                    continue
-                entry.from_file = None
-                if entry.made_by_file:
-                    entry.listed = False
-                    if entry.state in ("unloaded", "failed") and not entry.waiters:
-                        pool.entries.pop(entry.id, None)
-            pool.publish()
-        self.wake()
-
     def _busy_message(self, entry: Entry) -> str:
         """Why a request for `entry` gave up waiting."""
         pool = self.pool
@@ -497,11 +407,3 @@ def _weights(entry: Entry) -> int:
     if entry.info is not None:
         return entry.info.weights_bytes
     return entry.estimate.weights_bytes or 0
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return info.st_mtime_ns, info.st_size
