@@ -49,3 +49,16 @@ def spec_names(spec: str) -> tuple[str, ...]:
     if key != spec:
         names.append(key)
     return tuple(names)
+
+
+def check_exists(spec: str) -> None:
+    """ModelLoadError, as loading would say it, for a spec that names a file or folder
+    that is not there (checked before a pool lists it: nothing is unloaded for it)."""
+    from engine.errors import ModelLoadError
+
+    if spec == DEFAULT_MODEL or spec.startswith(OLLAMA_PREFIX) or is_repo_id(spec):
+        return
+    path = Path(spec).expanduser()
+    if not path.exists():
+        what = "no such file" if spec.lower().endswith(".gguf") else "no such model folder"
+        raise ModelLoadError(f"{path}: {what}")

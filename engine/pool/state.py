@@ -19,7 +19,7 @@ from engine.memory.budget import MemoryBudget
 from engine.pool.backends import BackendLoader, ChatBackend
 from engine.pool.entry import Entry, Waiter
 from engine.pool.memory import default_limit, estimate, kv_share
-from engine.pool.names import model_id, spec_key, spec_names
+from engine.pool.names import check_exists, model_id, spec_key, spec_names
 from engine.pool.settings import ModelSettings
 from engine.types import ModelInfo, ModelKind, PoolSnapshot
 
@@ -80,6 +80,7 @@ class PoolState:
         `chosen`: listed because the chat picked it (Entry.chosen), not for good."""
         if kind not in self.loaders:
             raise ValueError(f"{spec}: this server cannot load {kind} models")
+        check_exists(spec)
         key = spec_key(spec)
         known = estimate(spec, self.budget) if self.entry_by_key(key) is None else None
         with self.lock:

@@ -29,7 +29,7 @@ from engine.errors import EngineClosedError
 from engine.memory.budget import gb
 from engine.pool.backends import Backend, ChatBackend, LoadOrder
 from engine.pool.entry import Entry, Waiter
-from engine.pool.memory import Holder, kv_share, make_room, never_fits
+from engine.pool.memory import MIN_KV_BUDGET, Holder, kv_share, make_room, never_fits
 from engine.pool.settings_file import SettingsFile
 from engine.runtime.worker import acquire_worker, exiting, release_worker
 from engine.types import LoadProgress
@@ -154,8 +154,10 @@ class Upkeep:
             )
             for entry in queue:
                 weights = _weights(entry)
-                kv = pool.kv_budget_for(entry, weights)
-                need = weights + (kv or 0)
+                kv = pool.kv_budget_for(entry, weights or 0)
+                # Unknown until it loads (a repo still to download): nothing is unloaded
+                # for it beforehand; once loaded, what it holds is counted like any other.
+                need = weights + (kv or 0) if weights is not None else MIN_KV_BUDGET
                 holders = [_holder(e, needs) for e in entries if e.state in ("loaded", "loading")]
                 victims, fits, busy = make_room(holders, need, limit)
                 if not fits:
@@ -403,7 +405,7 @@ def _holder(entry: Entry, needs: dict[str, int]) -> Holder:
     )
 
 
-def _weights(entry: Entry) -> int:
+def _weights(entry: Entry) -> int | None:
     if entry.info is not None:
         return entry.info.weights_bytes
-    return entry.estimate.weights_bytes or 0
+    return entry.estimate.weights_bytes
