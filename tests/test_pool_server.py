@@ -59,6 +59,7 @@ def test_models_lists_every_model_loaded_or_not(served: HTTPServer, pool: ModelP
     assert default["context_length"] == 8192 and default["kind"] == "chat"
     assert tiny["loaded"] is False and tiny["state"] == "unloaded"
     assert tiny["context_length"] == 8192 and "tiny-model0" in tiny["aliases"]
+    assert tiny["waiting"] == 0 and tiny["queue_position"] is None
     assert httpx.get(served.url + "/v1/models/tiny-model0").json()["id"] == "tiny"
     health = httpx.get(served.url + "/health").json()
     assert health["models"] == {DEFAULT_ID: "loaded", "tiny": "unloaded"}

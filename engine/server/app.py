@@ -147,6 +147,9 @@ def model_card(model: PooledModel) -> dict[str, Any]:
         "memory_bytes": model.memory_bytes,
         "pinned": model.pinned,
         "default": model.default,
+        "in_flight": model.in_flight,
+        "waiting": model.waiting,  # requests waiting for it to load
+        "queue_position": model.queue_position,  # its place in the load queue (1: next)
     }
 
 
