@@ -377,4 +377,16 @@ STABLE_KEYS: dict[str, set[str]] = {
         "keepalive_runs",
         "keepalive_failures",
     },
+    # added with issue 45: the model pool (benchmarks/serving_pool.py; the `serving`
+    # section reports them once it calls pool_figures, the section `pool` until then)
+    "pool": {
+        "model_swap_s",
+        "model_swap_s_spread",
+        "model_swap_runs",
+        "model_load_alone_s",
+        "pool_cap_held",
+        "pool_held_max_share",
+        "pool_requests",
+        "pool_swaps",
+    },
 }

@@ -35,6 +35,7 @@ from engine.server.responses import ChunkWriter, chat_completion, new_id, text_c
 from engine.server.schemas import ChatCompletionBody, CompletionBody
 from engine.server.streaming import ChatChunkStream
 from engine.server.translate import chat_request, completion_request, needs_worker
+from engine.types import PooledModel
 
 
 class Service:
@@ -51,41 +52,42 @@ class Service:
 
     async def health(self, request: Request) -> Response:
         snapshot = self.engine.snapshot
-        info = snapshot.model
-        return JSONResponse(
-            {
-                "status": "ok" if info is not None else "loading",
-                "model": info.name if info is not None else None,
-                "active_requests": self.activity.active,
-                "prompt_cache": snapshot.cache.to_dict(),  # memory and disk use, hit rates
-            }
-        )
-
-    def _model_card(self) -> dict[str, Any]:
-        info = self.engine.snapshot.model
-        if info is None:
-            raise APIError(503, "no model is loaded yet", code="model_not_loaded")
-        return {
-            "id": info.name,
-            "object": "model",
-            "created": 0,
-            "owned_by": "corral",
-            "context_length": info.context_length,
+        served = snapshot.served_models()
+        default = snapshot.find_model(None)
+        body: dict[str, Any] = {
+            "status": "ok" if served else "loading",
+            "model": default.id if default is not None else None,
+            "active_requests": self.activity.active,
+            "prompt_cache": snapshot.cache.to_dict(),  # memory and disk use, hit rates
         }
+        if snapshot.pool is not None:
+            body["models"] = {m.id: m.state for m in served}
+            body["model_memory"] = {
+                "held_bytes": snapshot.pool.held_bytes,
+                "limit_bytes": snapshot.pool.limit_bytes,
+            }
+        return JSONResponse(body)
 
     async def models(self, request: Request) -> Response:
-        cards = [self._model_card(), *self.embeddings.cards()]
-        return JSONResponse({"object": "list", "data": cards})
+        served = self.engine.snapshot.served_models()
+        if not served:
+            raise APIError(503, "no model is loaded yet", code="model_not_loaded")
+        cards = [model_card(m) for m in served]
+        return JSONResponse({"object": "list", "data": [*cards, *self.embeddings.cards()]})
 
     async def model(self, request: Request) -> Response:
+        snapshot = self.engine.snapshot
         wanted = request.path_params["model_id"]
         for other in self.embeddings.cards():
             if other["id"] == wanted:
                 return JSONResponse(other)
-        card = self._model_card()
-        if wanted != card["id"]:
-            raise unknown_model(wanted, card["id"])
-        return JSONResponse(card)
+        found = snapshot.find_model(wanted)
+        if found is None:
+            served = [m.id for m in snapshot.served_models()]
+            if not served:
+                raise APIError(503, "no model is loaded yet", code="model_not_loaded")
+            raise unknown_model(wanted, served)
+        return JSONResponse(model_card(found))
 
     # ---- completions ----
 
@@ -105,10 +107,13 @@ class Service:
 
     async def _serve(self, request: Request, arrived: float, body: Any, *, chat: bool) -> Response:
         core = self.core
-        model = core.check_model(body.model)
+        route = core.route(body.model)
+        model = route.model
         translate = chat_request if chat else completion_request
-        prepared = await core.prepare(
-            functools.partial(translate, body, core.config, core.check), needs_worker(body)
+        prepared = route.carry(
+            await core.prepare(
+                functools.partial(translate, body, route.config, route.check), needs_worker(body)
+            )
         )
         completion_id = new_id("chatcmpl" if chat else "cmpl")
         options = body.stream_options
@@ -131,6 +136,28 @@ class Service:
             writer=ChatChunkStream(writer),
             whole=lambda results: build(completion_id, model, results, prepared.warnings, top),
         )
+
+
+def model_card(model: PooledModel) -> dict[str, Any]:
+    """A model as /v1/models lists it: OpenAI's fields, and whether it is loaded, its
+    context length, kind and memory (Corral's)."""
+    return {
+        "id": model.id,
+        "object": "model",
+        "created": 0,
+        "owned_by": "corral",
+        "kind": model.kind,
+        "loaded": model.loaded,
+        "state": model.state,
+        "context_length": model.context_length,
+        "aliases": list(model.names),
+        "memory_bytes": model.memory_bytes,
+        "pinned": model.pinned,
+        "default": model.default,
+        "in_flight": model.in_flight,
+        "waiting": model.waiting,  # requests waiting for it to load
+        "queue_position": model.queue_position,  # its place in the load queue (1: next)
+    }
 
 
 def create_app(
