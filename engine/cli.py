@@ -42,7 +42,6 @@ from engine.types import (
 
 if TYPE_CHECKING:
     from engine.api import EngineAPI
-    from engine.embeddings import EmbeddingModels
 
 log = logging.getLogger("engine.cli")
 server_log = logging.getLogger("corral.server")  # the server's own logger (engine.server)
@@ -271,10 +270,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     remember_secrets([config.api_key])
     engine = _serving_engine(args)
     engine.set_max_rows(args.max_rows)
-    vectors = _load_embedding_models(args)
     try:
         names = _load_served(engine, args)
-        server = HTTPServer(engine, config, embeddings=vectors)
+        server = HTTPServer(engine, config)
 
         def show(record: Any) -> None:
             line = record.line()
@@ -286,39 +284,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         def ready(url: str) -> None:
             server_log.info("serving %s on %s (key required: %s)", names, url, bool(config.api_key))
             print(f"Serving {names} on {url} (OpenAI and Anthropic APIs at {url}/v1); Ctrl+C stops")
-            for kind in ("embedding", "rerank"):
-                for model in vectors.of_kind(kind):
-                    endpoint = "/v1/embeddings" if kind == "embedding" else "/v1/rerank"
-                    print(f"  {model.name} ({model.info.family}) at {url}{endpoint}")
+            for model in engine.snapshot.served_models():
+                if model.kind != "chat":
+                    endpoint = "/v1/embeddings" if model.kind == "embedding" else "/v1/rerank"
+                    print(f"  {model.id} ({model.kind} model) at {url}{endpoint}")
             sys.stdout.flush()
 
         server.serve_forever(ready)
     finally:
         engine.close()
-        vectors.close()
     print("Stopped.", file=sys.stderr)
     server_log.info("server stopped")
     return 0
-
-
-def _load_embedding_models(args: argparse.Namespace) -> EmbeddingModels:
-    """The --embedding-model and --rerank-model models, loaded (EmbeddingModels)."""
-    from engine.embeddings import EmbeddingModels, Kind, load_embedding_model
-
-    models = EmbeddingModels()
-    try:
-        kinds: list[tuple[Kind, list[str] | None]] = [
-            ("embedding", args.embedding_model),
-            ("rerank", args.rerank_model),
-        ]
-        for kind, specs in kinds:
-            for spec in specs or []:
-                print(f"Loading {kind} model {spec}...", file=sys.stderr, flush=True)
-                models.add(load_embedding_model(spec, kind))
-    except BaseException:
-        models.close()
-        raise
-    return models
 
 
 def _serving_engine(args: argparse.Namespace) -> EngineAPI:
@@ -343,18 +320,25 @@ def _serving_engine(args: argparse.Namespace) -> EngineAPI:
 
 
 def _load_served(engine: EngineAPI, args: argparse.Namespace) -> str:
-    """Load the default model (the others load on their first request, pinned ones now)
-    and set speculative decoding; returns the served models' names, for the log."""
+    """Load the --embedding-model and --rerank-model models, then the default model (the
+    others load on their first request, pinned ones now; the default last, so that it is
+    the one kept where the limit holds not all of them), and set speculative decoding;
+    returns the served models' names, for the log."""
     from engine.pool import ModelPool
 
     if not isinstance(engine, ModelPool):
         return load_with_speculation(engine, args, _progress_printer(True)).name
+    for kind, specs in (("embedding", args.embedding_model), ("rerank", args.rerank_model)):
+        for spec in specs or []:
+            print(f"Loading {kind} model {spec}...", file=sys.stderr, flush=True)
+            engine.ensure_loaded(spec).result()
     default = engine.snapshot.find_model(None)
-    assert default is not None, "a pool lists at least one model"
-    log.info("loading model %s (%s)", default.id, default.spec)
-    started = time.monotonic()
-    info = engine.ensure_loaded(default.id, _progress_printer(True)).result()
-    log.info("model loaded in %.1f s: %s (%s)", time.monotonic() - started, info.name, info.path)
+    if default is not None:  # a settings file may list embedding models alone
+        log.info("loading model %s (%s)", default.id, default.spec)
+        started = time.monotonic()
+        info = engine.ensure_loaded(default.id, _progress_printer(True)).result()
+        elapsed = time.monotonic() - started
+        log.info("model loaded in %.1f s: %s (%s)", elapsed, info.name, info.path)
     engine.set_speculative(args.speculative)
     if args.draft_model:
         if not args.speculative:
@@ -536,19 +520,6 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=DEFAULT_MAX_ROWS,
         help=f"replies decoded side by side at most (default {DEFAULT_MAX_ROWS}; 1: one at a time)",
-    )
-    serve.add_argument(
-        "--embedding-model",
-        action="append",
-        metavar="SPEC",
-        help="also serve this embedding model at /v1/embeddings (a folder or a Hugging Face "
-        "repo id; repeatable; requests pick one by `model`, the first by default)",
-    )
-    serve.add_argument(
-        "--rerank-model",
-        action="append",
-        metavar="SPEC",
-        help="also serve this cross-encoder reranker at /v1/rerank (repeatable)",
     )
     serve.add_argument(
         "--keep-alive-s",

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from engine.errors import EngineBusyError, EngineClosedError
 from engine.memory.store import NoPromptCache, PromptCacheStore
 from engine.runtime.handle import EventFn, RequestHandle
-from engine.runtime.worker import acquire_worker, release_worker
 from engine.types import (
     DEFAULT_MAX_ROWS,
     ChatEvent,
@@ -41,6 +40,7 @@ from engine.types import (
     ModelInfo,
     ValidationReport,
 )
+from engine.workers import acquire_worker, release_worker
 
 if TYPE_CHECKING:
     import llguidance

@@ -38,7 +38,7 @@ def test_a_settings_file_gives_each_model_its_settings(tmp_path: Path) -> None:
     assert (coder.name, coder.spec, coder.kind, coder.aliases) == (
         "coder",
         "org/coder-8b",
-        "chat",
+        None,  # unset: the kind it is listed as, or its files say
         ("code",),
     )
     s = coder.settings

@@ -153,12 +153,13 @@ class EngineBridge(QObject):
     def engine(self) -> EngineAPI:
         if self._engine is None:
             from engine.memory.settings import DEFAULT_DISK_BUDGET, prompt_cache_dir
-            from engine.pool import ModelPool
+            from engine.pool import EMBEDDING_LOADERS, ModelPool
             from engine.pool.settings import default_settings_path
 
             def local() -> ModelPool:  # prompts kept on disk across restarts
                 pool = ModelPool(
                     memory_limit_bytes=self._model_memory,
+                    loaders=EMBEDDING_LOADERS,  # kind = "embedding" / "rerank" in models.toml
                     engine_options={
                         "kv_bits": self._kv_bits,
                         "disk_cache_dir": prompt_cache_dir(),

@@ -60,6 +60,10 @@ SETTINGS_TEMPLATE = """\
 # kv_cache_gb = 2
 # chat_template_kwargs = { enable_thinking = false }
 # sampling = { temperature = 0.6, top_p = 0.95, max_tokens = 4096 }
+#
+# [models.embed]                          # served at /v1/embeddings
+# model = "mlx-community/all-MiniLM-L6-v2-4bit"
+# kind = "embedding"                      # or "rerank": a cross-encoder at /v1/rerank
 """
 
 

@@ -8,11 +8,13 @@ they name), `requests` (requests waiting for a load, leases, a model's settings 
 pool's thread: what loads and unloads, and when), `settings_file` (the watched file),
 `memory` (the limit, estimates, KV shares, which models make room), `entry` (one model's
 state), `backends` (what a model of each kind loads as: a chat model is an Engine of its
-own), `names` (ids and the names a request may use), `settings` (each model's settings and
-the TOML file that gives them), `cli` (serve's flags into a pool).
+own), `embedding` (embedding and rerank models as backends: EMBEDDING_LOADERS), `names`
+(ids and the names a request may use), `settings` (each model's settings and the TOML file
+that gives them), `cli` (serve's flags into a pool).
 """
 
 from engine.pool.backends import Backend, BackendLoader, ChatBackend, LoadOrder
+from engine.pool.embedding import EMBEDDING_LOADERS, EmbeddingBackend
 from engine.pool.pool import DEFAULT_LOAD_WAIT_S, ModelPool
 from engine.pool.requests import MODEL_BUSY, Lease
 from engine.pool.settings import ModelSettings, ModelSettingsError
@@ -22,6 +24,8 @@ __all__ = [
     "BackendLoader",
     "ChatBackend",
     "DEFAULT_LOAD_WAIT_S",
+    "EMBEDDING_LOADERS",
+    "EmbeddingBackend",
     "Lease",
     "LoadOrder",
     "MODEL_BUSY",

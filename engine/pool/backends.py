@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.pool.settings import ModelSettings
-from engine.runtime.worker import acquire_worker, release_worker
 from engine.types import LoadProgress, ModelInfo, ModelKind
+from engine.workers import acquire_worker, release_worker
 
 if TYPE_CHECKING:
     from engine.engine import Engine

@@ -1,6 +1,7 @@
-"""`python -m engine serve`'s model pool: `--model` (repeatable), `--alias NAME=SPEC`,
-`--pin NAME`, `--idle-unload MINUTES`, `--max-model-memory GB`, `--models-config FILE` and
-`--load-wait S`, turned into a ModelPool."""
+"""`python -m engine serve`'s model pool: `--model` (repeatable), `--embedding-model` and
+`--rerank-model` (repeatable), `--alias NAME=SPEC`, `--pin NAME`, `--idle-unload MINUTES`,
+`--max-model-memory GB`, `--models-config FILE` and `--load-wait S`, turned into a
+ModelPool that serves chat, embedding and rerank models."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from typing import Any
 
 from engine.errors import CorralError, ModelNotFoundError
 from engine.memory.budget import GiB
+from engine.pool.embedding import EMBEDDING_LOADERS
 from engine.pool.pool import DEFAULT_LOAD_WAIT_S, ModelPool
 from engine.pool.settings import default_settings_path
+from engine.types import ModelKind
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,6 +26,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a model to serve: 'default', an MLX folder, a .gguf file or a Hugging Face "
         "repo id; repeatable (the first answers requests that name no model); each loads "
         "on its first request (the first at start)",
+    )
+    parser.add_argument(
+        "--embedding-model",
+        action="append",
+        metavar="SPEC",
+        help="also serve this embedding model at /v1/embeddings (a folder or a Hugging Face "
+        "repo id; repeatable; requests pick one by `model`, the first by default); it "
+        "loads at start and counts against --max-model-memory like any model of the pool",
+    )
+    parser.add_argument(
+        "--rerank-model",
+        action="append",
+        metavar="SPEC",
+        help="also serve this cross-encoder reranker at /v1/rerank (repeatable; as "
+        "--embedding-model)",
     )
     parser.add_argument(
         "--alias",
@@ -76,6 +94,8 @@ def pool_flags(args: argparse.Namespace) -> list[str]:
     one model can be served: --distributed)."""
     used = ["--model"] * (len(args.model or []) > 1)
     for flag, value in (
+        ("--embedding-model", args.embedding_model),
+        ("--rerank-model", args.rerank_model),
         ("--alias", args.alias),
         ("--pin", args.pin),
         ("--idle-unload", args.idle_unload),
@@ -96,11 +116,22 @@ def make_pool(args: argparse.Namespace, engine_options: dict[str, Any]) -> Model
         idle_unload_s=args.idle_unload * 60 if args.idle_unload else None,
         load_wait_s=args.load_wait,
         engine_options=engine_options,
+        loaders=EMBEDDING_LOADERS,
     )
     try:
         specs = args.model or ([] if args.models_config or args.alias else ["default"])
         for spec in specs:
             pool.add_model(spec)
+        flagged: list[tuple[ModelKind, str, list[str] | None]] = [
+            ("embedding", "--embedding-model", args.embedding_model),
+            ("rerank", "--rerank-model", args.rerank_model),
+        ]
+        for kind, flag, given in flagged:
+            for spec in given or []:
+                try:
+                    pool.add_model(spec, kind=kind)
+                except ValueError as exc:
+                    raise CorralError(f"{flag} {spec}: {exc}") from None
         for item in args.alias:
             name, sep, spec = item.partition("=")
             if not sep or not name.strip() or not spec.strip():

@@ -103,6 +103,7 @@ class Entry:
             weights_bytes=info.weights_bytes if info is not None else self.estimate.weights_bytes,
             kv_budget_bytes=plan.kv_budget_bytes if plan is not None else None,
             context_length=context,
+            dimensions=info.dimensions if info is not None else None,
             pinned=self.pinned,
             idle_unload_s=self.idle_unload_s(idle_default),
             in_flight=self.in_flight,

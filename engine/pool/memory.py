@@ -1,10 +1,12 @@
 """How much memory a pool's models may hold together, what one model will take before it
 loads, the KV budget each gets, and which models make room for another.
 
-A model holds its weights plus its KV budget (the prompt cache and the replies decoding
-are kept within it). The pool's limit defaults to what this machine's budget leaves
-(engine.memory.budget: Metal's recommended working set, or the machine's memory, less
-the headroom kept for activations, the OS and other programs).
+A chat model holds its weights plus its KV budget (the prompt cache and the replies
+decoding are kept within it); an embedding or rerank model its weights plus the working
+budget of its forward passes (engine.embeddings.sizing). The pool's limit defaults to
+what this machine's budget leaves (engine.memory.budget: Metal's recommended working
+set, or the machine's memory, less the headroom kept for activations, the OS and other
+programs).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.memory.budget import MemoryBudget
+from engine.types import ModelKind
 
 MiB = 1 << 20
 # A model of the pool gets at least this much prompt cache, however tight its share.
@@ -36,17 +39,23 @@ def default_limit(budget: MemoryBudget) -> int:
 
 @dataclass(frozen=True)
 class Estimate:
-    """What a model will take before it has loaded, from its files (None: unknown)."""
+    """What a model will take before it has loaded, from its files (None: unknown), or
+    what it took when it last loaded. `working_bytes`: what it holds beside its weights
+    that is no KV budget (an embedding model's working budget)."""
 
     weights_bytes: int | None = None
     context_length: int | None = None
+    working_bytes: int = 0
 
 
-def estimate(spec: str, budget: MemoryBudget) -> Estimate:
+def estimate(spec: str, budget: MemoryBudget, kind: ModelKind = "chat") -> Estimate:
     """Its weights as they will sit in memory, and its context, read from its files
     without loading it (a GGUF's header, a folder's config and safetensors headers);
     unknown for a repo not downloaded yet."""
     from engine.errors import ModelLoadError
+
+    if kind != "chat":
+        return _embedding_estimate(spec)
     from engine.library.discovery import describe_gguf, describe_mlx_folder
     from engine.library.gguf_file import is_gguf_file
     from engine.library.load import DEFAULT_MODEL, default_gguf_path
@@ -69,6 +78,20 @@ def estimate(spec: str, budget: MemoryBudget) -> Estimate:
         return Estimate()
     runtime = budget.runtime_bytes(weights, found.parameters, quantized) if weights else None
     return Estimate(runtime, found.context_length)
+
+
+def _embedding_estimate(spec: str) -> Estimate:
+    """An embedding or rerank model's weights, working budget and tokens per input, read
+    from its folder (unknown for a repo not downloaded yet)."""
+    from engine.embeddings.sizing import estimate as embedding_estimate
+    from engine.library.load import local_folder
+
+    folder = local_folder(spec)
+    found = embedding_estimate(folder) if folder is not None else None
+    if found is None:
+        return Estimate()
+    weights, working, tokens = found
+    return Estimate(weights, tokens, working)
 
 
 def _quantized(folder: Path) -> bool:

@@ -1,13 +1,15 @@
 """What a model in a pool is called before it loads: its id (what /v1/models lists and
-responses carry), the other names a request may use for it, and the key that tells two
-specs of one model apart from two models. Nothing here reads weights."""
+responses carry), the other names a request may use for it, the key that tells two specs
+of one model apart from two models, and the kind its files say it is. Nothing here reads
+weights."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from engine.library.discovery import OLLAMA_PREFIX
-from engine.library.load import DEFAULT_MODEL, DEFAULT_MODEL_NAME
+from engine.library.load import DEFAULT_MODEL, DEFAULT_MODEL_NAME, local_folder
+from engine.types import ModelKind
 
 
 def model_id(spec: str) -> str:
@@ -62,3 +64,16 @@ def check_exists(spec: str) -> None:
     if not path.exists():
         what = "no such file" if spec.lower().endswith(".gguf") else "no such model folder"
         raise ModelLoadError(f"{path}: {what}")
+
+
+def spec_kind(spec: str) -> ModelKind:
+    """The kind of model `spec` is, as its folder's files say (engine.embeddings.families:
+    an embedding model or a cross-encoder reranker Corral can serve); "chat" for anything
+    else, and for a repo not downloaded yet (its kind is given then: --embedding-model,
+    --rerank-model, or `kind` in the settings file)."""
+    from engine.embeddings.families import folder_kind
+
+    if spec == DEFAULT_MODEL or spec.startswith(OLLAMA_PREFIX) or spec.lower().endswith(".gguf"):
+        return "chat"
+    folder = local_folder(spec)
+    return (folder_kind(folder) if folder is not None else None) or "chat"

@@ -152,14 +152,17 @@ class ModelPool:
         spec: str,
         *,
         alias: str | None = None,
-        kind: ModelKind = "chat",
+        kind: ModelKind | None = None,
         settings: ModelSettings | None = None,
     ) -> str:
-        """List `spec` ("default", a folder, a .gguf file, a repo id) without loading it;
-        returns its id (`alias` if given, else the model's name). A spec of a model
-        already listed adds `alias` (and `settings`) to it. The first model listed is the
-        default. ValueError for an alias that is another model's name, or a kind that
-        differs from the listed model's."""
+        """List `spec` ("default", a folder, a .gguf file, a repo id) without loading it,
+        as a model of `kind` (None: the kind it is listed as already, else the kind its
+        folder's files say, engine.pool.names.spec_kind: chat unless they say embedding or
+        rerank; those kinds need their loaders, engine.pool.embedding); returns its id
+        (`alias` if given, else the model's name). A spec of a model already listed adds
+        `alias` (and `settings`) to it. The first chat model listed is the default.
+        ValueError for an alias that is another model's name, a kind that differs from the
+        listed model's, or a kind this pool has no loader for."""
         return self._state.add_model(spec, alias=alias, kind=kind, settings=settings)[0]
 
     def read_settings(self, path: Path, strict: bool = True) -> None:
@@ -178,7 +181,7 @@ class ModelPool:
         models stay loaded while they fit under the limit). If it fails to load, the
         default is the model it was before, and a model this call listed is unlisted."""
         state = self._state
-        entry_id, made = state.add_model(spec, chosen=True)
+        entry_id, made = state.add_model(spec, kind="chat", chosen=True)
         with state.lock:
             previous, state.default = state.default, entry_id
             before = state.entries.get(previous or "")
@@ -201,7 +204,9 @@ class ModelPool:
                 if made and idle and entry is not None and entry.state == "failed":
                     del state.entries[entry_id]
                     if state.default == entry_id:
-                        state.default = next(iter(state.entries), None)
+                        state.default = next(
+                            (e.id for e in state.entries.values() if e.kind == "chat"), None
+                        )
                 state.publish()
 
         future.add_done_callback(failed)

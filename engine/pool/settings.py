@@ -91,11 +91,12 @@ class ModelSettings:
 @dataclass(frozen=True)
 class ModelEntrySettings:
     """One `[models.NAME]` table: the name, what to load (None: a model listed otherwise),
-    its kind and other names, and its settings."""
+    its kind (None: the kind it is listed as already, else the kind its files say) and
+    other names, and its settings."""
 
     name: str
     spec: str | None
-    kind: ModelKind
+    kind: ModelKind | None
     aliases: tuple[str, ...]
     settings: ModelSettings
 
@@ -153,8 +154,8 @@ def parse_entry(name: str, value: Any, where: str) -> ModelEntrySettings:
         raise ModelSettingsError(
             f"{where}.model: a model folder, .gguf file, repo id or 'default', got {spec!r}"
         )
-    kind = value.get("kind", "chat")
-    if kind not in MODEL_KINDS:
+    kind = value.get("kind")
+    if kind is not None and kind not in MODEL_KINDS:
         raise ModelSettingsError(f"{where}.kind: one of {', '.join(MODEL_KINDS)}, got {kind!r}")
     aliases = value.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):

@@ -19,7 +19,7 @@ from engine.memory.budget import MemoryBudget
 from engine.pool.backends import BackendLoader, ChatBackend
 from engine.pool.entry import Entry, Waiter
 from engine.pool.memory import default_limit, estimate, kv_share
-from engine.pool.names import check_exists, model_id, spec_key, spec_names
+from engine.pool.names import check_exists, model_id, spec_key, spec_kind, spec_names
 from engine.pool.settings import ModelSettings
 from engine.types import ModelInfo, ModelKind, PoolSnapshot
 
@@ -72,17 +72,20 @@ class PoolState:
         spec: str,
         *,
         alias: str | None = None,
-        kind: ModelKind = "chat",
+        kind: ModelKind | None = None,
         settings: ModelSettings | None = None,
         chosen: bool = False,
     ) -> tuple[str, bool]:
         """List `spec` (see ModelPool.add_model); returns (its id, whether it is new).
         `chosen`: listed because the chat picked it (Entry.chosen), not for good."""
+        key = spec_key(spec)
+        listed = self.entry_by_key(key)
+        if kind is None:  # as listed already, else as its files say
+            kind = listed.kind if listed is not None else spec_kind(spec)
         if kind not in self.loaders:
             raise ValueError(f"{spec}: this server cannot load {kind} models")
         check_exists(spec)
-        key = spec_key(spec)
-        known = estimate(spec, self.budget) if self.entry_by_key(key) is None else None
+        known = estimate(spec, self.budget, kind) if listed is None else None
         with self.lock:
             entry = self.entry_by_key(key)
             made = entry is None
@@ -100,7 +103,7 @@ class PoolState:
                 if known is not None:
                     entry.estimate = known
                 self.entries[entry_id] = entry
-                if self.default is None:
+                if self.default is None and kind == "chat":  # requests naming none chat
                     self.default = entry_id
             elif entry.kind != kind:
                 raise ValueError(f"{spec}: listed already as a {entry.kind} model, not {kind}")

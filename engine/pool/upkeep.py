@@ -29,10 +29,10 @@ from engine.errors import EngineClosedError
 from engine.memory.budget import gb
 from engine.pool.backends import Backend, ChatBackend, LoadOrder
 from engine.pool.entry import Entry, Waiter
-from engine.pool.memory import MIN_KV_BUDGET, Holder, kv_share, make_room, never_fits
+from engine.pool.memory import MIN_KV_BUDGET, Estimate, Holder, kv_share, make_room, never_fits
 from engine.pool.settings_file import SettingsFile
-from engine.runtime.worker import acquire_worker, exiting, release_worker
 from engine.types import LoadProgress
+from engine.workers import acquire_worker, exiting, release_worker
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -58,7 +58,7 @@ class Upkeep:
         self._wake = threading.Event()
         self._stopping = False
         self._stopped = threading.Event()
-        # A worker thread of the engine's (engine.runtime.worker), not one of its own: the
+        # A worker thread of the engine's (engine.workers), not one of its own: the
         # garbage it collects may free MLX state, and a thread that holds MLX's
         # thread-local state must never exit (the process would abort at shutdown).
         self._worker = acquire_worker()
@@ -157,7 +157,8 @@ class Upkeep:
                 kv = pool.kv_budget_for(entry, weights or 0)
                 # Unknown until it loads (a repo still to download): nothing is unloaded
                 # for it beforehand; once loaded, what it holds is counted like any other.
-                need = weights + (kv or 0) if weights is not None else MIN_KV_BUDGET
+                working = entry.estimate.working_bytes
+                need = weights + (kv or 0) + working if weights is not None else MIN_KV_BUDGET
                 holders = [_holder(e, needs) for e in entries if e.state in ("loaded", "loading")]
                 victims, fits, busy = make_room(holders, need, limit)
                 if not fits:
@@ -268,6 +269,10 @@ class Upkeep:
             else:
                 entry.state, entry.backend, entry.info = "loaded", backend, backend.info
                 entry.memory_bytes = backend.memory_bytes
+                if entry.kind != "chat":  # what it holds beside its weights, for next time
+                    info = backend.info
+                    working = max(0, entry.memory_bytes - info.weights_bytes)
+                    entry.estimate = Estimate(info.weights_bytes, info.context_length, working)
                 entry.last_used = time.time()
             pool.publish()
         if backend is None:

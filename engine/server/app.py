@@ -21,7 +21,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine.api import EngineAPI
-from engine.embeddings import EmbeddingSource
 from engine.server.activity import ServerActivity
 from engine.server.anthropic import MessagesAPI
 from engine.server.batches import BatchAPI
@@ -42,11 +41,10 @@ class Service:
     """The OpenAI completion endpoints and the model list. One per app; shares `engine`
     with whoever else uses it."""
 
-    def __init__(self, core: Core, embeddings: EmbeddingsAPI) -> None:
+    def __init__(self, core: Core) -> None:
         self.core = core
         self.engine = core.engine
         self.activity = core.activity
-        self.embeddings = embeddings
 
     # ---- simple endpoints ----
 
@@ -72,15 +70,11 @@ class Service:
         served = self.engine.snapshot.served_models()
         if not served:
             raise APIError(503, "no model is loaded yet", code="model_not_loaded")
-        cards = [model_card(m) for m in served]
-        return JSONResponse({"object": "list", "data": [*cards, *self.embeddings.cards()]})
+        return JSONResponse({"object": "list", "data": [model_card(m) for m in served]})
 
     async def model(self, request: Request) -> Response:
         snapshot = self.engine.snapshot
         wanted = request.path_params["model_id"]
-        for other in self.embeddings.cards():
-            if other["id"] == wanted:
-                return JSONResponse(other)
         found = snapshot.find_model(wanted)
         if found is None:
             served = [m.id for m in snapshot.served_models()]
@@ -140,8 +134,9 @@ class Service:
 
 def model_card(model: PooledModel) -> dict[str, Any]:
     """A model as /v1/models lists it: OpenAI's fields, and whether it is loaded, its
-    context length, kind and memory (Corral's)."""
-    return {
+    context length (tokens per input for embedding and rerank models), kind and memory,
+    and an embedding model's dimensions once it has loaded (Corral's)."""
+    card: dict[str, Any] = {
         "id": model.id,
         "object": "model",
         "created": 0,
@@ -158,19 +153,17 @@ def model_card(model: PooledModel) -> dict[str, Any]:
         "waiting": model.waiting,  # requests waiting for it to load
         "queue_position": model.queue_position,  # its place in the load queue (1: next)
     }
+    if model.kind == "embedding":
+        card["dimensions"] = model.dimensions
+    return card
 
 
-def create_app(
-    engine: EngineAPI,
-    config: ServerConfig,
-    activity: ServerActivity,
-    embeddings: EmbeddingSource | None = None,
-) -> Starlette:
-    """The ASGI app serving `engine` (and `embeddings`' models) with `config`; requests are
-    counted in `activity`."""
+def create_app(engine: EngineAPI, config: ServerConfig, activity: ServerActivity) -> Starlette:
+    """The ASGI app serving `engine` (a model pool's embedding and rerank models too) with
+    `config`; requests are counted in `activity`."""
     core = Core(engine, config, activity)
-    vectors = EmbeddingsAPI(core, embeddings)
-    service = Service(core, vectors)
+    vectors = EmbeddingsAPI(core)
+    service = Service(core)
     messages = MessagesAPI(core)
     responses = ResponsesAPI(core)
     batches = BatchAPI(core)

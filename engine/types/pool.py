@@ -29,10 +29,13 @@ class PooledModel:
     state: ModelState = "unloaded"
     # Other names a request may use for it: aliases, its folder, its repo id.
     names: tuple[str, ...] = ()
-    memory_bytes: int = 0  # what it holds (weights + KV budget) while loading or loaded
+    # What it holds while loading or loaded: weights + KV budget (a chat model) or working
+    # budget (an embedding or rerank model: its forward passes' activations).
+    memory_bytes: int = 0
     weights_bytes: int | None = None  # known once it has loaded (or estimated before)
     kv_budget_bytes: int | None = None
-    context_length: int | None = None
+    context_length: int | None = None  # tokens per input for embedding and rerank models
+    dimensions: int | None = None  # an embedding model's vectors, once it has loaded
     pinned: bool = False
     idle_unload_s: float | None = None  # unloaded after this long without a request
     in_flight: int = 0  # requests admitted and not finished (it is never unloaded then)

@@ -26,6 +26,7 @@ class ModelInfo:
     # where the model writes its thinking (engine.prompt.reasoning); None: it does not
     reasoning: ReasoningFormat | None = None
     vision: bool = False  # reads images (a vision-language model, loaded with mlx-vlm)
+    dimensions: int | None = None  # an embedding model's vectors (engine.embeddings)
 
 
 @dataclass(frozen=True)
