@@ -1,24 +1,25 @@
 """The model pool's figures, for the `serving` section (benchmarks/serving.py calls
-`pool_figures`) and, until that section has them, the section `pool`.
+`pool_figures`).
 
-Three models behind one server (the bench's model and two tiny random models with its
-tokenizer, benchmarks/tiny_model.py), each with a small fixed KV budget, under a memory
-limit that holds the bench's model and one tiny model but never all three:
+Three models behind one server, of two kinds: the bench's model and a tiny random chat
+model with its tokenizer (benchmarks/tiny_model.py), each with a small fixed KV budget, and
+a tiny random embedding model (BERT, benchmarks/tiny_embedding_models.py), under a memory
+limit that holds the bench's model and one of the small ones but never all three:
 
 - `model_swap_s`: the median time from sending a request for the bench's model, while
-  the two tiny models fill the limit, to its first token: unloading the tiny model used
-  least recently, loading the bench's model, and prefilling (the official
+  the two small models fill the limit, to its first token: unloading the small model
+  used least recently, loading the bench's model, and prefilling (the official
   `openai` client, streaming). `model_swap_runs` swaps were timed; `model_swap_s_spread`
   is their spread; `model_load_alone_s` is the bench's model loading with room to spare.
 - `pool_cap_held`: 1.0 if the memory the pool held never went over its limit while it
-  served requests to the three models in turn (every snapshot it published, read every
-  few milliseconds), else 0.0; `pool_held_max_share` is the most it held over the limit,
+  served requests to the three models in turn (chat completions for the chat models,
+  `/v1/embeddings` for the embedding model; every snapshot it published, read every few
+  milliseconds), else 0.0; `pool_held_max_share` is the most it held over the limit,
   `pool_requests` the requests served and `pool_swaps` the unloads they caused.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import threading
@@ -27,17 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.rounds import spread
-from engine.engine import Engine
-from engine.pool import ModelPool, ModelSettings
+from engine.pool import EMBEDDING_LOADERS, ModelPool, ModelSettings
 from engine.types import PoolSnapshot
 
 KV_BYTES = 64 << 20  # each model's prompt-cache budget: the limit decides, not the machine
 HI = [{"role": "user", "content": "Say hello."}]
-
-
-def run_pool_bench(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    """The section `pool`: the figures of `pool_figures` for the bench's model."""
-    return pool_figures(getattr(args, "model", "default"), rounds=max(2, args.repeats))
 
 
 def pool_figures(model: str = "default", *, rounds: int = 3, tokens: int = 4) -> dict[str, Any]:
@@ -47,19 +42,28 @@ def pool_figures(model: str = "default", *, rounds: int = 3, tokens: int = 4) ->
 
     with tempfile.TemporaryDirectory(prefix="corral-pool-bench-") as tmp:
         target = resolve_model(model)
-        tokenizer_dir = Path(str(target)) if Path(str(target)).is_dir() else ensure_default_model()
-        tiny = [_tiny(Path(tmp) / f"tiny-{i}", tokenizer_dir, seed=i) for i in (1, 2)]
-        pool = ModelPool(engine_options={"speculative": False}, wire_memory=False)
+        default_dir = ensure_default_model()
+        tokenizer_dir = Path(str(target)) if Path(str(target)).is_dir() else default_dir
+        tiny = _tiny(Path(tmp) / "tiny", tokenizer_dir, seed=1)
+        vectors = _embedding(Path(tmp) / "bert", default_dir)
+        pool = ModelPool(
+            engine_options={"speculative": False}, wire_memory=False, loaders=EMBEDDING_LOADERS
+        )
         settings = ModelSettings(kv_budget_bytes=KV_BYTES)
         big = pool.add_model(model, settings=settings)
-        small = [pool.add_model(str(t), settings=settings) for t in tiny]
+        small = [
+            pool.add_model(str(tiny), settings=settings),
+            pool.add_model(str(vectors), kind="embedding"),
+        ]
         server = HTTPServer(pool, ServerConfig(port=0))
         try:
             started = time.perf_counter()
             pool.ensure_loaded(big).result()
             load_alone = time.perf_counter() - started
-            sizes = _sizes(pool)  # the tiny ones as their files say: no need to load them
-            # the bench's model and one tiny one fit, never all three
+            for name in small:  # what each holds, measured (all fit: no limit yet)
+                pool.ensure_loaded(name).result()
+            sizes = _sizes(pool)
+            # the bench's model and one small one fit, never all three
             limit = sizes[big] + max(sizes[n] for n in small) + min(sizes[n] for n in small) // 2
             pool.set_memory_limit(limit)
             _wait(lambda: _held(pool) <= limit)
@@ -83,6 +87,24 @@ def _tiny(folder: Path, tokenizer_dir: Path, seed: int) -> Path:
     from benchmarks.tiny_model import build_tiny_model
 
     return build_tiny_model(folder, tokenizer_dir, seed=seed)
+
+
+def _embedding(folder: Path, tokenizer_dir: Path) -> Path:
+    from benchmarks.tiny_embedding_models import build_embedding_model
+
+    return build_embedding_model("bert", folder, tokenizer_dir)
+
+
+def _ask(pool: ModelPool, client: Any, name: str, tokens: int) -> str:
+    """One request to `name` by its kind (a chat completion, or embeddings); the name of
+    the model that answered."""
+    found = pool.snapshot.find_model(name)
+    if found is not None and found.kind == "embedding":
+        return str(client.embeddings.create(model=name, input=["Say hello."]).model)
+    reply = client.chat.completions.create(
+        model=name, messages=HI, max_tokens=tokens, temperature=0
+    )
+    return str(reply.model)
 
 
 def _client(url: str) -> Any:
@@ -132,11 +154,9 @@ def _cap_held(
     try:
         for _ in range(rounds):
             for name in names:
-                reply = client.chat.completions.create(
-                    model=name, messages=HI, max_tokens=tokens, temperature=0
-                )
-                if reply.model != name:
-                    raise RuntimeError(f"{reply.model} answered a request for {name}")
+                answered = _ask(pool, client, name, tokens)
+                if answered != name:
+                    raise RuntimeError(f"{answered} answered a request for {name}")
                 served += 1
     finally:
         stop.set()
@@ -158,10 +178,10 @@ def _cap_held(
 
 
 def _sizes(pool: ModelPool) -> dict[str, int]:
-    """What each model holds loaded: as measured, or its weights' estimate plus its KV."""
+    """What each model holds, loaded."""
     snap = pool.snapshot.pool
     assert snap is not None
-    return {m.id: m.memory_bytes or (m.weights_bytes or 0) + KV_BYTES for m in snap.models}
+    return {m.id: m.memory_bytes for m in snap.models}
 
 
 def _held(pool: ModelPool) -> int:

@@ -359,8 +359,8 @@ STABLE_KEYS: dict[str, set[str]] = {
         "families_render_rate",
         "families_render_misses",
     },
-    # added with issue 45: embeddings, rerank and keep-alives through the server
-    # (the pool's `model_swap_s` and `pool_cap_held` come from benchmarks/serving_pool.py)
+    # added with issue 45: embeddings, rerank and keep-alives through the server, and the
+    # model pool (`model_swap_s`, `pool_cap_held`: benchmarks/serving_pool.py)
     "serving": {
         "embeddings_identical",
         "embeddings_families",
@@ -376,10 +376,6 @@ STABLE_KEYS: dict[str, set[str]] = {
         "keepalive_ok",
         "keepalive_runs",
         "keepalive_failures",
-    },
-    # added with issue 45: the model pool (benchmarks/serving_pool.py; the `serving`
-    # section reports them once it calls pool_figures, the section `pool` until then)
-    "pool": {
         "model_swap_s",
         "model_swap_s_spread",
         "model_swap_runs",

@@ -1,6 +1,7 @@
 """The `serving` bench section: embeddings and rerank through the server equal the
-library's own, the speed ratio is measured, and keep-alives hold clients through a slow
-prefill."""
+library's own, the speed ratio is measured, keep-alives hold clients through a slow
+prefill, and the model pool's swap and limit figures are there (their own test:
+tests/test_benchmarks_pool.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ def test_serving_section_reports_every_figure(tiny_model_dir, tmp_path) -> None:
     engine = Engine(learn_pass_cost=False, speculative=False)  # as the bench's own
     engine.load_model(str(tiny_model_dir)).result()
     try:
-        figures = serving_figures(engine, rounds=1, inputs=4, families=("xlm_roberta",))
+        figures = serving_figures(
+            engine, rounds=1, inputs=4, families=("xlm_roberta",), model=str(tiny_model_dir)
+        )
     finally:
         engine.close()
     assert STABLE_KEYS["serving"] <= set(figures), sorted(STABLE_KEYS["serving"] - set(figures))
@@ -28,6 +31,7 @@ def test_serving_section_reports_every_figure(tiny_model_dir, tmp_path) -> None:
     assert figures["embeddings_inputs"] == 4 and figures["embeddings_tokens"] > 4
     assert figures["keepalive_ok"] == 1.0, figures["keepalive_failures"]
     assert figures["keepalive_runs"] == 6
+    assert figures["pool_cap_held"] == 1.0 and figures["pool_requests"] == 3
 
 
 def test_the_index_is_cut_into_chunks_of_the_repositorys_source() -> None:
