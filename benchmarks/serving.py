@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.embedding_reference import library_scores, library_vectors, load_library
-from benchmarks.rounds import alternate, paired_figures
+from benchmarks.rounds import alternate, is_quick, paired_figures
 from benchmarks.serving_pool import pool_figures
 from benchmarks.slow_prefill import slowed
 from benchmarks.tiny_embedding_models import (
@@ -252,5 +252,7 @@ def serving_figures(
 
 
 def run_serving_bench(engine: Any, args: argparse.Namespace) -> dict[str, Any]:
+    # a smoke run (`--quick`) times one round
+    rounds = 1 if is_quick(args) else max(3, args.repeats)
     model = getattr(args, "model", "default")
-    return serving_figures(engine, rounds=max(3, args.repeats), inputs=32, model=model)
+    return serving_figures(engine, rounds=rounds, inputs=32, model=model)

@@ -18,5 +18,6 @@ def test_extract_section_reports_every_figure(tiny_engine):
     assert abs(valid + filled - 1.0) < 1e-3, figures
     assert figures["extract_docs_per_min"] > 0 and figures["extract_resume_overhead_s"] >= 0
     assert 0.05 < figures["extract_batch_speedup"] < 20
+    assert 0.05 < figures["extract_batch_speedup_8"] < 20
     assert 0.05 < figures["batch_api_tps_ratio"] < 20
     assert figures["batch_api_tps_ratio_spread"] >= 0  # alternating rounds, side by side

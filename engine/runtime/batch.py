@@ -45,6 +45,7 @@ from mlx_lm.models import cache as mlx_cache
 
 from engine.constraints.masking import PackedMasks, allows, apply_masks, metal_available
 from engine.constraints.row import RowConstraint
+from engine.memory.shared_prefix import SharedPrefixKVCache, plain_layer
 from engine.memory.store import KVState
 from engine.runtime.logprobs import BatchLogprobs, RowLogprobs
 from engine.runtime.sampling import LogitsProcessor, RowSampler
@@ -57,6 +58,10 @@ _PADDABLE = tuple(
     for name in ("BatchKVCache", "BatchRotatingKVCache")
     if hasattr(mlx_cache, name)
 )
+
+
+# A lone row's caches that drop rejected draft positions exactly.
+_TRIMMABLE_ALONE = (mlx_cache.KVCache, mlx_cache.QuantizedKVCache, SharedPrefixKVCache)
 
 
 class RowOwner(Protocol):
@@ -316,22 +321,22 @@ class DecodeBatch:
         return out[mx.arange(len(rows)), mx.array(counts) - 1]
 
     def _width(self) -> int:
-        """How many tokens the widest row feeds this step. Every row feeds at least one;
-        a row's known tokens (forced by its grammar, or its prompt's tail) all at once
-        where a wider pass costs little (a GPU), but where it costs about its width (a
-        CPU) one row's forced tokens would slow every other row's step: the width taken
-        is the one that advances the rows most per unit of time, as `cost` has learnt it
-        (unknown widths are taken as cheap). A draft is always fed whole (its logits
-        verify it)."""
+        """Tokens the widest row feeds this step. Rows with known tokens to feed (forced by
+        their grammar, a draft, a prompt's tail) feed several at once, and every other row
+        is padded to the widest: on a GPU a wider pass costs about what one token's does,
+        on a CPU about its width times (padding included). Of the widths that feed no
+        draft in part (its logits verify it), the one feeding the most tokens per unit of
+        a pass's cost, as `PassCost` has timed it, is taken; the rest wait a step."""
         rows = self.rows
-        widest = max(max(len(row.pending) for row in rows), 1)
-        if widest == 1 or any(row.draft for row in rows):
+        wants = [max(len(row.pending), 1) for row in rows]
+        widest = max(wants)
+        if widest == 1 or len(rows) == 1:
             return widest
-        best, best_rate = widest, 0.0
-        for width in range(widest, 0, -1):  # the widest first: it wins ties
-            tokens = sum(min(max(len(row.pending), 1), width) for row in rows)
-            rate = tokens / self.cost.relative(len(rows), width)
-            if rate > best_rate * 1.000001:
+        least = max((len(row.pending) for row in rows if row.draft), default=1)
+        best, best_rate = widest, sum(wants) / self.cost.relative(len(rows), widest)
+        for width in range(widest - 1, least - 1, -1):
+            rate = sum(min(n, width) for n in wants) / self.cost.relative(len(rows), width)
+            if rate > best_rate:
                 best, best_rate = width, rate
         return best
 
@@ -483,13 +488,13 @@ class DecodeBatch:
     # ---- speculative decoding ----
 
     def _speculation_ok(self) -> bool:
-        """Whether the batch's cache can drop a row's rejected positions: a lone row's plain
-        or quantized KV cache, or mlx-lm's batch KV cache (not rotating caches)."""
+        """Whether the batch's cache can drop a row's rejected positions: a lone row's plain,
+        quantized or shared-prefix KV cache, or mlx-lm's batch KV cache (not rotating caches)."""
         cache = self.cache
         if not cache:
             return False
         if len(self.rows) == 1:
-            return all(type(c) in (mlx_cache.KVCache, mlx_cache.QuantizedKVCache) for c in cache)
+            return all(type(c) in _TRIMMABLE_ALONE for c in cache)
         return all(type(c) is mlx_cache.BatchKVCache for c in cache)
 
     def _draft_rows(self) -> None:
@@ -703,8 +708,13 @@ class DecodeBatch:
 
 
 def _merge(caches: list[KVState]) -> KVState:
-    """One batch cache per layer holding every row of `caches` (each one row's cache)."""
-    return [type(layer[0]).merge(list(layer)) for layer in zip(*caches, strict=True)]
+    """One batch cache per layer holding every row of `caches` (each one row's cache; a
+    shared-prefix layer is copied into one buffer, as merging copies every row anyway)."""
+    merged = []
+    for layer in zip(*caches, strict=True):
+        rows = [plain_layer(c) for c in layer]
+        merged.append(type(rows[0]).merge(rows))
+    return merged
 
 
 def decode_alone(
