@@ -224,13 +224,12 @@ def test_an_embedding_model_makes_room_for_a_chat_model_and_back(
         with serving(pool) as server:
             client = openai_client(server)
             expected = library_vectors(folders["bert"], TEXTS)
-            for _ in range(2):
-                reply = client.embeddings.create(model=bert, input=TEXTS)
-                got = np.array([d.embedding for d in reply.data], np.float32)
-                np.testing.assert_allclose(got, expected, atol=1e-5)
-                assert state_of(pool, chat.id) == "unloaded"  # it made room
-                answer = client.chat.completions.create(model=chat.id, messages=hi, max_tokens=2)  # type: ignore[arg-type]
-                assert answer.model == chat.id and state_of(pool, bert) == "unloaded"
+            reply = client.embeddings.create(model=bert, input=TEXTS)
+            got = np.array([d.embedding for d in reply.data], np.float32)
+            np.testing.assert_allclose(got, expected, atol=1e-5)
+            assert state_of(pool, chat.id) == "unloaded"  # it made room (the lease below too)
+            answer = client.chat.completions.create(model=chat.id, messages=hi, max_tokens=2)  # type: ignore[arg-type]
+            assert answer.model == chat.id and state_of(pool, bert) == "unloaded"
             listed = {m.id: m for m in client.models.list().data}
             assert listed[bert].kind == "embedding" and not listed[bert].loaded  # type: ignore[attr-defined]
             with pool.lease(bert, "embedding").result(timeout=60):  # as a request's work
