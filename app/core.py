@@ -14,6 +14,10 @@ from app.preferences import Preferences
 from app.store import Store
 from engine.mcp.config import default_config_path
 
+# The store's setting of what the local pool's models may hold together, in GB (0: the
+# machine's budget); set in Preferences → Server (app/views/pool_panel.py).
+MODEL_MEMORY_SETTING = "model_memory_gb"
+
 
 class AppCore(QObject):
     """The app's parts below the window, built once and wired together: the store, the
@@ -35,6 +39,9 @@ class AppCore(QObject):
         self.mcp_calls.runningChanged.connect(self.controller.set_tools_running)
         self.prefs = Preferences.load(store)
         self._apply(self.prefs, None)
+        gb = store.get_setting(MODEL_MEMORY_SETTING, 0)  # Preferences → Server's models
+        if isinstance(gb, int | float) and gb > 0:
+            bridge.set_model_memory_limit(int(gb * (1 << 30)))
 
     def set_preferences(self, prefs: Preferences) -> None:
         """Apply and remember the user's preferences at once."""

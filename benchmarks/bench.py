@@ -14,7 +14,9 @@ first: constrained answers after thinking valid, budgets kept, their speed again
 ones), `overhead` (a step's time beyond its forward pass, Corral's loop beside mlx-lm's),
 `extract` (a folder of documents through an extraction job, and the Batch API against the
 same requests online), `serving` (embeddings and rerank equal to mlx-embeddings' own and as
-fast through the server, keep-alives holding a client through a long prefill).
+fast through the server, keep-alives holding a client through a long prefill, and the model
+pool: a swap's time to first token, and whether the pool kept under its memory limit
+serving three models in turn).
 Each returns a flat dict of figures; `--json` prints them merged into one object whose keys
 stay stable (new figures add keys).
 

@@ -1,4 +1,5 @@
-"""Bench section `serving`: embeddings, rerank and keep-alives through the server.
+"""Bench section `serving`: embeddings, rerank and keep-alives through the server, and the
+model pool they are served from.
 
 - `embeddings_identical`: the share of covered embedding families (a tiny random model of
   each, built from mlx-embeddings' own classes) whose vectors from `/v1/embeddings`, asked
@@ -16,6 +17,13 @@
   streamed and not) answered to a client whose read timeout is shorter than the prompt's
   prefill (made slow on purpose: benchmarks/slow_prefill.py); goal 1.0.
   `keepalive_failures` says how each other one failed.
+- `model_swap_s` and `pool_cap_held` (with `model_swap_s_spread`, `model_swap_runs`,
+  `model_load_alone_s`, `pool_held_max_share`, `pool_requests`, `pool_swaps`): the model
+  pool under a limit that holds two of its three models (the bench's, a tiny chat model
+  and a tiny embedding model), from benchmarks/serving_pool.py.
+
+The embedding and rerank models are served as `serve --embedding-model` serves them: from
+a model pool (engine.pool), each request holding a lease on its model.
 """
 
 from __future__ import annotations
@@ -31,13 +39,14 @@ import numpy as np
 
 from benchmarks.embedding_reference import library_scores, library_vectors, load_library
 from benchmarks.rounds import alternate, is_quick, paired_figures
+from benchmarks.serving_pool import pool_figures
 from benchmarks.slow_prefill import slowed
 from benchmarks.tiny_embedding_models import (
     EMBEDDING_FAMILIES,
     build_embedding_model,
     build_minilm_shaped,
 )
-from engine.embeddings import EmbeddingModels, load_embedding_model
+from engine.pool import EMBEDDING_LOADERS, ModelPool
 from engine.server import HTTPServer, ServerConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -199,9 +208,14 @@ def _keep_alive(engine: Any) -> dict[str, Any]:
 
 
 def serving_figures(
-    engine: Any, rounds: int, inputs: int, families: tuple[str, ...] = tuple(EMBEDDING_FAMILIES)
+    engine: Any,
+    rounds: int,
+    inputs: int,
+    families: tuple[str, ...] = tuple(EMBEDDING_FAMILIES),
+    model: str = "default",
 ) -> dict[str, Any]:
-    """The section's figures over `families`, timing `inputs` chunks in `rounds` rounds."""
+    """The section's figures over `families`, timing `inputs` chunks in `rounds` rounds;
+    the pool's with `model` as its large model (the bench's)."""
     from engine.library.load import ensure_default_model
 
     tokenizer_dir = ensure_default_model()
@@ -215,13 +229,15 @@ def serving_figures(
             "modernbert", root / "reranker", tokenizer_dir, rerank=True
         )
         timed = build_minilm_shaped(root / "minilm", tokenizer_dir)
-        models = EmbeddingModels()
+        pool = ModelPool(loaders=EMBEDDING_LOADERS, wire_memory=False)
         try:
             for name, folder in folders.items():
-                models.add(load_embedding_model(str(folder), name=name))
-            models.add(load_embedding_model(str(reranker), "rerank", name="reranker"))
-            models.add(load_embedding_model(str(timed), name="minilm"))
-            server = HTTPServer(engine, ServerConfig(port=0), embeddings=models)
+                pool.add_model(str(folder), alias=name, kind="embedding")
+            pool.add_model(str(reranker), alias="reranker", kind="rerank")
+            pool.add_model(str(timed), alias="minilm", kind="embedding")
+            for listed in ("minilm", "reranker", *folders):  # loaded before any is timed
+                pool.ensure_loaded(listed).result()
+            server = HTTPServer(pool, ServerConfig(port=0))
             server.start()
             try:
                 figures.update(_identity(server, folders, reranker))
@@ -229,12 +245,14 @@ def serving_figures(
             finally:
                 server.stop()
         finally:
-            models.close()
+            pool.close()
     figures.update(_keep_alive(engine))
+    figures.update(pool_figures(model, rounds=max(1, rounds - 1)))
     return figures
 
 
 def run_serving_bench(engine: Any, args: argparse.Namespace) -> dict[str, Any]:
     # a smoke run (`--quick`) times one round
     rounds = 1 if is_quick(args) else max(3, args.repeats)
-    return serving_figures(engine, rounds=rounds, inputs=32)
+    model = getattr(args, "model", "default")
+    return serving_figures(engine, rounds=rounds, inputs=32, model=model)

@@ -30,7 +30,12 @@ T = TypeVar("T")
 
 
 class EngineAPI(Protocol):
-    """Load a model, submit chat requests, read the published state, close."""
+    """Load a model, submit chat requests, read the published state, close.
+
+    A request says which model answers (`ChatRequest.model`, None: the default one); an
+    engine serving one model answers every request with it, and a model pool
+    (engine.pool.ModelPool) routes each to its model, loading it first if need be.
+    `snapshot.served_models()` lists what an engine serves either way."""
 
     def load_model(
         self, spec: str, on_progress: Callable[[LoadProgress], None] | None = None
@@ -55,8 +60,9 @@ class EngineAPI(Protocol):
         """Generate a whole reply and return it (blocking)."""
         ...
 
-    def check_constraint(self, spec: ConstraintSpec) -> ValidationReport:
-        """Check `spec` for the loaded model (blocking)."""
+    def check_constraint(self, spec: ConstraintSpec, model: str | None = None) -> ValidationReport:
+        """Check `spec` for the model `model` names (None: the default; an engine serving
+        one model checks it for that one), blocking."""
         ...
 
     def set_kv_budget(self, kv_budget_bytes: int | None) -> Future[MemoryPlan | None]:
@@ -80,8 +86,9 @@ class EngineAPI(Protocol):
         """Load the draft model of speculative decoding (None: prompt lookup drafts)."""
         ...
 
-    def run(self, fn: Callable[[Any], T]) -> Future[T]:
-        """Run `fn(loaded_model)` where the model lives (benchmarks and tests)."""
+    def run(self, fn: Callable[[Any], T], model: str | None = None) -> Future[T]:
+        """Run `fn(loaded_model)` where the model `model` names lives (None: the default;
+        benchmarks, tests, counting a prompt's tokens)."""
         ...
 
     @property

@@ -42,7 +42,6 @@ from engine.types import (
 
 if TYPE_CHECKING:
     from engine.api import EngineAPI
-    from engine.embeddings import EmbeddingModels
 
 log = logging.getLogger("engine.cli")
 server_log = logging.getLogger("corral.server")  # the server's own logger (engine.server)
@@ -253,7 +252,6 @@ def cmd_import_gguf(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import os
 
-    from engine.distributed.cli import make_engine
     from engine.server import HTTPServer, ServerConfig
 
     config = ServerConfig(
@@ -270,12 +268,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from engine.logs import remember_secrets
 
     remember_secrets([config.api_key])
-    engine = make_engine(args)
+    engine = _serving_engine(args)
     engine.set_max_rows(args.max_rows)
-    vectors = _load_embedding_models(args)
     try:
-        info = load_with_speculation(engine, args, _progress_printer(True))
-        server = HTTPServer(engine, config, embeddings=vectors)
+        names = _load_served(engine, args)
+        server = HTTPServer(engine, config)
 
         def show(record: Any) -> None:
             line = record.line()
@@ -285,46 +282,70 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.activity.on_record = show
 
         def ready(url: str) -> None:
-            server_log.info(
-                "serving %s on %s (key required: %s)", info.name, url, bool(config.api_key)
-            )
-            print(
-                f"Serving {info.name} on {url} (OpenAI and Anthropic APIs at {url}/v1); "
-                "Ctrl+C stops"
-            )
-            for kind in ("embedding", "rerank"):
-                for model in vectors.of_kind(kind):
-                    endpoint = "/v1/embeddings" if kind == "embedding" else "/v1/rerank"
-                    print(f"  {model.name} ({model.info.family}) at {url}{endpoint}")
+            server_log.info("serving %s on %s (key required: %s)", names, url, bool(config.api_key))
+            print(f"Serving {names} on {url} (OpenAI and Anthropic APIs at {url}/v1); Ctrl+C stops")
+            for model in engine.snapshot.served_models():
+                if model.kind != "chat":
+                    endpoint = "/v1/embeddings" if model.kind == "embedding" else "/v1/rerank"
+                    print(f"  {model.id} ({model.kind} model) at {url}{endpoint}")
             sys.stdout.flush()
 
         server.serve_forever(ready)
     finally:
         engine.close()
-        vectors.close()
     print("Stopped.", file=sys.stderr)
     server_log.info("server stopped")
     return 0
 
 
-def _load_embedding_models(args: argparse.Namespace) -> EmbeddingModels:
-    """The --embedding-model and --rerank-model models, loaded (EmbeddingModels)."""
-    from engine.embeddings import EmbeddingModels, Kind, load_embedding_model
+def _serving_engine(args: argparse.Namespace) -> EngineAPI:
+    """What `serve` serves: a model pool (engine.pool), or with --distributed one model
+    sharded across a group."""
+    from engine.pool.cli import make_pool, pool_flags
 
-    models = EmbeddingModels()
-    try:
-        kinds: list[tuple[Kind, list[str] | None]] = [
-            ("embedding", args.embedding_model),
-            ("rerank", args.rerank_model),
-        ]
-        for kind, specs in kinds:
-            for spec in specs or []:
-                print(f"Loading {kind} model {spec}...", file=sys.stderr, flush=True)
-                models.add(load_embedding_model(spec, kind))
-    except BaseException:
-        models.close()
-        raise
-    return models
+    if args.distributed:
+        from engine.distributed.cli import make_engine
+
+        used = pool_flags(args)
+        if used:
+            raise CorralError(
+                f"--distributed serves one model: {', '.join(sorted(set(used)))} cannot "
+                "be used with it"
+            )
+        args.model = (args.model or ["default"])[0]
+        return make_engine(args)
+    from engine.memory.settings import engine_cache_options
+
+    return make_pool(args, engine_cache_options(args))
+
+
+def _load_served(engine: EngineAPI, args: argparse.Namespace) -> str:
+    """Load the --embedding-model and --rerank-model models, then the default model (the
+    others load on their first request, pinned ones now; the default last, so that it is
+    the one kept where the limit holds not all of them), and set speculative decoding;
+    returns the served models' names, for the log."""
+    from engine.pool import ModelPool
+
+    if not isinstance(engine, ModelPool):
+        return load_with_speculation(engine, args, _progress_printer(True)).name
+    for kind, specs in (("embedding", args.embedding_model), ("rerank", args.rerank_model)):
+        for spec in specs or []:
+            print(f"Loading {kind} model {spec}...", file=sys.stderr, flush=True)
+            engine.ensure_loaded(spec).result()
+    default = engine.snapshot.find_model(None)
+    if default is not None:  # a settings file may list embedding models alone
+        log.info("loading model %s (%s)", default.id, default.spec)
+        started = time.monotonic()
+        info = engine.ensure_loaded(default.id, _progress_printer(True)).result()
+        elapsed = time.monotonic() - started
+        log.info("model loaded in %.1f s: %s (%s)", elapsed, info.name, info.path)
+    engine.set_speculative(args.speculative)
+    if args.draft_model:
+        if not args.speculative:
+            raise CorralError("--draft-model needs speculative decoding (not --no-speculative)")
+        engine.load_draft_model(args.draft_model).result()
+    served = engine.snapshot.served_models()
+    return ", ".join(m.id + (" (default)" if m.default else "") for m in served)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -468,13 +489,11 @@ def build_parser() -> argparse.ArgumentParser:
     chat.set_defaults(func=cmd_chat)
 
     serve = sub.add_parser(
-        "serve", help="serve the model over OpenAI- and Anthropic-compatible HTTP APIs"
+        "serve", help="serve models over OpenAI- and Anthropic-compatible HTTP APIs"
     )
-    serve.add_argument(
-        "--model",
-        default="default",
-        help="'default', an MLX folder, a .gguf file or a Hugging Face repo id",
-    )
+    from engine.pool.cli import add_arguments as add_pool_arguments
+
+    add_pool_arguments(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument(
@@ -486,8 +505,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--serve-any-model-name",
         action="store_true",
-        help="answer requests naming any model with the loaded one (agents send their own "
-        "default names, such as claude-...); without it another name is a 404",
+        help="answer requests naming a model this server does not serve with the default "
+        "one (agents send their own default names, such as claude-...); without it such a "
+        "name is a 404",
     )
     serve.add_argument(
         "--allow-image-urls",
@@ -500,19 +520,6 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=DEFAULT_MAX_ROWS,
         help=f"replies decoded side by side at most (default {DEFAULT_MAX_ROWS}; 1: one at a time)",
-    )
-    serve.add_argument(
-        "--embedding-model",
-        action="append",
-        metavar="SPEC",
-        help="also serve this embedding model at /v1/embeddings (a folder or a Hugging Face "
-        "repo id; repeatable; requests pick one by `model`, the first by default)",
-    )
-    serve.add_argument(
-        "--rerank-model",
-        action="append",
-        metavar="SPEC",
-        help="also serve this cross-encoder reranker at /v1/rerank (repeatable)",
     )
     serve.add_argument(
         "--keep-alive-s",

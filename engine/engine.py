@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from engine.errors import EngineBusyError, EngineClosedError
 from engine.memory.store import NoPromptCache, PromptCacheStore
 from engine.runtime.handle import EventFn, RequestHandle
-from engine.runtime.worker import acquire_worker, release_worker
 from engine.types import (
     DEFAULT_MAX_ROWS,
     ChatEvent,
@@ -41,6 +40,7 @@ from engine.types import (
     ModelInfo,
     ValidationReport,
 )
+from engine.workers import acquire_worker, release_worker
 
 if TYPE_CHECKING:
     import llguidance
@@ -73,6 +73,7 @@ class Engine:
         disk_cache_dir: Path | None = None,
         disk_budget_bytes: int | None = None,
         learn_pass_cost: bool = True,
+        wire_memory: bool = True,
     ) -> None:
         """`prompt_cache` replaces the KV-cache store (default: an LRU token trie sized by
         the memory plan at each load); `kv_budget_bytes` is the user's budget setting
@@ -86,7 +87,9 @@ class Engine:
         tier under the prompt cache (`engine.memory.disk_tier`), one folder per model
         identity inside it, within `disk_budget_bytes` (default 4 GiB, at most a quarter
         of the free disk). `learn_pass_cost=False` decides drafting by acceptance alone, never
-        by this machine's step times (`engine.runtime.speculative.PassCost`; for tests)."""
+        by this machine's step times (`engine.runtime.speculative.PassCost`; for tests).
+        `wire_memory=False` leaves Metal's wired limit alone (a model pool sets it once for
+        all its engines: the limit is the process's, not one engine's)."""
         from engine.memory.kv_precision import check_kv_bits
 
         self._kv_bits = check_kv_bits(kv_bits)
@@ -113,6 +116,7 @@ class Engine:
         self._kv_budget_setting = kv_budget_bytes
         self._reuse_prefixes = reuse_prefixes
         self._wired: WiredLimit | None = None
+        self._wire_memory = wire_memory
         self._trie_maker: Callable[[int], PromptCacheTrie] | None = None
         self._requests_done = 0
         # Published for other threads: replaced whole, never changed in place.
@@ -172,6 +176,12 @@ class Engine:
         ]
         self._enqueue(handles)
         return handles
+
+    def submit_handles(self, handles: Sequence[RequestHandle]) -> None:
+        """Queue requests whose handles were made elsewhere: a model pool hands out handles
+        at once and queues them here once this engine's model has loaded. Admitted
+        together, as `submit_many`'s; raises EngineBusyError as `submit` does."""
+        self._enqueue(list(handles))
 
     def set_speculative(self, on: bool) -> None:
         """Turn speculative decoding on or off (from the next admission on)."""
@@ -271,10 +281,11 @@ class Engine:
         its memory plan, the prompt cache's figures. Safe to read from any thread."""
         return self._snapshot
 
-    def check_constraint(self, spec: ConstraintSpec) -> ValidationReport:
-        """Check `spec` for the loaded model, on the calling thread (never the engine's: a
-        big grammar takes a while). With no errors the report's spec carries the grammar
-        compiled for this model's tokenizer, which requests with that spec then reuse."""
+    def check_constraint(self, spec: ConstraintSpec, model: str | None = None) -> ValidationReport:
+        """Check `spec` for the loaded model (whatever `model` names: this engine serves
+        one), on the calling thread (never the engine's: a big grammar takes a while).
+        With no errors the report's spec carries the grammar compiled for this model's
+        tokenizer, which requests with that spec then reuse."""
         from engine.constraints.tokenizer import ll_tokenizer
         from engine.constraints.validate import validate_constraint
 
@@ -283,8 +294,9 @@ class Engine:
             tokenizer = ll_tokenizer(*source)
         return validate_constraint(spec, tokenizer)
 
-    def run(self, fn: Callable[[Any], T]) -> Future[T]:
-        """Run `fn(loaded_model)` on the engine thread (for benchmarks and tests)."""
+    def run(self, fn: Callable[[Any], T], model: str | None = None) -> Future[T]:
+        """Run `fn(loaded_model)` on the engine thread (for benchmarks, tests and counting
+        a prompt's tokens; `model` is ignored: this engine serves one)."""
         return self._submit_call(lambda: fn(self._loaded))
 
     def close(self) -> None:
@@ -370,7 +382,7 @@ class Engine:
         from engine.runtime.speculative import PassCost
 
         self._pass_cost = PassCost(learn=self._learn_pass_cost)
-        self._wired = WiredLimit()
+        self._wired = WiredLimit() if self._wire_memory else None
         self._plan_memory(loaded)
         self._publish()
         self._constraint_source = (loaded.tokenizer, end_token_ids(loaded.tokenizer))

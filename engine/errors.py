@@ -29,3 +29,16 @@ class EmbeddingInputError(CorralError):
     def __init__(self, message: str, index: int | None) -> None:
         super().__init__(message)
         self.index = index
+
+
+class ModelNotFoundError(CorralError):
+    """A request named a model the engine does not serve; the message lists those it does."""
+
+
+class ModelUnavailableError(CorralError):
+    """A model could not be loaded in time: the memory it needs is held by models that are
+    answering requests. `retry_after_s` says when trying again makes sense."""
+
+    def __init__(self, message: str, retry_after_s: float = 5.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

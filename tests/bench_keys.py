@@ -500,8 +500,8 @@ STABLE_KEYS: dict[str, set[str]] = {
         "families_render_rate",
         "families_render_misses",
     },
-    # added with issue 45: embeddings, rerank and keep-alives through the server
-    # (the pool's `model_swap_s` and `pool_cap_held` come from benchmarks/serving_pool.py)
+    # added with issue 45: embeddings, rerank and keep-alives through the server, and the
+    # model pool (`model_swap_s`, `pool_cap_held`: benchmarks/serving_pool.py)
     "serving": {
         "embeddings_identical",
         "embeddings_families",
@@ -517,5 +517,13 @@ STABLE_KEYS: dict[str, set[str]] = {
         "keepalive_ok",
         "keepalive_runs",
         "keepalive_failures",
+        "model_swap_s",
+        "model_swap_s_spread",
+        "model_swap_runs",
+        "model_load_alone_s",
+        "pool_cap_held",
+        "pool_held_max_share",
+        "pool_requests",
+        "pool_swaps",
     },
 }

@@ -17,6 +17,13 @@ if "CORRAL_PROMPT_CACHE_DIR" not in os.environ:
     os.environ["CORRAL_PROMPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="corral-prompt-cache-")
 # Extraction jobs, Batch API batches and the log (`python -m engine` run by a test writes
 # one) likewise: never the user's data or log folder.
+# Per-model settings (engine.pool.settings): a file of this run's own, never the user's.
+if "CORRAL_MODELS_SETTINGS" not in os.environ:
+    import tempfile
+
+    os.environ["CORRAL_MODELS_SETTINGS"] = os.path.join(
+        tempfile.mkdtemp(prefix="corral-models-"), "models.toml"
+    )
 for _name, _prefix in (
     ("CORRAL_EXTRACT_DIR", "corral-extract-"),
     ("CORRAL_BATCH_DIR", "corral-batches-"),

@@ -16,10 +16,10 @@ from engine.server import HTTPServer, RequestRecord, ServerConfig
 
 
 @contextmanager
-def serving(engine: Any, embeddings: Any = None, **settings: Any) -> Iterator[HTTPServer]:
-    """An HTTPServer over `engine` (an Engine or a DistributedEngine) with ServerConfig
-    `settings` (and `embeddings`' models), stopped after."""
-    server = HTTPServer(engine, ServerConfig(port=0, **settings), embeddings=embeddings)
+def serving(engine: Any, **settings: Any) -> Iterator[HTTPServer]:
+    """An HTTPServer over `engine` (an Engine, a ModelPool or a DistributedEngine) with
+    ServerConfig `settings`, stopped after."""
+    server = HTTPServer(engine, ServerConfig(port=0, **settings))
     server.start()
     try:
         yield server

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from app_helpers import close_window, make_window, screenshot
 
-from engine.engine import Engine
+from engine.pool import ModelPool
 
 UNREACHABLE = [
     {"ssh": "127.0.0.1", "ips": ["127.0.0.1"]},
@@ -67,8 +67,8 @@ def test_a_failed_group_offers_this_mac_alone(qtbot, tmp_path: Path, tiny_model_
         assert window.distributed.status_label.text() == "Distributed group stopped"
         window.notice.action.click()
         qtbot.waitUntil(lambda: bridge.model_info is not None, timeout=120_000)
-        # this Mac alone: a local Engine now serves (every engine has `failure`: EngineAPI)
-        assert bridge.group_failure is None and type(bridge.current_engine) is Engine
+        # this Mac alone: the local model pool now serves (every engine has `failure`)
+        assert bridge.group_failure is None and type(bridge.current_engine) is ModelPool
         assert store.get_setting("distributed_enabled") is False
         assert bridge.model_info.name == tiny_model_dir.name
     finally:

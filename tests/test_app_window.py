@@ -143,7 +143,7 @@ def test_files_opened_through_the_os_become_constraints(qtbot, tmp_path, tiny_en
     close_window(window)
 
 
-def test_a_failed_load_shows_what_is_loaded_and_offers_the_previous_model(
+def test_a_failed_load_shows_what_is_loaded_and_keeps_the_previous_model(
     qtbot, tmp_path, tiny_model_dir
 ):
     from app.application import build_window
@@ -152,15 +152,35 @@ def test_a_failed_load_shows_what_is_loaded_and_offers_the_previous_model(
     from app.store import ChatSettings, Store
     from app.views.format import format_bytes
 
-    bridge = EngineBridge()  # its own engine: a failed load unloads the engine's model
+    bridge = EngineBridge()  # its own pool: nothing loaded yet
     window = build_window(Store.open(tmp_path), bridge)
     qtbot.addWidget(window)
     window.show()
+    picker = window.model_bar.picker
+
+    # The first model fails to load: nothing is loaded, and a question waits with a way on.
+    window.models.load(str(tmp_path / "no-such-model"))
+    qtbot.waitUntil(window.notice.isVisible, timeout=30_000)
+    text = window.notice.text()
+    assert "could not be loaded" in text and "no-such-model" in text and "Traceback" not in text
+    assert re.search(r"\w[.!?] No model is loaded now\.$", text), text  # whole sentences
+    assert picker.text() == "No model"  # the picker shows what is loaded
+    assert window.model_label.text() == "No model"
+    assert not any(a.isChecked() for a in window.model_bar.menu.actions())
+    assert not window.notice.action.isVisible()  # nothing was loaded before
+    assert bridge.pool is not None and not bridge.pool.snapshot.served_models()  # unlisted
+    screenshot(window, "model_error")
+
+    window.send("hello")  # no model: the question stays, with why and a way forward
+    qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
+    question = window.chat.message_widgets()[-1]
+    assert question.role == "user" and "no model is loaded" in question.status.text()
+    assert question.note_action.isVisibleTo(window) and question.note_action.text() == "Retry"
+
     window.models.load(str(tiny_model_dir))
     assert window.loading_strip.isVisible() and "Loading" in window.loading_strip.label.text()
     qtbot.waitUntil(lambda: bridge.model_info is not None, timeout=60_000)
     assert not window.loading_strip.isVisible()
-    picker = window.model_bar.picker
     assert picker.text().startswith(tiny_model_dir.name)
     # its size on disk beside its name, and it heads the picker's menu, ticked
     label = f"{tiny_model_dir.name} · {format_bytes(model_disk_size(str(tiny_model_dir)))}"
@@ -170,34 +190,23 @@ def test_a_failed_load_shows_what_is_loaded_and_offers_the_previous_model(
         timeout=30_000,
     )
     assert [a.text() for a in window.model_bar.menu.actions() if a.isChecked()] == [label]
-
-    window.models.load(str(tmp_path / "no-such-model"))
-    qtbot.waitUntil(window.notice.isVisible, timeout=30_000)
-    text = window.notice.text()
-    assert "could not be loaded" in text and "no-such-model" in text and "Traceback" not in text
-    assert re.search(r"\w[.!?] No model is loaded now\.$", text), text  # whole sentences
-    assert picker.text() == "No model"  # the picker shows what is loaded
-    assert window.model_label.text() == "No model"
-    assert not any(a.isChecked() for a in window.model_bar.menu.actions())
-    assert window.notice.action.isVisible()
-    assert window.notice.action.text() == f"Load {tiny_model_dir.name} again"
-    screenshot(window, "model_error")
-
-    window.send("hello")  # no model: the question stays, with why and a way forward
-    qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
-    question = window.chat.message_widgets()[-1]
-    assert question.role == "user" and "no model is loaded" in question.status.text()
-    assert question.note_action.isVisibleTo(window) and question.note_action.text() == "Retry"
-
-    window.notice.action.click()  # load the previous model again, then Retry
-    qtbot.waitUntil(lambda: bridge.model_info is not None, timeout=60_000)
-    assert picker.text().startswith(tiny_model_dir.name)
     window.store.set_chat_settings(
         window.controller.conversation_id, ChatSettings(max_tokens=4, temperature=10.0)
     )
     question.note_action.click()
     qtbot.waitUntil(lambda: not window.controller.busy, timeout=60_000)
     assert [w.role for w in window.chat.message_widgets()] == ["user", "assistant"]
+
+    # Another model fails to load: the one loaded stays loaded, and the chat's model.
+    window.models.load(str(tmp_path / "no-such-model"))
+    qtbot.waitUntil(
+        lambda: window.notice.isVisible() and "no-such-model" in window.notice.text(),
+        timeout=30_000,
+    )
+    text = window.notice.text()
+    assert "could not be loaded" in text and "No model is loaded now" not in text
+    assert picker.text() == label and not window.notice.action.isVisible()
+    assert bridge.model_info is not None and bridge.model_info.name == tiny_model_dir.name
     close_window(window)
     bridge.close()
 

@@ -203,3 +203,26 @@ def test_an_unloaded_model_says_so(folders: dict[str, Path]) -> None:
     model.close()
     with pytest.raises(EngineClosedError, match="unloaded"):
         model.embed(["late"]).result()
+
+
+def test_a_folder_says_what_kind_of_model_it_is(
+    folders: dict[str, Path], reranker: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """What `serve --model FOLDER` lists a model as: encoders and sentence-transformers
+    folders are embedding models, cross-encoders rerankers, anything else a chat model."""
+    import shutil
+
+    from engine.embeddings.families import folder_kind
+    from engine.pool.names import spec_kind
+
+    for family in ("bert", "xlm_roberta", "modernbert", "llama_bidirec"):
+        assert folder_kind(folders[family]) == "embedding", family
+    assert folder_kind(reranker) == "rerank" and spec_kind(str(reranker)) == "rerank"
+    # Qwen3-Embedding's model type is a chat model's too: its sentence-transformers files
+    # tell them apart
+    assert folder_kind(folders["qwen3"]) is None and spec_kind(str(folders["qwen3"])) == "chat"
+    marked = shutil.copytree(folders["qwen3"], tmp_path / "qwen3-embedding")
+    write_pooling(marked, "lasttoken")
+    assert spec_kind(str(marked)) == "embedding"
+    assert spec_kind(str(tiny_model_dir)) == "chat" and spec_kind("default") == "chat"
+    assert spec_kind(str(tmp_path / "missing")) == "chat"  # refused when listed, as any

@@ -100,7 +100,9 @@ def test_preferences_start_the_server_and_the_log_shows_requests(qtbot, tmp_path
         assert refused.status_code == 404
         qtbot.waitUntil(lambda: log.rowCount() == rows + 1, timeout=10_000)
         cells = {COLUMNS[c]: log.item(rows, c).text() for c in range(len(COLUMNS))}
-        assert cells["Status"] == "404" and "'gpt-4o' is not loaded" in cells["Result"]
+        assert (
+            cells["Status"] == "404" and "'gpt-4o' is not one this server serves" in cells["Result"]
+        )
         server.log_dock.show()
         screenshot(window, "server_log")
 

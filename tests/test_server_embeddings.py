@@ -1,6 +1,8 @@
-"""`/v1/embeddings` and `/v1/rerank` through the official `openai` client and raw HTTP: the
-vectors and scores are mlx-embeddings' own, in OpenAI's, Cohere's and Jina's shapes, and
-every refusal is a 400 naming its field."""
+"""`/v1/embeddings` and `/v1/rerank` through the official `openai` client and raw HTTP, over
+a model pool serving a chat model beside embedding and rerank models: the vectors and
+scores are mlx-embeddings' own, in OpenAI's, Cohere's and Jina's shapes, every refusal is
+a 400 naming its field, and an embedding model is unloaded for a chat model's room when
+the limit holds not both (never while its work runs)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ import numpy as np
 import pytest
 
 from benchmarks.embedding_reference import library_scores, library_vectors
-from engine.embeddings import EmbeddingModels, load_embedding_model, shorten
+from engine.embeddings import shorten
+from engine.pool import EMBEDDING_LOADERS, ModelPool
 from engine.server import HTTPServer
+from tests.pool_support import make_pool, state_of, wait_until
 from tests.server_support import openai_client, serving
 
 TEXTS = ["Corral serves embeddings", "an editor indexes its files", "b"]
@@ -29,19 +33,22 @@ def folders(embedding_model_dirs: dict[str, Path]) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def server(tiny_engine: Any, folders: dict[str, Path]) -> Iterator[HTTPServer]:
-    models = EmbeddingModels(
-        [
-            load_embedding_model(str(folders["bert"])),
-            load_embedding_model(str(folders["qwen3"])),
-            load_embedding_model(str(folders["reranker"]), "rerank"),
-        ]
-    )
-    try:
-        with serving(tiny_engine, embeddings=models) as running:
-            yield running
-    finally:
-        models.close()
+def pool(tiny_model_dir: Path, folders: dict[str, Path]) -> Iterator[ModelPool]:
+    """The tiny chat model (the default) and three embedding and rerank models, each named
+    by its folder, in a pool with room for all of them: two listed as their files say
+    (as `serve --model FOLDER` lists them), one with its kind given."""
+    pool = make_pool(tiny_model_dir, loaders=EMBEDDING_LOADERS)
+    pool.add_model(str(folders["bert"]))
+    pool.add_model(str(folders["qwen3"]), kind="embedding")  # a chat model's type
+    pool.add_model(str(folders["reranker"]))
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="module")
+def server(pool: ModelPool) -> Iterator[HTTPServer]:
+    with serving(pool) as running:
+        yield running
 
 
 def post(server: HTTPServer, path: str, body: dict[str, Any]) -> httpx.Response:
@@ -131,18 +138,25 @@ def test_inputs_the_model_cannot_take_are_refused_by_place(server: HTTPServer) -
     assert unknown["param"] == "task" and unknown["code"] == "unknown_parameter"
 
 
-def test_a_request_names_its_model(server: HTTPServer, tiny_engine: Any) -> None:
-    chat = tiny_engine.snapshot.model.name
+def test_a_request_names_its_model(server: HTTPServer, pool: ModelPool) -> None:
+    chat = pool.snapshot.find_model(None)
+    assert chat is not None and chat.kind == "chat"  # the default is the chat model
     path = "/v1/embeddings"
     assert "reranker" in refused(server, path, {"input": "x", "model": "reranker"}, "model")
-    assert "chat model" in refused(server, path, {"input": "x", "model": chat}, "model")
+    assert "chat model" in refused(server, path, {"input": "x", "model": chat.id}, "model")
     missing = post(server, path, {"input": "x", "model": "nomic-embed"})
     assert missing.status_code == 404 and "'bert', 'qwen3'" in missing.text
     listed = {m.id: m for m in openai_client(server).models.list().data}
-    assert chat in listed and listed["bert"].kind == "embedding"  # type: ignore[attr-defined]
+    assert listed[chat.id].kind == "chat"  # type: ignore[attr-defined]
+    assert listed["bert"].kind == "embedding"  # type: ignore[attr-defined]
     assert listed["reranker"].kind == "rerank"  # type: ignore[attr-defined]
+    post(server, path, {"input": "x", "model": "qwen3"})
     card = httpx.get(server.url + "/v1/models/qwen3").json()
-    assert card["dimensions"] == 32 and card["max_tokens"] == 96
+    assert card["dimensions"] == 32 and card["context_length"] == 96 and card["loaded"]
+    # a chat endpoint refuses an embedding model by its kind
+    hi = [{"role": "user", "content": "hi"}]
+    chat_reply = post(server, "/v1/chat/completions", {"model": "qwen3", "messages": hi})
+    assert chat_reply.status_code == 400 and "embedding model" in chat_reply.text
 
 
 def test_rerank_in_jinas_and_coheres_shapes(server: HTTPServer, folders: dict[str, Path]) -> None:
@@ -184,12 +198,66 @@ def test_rerank_refusals_name_their_field(server: HTTPServer) -> None:
     )
 
 
-def test_a_server_without_embedding_models_says_how_to_add_one(tiny_engine: Any) -> None:
-    with serving(tiny_engine) as bare:
+def test_an_embedding_model_makes_room_for_a_chat_model_and_back(
+    tiny_model_dir: Path, folders: dict[str, Path]
+) -> None:
+    """Under a limit that holds the chat model or the embedding model but not both, the
+    `openai` client's requests to each in turn are all answered: the one used least
+    recently is unloaded for the other, and never one whose work is running (a lease)."""
+    import openai
+
+    pool = make_pool(tiny_model_dir, loaders=EMBEDDING_LOADERS, load_wait_s=2.0)
+    try:
+        chat = pool.snapshot.find_model(None)
+        assert chat is not None
+        bert = pool.add_model(str(folders["bert"]), kind="embedding")
+        for name in (chat.id, bert):  # what each holds, measured
+            pool.ensure_loaded(name).result(timeout=120)
+        snap = pool.snapshot.pool
+        assert snap is not None
+        sizes = [m.memory_bytes for m in snap.models]
+        assert all(sizes) and snap.find(bert).kind == "embedding"  # type: ignore[union-attr]
+        limit = max(sizes) + min(sizes) // 2
+        pool.set_memory_limit(limit)
+        wait_until(lambda: pool.snapshot.pool.held_bytes <= limit)  # type: ignore[union-attr]
+        hi = [{"role": "user", "content": "hi"}]
+        with serving(pool) as server:
+            client = openai_client(server)
+            expected = library_vectors(folders["bert"], TEXTS)
+            reply = client.embeddings.create(model=bert, input=TEXTS)
+            got = np.array([d.embedding for d in reply.data], np.float32)
+            np.testing.assert_allclose(got, expected, atol=1e-5)
+            assert state_of(pool, chat.id) == "unloaded"  # it made room (the lease below too)
+            answer = client.chat.completions.create(model=chat.id, messages=hi, max_tokens=2)  # type: ignore[arg-type]
+            assert answer.model == chat.id and state_of(pool, bert) == "unloaded"
+            listed = {m.id: m for m in client.models.list().data}
+            assert listed[bert].kind == "embedding" and not listed[bert].loaded  # type: ignore[attr-defined]
+            with pool.lease(bert, "embedding").result(timeout=60):  # as a request's work
+                with pytest.raises(openai.APIStatusError) as busy:
+                    client.chat.completions.create(model=chat.id, messages=hi, max_tokens=2)  # type: ignore[arg-type]
+                assert busy.value.status_code == 503 and busy.value.response.headers["retry-after"]
+                assert state_of(pool, bert) == "loaded"
+            answer = client.chat.completions.create(model=chat.id, messages=hi, max_tokens=2)  # type: ignore[arg-type]
+            assert answer.model == chat.id and state_of(pool, bert) == "unloaded"
+            assert pool.snapshot.pool.held_bytes <= limit  # type: ignore[union-attr]
+    finally:
+        pool.close()
+
+
+def test_a_server_without_embedding_models_says_how_to_add_one(tiny_model_dir: Path) -> None:
+    pool = make_pool(tiny_model_dir, loaders=EMBEDDING_LOADERS)
+    with serving(pool) as bare:
         reply = post(bare, "/v1/embeddings", {"input": "x"})
         assert reply.status_code == 404 and "--embedding-model" in reply.json()["error"]["message"]
         rerank = post(bare, "/v1/rerank", {"query": "q", "documents": ["a"]})
         assert rerank.status_code == 404 and "--rerank-model" in rerank.text
+    pool.close()
+
+
+def test_an_engine_of_one_model_serves_no_embeddings(tiny_engine: Any) -> None:
+    with serving(tiny_engine) as single:
+        reply = post(single, "/v1/embeddings", {"input": "x"})
+        assert reply.status_code == 404 and "model pool" in reply.json()["error"]["message"]
 
 
 def test_base64_is_little_endian_float32() -> None:
@@ -213,6 +281,7 @@ def test_the_serve_command_loads_its_embedding_and_rerank_models(
 
     command = [
         *(sys.executable, "-m", "engine", "serve", "--model", str(tiny_model_dir)),
+        *("--model", str(folders["bert"])),  # an embedding model, as its files say
         *("--port", "0", "--embedding-model", str(folders["qwen3"])),
         *("--rerank-model", str(folders["reranker"]), "--keep-alive-s", "2"),
     ]
@@ -228,12 +297,30 @@ def test_the_serve_command_loads_its_embedding_and_rerank_models(
         line = proc.stdout.readline()
         assert line.startswith("Serving tiny"), line
         url = line.split(" on ", 1)[1].split(" ", 1)[0]
-        listed = [proc.stdout.readline().strip() for _ in range(2)]
+        listed = [proc.stdout.readline().strip() for _ in range(3)]
         assert listed == [
-            f"qwen3 (Qwen3-Embedding) at {url}/v1/embeddings",
-            f"reranker (ModernBERT) at {url}/v1/rerank",
+            f"bert (embedding model) at {url}/v1/embeddings",
+            f"qwen3 (embedding model) at {url}/v1/embeddings",
+            f"reranker (rerank model) at {url}/v1/rerank",
         ]
+        cards = httpx.get(url + "/v1/models").json()["data"]
+        kinds = {c["id"]: (c["kind"], c["loaded"]) for c in cards}
+        assert kinds == {  # the flags' loaded at start, the chat model last
+            tiny_model_dir.name: ("chat", True),
+            "bert": ("embedding", False),  # a --model loads on its first request
+            "qwen3": ("embedding", True),
+            "reranker": ("rerank", True),
+        }
         client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
+        first = client.embeddings.create(model="bert", input=TEXTS)
+        assert first.model == "bert"
+        np.testing.assert_allclose(
+            [d.embedding for d in first.data], library_vectors(folders["bert"], TEXTS), atol=1e-5
+        )
+        chat = client.chat.completions.create(
+            model=tiny_model_dir.name, messages=[{"role": "user", "content": "hi"}], max_tokens=2
+        )
+        assert chat.model == tiny_model_dir.name
         reply = client.embeddings.create(model="qwen3", input=TEXTS)
         np.testing.assert_allclose(
             [d.embedding for d in reply.data],

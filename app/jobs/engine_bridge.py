@@ -37,6 +37,7 @@ from engine.types import (
 
 if TYPE_CHECKING:
     from engine.api import EngineAPI
+    from engine.pool import ModelPool
     from engine.runtime.handle import RequestHandle
     from engine.types import ValidationReport
 
@@ -119,8 +120,12 @@ class ReplyJob(QObject):
 
 
 class EngineBridge(QObject):
-    """Owns an engine (an EngineAPI: the local Engine, created on first use, or a
-    distributed group) and re-emits its work as Qt signals on the GUI thread."""
+    """Owns an engine (an EngineAPI: the local model pool, created on first use, or a
+    distributed group) and re-emits its work as Qt signals on the GUI thread.
+
+    The local engine is a ModelPool (engine.pool): the model the chat loads is its default,
+    and the local server serves the same pool, so a model the server loaded is the one the
+    chat uses, never a second copy."""
 
     loadStarted = Signal(str)  # spec
     loadProgress = Signal(str, float)  # stage, fraction
@@ -138,6 +143,7 @@ class EngineBridge(QObject):
         self._max_rows: int | None = None  # the user's setting, for an engine made later
         self._speculative: bool | None = None  # likewise
         self._kv_bits: int | None = None  # likewise
+        self._model_memory: int | None = None  # the pool's limit (None: the machine's)
         self._jobs: set[ReplyJob] = set()
         self.loading_spec: str | None = None
         self.model_spec: str | None = None  # the spec of the model loaded last
@@ -146,15 +152,22 @@ class EngineBridge(QObject):
     @property
     def engine(self) -> EngineAPI:
         if self._engine is None:
-            from engine.engine import Engine
             from engine.memory.settings import DEFAULT_DISK_BUDGET, prompt_cache_dir
+            from engine.pool import EMBEDDING_LOADERS, ModelPool
+            from engine.pool.settings import default_settings_path
 
-            def local() -> Engine:  # prompts kept on disk across restarts
-                return Engine(
-                    kv_bits=self._kv_bits,
-                    disk_cache_dir=prompt_cache_dir(),
-                    disk_budget_bytes=DEFAULT_DISK_BUDGET,
+            def local() -> ModelPool:  # prompts kept on disk across restarts
+                pool = ModelPool(
+                    memory_limit_bytes=self._model_memory,
+                    loaders=EMBEDDING_LOADERS,  # kind = "embedding" / "rerank" in models.toml
+                    engine_options={
+                        "kv_bits": self._kv_bits,
+                        "disk_cache_dir": prompt_cache_dir(),
+                        "disk_budget_bytes": DEFAULT_DISK_BUDGET,
+                    },
                 )
+                pool.read_settings(default_settings_path(), strict=False)
+                return pool
 
             self._engine = (self._make_engine or local)()
             if self._max_rows is not None:
@@ -174,6 +187,20 @@ class EngineBridge(QObject):
             job.cancel()
         if old is not None:
             threading.Thread(target=old.close, name="corral-close-engine", daemon=True).start()
+
+    @property
+    def pool(self) -> ModelPool | None:
+        """The local model pool, if that is the engine in use (not a distributed group)."""
+        from engine.pool import ModelPool
+
+        return self._engine if isinstance(self._engine, ModelPool) else None
+
+    def set_model_memory_limit(self, nbytes: int | None) -> None:
+        """What the local pool's models may hold together (None: the machine's budget)."""
+        self._model_memory = nbytes
+        pool = self.pool
+        if pool is not None:
+            pool.set_memory_limit(nbytes)
 
     @property
     def current_engine(self) -> EngineAPI | None:

@@ -243,9 +243,10 @@ class DistributedEngine:
             future.set_exception(ValueError("a distributed group takes no draft model"))
         return future
 
-    def check_constraint(self, spec: ConstraintSpec) -> ValidationReport:
+    def check_constraint(self, spec: ConstraintSpec, model: str | None = None) -> ValidationReport:
         """Checked by rank 0 with the loaded model's tokenizer (or here, without one, when no
-        model is loaded or the group has stopped)."""
+        model is loaded or the group has stopped). The group serves one model, whatever
+        `model` names."""
         from engine.constraints.compiled import CompiledGrammar
         from engine.constraints.validate import validate_constraint
 
@@ -263,7 +264,7 @@ class DistributedEngine:
         by replaying one step's collectives (the benchmark's `dist_comm_ms_per_token`)."""
         return self._call("probe", (steps,), self.config.timeout_s + steps)
 
-    def run(self, fn: Callable[[Any], T]) -> Future[T]:
+    def run(self, fn: Callable[[Any], T], model: str | None = None) -> Future[T]:
         future: Future[T] = Future()
         future.set_exception(
             DistributedError("the model lives in rank 0's process: it cannot run code here")

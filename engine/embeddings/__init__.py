@@ -2,9 +2,10 @@
 
 `families` (what mlx-embeddings runs that Corral serves), `pooling` (the pooling a
 sentence-transformers folder asks for), `batching` (which inputs share a forward pass),
-`compute` (the models at work, MLX, on their own thread), `model` (EmbeddingModel and
-`load_embedding_model`), `registry` (models by name, for the server). Nothing here imports
-MLX at module level but `compute`, which only the model's own thread loads.
+`compute` (the models at work, MLX, on their own thread), `sizing` (weights and working
+budget, read from a folder before it loads), `model` (EmbeddingModel, `start_loading` and
+`load_embedding_model`). A model pool serves these (engine.pool.embedding). Nothing here
+imports MLX at module level but `compute`, which only the model's own thread loads.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from engine.embeddings.model import (
     Reranked,
     load_embedding_model,
     shorten,
+    start_loading,
 )
-from engine.embeddings.registry import EmbeddingModels, EmbeddingSource
 
 __all__ = [
     "FAMILIES",
@@ -26,10 +27,9 @@ __all__ = [
     "Embedded",
     "EmbeddingModel",
     "EmbeddingModelInfo",
-    "EmbeddingModels",
-    "EmbeddingSource",
     "Kind",
     "Reranked",
     "load_embedding_model",
     "shorten",
+    "start_loading",
 ]

@@ -2,8 +2,8 @@
 vectors or relevance scores out, many inputs per forward pass (padded, with the attention
 mask the library's classes read).
 
-Everything here runs on the model's own thread (`engine.embeddings.model`): MLX streams
-belong to the thread that made them.
+Everything here runs on the model's worker thread (`engine.embeddings.model`): MLX
+streams belong to the thread that made them.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 from engine.embeddings.batching import plan_batches
 from engine.embeddings.families import Family, Kind, family_of, position_limit, rerank_head
 from engine.embeddings.pooling import PoolingConfig, read_pooling
+from engine.embeddings.sizing import DEFAULT_MAX_TOKENS, working_bytes
 from engine.errors import EmbeddingInputError, ModelLoadError
 
 # A tokenizer's model_max_length at or above this is HF's "no limit" placeholder.
@@ -49,10 +50,17 @@ def _special_affixes(tokenizer: Any) -> tuple[list[int], list[int]]:
 
 
 class Runner:
-    """One embedding or reranker model and its tokenizer, loaded from `path`."""
+    """One embedding or reranker model and its tokenizer, loaded from `path`, reading at
+    most `max_tokens` tokens per input (None: what its positions and tokenizer allow)."""
 
-    def __init__(self, path: Path, kind: Kind) -> None:
-        from mlx_embeddings.utils import load
+    def __init__(self, path: Path, kind: Kind, max_tokens: int | None = None) -> None:
+        try:
+            from mlx_embeddings.utils import load
+        except ImportError as exc:
+            raise ModelLoadError(
+                f"{path}: embedding models need the mlx-embeddings package ({exc}); "
+                "./bootstrap.sh installs it"
+            ) from None
 
         from engine.memory.plan import model_nbytes
 
@@ -80,7 +88,9 @@ class Runner:
         declared = getattr(self.tokenizer, "model_max_length", None)
         if isinstance(declared, int) and 0 < declared < _NO_LIMIT:
             limits.append(declared)
-        self.max_tokens = min([n for n in limits if n] or [8192])
+        if max_tokens:  # a setting's cap (a pool's context_length)
+            limits.append(max_tokens)
+        self.max_tokens = min([n for n in limits if n] or [DEFAULT_MAX_TOKENS])
         self.prefix, self.suffix = _special_affixes(self.tokenizer)
         if kind == "rerank" and getattr(self.model.config, "num_labels", 1) != 1:
             raise ModelLoadError(
@@ -88,7 +98,13 @@ class Runner:
                 "serves cross-encoders that give one relevance score"
             )
         self.weights_bytes = model_nbytes(self.model)
+        self.working_bytes = working_bytes(config, self.max_tokens)
         self.dimensions = 0 if kind == "rerank" else int(self.embed([self.prefix + [0]]).shape[1])
+
+    def close(self) -> None:
+        """Let the model's arrays go and give MLX's cached buffers back."""
+        del self.model
+        mx.clear_cache()
 
     def _check_pooling(self, path: Path) -> None:
         family, pooling = self.family, self.pooling

@@ -8,7 +8,9 @@ No MLX here: `engine.embeddings.compute` runs the models.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from engine.embeddings.pooling import Pooling
@@ -44,6 +46,12 @@ FAMILIES: dict[str, Family] = {
         Family("llama_bidirec", "Llama (bidirectional)", "output", "mean"),
     )
 }
+
+# Families whose models are encoders only: a folder of one is never a chat model.
+ENCODER_ONLY = frozenset({"bert", "xlm_roberta", "modernbert", "llama_bidirec"})
+# What sentence-transformers writes beside an embedding model (Qwen3-Embedding and
+# EmbeddingGemma share their model types with chat models: these files tell them apart).
+SENTENCE_TRANSFORMERS_FILES = ("modules.json", "config_sentence_transformers.json")
 
 # Cross-encoder heads mlx-embeddings computes: the architecture, and the family it runs on.
 RERANK_ARCHITECTURES = {"ModernBertForSequenceClassification": "modernbert"}
@@ -93,3 +101,30 @@ def position_limit(family: Family, config: dict[str, Any]) -> int | None:
     if family.position_offset:  # positions count from pad_token_id + 1
         limit -= int(config.get("pad_token_id", 1)) + 1
     return limit
+
+
+def folder_kind(folder: Path) -> Kind | None:
+    """What the model in `folder` serves as, read from its files: "rerank" for a
+    cross-encoder head Corral runs, "embedding" for a covered family's encoder or a
+    sentence-transformers folder of one; None for anything else (a chat model, or a folder
+    that does not say)."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    model_type = str(config.get("model_type", "")).replace("-", "_")
+    if model_type not in FAMILIES:
+        return None
+    architectures = config.get("architectures")
+    names = [str(a) for a in architectures] if isinstance(architectures, list) else []
+    if rerank_head(config) is not None or any(
+        a.endswith("ForSequenceClassification") for a in names
+    ):  # a cross-encoder (one whose head Corral does not run is refused when it loads)
+        return "rerank"
+    if model_type in ENCODER_ONLY:
+        return "embedding"
+    if any((folder / name).is_file() for name in SENTENCE_TRANSFORMERS_FILES):
+        return "embedding"
+    return None

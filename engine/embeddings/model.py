@@ -1,16 +1,20 @@
-"""An embedding or reranker model on its own thread: `load_embedding_model(spec, kind)`
-loads it, `embed` and `rerank` queue work for it and return futures.
+"""An embedding or reranker model on a thread of its own: `start_loading(spec, kind)`
+loads it (`load_embedding_model` waits for it), `embed` and `rerank` queue work for it
+and return futures, `close` unloads it.
 
-The model lives on one long-lived thread of its own, as the chat engine's model does on
-the engine thread (MLX streams belong to the thread that made them); requests to it run
-one after another there, each as few forward passes as its inputs allow. A model pool
-loads these with the same call and reads `info` for its memory and kind.
+The model lives on one long-lived worker thread (engine.workers), as a chat model lives on
+its engine thread: MLX streams belong to the thread that made them, so loading, every
+forward pass and unloading run there, one request after another, each as few forward
+passes as its inputs allow. Unloaded, the thread goes back to the worker pool for the
+next model (a thread that ran MLX must never exit). A model pool loads these through
+engine.pool.embedding and counts `memory_bytes` against its limit.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -19,7 +23,7 @@ import numpy as np
 
 from engine.embeddings.families import Kind
 from engine.errors import EngineClosedError, ModelLoadError
-from engine.threads import ensure_thread_stack
+from engine.workers import WorkerThread, acquire_worker, release_worker
 
 if TYPE_CHECKING:
     from engine.embeddings.compute import Runner
@@ -38,6 +42,7 @@ class EmbeddingModelInfo:
     dimensions: int  # of its vectors (0 for a reranker)
     max_tokens: int  # per input (per query and document pair for a reranker)
     weights_bytes: int
+    working_bytes: int  # its forward passes' activations at most (engine.embeddings.sizing)
     matryoshka: bool  # trained so that a vector's first dimensions are an embedding too
     normalized: bool  # its vectors have length 1
 
@@ -64,10 +69,11 @@ Input = str | Sequence[int]
 class EmbeddingModel:
     """A loaded embedding or reranker model. Thread-safe: work is queued to its thread."""
 
-    def __init__(self, runner: Runner, info: EmbeddingModelInfo, pool: ThreadPoolExecutor) -> None:
-        self._runner = runner
+    def __init__(self, runner: Runner, info: EmbeddingModelInfo, worker: WorkerThread) -> None:
+        self._runner: Runner | None = runner
         self.info = info
-        self._pool = pool
+        self._worker = worker
+        self._lock = threading.Lock()
         self._closed = False
 
     @property
@@ -78,17 +84,34 @@ class EmbeddingModel:
     def kind(self) -> Kind:
         return self.info.kind
 
+    @property
+    def memory_bytes(self) -> int:
+        """What it holds: its weights and its forward passes' working budget."""
+        return self.info.weights_bytes + self.info.working_bytes
+
     def _submit(self, work: Callable[[Runner], T]) -> Future[T]:
         """`work(runner)` on the model's thread; a future that fails with
         EngineClosedError once the model is unloaded."""
-        try:
+        future: Future[T] = Future()
+
+        def job() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            runner = self._runner
+            if runner is None:  # unloaded before its turn came (never: close queues after)
+                future.set_exception(EngineClosedError(f"the model {self.name} is unloaded"))
+                return
+            try:
+                future.set_result(work(runner))
+            except BaseException as exc:  # the caller's future carries it
+                future.set_exception(exc)
+
+        with self._lock:
             if not self._closed:
-                return self._pool.submit(work, self._runner)
-        except RuntimeError:  # unloaded between the check and the submit
-            pass
-        failed: Future[T] = Future()
-        failed.set_exception(EngineClosedError(f"the model {self.name} has been unloaded"))
-        return failed
+                self._worker.put(job)
+                return future
+        future.set_exception(EngineClosedError(f"the model {self.name} has been unloaded"))
+        return future
 
     def embed(self, inputs: Sequence[Input]) -> Future[Embedded]:
         """The vectors of `inputs` (texts, or token arrays without special tokens: the
@@ -109,10 +132,26 @@ class EmbeddingModel:
         return self._submit(lambda runner: _rerank(runner, query, docs))
 
     def close(self) -> None:
-        """Unload: queued work finishes, the model's memory goes with its thread."""
-        self._closed = True
-        self._pool.shutdown(wait=True)
-        self._runner = None  # type: ignore[assignment]
+        """Unload (blocking; never from the model's own thread): work already queued
+        finishes, then the model's arrays are let go on its thread, and the thread goes
+        back to the worker pool."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        unloaded = threading.Event()
+
+        def unload() -> None:
+            try:
+                if self._runner is not None:
+                    self._runner.close()
+            finally:
+                self._runner = None
+                unloaded.set()
+
+        self._worker.put(unload)
+        release_worker(self._worker)
+        unloaded.wait()
 
 
 def _embed(runner: Runner, inputs: list[Input]) -> Embedded:
@@ -148,44 +187,65 @@ def shorten(vectors: np.ndarray, dimensions: int, normalize: bool) -> np.ndarray
     return shortened
 
 
-def load_embedding_model(
-    spec: str, kind: Kind = "embedding", *, name: str | None = None
-) -> EmbeddingModel:
-    """Load `spec` (an MLX or safetensors folder, or a Hugging Face repo id) as an embedding
-    model or a reranker, on a thread of its own; ModelLoadError saying why it cannot
-    (not found, a family or head mlx-embeddings does not run, ...)."""
-    from engine.library.discovery import model_display_name
-    from engine.library.load import resolve_model
-
+def start_loading(
+    spec: str,
+    kind: Kind = "embedding",
+    *,
+    name: str | None = None,
+    max_tokens: int | None = None,
+) -> Future[EmbeddingModel]:
+    """Start loading `spec` (an MLX or safetensors folder, or a Hugging Face repo id, then
+    downloaded) as an embedding model or a reranker on a worker thread, the thread all its
+    work will run on; `max_tokens` caps the tokens it reads per input. The future fails
+    with ModelLoadError saying why it cannot load (not found, a family or head
+    mlx-embeddings does not run, ...)."""
+    out: Future[EmbeddingModel] = Future()
     if spec.lower().endswith(".gguf"):
-        raise ModelLoadError(
-            f"{spec}: embedding models load from a safetensors folder or a Hugging Face repo "
-            "id, not a GGUF file"
+        out.set_exception(
+            ModelLoadError(
+                f"{spec}: embedding models load from a safetensors folder or a Hugging Face "
+                "repo id, not a GGUF file"
+            )
         )
-    path = Path(str(resolve_model(spec)))
-    label = name or model_display_name(spec, path)
-    ensure_thread_stack()
-    pool = ThreadPoolExecutor(1, thread_name_prefix=f"corral-{kind}")
+        return out
+    worker = acquire_worker()
 
-    def load() -> Runner:
+    def load() -> None:  # on the worker
         from engine.embeddings.compute import Runner
+        from engine.library.discovery import model_display_name
+        from engine.library.load import resolve_model
 
-        return Runner(path, kind)
+        try:
+            path = Path(str(resolve_model(spec)))
+            runner = Runner(path, kind, max_tokens)
+        except BaseException as exc:
+            release_worker(worker)
+            out.set_exception(exc)
+            return
+        info = EmbeddingModelInfo(
+            name=name or model_display_name(spec, path),
+            path=str(path),
+            kind=kind,
+            family=runner.family.label,
+            dimensions=runner.dimensions,
+            max_tokens=runner.max_tokens,
+            weights_bytes=runner.weights_bytes,
+            working_bytes=runner.working_bytes,
+            matryoshka=runner.family.matryoshka,
+            normalized=runner.pooling.normalize or runner.family.hidden == "library",
+        )
+        out.set_result(EmbeddingModel(runner, info, worker))
 
-    try:
-        runner = pool.submit(load).result()
-    except BaseException:
-        pool.shutdown(wait=False)
-        raise
-    info = EmbeddingModelInfo(
-        name=label,
-        path=str(path),
-        kind=kind,
-        family=runner.family.label,
-        dimensions=runner.dimensions,
-        max_tokens=runner.max_tokens,
-        weights_bytes=runner.weights_bytes,
-        matryoshka=runner.family.matryoshka,
-        normalized=runner.pooling.normalize or runner.family.hidden == "library",
-    )
-    return EmbeddingModel(runner, info, pool)
+    worker.put(load)
+    return out
+
+
+def load_embedding_model(
+    spec: str,
+    kind: Kind = "embedding",
+    *,
+    name: str | None = None,
+    max_tokens: int | None = None,
+) -> EmbeddingModel:
+    """`start_loading`, waited for: the loaded model, or its ModelLoadError raised."""
+    return start_loading(spec, kind, name=name, max_tokens=max_tokens).result()

@@ -175,18 +175,33 @@ def load_tokenizer_of(spec: str) -> tuple[Path | str, Any]:
     return path, load_tokenizer(Path(path))  # type: ignore[no-untyped-call]
 
 
+def local_folder(spec: str) -> Path | None:
+    """The folder a folder spec, or a Hugging Face repo id already downloaded (Corral's
+    download or the Hugging Face cache's copy), names on this machine; None for anything
+    else (a repo not downloaded yet, a GGUF file, "default"). Downloads nothing."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists() or spec.count("/") != 1 or spec.startswith((".", "/", "~")):
+        return None
+    from engine.library.downloads import completed_download
+
+    root = cache_dir()
+    return completed_download(root, spec) or hf_snapshot(
+        spec, LibraryRoots.default(root).huggingface
+    )
+
+
 def _resolve_repo(repo_id: str, report: ProgressFn) -> Path:
     """A Hugging Face repo: Corral's finished download, the Hugging Face cache's copy, or
     a download now (with progress) into Corral's cache."""
-    from engine.library.downloads import completed_download, download, plan_download
+    from engine.library.downloads import download, plan_download
     from engine.memory.plan import memory_budget
 
-    root = cache_dir()
-    found = completed_download(root, repo_id) or hf_snapshot(
-        repo_id, LibraryRoots.default(root).huggingface
-    )
+    found = local_folder(repo_id)
     if found is not None:
         return found
+    root = cache_dir()
     plan = plan_download(repo_id, root, memory_budget())
     if not plan.fits_disk:
         raise ModelLoadError(plan.describe())

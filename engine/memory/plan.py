@@ -168,13 +168,19 @@ class WiredLimit:
 
     def apply(self, plan: MemoryPlan) -> bool:
         """Wire weights plus KV budget; True if the limit was set."""
-        if not (self._metal and plan.metal) or plan.wired_limit_bytes is None:
+        if not plan.metal or plan.wired_limit_bytes is None:
+            return False
+        return self.apply_bytes(plan.wired_limit_bytes)
+
+    def apply_bytes(self, limit: int) -> bool:
+        """Wire `limit` bytes (a model pool's limit, for all its models); True if set."""
+        if not self._metal:
             return False
         self._sync()
-        old = int(self._set(int(plan.wired_limit_bytes)))
+        old = int(self._set(int(limit)))
         if self._previous is None:  # a second apply keeps the value from before the first
             self._previous = old
-        self.current = plan.wired_limit_bytes
+        self.current = limit
         return True
 
     def restore(self) -> None:

@@ -52,6 +52,11 @@ class RequestHandle:
         """Block until the reply is finished and return it."""
         return self._done.result(timeout)
 
+    def add_done_callback(self, fn: Callable[[RequestHandle], None]) -> None:
+        """Call `fn(handle)` once the request has finished (at once if it has), on the
+        thread that finished it."""
+        self._done.add_done_callback(lambda _future: fn(self))
+
     def events(self, timeout: float | None = None) -> Iterator[ChatEvent]:
         """Yield this request's events until (and including) its Finished event.
 

@@ -78,7 +78,10 @@ def request_prompt(
             raise ValueError("a reply can be continued only without tools or a constraint")
         return render_continuation(tokenizer, request.messages), None
     think = wants_thinking(reasoning, request.sampling.think)
-    kwargs = thinking_kwargs(reasoning, think, request.sampling.max_thinking_tokens)
+    kwargs = {
+        **request.template_kwargs,
+        **thinking_kwargs(reasoning, think, request.sampling.max_thinking_tokens),
+    }
     if request.tools:
         from engine.tools import prepare_tool_request
 

@@ -21,7 +21,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine.api import EngineAPI
-from engine.embeddings import EmbeddingSource
 from engine.server.activity import ServerActivity
 from engine.server.anthropic import MessagesAPI
 from engine.server.batches import BatchAPI
@@ -35,57 +34,54 @@ from engine.server.responses import ChunkWriter, chat_completion, new_id, text_c
 from engine.server.schemas import ChatCompletionBody, CompletionBody
 from engine.server.streaming import ChatChunkStream
 from engine.server.translate import chat_request, completion_request, needs_worker
+from engine.types import PooledModel
 
 
 class Service:
     """The OpenAI completion endpoints and the model list. One per app; shares `engine`
     with whoever else uses it."""
 
-    def __init__(self, core: Core, embeddings: EmbeddingsAPI) -> None:
+    def __init__(self, core: Core) -> None:
         self.core = core
         self.engine = core.engine
         self.activity = core.activity
-        self.embeddings = embeddings
 
     # ---- simple endpoints ----
 
     async def health(self, request: Request) -> Response:
         snapshot = self.engine.snapshot
-        info = snapshot.model
-        return JSONResponse(
-            {
-                "status": "ok" if info is not None else "loading",
-                "model": info.name if info is not None else None,
-                "active_requests": self.activity.active,
-                "prompt_cache": snapshot.cache.to_dict(),  # memory and disk use, hit rates
-            }
-        )
-
-    def _model_card(self) -> dict[str, Any]:
-        info = self.engine.snapshot.model
-        if info is None:
-            raise APIError(503, "no model is loaded yet", code="model_not_loaded")
-        return {
-            "id": info.name,
-            "object": "model",
-            "created": 0,
-            "owned_by": "corral",
-            "context_length": info.context_length,
+        served = snapshot.served_models()
+        default = snapshot.find_model(None)
+        body: dict[str, Any] = {
+            "status": "ok" if served else "loading",
+            "model": default.id if default is not None else None,
+            "active_requests": self.activity.active,
+            "prompt_cache": snapshot.cache.to_dict(),  # memory and disk use, hit rates
         }
+        if snapshot.pool is not None:
+            body["models"] = {m.id: m.state for m in served}
+            body["model_memory"] = {
+                "held_bytes": snapshot.pool.held_bytes,
+                "limit_bytes": snapshot.pool.limit_bytes,
+            }
+        return JSONResponse(body)
 
     async def models(self, request: Request) -> Response:
-        cards = [self._model_card(), *self.embeddings.cards()]
-        return JSONResponse({"object": "list", "data": cards})
+        served = self.engine.snapshot.served_models()
+        if not served:
+            raise APIError(503, "no model is loaded yet", code="model_not_loaded")
+        return JSONResponse({"object": "list", "data": [model_card(m) for m in served]})
 
     async def model(self, request: Request) -> Response:
+        snapshot = self.engine.snapshot
         wanted = request.path_params["model_id"]
-        for other in self.embeddings.cards():
-            if other["id"] == wanted:
-                return JSONResponse(other)
-        card = self._model_card()
-        if wanted != card["id"]:
-            raise unknown_model(wanted, card["id"])
-        return JSONResponse(card)
+        found = snapshot.find_model(wanted)
+        if found is None:
+            served = [m.id for m in snapshot.served_models()]
+            if not served:
+                raise APIError(503, "no model is loaded yet", code="model_not_loaded")
+            raise unknown_model(wanted, served)
+        return JSONResponse(model_card(found))
 
     # ---- completions ----
 
@@ -105,10 +101,13 @@ class Service:
 
     async def _serve(self, request: Request, arrived: float, body: Any, *, chat: bool) -> Response:
         core = self.core
-        model = core.check_model(body.model)
+        route = core.route(body.model)
+        model = route.model
         translate = chat_request if chat else completion_request
-        prepared = await core.prepare(
-            functools.partial(translate, body, core.config, core.check), needs_worker(body)
+        prepared = route.carry(
+            await core.prepare(
+                functools.partial(translate, body, route.config, route.check), needs_worker(body)
+            )
         )
         completion_id = new_id("chatcmpl" if chat else "cmpl")
         options = body.stream_options
@@ -133,17 +132,38 @@ class Service:
         )
 
 
-def create_app(
-    engine: EngineAPI,
-    config: ServerConfig,
-    activity: ServerActivity,
-    embeddings: EmbeddingSource | None = None,
-) -> Starlette:
-    """The ASGI app serving `engine` (and `embeddings`' models) with `config`; requests are
-    counted in `activity`."""
+def model_card(model: PooledModel) -> dict[str, Any]:
+    """A model as /v1/models lists it: OpenAI's fields, and whether it is loaded, its
+    context length (tokens per input for embedding and rerank models), kind and memory,
+    and an embedding model's dimensions once it has loaded (Corral's)."""
+    card: dict[str, Any] = {
+        "id": model.id,
+        "object": "model",
+        "created": 0,
+        "owned_by": "corral",
+        "kind": model.kind,
+        "loaded": model.loaded,
+        "state": model.state,
+        "context_length": model.context_length,
+        "aliases": list(model.names),
+        "memory_bytes": model.memory_bytes,
+        "pinned": model.pinned,
+        "default": model.default,
+        "in_flight": model.in_flight,
+        "waiting": model.waiting,  # requests waiting for it to load
+        "queue_position": model.queue_position,  # its place in the load queue (1: next)
+    }
+    if model.kind == "embedding":
+        card["dimensions"] = model.dimensions
+    return card
+
+
+def create_app(engine: EngineAPI, config: ServerConfig, activity: ServerActivity) -> Starlette:
+    """The ASGI app serving `engine` (a model pool's embedding and rerank models too) with
+    `config`; requests are counted in `activity`."""
     core = Core(engine, config, activity)
-    vectors = EmbeddingsAPI(core, embeddings)
-    service = Service(core, vectors)
+    vectors = EmbeddingsAPI(core)
+    service = Service(core)
     messages = MessagesAPI(core)
     responses = ResponsesAPI(core)
     batches = BatchAPI(core)

@@ -14,6 +14,7 @@ from pathlib import Path
 import platformdirs
 
 from engine.errors import CorralError
+from engine.types import SamplingSettings
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
@@ -56,6 +57,9 @@ class ServerConfig:
     # read this many tokens (N / its real context), so an agent built for a larger window
     # compacts in time (engine.server.report_context). None: the real counts.
     report_context: int | None = None
+    # What a request leaves unset gets these (None: Corral's SamplingSettings defaults).
+    # The server sets them per request from the answering model's settings in a pool.
+    sampling_defaults: SamplingSettings | None = None
 
     def check(self) -> None:
         """Raise ServerConfigError for settings the server must refuse to start with."""

@@ -13,10 +13,12 @@ token and keeps what it computed in the prompt cache.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -25,23 +27,40 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from engine.api import EngineAPI
-from engine.errors import CorralError, EngineBusyError, EngineClosedError
+from engine.errors import (
+    CorralError,
+    EngineBusyError,
+    EngineClosedError,
+    ModelLoadError,
+    ModelNotFoundError,
+    ModelUnavailableError,
+)
 from engine.runtime.context import CONTEXT_LENGTH_EXCEEDED
 from engine.runtime.handle import RequestHandle
 from engine.server.activity import RequestRecord, ServerActivity
 from engine.server.compat import Dialect, note_headers, screen
 from engine.server.config import ServerConfig
 from engine.server.context_scaling import reported, scale_factor, scaled_result
-from engine.server.errors import APIError, from_validation_error, param_path
+from engine.server.errors import (
+    MODEL_BUSY,
+    RETRY_BUSY_S,
+    APIError,
+    from_validation_error,
+    model_unavailable,
+    param_path,
+)
 from engine.server.keepalive import JSON_SPACE, Ticker
 from engine.server.responses import IndexedEvent, error_message, failure, status_for
 from engine.server.streaming import EventChannel, StreamWriter, relay
-from engine.server.translate import ConstraintChecker, Prepared
+from engine.server.translate import Check, ConstraintChecker, Prepared
 from engine.types import (
     ChatEvent,
     ChatRequest,
     ChatResult,
     Finished,
+    ModelKind,
+    PooledModel,
+    SamplingSettings,
     StopReason,
     TextDelta,
     ToolCallDelta,
@@ -50,6 +69,23 @@ from engine.types import (
 Body = TypeVar("Body", bound=BaseModel)
 CLIENT_GONE = 499  # nginx's "client closed request", for the log
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    """The model that answers a request, and what translating the request needs of it:
+    the server's settings with the model's sampling defaults, and constraints compiled
+    for its tokenizer. Responses carry `model`."""
+
+    model: str
+    config: ServerConfig
+    check: Check
+    context_length: int | None = None
+
+    def carry(self, prepared: Prepared) -> Prepared:
+        """`prepared`, its request naming this model (the engine routes it by that)."""
+        prepared.request.model = self.model
+        return prepared
 
 
 class GenerationFailed(APIError):
@@ -130,17 +166,46 @@ class Core:
             chunks.append(chunk)
         return _parse_json(b"".join(chunks))
 
-    def check_model(self, wanted: str | None) -> str:
-        """The loaded model's name, which answers a request naming `wanted`: 404 for another
-        name unless the server serves any name; 503 while no model is loaded."""
-        info = self.engine.snapshot.model
-        if info is None:
+    def route(self, wanted: str | None, kind: ModelKind = "chat") -> ModelRoute:
+        """The model that answers a request naming `wanted` (its id, an alias, its folder
+        or repo id; None: the default model), loaded or not: 404 for a name the server
+        does not serve unless it serves any name (with the default model); 400 for a
+        model of another kind; 503 while an engine serving one model has none loaded."""
+        model = self.find_model(wanted)
+        if model.kind != kind:
+            raise APIError(
+                400,
+                f"model {model.id!r} is {_a(model.kind)} model; this endpoint needs "
+                f"{_a(kind)} model (see GET /v1/models)",
+                param="model",
+                code="wrong_model_kind",
+            )
+        config = self.config
+        if model.sampling_defaults:
+            values: dict[str, Any] = dict(model.sampling_defaults)
+            max_tokens = values.pop("max_tokens", None)
+            config = dataclasses.replace(
+                config,
+                sampling_defaults=dataclasses.replace(SamplingSettings(), **values),
+                default_max_tokens=int(max_tokens or config.default_max_tokens),
+            )
+        check = functools.partial(self.check, model=model.id)
+        return ModelRoute(model.id, config, check, model.context_length)
+
+    def find_model(self, wanted: str | None) -> PooledModel:
+        """The served model a request naming `wanted` means (see `route`)."""
+        snapshot = self.engine.snapshot
+        found = snapshot.find_model(wanted)
+        if found is None and self.config.serve_any_model_name:
+            found = snapshot.find_model(None)
+        if found is not None:
+            return found
+        served = [m.id for m in snapshot.served_models()]
+        if not served:
             raise APIError(
                 503, "no model is loaded yet; try again shortly", code="model_not_loaded"
             )
-        if wanted is not None and wanted != info.name and not self.config.serve_any_model_name:
-            raise unknown_model(wanted, info.name)
-        return info.name
+        raise unknown_model(str(wanted), served)
 
     async def serve(
         self,
@@ -169,7 +234,8 @@ class Core:
         n = prepared.n
         results: list[ChatResult | None] = [None] * n
 
-        factor = self.report_factor()
+        model = prepared.request.model
+        factor = self.report_factor(model)
 
         def on_event(index: int, event: ChatEvent) -> None:  # engine thread
             if not first_token and isinstance(event, TextDelta | ToolCallDelta):
@@ -187,6 +253,10 @@ class Core:
         requests = prepared.request.alternatives(n) if n > 1 else [prepared.request]
         try:
             handles = self.engine.submit_many(requests, on_event)
+        except ModelNotFoundError as exc:  # the model left the pool since it was routed
+            refusal = APIError(404, str(exc), param="model", code="model_not_found")
+            self.activity.end(RequestRecord(arrived, endpoint, 404, error=refusal.message))
+            raise refusal from None
         except EngineBusyError as exc:
             refusal = APIError(503, str(exc), code="queue_full", headers={"Retry-After": "1"})
             self.activity.end(RequestRecord(arrived, endpoint, 503, error=refusal.message))
@@ -215,7 +285,7 @@ class Core:
                 more = await _next(channel, gone, keep_alive)
                 if not more:  # silent for a keep-alive's wait: hold the connection open
                     gone.cancel()
-                    return self._held(request, events, channel, handles, whole, n)
+                    return self._held(request, events, channel, handles, whole, model)
                 events += more
         except ClientGone:
             for handle in handles:
@@ -224,25 +294,28 @@ class Core:
         finally:
             gone.cancel()
         finished = _results(events)
-        raise_for_results(finished, self._context_length())
+        raise_for_results(finished, self.context_length(model))
         if stream:  # finished before any token: a one-shot stream
             return StreamingResponse(
                 relay(writer, events, None, handles), media_type="text/event-stream"
             )
         return JSONResponse(whole(finished))
 
-    def reported(self, tokens: int) -> int:
-        """A token count as clients are told it (`--report-context`)."""
-        return reported(tokens, self.report_factor())
+    def reported(self, tokens: int, model: str | None = None) -> int:
+        """A token count of the model `model` names as clients are told it
+        (`--report-context`)."""
+        return reported(tokens, self.report_factor(model))
 
-    def report_factor(self) -> float:
-        """How much larger the token counts clients are told are than the real ones
-        (`--report-context`, engine.server.context_scaling)."""
-        return scale_factor(self.config.report_context, self._context_length())
+    def report_factor(self, model: str | None = None) -> float:
+        """How much larger the token counts clients are told are than the real ones, for
+        the model `model` names (None: the default; `--report-context`,
+        engine.server.context_scaling)."""
+        return scale_factor(self.config.report_context, self.context_length(model))
 
-    def _context_length(self) -> int | None:
-        info = self.engine.snapshot.model
-        return info.context_length if info is not None else None
+    def context_length(self, model: str | None = None) -> int | None:
+        """The context of the served model `model` names (None: the default), if known."""
+        found = self.engine.snapshot.find_model(model)
+        return found.context_length if found is not None else None
 
     def _held(
         self,
@@ -251,18 +324,19 @@ class Core:
         channel: EventChannel,
         handles: list[RequestHandle],
         whole: Callable[[list[ChatResult]], dict[str, Any]],
-        n: int,
+        model: str | None,
     ) -> Response:
         """A whole-JSON reply still being computed, its connection held open by a space
         every keep-alive (engine.server.keepalive); a failure after this point is its
         error body under the 200 already sent."""
         ticker = Ticker(self.config.keep_alive_s)
         path = request.url.path
+        n = len(handles)
 
         def body() -> bytes:
             finished = _results(events)
             try:
-                raise_for_results(finished, self._context_length())
+                raise_for_results(finished, self.context_length(model))
                 return bytes(JSONResponse(whole(finished)).body)
             except APIError as exc:
                 return bytes(exc.response(path).body)
@@ -303,23 +377,28 @@ def prompt_length(request: ChatRequest, loaded: Any) -> int:
 
 
 async def count_prompt(core: Core, request: ChatRequest) -> int:
-    """`prompt_length` of `request` on the engine's thread (real tokens: `Core.reported`
-    gives what clients are told); 501 where the model lives in another process (a
-    distributed group)."""
-    run = core.engine.run(functools.partial(prompt_length, request))
+    """`prompt_length` of `request` on the thread of the model it names (real tokens:
+    `Core.reported` gives what clients are told); 501 where the model lives in another
+    process (a distributed group), 503 with Retry-After while a model of a pool cannot
+    load (the memory it needs is busy)."""
+    run = core.engine.run(functools.partial(prompt_length, request), request.model)
     try:
         return await asyncio.wrap_future(run)
     except APIError:
         raise
+    except (ModelUnavailableError, ModelLoadError) as exc:
+        raise model_unavailable(exc) from None
     except CorralError as exc:
         raise APIError(501, f"cannot count tokens here: {exc}", code="not_supported") from None
 
 
-def unknown_model(wanted: str, loaded: str) -> APIError:
+def unknown_model(wanted: str, served: list[str]) -> APIError:
+    names = ", ".join(repr(name) for name in served)
     return APIError(
         404,
-        f"model {wanted!r} is not loaded; this server serves {loaded!r} (see GET /v1/models, "
-        "or start it with --serve-any-model-name to answer any name with the loaded model)",
+        f"model {wanted!r} is not one this server serves; it serves {names} (see GET "
+        "/v1/models, or start it with --serve-any-model-name to answer any name with the "
+        "default model)",
         param="model",
         code="model_not_found",
     )
@@ -439,8 +518,12 @@ def raise_for_results(results: list[ChatResult], context_length: int | None = No
             code=CONTEXT_LENGTH_EXCEEDED,
             anthropic_message=anthropic,
         )
+    busy = failed.error_code == MODEL_BUSY  # the model could not load in time
     raise GenerationFailed(
-        status_for(failed), message, code=failed.error_code or "generation_failed"
+        status_for(failed),
+        message,
+        code=failed.error_code or "generation_failed",
+        headers={"Retry-After": str(RETRY_BUSY_S)} if busy else None,
     )
 
 
@@ -477,3 +560,7 @@ def _record(
         error=error_message(failed) if failed is not None and failed.error else None,
         ending=(failed or result).ending.value,
     )
+
+
+def _a(word: str) -> str:
+    return ("an " if word[:1] in "aeiou" else "a ") + word

@@ -2,9 +2,13 @@
 in the shape Cohere's and Jina's clients send, over the server's embedding and reranker
 models (engine.embeddings).
 
-A request names its model by `model` (none: the first of its kind the server was started
-with). Inputs are checked here, each refusal a 400 naming its field (`input[2]`,
-`documents[0].text`); the model's thread does the work, many inputs per forward pass.
+The models are a model pool's (engine.pool: `serve --embedding-model`, `--rerank-model`,
+or `kind = "embedding"` in the models settings), listed in /v1/models with their kind,
+loaded on a request's demand and unloaded when another model needs their memory, never
+while a request's work runs: the endpoint holds a Lease on its model until the work ends.
+A request names its model by `model` (none: the first of its kind). Inputs are checked
+here, each refusal a 400 naming its field (`input[2]`, `documents[0].text`); the model's
+thread does the work, many inputs per forward pass.
 """
 
 from __future__ import annotations
@@ -22,11 +26,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from engine.embeddings import EmbeddingModel, EmbeddingSource, Kind, shorten
-from engine.errors import EmbeddingInputError, EngineClosedError
+from engine.embeddings import EmbeddingModel, Kind, shorten
+from engine.errors import (
+    EmbeddingInputError,
+    EngineClosedError,
+    ModelLoadError,
+    ModelNotFoundError,
+    ModelUnavailableError,
+)
+from engine.pool import EmbeddingBackend, Lease, ModelPool
 from engine.server.activity import RequestRecord
 from engine.server.core import Core
-from engine.server.errors import APIError
+from engine.server.errors import APIError, model_unavailable
+from engine.types import PooledModel
 
 MAX_INPUTS = 2048  # OpenAI's limit on inputs per request
 MAX_DOCUMENTS = 1000  # Cohere's limit on documents per rerank
@@ -129,11 +141,10 @@ def encode_vector(vector: np.ndarray, encoding: str) -> list[float] | str:
 
 
 class EmbeddingsAPI:
-    """The embeddings and rerank endpoints over `core` and `models`."""
+    """The embeddings and rerank endpoints over the models of `core`'s model pool."""
 
-    def __init__(self, core: Core, models: EmbeddingSource | None) -> None:
+    def __init__(self, core: Core) -> None:
         self.core = core
-        self.models = models
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -142,56 +153,42 @@ class EmbeddingsAPI:
             Route("/v2/rerank", self.rerank, methods=["POST"]),  # Cohere's v2 client
         ]
 
-    def cards(self) -> list[dict[str, Any]]:
-        """The embedding and reranker models as `/v1/models` lists them."""
-        if self.models is None:
-            return []
-        return [
-            {
-                "id": m.info.name,
-                "object": "model",
-                "created": 0,
-                "owned_by": "corral",
-                "kind": m.info.kind,
-                "dimensions": m.info.dimensions or None,
-                "max_tokens": m.info.max_tokens,
-            }
-            for kind in ("embedding", "rerank")
-            for m in self.models.of_kind(kind)
-        ]
-
-    def pick(self, wanted: str | None, kind: Kind) -> EmbeddingModel:
-        """The model of `kind` a request naming `wanted` is served by; APIError saying
-        which models there are otherwise."""
+    def pick(self, wanted: str | None, kind: Kind) -> PooledModel:
+        """The model of `kind` a request naming `wanted` is served by (None: the first of
+        its kind), loaded or not; APIError saying which models there are otherwise."""
         endpoint = "/v1/embeddings" if kind == "embedding" else "/v1/rerank"
         flag = "--embedding-model" if kind == "embedding" else "--rerank-model"
-        offered = self.models.of_kind(kind) if self.models is not None else []
+        if not isinstance(self.core.engine, ModelPool):
+            raise APIError(
+                404,
+                f"{endpoint} is unavailable: this server serves one model sharded across a "
+                "group (--distributed), and embedding and rerank models are served by a "
+                "model pool",
+                param="model",
+                code="model_not_found",
+            )
+        snapshot = self.core.engine.snapshot
+        offered = [m for m in snapshot.served_models() if m.kind == kind]
         if not offered:
             raise APIError(
                 404,
-                f"this server has no {kind} model; start it with {flag} SPEC to serve {endpoint}",
+                f"this server has no {kind} model; start it with {flag} SPEC (or list one "
+                f'with kind = "{kind}" in its models settings) to serve {endpoint}',
                 param="model",
                 code="model_not_found",
             )
         if wanted is None:
             return offered[0]
-        found = self.models.get(wanted) if self.models is not None else None
+        found = snapshot.find_model(wanted)
         if found is not None and found.kind == kind:
             return found
-        names = ", ".join(repr(m.info.name) for m in offered)
+        names = ", ".join(repr(m.id) for m in offered)
         if found is not None:
-            other = "a reranker" if kind == "embedding" else "an embedding model"
+            other = {"rerank": "a reranker", "embedding": "an embedding model"}
             raise APIError(
                 400,
-                f"model {wanted!r} is {other}; {endpoint} is served by {names}",
-                param="model",
-                code="wrong_model_kind",
-            )
-        chat = self.core.engine.snapshot.model
-        if chat is not None and chat.name == wanted:
-            raise APIError(
-                400,
-                f"model {wanted!r} is a chat model; {endpoint} is served by {names}",
+                f"model {wanted!r} is {other.get(found.kind, 'a chat model')}; {endpoint} is "
+                f"served by {names}",
                 param="model",
                 code="wrong_model_kind",
             )
@@ -199,31 +196,38 @@ class EmbeddingsAPI:
             return offered[0]
         raise APIError(
             404,
-            f"model {wanted!r} is not loaded; {endpoint} is served by {names}",
+            f"model {wanted!r} is not one this server serves; {endpoint} is served by {names}",
             param="model",
             code="model_not_found",
         )
 
-    async def embeddings(self, request: Request) -> Response:
-        return await self.core.logged(request, self._embeddings)
-
-    async def rerank(self, request: Request) -> Response:
-        return await self.core.logged(request, self._rerank)
-
-    async def _run(self, work: Future[T], place: Callable[[int | None], str]) -> T:
-        """The model's answer; a 400 naming the input it refused (`place(its index)`)."""
+    async def lease(self, model: PooledModel, kind: Kind) -> tuple[EmbeddingModel, Lease]:
+        """`model` loaded (loading it, and unloading others to make room, if need be) and
+        held until the lease is released: the pool never unloads it meanwhile. 503 (with
+        Retry-After while its memory is busy) where it cannot load."""
+        pool = self.core.engine
+        assert isinstance(pool, ModelPool)
         try:
-            return await asyncio.wrap_future(work)
-        except EmbeddingInputError as exc:
-            where = place(exc.index)
-            raise APIError(400, f"{where}: {exc}", param=where, code="invalid_value") from None
+            pending = pool.lease(model.id, kind)
+        except ModelNotFoundError as exc:  # it left the pool since it was picked
+            raise APIError(404, str(exc), param="model", code="model_not_found") from None
+        try:
+            # shielded: a client that leaves while the model loads must not cancel the
+            # pool's future (the lease it brings is released here instead)
+            lease = await asyncio.shield(asyncio.wrap_future(pending))
+        except asyncio.CancelledError:
+            pending.add_done_callback(_release_when_leased)
+            raise
+        except (ModelUnavailableError, ModelLoadError) as exc:
+            raise model_unavailable(exc) from None
         except EngineClosedError as exc:
-            raise APIError(503, str(exc), code="model_not_loaded") from None
+            raise APIError(503, str(exc), code="engine_closed") from None
+        backend = lease.backend
+        assert isinstance(backend, EmbeddingBackend)
+        return backend.model, lease
 
-    async def _embeddings(self, request: Request, arrived: float) -> Response:
-        body = await self.core.read(request, EmbeddingsBody)
-        model = self.pick(body.model, "embedding")
-        inputs, single = _inputs(body.input)
+    def _check_dimensions(self, body: EmbeddingsBody, model: EmbeddingModel) -> None:
+        """400 for `dimensions` the model cannot give."""
         info = model.info
         if body.dimensions is not None and body.dimensions != info.dimensions:
             if body.dimensions > info.dimensions:
@@ -243,10 +247,41 @@ class EmbeddingsAPI:
                     param="dimensions",
                     code="invalid_value",
                 )
+
+    async def embeddings(self, request: Request) -> Response:
+        return await self.core.logged(request, self._embeddings)
+
+    async def rerank(self, request: Request) -> Response:
+        return await self.core.logged(request, self._rerank)
+
+    async def _run(self, work: Future[T], lease: Lease, place: Callable[[int | None], str]) -> T:
+        """The model's answer; a 400 naming the input it refused (`place(its index)`).
+        The lease is released once the model's work has ended (not before, even if the
+        client leaves first)."""
+        work.add_done_callback(lambda _done: lease.release())
+        try:
+            return await asyncio.wrap_future(work)
+        except EmbeddingInputError as exc:
+            where = place(exc.index)
+            raise APIError(400, f"{where}: {exc}", param=where, code="invalid_value") from None
+        except EngineClosedError as exc:
+            raise APIError(503, str(exc), code="model_not_loaded") from None
+
+    async def _embeddings(self, request: Request, arrived: float) -> Response:
+        body = await self.core.read(request, EmbeddingsBody)
+        picked = self.pick(body.model, "embedding")
+        inputs, single = _inputs(body.input)
+        model, lease = await self.lease(picked, "embedding")
+        try:
+            self._check_dimensions(body, model)
+            work = model.embed(inputs)
+        except BaseException:
+            lease.release()
+            raise
         embedded = await self._run(
-            model.embed(inputs), lambda i: "input" if single or i is None else f"input[{i}]"
+            work, lease, lambda i: "input" if single or i is None else f"input[{i}]"
         )
-        vectors = embedded.vectors
+        info, vectors = model.info, embedded.vectors
         if body.dimensions is not None and body.dimensions < info.dimensions:
             vectors = shorten(vectors, body.dimensions, info.normalized)
         tokens = sum(embedded.tokens)
@@ -271,14 +306,17 @@ class EmbeddingsAPI:
 
     async def _rerank(self, request: Request, arrived: float) -> Response:
         body = await self.core.read(request, RerankBody)
-        model = self.pick(body.model, "rerank")
+        picked = self.pick(body.model, "rerank")
         if not body.query:
             raise APIError(400, "query: empty; give the text to rank against", param="query")
         documents = _documents(body.documents)
-        ranked = await self._run(
-            model.rerank(body.query, [t for t, _ in documents]),
-            lambda i: "query" if i is None else f"documents[{i}]",
-        )
+        model, lease = await self.lease(picked, "rerank")
+        try:
+            work = model.rerank(body.query, [t for t, _ in documents])
+        except BaseException:
+            lease.release()
+            raise
+        ranked = await self._run(work, lease, lambda i: "query" if i is None else f"documents[{i}]")
         order = sorted(range(len(documents)), key=lambda i: (-ranked.scores[i], i))
         results = []
         for i in order[: body.top_n]:
@@ -298,3 +336,9 @@ class EmbeddingsAPI:
                 "usage": {"prompt_tokens": ranked.tokens, "total_tokens": ranked.tokens},
             }
         )
+
+
+def _release_when_leased(pending: Future[Lease]) -> None:
+    """A lease that arrives for a request whose client has gone: released at once."""
+    if not pending.cancelled() and pending.exception() is None:
+        pending.result().release()

@@ -48,6 +48,10 @@ def is_anthropic(path: str) -> bool:
     return path == "/v1/messages" or path.startswith("/v1/messages/")
 
 
+MODEL_BUSY = "model_busy"  # a model of a pool could not load in time (engine.pool)
+RETRY_BUSY_S = 5  # when to try again, for a model that could not load in time
+
+
 class APIError(Exception):
     """An error answered to the client with `status` and an OpenAI error body."""
 
@@ -167,3 +171,14 @@ EXCEPTION_HANDLERS = {
     HTTPException: handle_http_exception,
     Exception: handle_unexpected,
 }
+
+
+def model_unavailable(exc: Exception) -> APIError:
+    """The 503 for a model of a pool that could not be loaded: in time (its memory is held
+    by models answering requests; with when to try again), or at all."""
+    from engine.errors import ModelUnavailableError
+
+    if isinstance(exc, ModelUnavailableError):
+        retry = str(max(1, round(exc.retry_after_s)))
+        return APIError(503, str(exc), code=MODEL_BUSY, headers={"Retry-After": retry})
+    return APIError(503, str(exc), code="model_load_failed")

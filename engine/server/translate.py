@@ -24,8 +24,9 @@ from engine.constraints.sources import (
     constraint_from_text,
     json_schema_constraint,
 )
+from engine.errors import ModelLoadError, ModelUnavailableError
 from engine.server.config import ServerConfig
-from engine.server.errors import APIError
+from engine.server.errors import APIError, model_unavailable
 from engine.server.schema_errors import schema_error_path
 from engine.server.schemas import (
     MAX_STOP_STRINGS,
@@ -186,9 +187,10 @@ def sampling_settings(
     think: bool | None = None,
     max_thinking_tokens: int | None = None,
 ) -> SamplingSettings:
-    """The engine's sampling settings: what the request gives, Corral's defaults for the
-    rest. APIError(400) naming the setting that is out of range."""
-    defaults = SamplingSettings()
+    """The engine's sampling settings: what the request gives, the model's defaults for
+    the rest (its settings in a model pool: `config.sampling_defaults`, else Corral's).
+    APIError(400) naming the setting that is out of range."""
+    defaults = config.sampling_defaults or SamplingSettings()
     stop = list(stop or [])
     if len(stop) > MAX_STOP_STRINGS:
         raise APIError(400, f"{stop_param}: at most {MAX_STOP_STRINGS} strings", param=stop_param)
@@ -391,9 +393,11 @@ class CheckedConstraint:
 
 
 class ConstraintChecker:
-    """`Engine.check_constraint` with a small cache per loaded model: clients send the same
+    """`Engine.check_constraint` with a small cache per model: clients send the same
     schema request after request, and the spec it returns carries the compiled grammar,
-    which the engine then reuses instead of compiling again."""
+    which the engine then reuses instead of compiling again. Called with the model that
+    answers (a pool's id; None: the default), since a grammar is compiled for its
+    tokenizer."""
 
     def __init__(self, engine: EngineAPI, size: int = 128) -> None:
         self._engine = engine
@@ -401,14 +405,17 @@ class ConstraintChecker:
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple[str, ConstraintSpec], CheckedConstraint] = OrderedDict()
 
-    def __call__(self, spec: ConstraintSpec) -> CheckedConstraint:
-        model = self._engine.snapshot.model
-        key = (model.path if model is not None else "", spec)
+    def __call__(self, spec: ConstraintSpec, model: str | None = None) -> CheckedConstraint:
+        served = self._engine.snapshot.find_model(model)
+        key = (f"{served.id}\0{served.spec}" if served is not None else "", spec)
         with self._lock:
             if (found := self._cache.get(key)) is not None:
                 self._cache.move_to_end(key)
                 return found
-        report = self._engine.check_constraint(spec)
+        try:
+            report = self._engine.check_constraint(spec, model)
+        except (ModelUnavailableError, ModelLoadError) as exc:  # a pool's model, not loaded
+            raise model_unavailable(exc) from None
         parts = [str(d) + (f"\n{d.detail}" if d.detail else "") for d in report.errors]
         checked = CheckedConstraint(
             report.spec, "; ".join(parts) or None, tuple(str(w) for w in report.warnings)

@@ -20,6 +20,13 @@ from engine.types.events import (
     ToolCallDelta,
 )
 from engine.types.images import ImageInput
+from engine.types.pool import (
+    MODEL_KINDS,
+    ModelKind,
+    ModelState,
+    PooledModel,
+    PoolSnapshot,
+)
 from engine.types.reasoning import (
     EFFORT_BUDGETS,
     ReasoningFormat,
@@ -103,8 +110,13 @@ __all__ = [
     "LoadProgress",
     "MAX_TOP_LOGPROBS",
     "MemoryPlan",
+    "MODEL_KINDS",
     "ModelInfo",
+    "ModelKind",
+    "ModelState",
     "NamedToolChoice",
+    "PoolSnapshot",
+    "PooledModel",
     "PrefillProgress",
     "ReasoningDelta",
     "ReasoningFormat",

@@ -169,6 +169,13 @@ class ChatRequest:
     # `logprobs`): None is off; N keeps the N most likely alternatives (0 to
     # MAX_TOP_LOGPROBS) of each token, before the constraint's mask.
     logprobs: int | None = None
+    # Which model answers (a model pool's id, alias, folder or repo id; None: the default
+    # one). An engine serving one model answers with it whatever this says.
+    model: str | None = None
+    # What else the chat template is told (`enable_thinking`, a template's own switches):
+    # a model's settings in a pool fill it; the engine's thinking switch, set from
+    # `sampling.think`, wins over the same key here.
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def alternatives(self, n: int) -> list[ChatRequest]:
         """`n` requests for different replies to this one (OpenAI's `n`, Regenerate ×N):

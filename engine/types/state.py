@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from engine.types.pool import PooledModel, PoolSnapshot
 from engine.types.reasoning import ReasoningFormat
 
 # Replies the engine decodes side by side at most, unless told otherwise (the app's
@@ -25,6 +26,7 @@ class ModelInfo:
     # where the model writes its thinking (engine.prompt.reasoning); None: it does not
     reasoning: ReasoningFormat | None = None
     vision: bool = False  # reads images (a vision-language model, loaded with mlx-vlm)
+    dimensions: int | None = None  # an embedding model's vectors (engine.embeddings)
 
 
 @dataclass(frozen=True)
@@ -85,10 +87,47 @@ class EngineSnapshot:
     """The engine's state as its thread last published it, for any thread to read.
 
     The engine thread replaces the snapshot (never changes it) after each load, unload,
-    budget change and request, so a reader never sees a structure being mutated.
+    budget change and request, so a reader never sees a structure being mutated. A model
+    pool (engine.pool) publishes its default model here (the one requests naming none get,
+    with its plan and cache while it is loaded) and every model it serves in `pool`.
     """
 
     model: ModelInfo | None = None
     memory: MemoryPlan | None = None
     cache: CacheStats = field(default_factory=CacheStats)
     requests_done: int = 0
+    pool: PoolSnapshot | None = None
+
+    def served_models(self) -> tuple[PooledModel, ...]:
+        """Every model this engine serves: a pool's models, loaded or not, or the one
+        model an engine has loaded (none before it has one)."""
+        if self.pool is not None:
+            return self.pool.models
+        info = self.model
+        if info is None:
+            return ()
+        memory = self.memory
+        return (
+            PooledModel(
+                id=info.name,
+                kind="chat",
+                spec=info.path,
+                state="loaded",
+                names=(info.path,),
+                memory_bytes=memory.model_bytes + memory.kv_budget_bytes if memory else 0,
+                weights_bytes=info.weights_bytes,
+                kv_budget_bytes=memory.kv_budget_bytes if memory else None,
+                context_length=info.context_length,
+                pinned=True,
+                default=True,
+            ),
+        )
+
+    def find_model(self, name: str | None) -> PooledModel | None:
+        """The served model a request naming `name` means (None: the default), or None."""
+        if self.pool is not None:
+            return self.pool.find(name)
+        served = self.served_models()
+        if not served or name is None or served[0].answers_to(name):
+            return served[0] if served else None
+        return None

@@ -118,7 +118,9 @@ class ModelActions:
         w.library.update_model_menu()
         w.loading_strip.finish()
         w.composer.set_waiting_for_model(False)
-        previous = self.loaded_spec if self.loaded_spec and self.loaded_spec != failed else None
+        # the model loaded before stays loaded (it is the pool's default again): no offer
+        gone = self.name is None and self.loaded_spec and self.loaded_spec != failed
+        previous = self.loaded_spec if gone else None
         text = f"The model could not be loaded: {message.rstrip()}"
         text += "" if text.endswith((".", "!", "?")) else "."  # a sentence may follow
         if self.name is None:

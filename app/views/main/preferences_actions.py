@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from app.preferences import Preferences
 from app.views.keyboard import guard_text_boxes
+from app.views.pool_panel import PoolPanel
 from app.views.preferences_dialog import PreferencesDialog
 from app.views.wheel_guard import guard_wheel
 
@@ -32,7 +33,7 @@ class PreferencesActions:
             builtin_tools=w.builtins,
             current_model=w.models.loaded_spec or "",
             parent=w,
-            sections=[("", server)],  # titled by its own group box
+            sections=[("", server), ("", PoolPanel(w.bridge, w.store))],  # titled by their boxes
             model_sections=[distributed],
             model_defaults=w.controller.model_defaults,
             model_name=getattr(w.bridge.model_info, "name", ""),

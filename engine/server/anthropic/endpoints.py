@@ -44,9 +44,13 @@ class MessagesAPI:
     async def _create(self, request: Request, arrived: float) -> Response:
         core = self.core
         body = await core.read(request, MessagesBody, "messages")
-        model = core.check_model(body.model)
-        prepared = await core.prepare(
-            functools.partial(messages_request, body, core.config, core.check), compiles(body)
+        route = core.route(body.model)
+        model = route.model
+        prepared = route.carry(
+            await core.prepare(
+                functools.partial(messages_request, body, route.config, route.check),
+                compiles(body),
+            )
         )
         reply_id = message_id()
         sequences = list(body.stop_sequences or [])
@@ -64,10 +68,13 @@ class MessagesAPI:
     async def _count(self, request: Request, arrived: float) -> Response:
         core = self.core
         body = await core.read(request, CountTokensBody, "messages")
-        core.check_model(body.model)
-        prepared = await core.prepare(
-            functools.partial(messages_request, body, core.config, core.check), compiles(body)
+        route = core.route(body.model)
+        prepared = route.carry(
+            await core.prepare(
+                functools.partial(messages_request, body, route.config, route.check),
+                compiles(body),
+            )
         )
         count = await count_prompt(core, prepared.request)
         core.activity.record(RequestRecord(arrived, request.url.path, 200, prompt_tokens=count))
-        return JSONResponse({"input_tokens": core.reported(count)})
+        return JSONResponse({"input_tokens": core.reported(count, prepared.request.model)})

@@ -60,8 +60,9 @@ def _requests(prepared: Prepared) -> list[ChatRequest]:
 def _chat(core: Core, body: ChatCompletionBody) -> Line:
     if body.stream:
         raise APIError(400, "stream: a batch line cannot stream", param="stream")
-    model = core.check_model(body.model)
-    prepared = chat_request(body, core.config, core.check)
+    route = core.route(body.model)
+    model = route.model
+    prepared = route.carry(chat_request(body, route.config, route.check))
     top = prepared.request.logprobs or 0
     return Line(
         _requests(prepared),
@@ -78,8 +79,9 @@ def _responses(core: Core, body: ResponsesBody) -> Line:
             "previous_response_id: a batch line stands alone; send the whole input",
             param="previous_response_id",
         )
-    model = core.check_model(body.model)
-    prepared = responses_request(body, None, core.config, core.check).prepared
+    route = core.route(body.model)
+    model = route.model
+    prepared = route.carry(responses_request(body, None, route.config, route.check).prepared)
     settings = response_settings(body, model, prepared.warnings)
     return Line(
         _requests(prepared),

@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Route
 
 from engine.server.activity import RequestRecord
 from engine.server.config import data_dir
-from engine.server.core import Core, count_prompt
+from engine.server.core import Core, ModelRoute, count_prompt
 from engine.server.errors import APIError
 from engine.server.openai_responses.replies import (
     ResponseStream,
@@ -78,24 +78,24 @@ class ResponsesAPI:
             code="response_not_found",
         )
 
-    async def _translate(self, body: ResponsesBody) -> Translated:
+    async def _translate(self, body: ResponsesBody, route: ModelRoute) -> Translated:
         previous: list[ChatMessage] | None = None
         if body.previous_response_id is not None:
             found = await run_in_threadpool(self.store.get, body.previous_response_id)
             if found is None:
                 raise self._not_found(body.previous_response_id, "previous_response_id")
             previous = found[1]
-        core = self.core
-        translate = functools.partial(responses_request, body, previous, core.config, core.check)
-        if compiles(body):
-            return await run_in_threadpool(translate)
-        return translate()
+        translate = functools.partial(responses_request, body, previous, route.config, route.check)
+        translated = await run_in_threadpool(translate) if compiles(body) else translate()
+        route.carry(translated.prepared)
+        return translated
 
     async def _create(self, request: Request, arrived: float) -> Response:
         core = self.core
         body = await core.read(request, ResponsesBody, "responses")
-        model = core.check_model(body.model)
-        translated = await self._translate(body)
+        route = core.route(body.model)
+        model = route.model
+        translated = await self._translate(body, route)
         prepared = translated.prepared
         settings = response_settings(body, model, prepared.warnings)
         rid = response_id()
@@ -131,10 +131,8 @@ class ResponsesAPI:
     async def _count(self, request: Request, arrived: float) -> Response:
         core = self.core
         body = await core.read(request, InputTokensBody, "responses")
-        core.check_model(body.model)
-        translated = await self._translate(body)
+        translated = await self._translate(body, core.route(body.model))
         count = await count_prompt(core, translated.prepared.request)
         core.activity.record(RequestRecord(arrived, request.url.path, 200, prompt_tokens=count))
-        return JSONResponse(
-            {"object": "response.input_tokens", "input_tokens": core.reported(count)}
-        )
+        reported = core.reported(count, translated.prepared.request.model)
+        return JSONResponse({"object": "response.input_tokens", "input_tokens": reported})
