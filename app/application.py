@@ -23,7 +23,7 @@ from app.paths import APP_NAME, app_icon_path
 from app.preferences import Preferences
 from app.qt_compat import guard_refcounts
 from app.store import Store
-from app.views import theme
+from app.views.common import theme
 from engine import logs
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def start_crash_reports(window: MainWindow) -> CrashReporter:
     brings a worker thread's report to the GUI thread); native crashes written by
     faulthandler into the log folder, and the last run's offered. The level follows
     Preferences."""
-    from app.views.crash_dialog import NATIVE_INTRO, CrashDialog
+    from app.views.common.crash_dialog import NATIVE_INTRO, CrashDialog
 
     window.core.preferencesChanged.connect(lambda new, _old: logs.set_level(new.log_level))
     reporter = CrashReporter(window)

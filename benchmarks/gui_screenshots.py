@@ -80,7 +80,7 @@ def main() -> int:
     from app.jobs.engine_bridge import EngineBridge
     from app.paths import resources_dir
     from app.store import ChatSettings, Store
-    from app.views import theme
+    from app.views.common import theme
 
     app, _ = create_application([])
     store = Store.open(tempfile.mkdtemp())

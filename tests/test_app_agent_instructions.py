@@ -7,7 +7,7 @@ import tomllib
 
 from PySide6.QtWidgets import QApplication, QDialog, QLabel
 
-from app.views.server_controls import ServerSettingsGroup
+from app.views.server.controls import ServerSettingsGroup
 
 
 def _app() -> QApplication:

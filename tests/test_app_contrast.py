@@ -1,4 +1,4 @@
-"""WCAG contrast, measured (app/views/theme.py): every text colour on every background the
+"""WCAG contrast, measured (app/views/common/theme.py): every text colour on every background the
 window draws it on, in Corral's light and dark palettes, is at least 4.5:1 (3:1 for large
 text); Inspect's token text on each probability colour too."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from PySide6.QtGui import QColor
 
-from app.views import theme
-from app.views.token_view import TOKEN_TEXT, probability_colour
+from app.views.chat.token_view import TOKEN_TEXT, probability_colour
+from app.views.common import theme
 
 
 @pytest.fixture(params=["light", "dark"])

@@ -10,7 +10,7 @@ import json
 
 from app_helpers import TINY_TEMPERATURE, close_window, make_window, set_sampling, wait_idle
 
-from app.views.markdown_view import CodeBlockView
+from app.views.chat.markdown_view import CodeBlockView
 
 RECIPE = {"name": "Pancakes", "steps": ["Mix", "Fry"], "serves": 2}
 
@@ -140,7 +140,7 @@ def test_identical_versions_at_a_low_temperature_are_explained(qtbot, tmp_path, 
 def test_the_welcome_tool_example_works_with_the_default_model(qtbot, tmp_path, default_engine):
     import time
 
-    from app.views.welcome import EXAMPLES
+    from app.views.chat.welcome import EXAMPLES
 
     window = make_window(qtbot, tmp_path, default_engine)
     set_sampling(window, max_tokens=40)

@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit, QMessageBox
 
-from app.views.format import format_bytes
+from app.views.common.format import format_bytes
 from engine.memory.budget import GiB, MemoryBudget
 from tests.app_helpers import close_window, make_window
 from tests.hf_hub_server import HubServer
@@ -39,7 +39,7 @@ def test_library_window_lists_loads_and_deletes_only_corrals_copies(
     qtbot, stores: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from app.jobs.library_job import LibraryJob
-    from app.views.library_window import LibraryWindow
+    from app.views.library.window import LibraryWindow
 
     job = LibraryJob(lambda: BIG)
     window = LibraryWindow(job, lambda: None)

@@ -177,7 +177,7 @@ class ExtractWindow(QWidget):
 
     def open_schema_editor(self) -> None:
         """The constraint editor (checked as it is typed), for a JSON schema."""
-        from app.views.constraint_widgets import ConstraintEditor
+        from app.views.constraints.widgets import ConstraintEditor
         from engine.types import ConstraintSpec
 
         current = (

@@ -12,19 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QInputDialog
 
 from app.jobs.thread import run_task
+from app.views.main.parts import WindowParts
 from engine.extract.document import read_document
 from engine.extract.pages import parse_pages
 from engine.extract.prompt import attached_text
 from engine.extract.runner import estimate_tokens, token_counter
-
-if TYPE_CHECKING:
-    from app.views.main.window import MainWindow
 
 DOCUMENT_SUFFIXES = frozenset({".pdf", ".docx", ".html", ".htm", ".md", ".markdown", ".txt"})
 # Tokens left free beside a document for the rest of the chat and the reply (at most a
@@ -48,7 +45,7 @@ class ReadDocument:
 class DocumentActions:
     """Attaching documents to the draft of `window`'s composer."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowParts) -> None:
         self.window = window
 
     def attach(self, path: str, pages: tuple[int, int] | None = None) -> None:
@@ -92,7 +89,7 @@ class DocumentActions:
 
     def choose_pages(self, path: str, page_count: int) -> None:
         text, ok = QInputDialog.getText(
-            self.window, "Pages", f"Pages of {Path(path).name} to attach (1-{page_count}):"
+            self.window.window(), "Pages", f"Pages of {Path(path).name} to attach (1-{page_count}):"
         )
         if not ok:
             return

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QFileDialog
@@ -28,13 +28,11 @@ from app.jobs.mcp_job import looks_like_mcp_config
 from app.jobs.thread import run_task
 from app.store.export import to_json, to_markdown
 from app.tools import looks_like_tools, run_builtin
-from app.views.constraint_widgets import ConstraintEditor
-from app.views.inspector import TOOLS_TAB
+from app.views.constraints.widgets import ConstraintEditor
+from app.views.inspector.panel import TOOLS_TAB
 from app.views.main.documents import is_document
+from app.views.main.parts import WindowParts
 from engine.types import ConstraintSpec, ModelInfo
-
-if TYPE_CHECKING:
-    from app.views.main.window import MainWindow
 
 _UNSAFE_FILENAME = re.compile(r'[\\/:*?"<>|\x00-\x1f]+')
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.webp *.gif *.heic *.heif);;All files (*)"
@@ -45,7 +43,7 @@ NO_IMAGES = "{name} does not read images: load a vision model for them"
 class FileActions:
     """The main window's files: what it opens, checks, applies and exports."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowParts) -> None:
         self.window = window
         self.controller = window.controller
         self.constraint_editor: ConstraintEditor | None = None  # the one open, if any
@@ -128,7 +126,7 @@ class FileActions:
 
     def choose_constraint_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
-            self.window,
+            self.window.window(),
             "Replies must follow",
             "",
             "Schemas and grammars (*.json *.lark *.gbnf *.regex *.re);;All files (*)",
@@ -140,7 +138,9 @@ class FileActions:
     def open_constraint_editor(self) -> None:
         conv = self.controller.conversation
         current = spec_from_dict(conv.constraint) if conv and conv.constraint else None
-        dialog = ConstraintEditor(self.window, current, self.window.bridge.check_constraint)
+        dialog = ConstraintEditor(
+            self.window.window(), current, self.window.bridge.check_constraint
+        )
         dialog.accepted.connect(lambda: self._editor_accepted(dialog))
         dialog.text.setFocus()  # the keys go where the schema is typed or pasted
         dialog.open()  # window-modal, the event loop keeps running
@@ -166,7 +166,9 @@ class FileActions:
         if self.images_refused:
             self.window.notice.show_message(self.images_refused + ".", "error")
             return
-        paths, _ = QFileDialog.getOpenFileNames(self.window, "Attach images", "", IMAGE_FILTER)
+        paths, _ = QFileDialog.getOpenFileNames(
+            self.window.window(), "Attach images", "", IMAGE_FILTER
+        )
         if paths:
             self.attach_files(paths)
 
@@ -204,7 +206,7 @@ class FileActions:
 
     def choose_tools_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
-            self.window, "Load tools", "", "Tool definitions (*.json)"
+            self.window.window(), "Load tools", "", "Tool definitions (*.json)"
         )
         if path:
             self.load_tools_file(path)
@@ -239,7 +241,7 @@ class FileActions:
         folder = store.get_setting("export_folder") or str(Path.home())
         name = _UNSAFE_FILENAME.sub("-", conv.title).strip(" .-") or "chat"
         path, _ = QFileDialog.getSaveFileName(
-            self.window,
+            self.window.window(),
             "Export chat",
             str(Path(folder) / (name + suffix)),
             "Markdown (*.md)" if fmt == "md" else "JSON (*.json)",

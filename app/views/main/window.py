@@ -39,15 +39,22 @@ from app.preferences import Preferences
 from app.qt_compat import guard_refcounts
 from app.store import ToolsConfig
 from app.tools import builtin_names, builtin_tools
-from app.views import theme
-from app.views.announce import announce, reply_announcement
-from app.views.chat_view import ChatView, Entry
-from app.views.composer import Composer, dropped_paths
-from app.views.constraint_widgets import ConstraintBar
-from app.views.distributed_controls import DistributedControls
-from app.views.icons import icon
-from app.views.inspector import SETTINGS_TAB, TOOLS_TAB, Inspector
-from app.views.keyboard import focus_within
+from app.views.chat.composer import Composer
+from app.views.chat.message_parts import Note
+from app.views.chat.tools_chip import ToolsChip, describe_tools
+from app.views.chat.view import ChatView, Entry
+from app.views.chat.welcome import Example
+from app.views.common import theme
+from app.views.common.announce import announce, reply_announcement
+from app.views.common.drops import dropped_paths
+from app.views.common.icons import icon
+from app.views.common.keyboard import focus_within
+from app.views.common.wheel_guard import guard_wheel
+from app.views.constraints.widgets import ConstraintBar
+from app.views.inspector.panel import SETTINGS_TAB, TOOLS_TAB, Inspector
+from app.views.inspector.settings_panel import SettingsPanel
+from app.views.inspector.tools_panel import ToolsPanel
+from app.views.library.model_bar import ModelBar
 from app.views.main.documents import DocumentActions
 from app.views.main.files import FileActions
 from app.views.main.keys import KeyboardActions
@@ -55,18 +62,12 @@ from app.views.main.library import LibraryActions
 from app.views.main.mcp import install_mcp_views
 from app.views.main.menus import build_menus
 from app.views.main.models import ModelActions
+from app.views.main.notice_bar import LoadingStrip, NoticeBar
 from app.views.main.preferences_actions import PreferencesActions
 from app.views.main.shell import Shell
-from app.views.message_parts import Note
-from app.views.model_bar import ModelBar
-from app.views.notice_bar import LoadingStrip, NoticeBar
-from app.views.server_controls import ServerControls
-from app.views.settings_panel import SettingsPanel
-from app.views.sidebar import Sidebar
-from app.views.tools_chip import ToolsChip, describe_tools
-from app.views.tools_panel import ToolsPanel
-from app.views.welcome import Example
-from app.views.wheel_guard import guard_wheel
+from app.views.main.sidebar import Sidebar
+from app.views.server.controls import ServerControls
+from app.views.server.distributed_controls import DistributedControls
 from engine.types import ConstraintSpec, StopReason
 
 if TYPE_CHECKING:
