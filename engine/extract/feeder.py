@@ -15,7 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 from engine.api import EngineAPI
@@ -50,6 +50,13 @@ class Feeder(Generic[K]):
         self.limit = limit or (lambda: engine_rows(engine))
         self.stop = threading.Event()
         self.cancel = threading.Event()
+        self._in_flight: Mapping[int, object] = {}
+
+    @property
+    def in_flight(self) -> int:
+        """How many requests are being answered now (read from any thread: after `stop`,
+        how many are still finishing)."""
+        return len(self._in_flight)
 
     def run(
         self,
@@ -59,6 +66,7 @@ class Feeder(Generic[K]):
         """Feed `items` until they run out or `stop` is set; True when all were done."""
         done: queue.Queue[tuple[K, ChatResult]] = queue.Queue()
         in_flight: dict[int, tuple[K, RequestHandle | None]] = {}
+        self._in_flight = in_flight
         ids = iter(range(1 << 62))
         exhausted = False
         pending: list[tuple[K, ChatRequest]] = []

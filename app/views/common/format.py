@@ -1,4 +1,4 @@
-"""Figures in plain words: byte sizes, durations, and the line under a reply with its
+"""Figures in plain words: byte sizes, durations, time left, and the line under a reply with its
 details for the tooltip. A number and its unit are joined by a no-break space, so a
 narrow window never wraps between them."""
 
@@ -26,6 +26,17 @@ def format_seconds(s: float) -> str:
     if s < 10:
         return f"{s:.1f}{NBSP}s"
     return f"{s:.0f}{NBSP}s"
+
+
+def format_duration(s: float) -> str:
+    """A time still to go, rounded as a person says it: "40 s", "3 min", "1 h 5 min"."""
+    if s < 60:
+        return f"{max(1, round(s))}{NBSP}s"
+    minutes = round(s / 60)
+    if minutes < 60:
+        return f"{minutes}{NBSP}min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}{NBSP}h {minutes}{NBSP}min" if minutes else f"{hours}{NBSP}h"
 
 
 def _rate(value: float) -> str:

@@ -1,11 +1,14 @@
 """The Extract window: choose a schema (a file, or field names with types), drop files or
-folders, start; rows fill the table as they finish, each marked valid or why not; pause,
-resume, cancel; click a row to see its source text beside the reply; export CSV, JSONL or
-XLSX. The job lives in the data folder's extract.sqlite3, so it survives a quit."""
+folders, start; rows fill the table as they finish, each marked valid or why not, with the
+pages it covers and its file named in full in the tooltip; the pace once the model has
+answered a row; pause (saying how many rows are finishing), resume, cancel; click a row to
+see its source text beside the reply; export CSV, JSONL or XLSX, saying where, with Show in
+Folder. The job lives in the data folder's extract.sqlite3, so it survives a quit."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QListWidget,
+    QListWidgetItem,
     QMessageBox,
     QPlainTextEdit,
     QProgressBar,
@@ -31,6 +35,11 @@ from PySide6.QtWidgets import (
 from app.jobs.engine_bridge import EngineBridge
 from app.jobs.extract_job import ExtractJob
 from app.jobs.thread import run_task
+from app.paths import display_path
+from app.views.common.announce import announce
+from app.views.common.format import format_duration
+from app.views.common.reveal import REVEAL, reveal
+from app.words import count, error_sentence
 from engine.extract.document import (
     document_keys,
     documents_in,
@@ -60,6 +69,10 @@ class ExtractWindow(QWidget):
         self.job_id: str | None = None
         self.rows: dict[int, Row] = {}
         self._source_row: int | None = None  # the row whose source is being shown
+        self._pausing = False  # Pause pressed: the rows being written are finishing
+        self._run_started = time.monotonic()
+        self._answered = 0  # rows the model answered in this run (the rate counts these)
+        self._exported: Path | None = None
 
         self.fields = QLineEdit()
         self.fields.setPlaceholderText("vendor: string, total: number, paid: boolean")
@@ -72,21 +85,30 @@ class ExtractWindow(QWidget):
         self.instruction.setAccessibleName("Instruction")
         self.file_list = QListWidget()
         self.file_list.setAccessibleName("Documents")
+        # "invoice.pdf" and "invoice.png" told apart: long names lose their middle
+        self.file_list.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         add_files = _button("Add Files…", self.choose_files)
         add_folder = _button("Add Folder…", self.choose_folder)
         self.start_button = _button("Start", self.start)
         self.pause_button = _button("Pause", self.toggle_pause, enabled=False)
         self.cancel_button = _button("Cancel", self.cancel, enabled=False)
+        self.cancel_button.setToolTip("Stop now: the rows being written stay to do")
         self.export_buttons = [
             _button(f"Export {kind.upper()}…", lambda k=kind: self.export(k))
             for kind in ("csv", "jsonl", "xlsx")
         ]
         self.progress = QProgressBar()
         self.status = QLabel("Drop documents or folders here.")
+        self.export_note = QLabel()  # "Wrote 26 rows to ~/Documents/extraction.csv"
+        self.export_note.setWordWrap(True)
+        self.reveal_button = _button(REVEAL, self.reveal_export)
+        self.export_note.hide()
+        self.reveal_button.hide()
         self.table = QTableWidget(0, len(FIXED))
         self.table.setHorizontalHeaderLabels(list(FIXED))
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.table.itemSelectionChanged.connect(self.show_source)
         self.source = QPlainTextEdit()
         self.source.setReadOnly(True)
@@ -110,6 +132,10 @@ class ExtractWindow(QWidget):
         layout.addLayout(files_row)
         layout.addWidget(self.progress)
         layout.addWidget(self.status)
+        exported = QHBoxLayout()
+        exported.addWidget(self.export_note, 1)
+        exported.addWidget(self.reveal_button)
+        layout.addLayout(exported)
         split = QSplitter()
         split.addWidget(self.table)
         split.addWidget(self.source)
@@ -139,7 +165,9 @@ class ExtractWindow(QWidget):
             for item in found:
                 if item not in self.files:
                     self.files.append(item)
-                    self.file_list.addItem(str(item))
+                    entry = QListWidgetItem(display_path(item))
+                    entry.setToolTip(str(item))
+                    self.file_list.addItem(entry)
         self.status.setText(f"{len(self.files)} documents.")
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt's name)
@@ -245,13 +273,18 @@ class ExtractWindow(QWidget):
         self.start_button.setEnabled(False)
         self.pause_button.setEnabled(True)
         self.pause_button.setText("Pause")
+        self._pausing = False
+        self._run_started, self._answered = time.monotonic(), 0
         self.cancel_button.setEnabled(True)
         self.job.start()
 
     def toggle_pause(self) -> None:
         if self.job is not None and self.job.running:
             self.job.pause()
+            self._pausing = True
             self.pause_button.setEnabled(False)  # until the rows decoding have finished
+            self.pause_button.setText("Pausing…")
+            self._show_pausing()
         elif self.job_id is not None:
             self._run()
 
@@ -259,11 +292,21 @@ class ExtractWindow(QWidget):
         if self.job is not None and self.job.running:
             self.job.cancel()
 
+    def _show_pausing(self) -> None:
+        """What Pause is waiting for: the rows being written, which finish and are kept."""
+        finishing = self.job.in_flight if self.job is not None else 0
+        self.status.setText(
+            f"Pausing — {count(finishing, 'row')} finishing…" if finishing else "Pausing…"
+        )
+
     def _on_row(self, row: Row, progress: Progress) -> None:
+        if row.status != "unreadable":  # read by the model, not refused before it
+            self._answered += 1
         self._show_row(row)
         self._show_progress(progress)
 
     def _on_finished(self, outcome: Progress | str) -> None:
+        self._pausing = False
         self.cancel_button.setEnabled(False)
         self.start_button.setEnabled(True)
         if isinstance(outcome, str):
@@ -288,11 +331,23 @@ class ExtractWindow(QWidget):
     def _show_progress(self, progress: Progress) -> None:
         self.progress.setRange(0, max(1, progress.total))
         self.progress.setValue(progress.done)
-        left = progress.seconds_left
-        self.status.setText(
-            f"{progress.done} of {progress.total} done, {progress.per_minute:.1f} a minute"
-            + (f", about {left:.0f} s left" if left is not None else "")
-        )
+        if self._pausing:
+            self._show_pausing()
+            return
+        self.status.setText(f"{progress.done} of {progress.total} done, " + self._pace(progress))
+
+    def _pace(self, progress: Progress) -> str:
+        """The rate of this run and the time left, once the model has answered a row (rows
+        refused unread finish at once and would make the rate a fantasy)."""
+        if not self._answered:
+            return "working on the first rows…"
+        per_minute = self._answered * 60 / max(time.monotonic() - self._run_started, 1e-3)
+        shown = f"{per_minute:.1f}" if per_minute < 10 else f"{per_minute:.0f}"
+        pace = f"{shown} rows a minute"
+        pending = progress.counts.get("pending", 0)
+        if pending:
+            pace += f", about {format_duration(pending * 60 / per_minute)} left"
+        return pace
 
     def _show_row(self, row: Row) -> None:
         place = list(self.rows).index(row.id) if row.id in self.rows else self.table.rowCount()
@@ -306,6 +361,8 @@ class ExtractWindow(QWidget):
             values.append("" if header is None else _text(data.get(header.text())))
         for c, value in enumerate(values):
             item = QTableWidgetItem(str(value))
+            if c == 0:
+                item.setToolTip(row.path)  # the name is elided in the middle when narrow
             if c == 2 and row.error:
                 item.setToolTip(row.error)
             self.table.setItem(place, c, item)
@@ -341,12 +398,29 @@ class ExtractWindow(QWidget):
         job = self.store.job(self.job_id)
         rows = self.store.rows(self.job_id)
         assert job is not None
-        if kind == "csv":
-            write_csv(path, job.schema, rows)
-        elif kind == "xlsx":
-            write_xlsx(path, job.schema, rows)
+        try:
+            if kind == "csv":
+                write_csv(path, job.schema, rows)
+            elif kind == "xlsx":
+                write_xlsx(path, job.schema, rows)
+            else:
+                write_jsonl(path, rows)
+        except OSError as exc:
+            self._exported = None
+            self.export_note.setText(f"Could not write {display_path(path)}: {error_sentence(exc)}")
+            self.reveal_button.hide()
         else:
-            write_jsonl(path, rows)
+            self._exported = path
+            self.export_note.setText(f"Wrote {count(len(rows), 'row')} to {display_path(path)}")
+            self.reveal_button.show()
+        self.export_note.setToolTip(str(path))
+        self.export_note.show()
+        announce(self.export_note, self.export_note.text())
+
+    def reveal_export(self) -> None:
+        """Show in Finder / Folder: the file the last export wrote."""
+        if self._exported is not None:
+            reveal(str(self._exported))
 
     def closeEvent(self, event: Any) -> None:  # noqa: N802
         if self.job is not None and self.job.running:

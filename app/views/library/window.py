@@ -4,12 +4,10 @@ copies only) and Show in Finder. Scans run on a worker thread; the window never 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QProcess, Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
@@ -27,6 +25,7 @@ from PySide6.QtWidgets import (
 from app.jobs.library_job import LibraryJob
 from app.views.common.fit import fit_to_screen
 from app.views.common.format import format_bytes
+from app.views.common.reveal import REVEAL, reveal
 from app.words import count
 
 COLUMNS = (
@@ -45,7 +44,6 @@ SOURCE_NAMES = {
     "lmstudio": "LM Studio",
     "ollama": "Ollama",
 }
-REVEAL = "Show in Finder" if sys.platform == "darwin" else "Show in Folder"
 
 
 def count_text(n: int | None) -> str:
@@ -72,16 +70,6 @@ class _Row(QTreeWidgetItem):
         mine = getattr(self.data(0, Qt.ItemDataRole.UserRole), key) or 0
         theirs = getattr(other.data(0, Qt.ItemDataRole.UserRole), key) or 0
         return bool(mine < theirs)
-
-
-def reveal(path: str) -> None:
-    """Show `path` in Finder (selected) or open its folder in the file manager."""
-    if sys.platform == "darwin":
-        QProcess.startDetached("open", ["-R", path])
-    else:
-        target = Path(path)
-        folder = target if target.is_dir() else target.parent
-        QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder)))
 
 
 class LibraryWindow(QDialog):
