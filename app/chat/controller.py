@@ -107,6 +107,7 @@ class ChatController(QObject):
         self._reply_parent: Message | None = None
         # the versions a regenerate is writing (first, last), for "Writing version 2 of 2…"
         self._writing_versions: tuple[int, int] | None = None
+        self._replacing: Message | None = None  # the reply those versions are written for
         self._reply_temperature: float | None = None
         self._reply_conversation: int | None = None
         self._reply_prefix = ""  # the text of a reply being continued
@@ -296,10 +297,22 @@ class ChatController(QObject):
                 )
                 self.store.set_active_leaf(parent.conversation_id, parent.id)
                 self._writing_versions = (have + 1, have + count)
+                self._replacing = path[index]
                 self.pathChanged.emit()
                 self._start_reply(parent, count)
                 return True
         return False
+
+    @property
+    def writing_versions(self) -> tuple[int, int] | None:
+        """(first, last) of the versions a regenerate is writing now, else None."""
+        return self._writing_versions if self.busy else None
+
+    @property
+    def replacing(self) -> Message | None:
+        """The reply a regenerate is writing new versions of, while it does: the window
+        shows the new version in its place, the old one a click away."""
+        return self._replacing if self.busy and self._writing_versions is not None else None
 
     def writing_label(self) -> str:
         """What the reply in flight is, in words, when it is a new version of a reply:
@@ -640,7 +653,7 @@ class ChatController(QObject):
         kept = [m for m in saved if m is not None]
         if len(kept) > 1:
             self.store.select_branch(kept[0].id)  # the first version is the one shown
-        self._writing_versions = None
+        self._writing_versions, self._replacing = None, None
         self._same_versions_note(kept, self._reply_temperature)
         result = results[0]
         if result.error:

@@ -335,6 +335,17 @@ class MessageWidget(QFrame):
         for card in self.cards:
             card.set_interactive(enabled)
 
+    def show_versions(self, index: int, count: int) -> BranchSwitcher:
+        """The streamed reply as version `index` of `count` (a regenerate writing it in the
+        place of the one shown before): its switcher, for the chat view to wire."""
+        switcher = BranchSwitcher(index, count, parent=self.footer)
+        row = self.footer.layout()
+        assert isinstance(row, QHBoxLayout)
+        row.insertWidget(0, switcher)
+        self.switcher = switcher
+        self.footer.setVisible(True)
+        return switcher
+
     def set_tag(self, text: str) -> None:
         self.tag.setText(text)
         self.tag.setVisible(bool(text))

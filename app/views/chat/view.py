@@ -94,6 +94,9 @@ class ChatView(QScrollArea):
         self._reply_text = ""
         self._reply_reasoning = ""  # the streamed reply's thinking so far
         self._writing = ""  # what the streamed reply is, when a new version of one
+        # Regenerate: the version shown before the one being written, a click away (‹)
+        self.previous: MessageWidget | None = None
+        self._builtins: frozenset[str] = frozenset()
         self._handoff: MarkdownBody | None = None  # a finished reply's rendered body
         self._render_timer = QTimer(self, singleShot=True, interval=RENDER_INTERVAL_MS)
         self._render_timer.timeout.connect(self._render_reply)
@@ -108,6 +111,7 @@ class ChatView(QScrollArea):
         self, entries: list[Entry], *, interactive: bool, builtins: frozenset[str] = frozenset()
     ) -> None:
         """Show `entries`, reusing the widgets of messages that did not change."""
+        self._builtins = builtins
         keep: dict[str, MessageWidget] = {}
         order: list[MessageWidget] = []
         for entry in entries:
@@ -190,10 +194,21 @@ class ChatView(QScrollArea):
 
     # ---- the streaming reply ----
 
-    def begin_reply(self, tag: str = "", prefix: str = "", writing: str = "") -> MessageWidget:
+    def begin_reply(
+        self,
+        tag: str = "",
+        prefix: str = "",
+        writing: str = "",
+        *,
+        versions: tuple[int, int] | None = None,
+        previous: Message | None = None,
+        previous_index: int = 1,
+    ) -> MessageWidget:
         """Start showing a reply; `prefix` is the text of a reply being continued, `writing`
         what it is when it is a new version ("Writing version 2 of 2…"), shown from the
-        first token to the last."""
+        first token to the last. A new version (`versions`: its number and the count) is
+        written in the place of `previous` (version `previous_index`), whose switcher's ‹
+        shows it again meanwhile."""
         self.end_reply()
         self._writing = writing
         self.reply = MessageWidget(None, parent=self.column_widget)
@@ -206,11 +221,48 @@ class ChatView(QScrollArea):
             self.reply.set_text(prefix)
         self.column.insertWidget(self.column.count() - 1, self.reply)
         self.reply.show()
+        if versions is not None and previous is not None:
+            self._keep_previous(previous, previous_index, versions)
         self._show_welcome(False)
         self._reply_text = prefix
         self._reply_reasoning = ""
         self._stick = True
         return self.reply
+
+    def _keep_previous(self, previous: Message, index: int, versions: tuple[int, int]) -> None:
+        assert self.reply is not None
+        self.previous = MessageWidget(
+            previous,
+            branch=(index, versions[1]),
+            builtins=self._builtins,
+            interactive=False,
+            card_factory=self.card_factory,
+            token_loader=self.token_loader,
+            parent=self.column_widget,
+        )
+        self.previous.hide()
+        self.column.insertWidget(self.column.indexOf(self.reply), self.previous)
+        back = self.previous.switcher
+        assert back is not None
+        back.setEnabled(True)  # the rest of the old reply waits: only › back to the new one
+        back.previous.setEnabled(False)
+        back.previous.setToolTip("Earlier versions: once this one is written")
+        back.stepped.connect(lambda step: self.show_previous(step < 0))
+        ahead = self.reply.show_versions(*versions)
+        ahead.previous.setToolTip("The version shown before this one")
+        ahead.stepped.connect(lambda step: self.show_previous(step < 0))
+
+    def show_previous(self, shown: bool) -> None:
+        """While a new version is written in its place, show the one before it (or the new
+        one again); focus follows to the switcher of the one shown."""
+        if self.previous is None or self.reply is None:
+            return
+        self.previous.setVisible(shown)
+        self.reply.setVisible(not shown)
+        target = self.previous if shown else self.reply
+        if target.switcher is not None:
+            button = target.switcher.next if shown else target.switcher.previous
+            button.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def reply_prefill(self, done: int, total: int) -> None:
         if self.reply is not None and not self._reply_text:
@@ -242,6 +294,11 @@ class ChatView(QScrollArea):
         """Remove the streaming widget; with `keep_body`, the saved reply's widget may adopt
         its rendered body on the next `set_entries`."""
         self._render_timer.stop()
+        if self.previous is not None:
+            self.column.removeWidget(self.previous)
+            self.previous.hide()
+            self.previous.deleteLater()
+            self.previous = None
         if self.reply is not None:
             if keep_body and self._reply_text and isinstance(self.reply.body, MarkdownBody):
                 self._render_reply()  # the last text may not be rendered yet

@@ -475,8 +475,15 @@ class MainWindow(QMainWindow):
     def render_chat(self) -> None:
         c = self.controller
         path = c.path()
+        streaming_here = c.busy and c.reply_conversation_id == c.conversation_id
+        replacing = c.replacing if streaming_here else None
+        cut = next((i for i, m in enumerate(path) if replacing and m.id == replacing.id), None)
+        if cut is not None:  # a new version is written in its place: the old one waits off
+            path = path[:cut]
         results = {m.meta.get("tool_call_id"): m.content for m in path if m.role == "tool"}
         last_reply = max((i for i, m in enumerate(path) if m.role == "assistant"), default=-1)
+        if cut is not None:
+            last_reply = -1  # the last reply is the one being written
         waiting = bool(path) and path[-1].role == "user" and not c.busy
         entries = []
         for i, m in enumerate(path):
@@ -501,7 +508,6 @@ class MainWindow(QMainWindow):
         if focus_in_chat and not focus_within(self.chat):
             # the message that held focus was replaced: not onto the sidebar's New Chat
             self.keys.focus_composer()
-        streaming_here = c.busy and c.reply_conversation_id == c.conversation_id
         if streaming_here and self.chat.reply is None:
             self._reply_started()
             if c.job is not None and c.reply_reasoning():
@@ -547,9 +553,17 @@ class MainWindow(QMainWindow):
                 tag += ", or a tool call" if state.constraint_use == "with_tools" else ""
             elif describe_tools(conv.tools):
                 tag = describe_tools(conv.tools)
+        replacing = self.controller.replacing
         reply = self.chat.begin_reply(
-            tag, prefix=self.controller.reply_prefix, writing=self.controller.writing_label()
+            tag,
+            prefix=self.controller.reply_prefix,
+            writing=self.controller.writing_label(),
+            versions=self.controller.writing_versions,
+            previous=replacing,
+            previous_index=self.controller.branch_position(replacing)[0] if replacing else 1,
         )
+        if replacing is not None and self.chat.previous is not None:
+            self.render_chat()  # the old version leaves the column: the new one takes its place
         if self.bridge.loading:
             reply.set_status("Waiting for the model to finish loading…")
         elif self.bridge.model_info is None:
