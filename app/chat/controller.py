@@ -111,6 +111,7 @@ class ChatController(QObject):
         self._reply_temperature: float | None = None
         self._reply_conversation: int | None = None
         self._reply_prefix = ""  # the text of a reply being continued
+        self._reply_tools: tuple[str, str] | None = None
         self._continued: Message | None = None
         self._reply_constraint: ConstraintSpec | None = None  # the user's, as sent
         # What a new chat starts from (the user's Preferences) and the loaded model's
@@ -602,6 +603,14 @@ class ChatController(QObject):
         self._reply_conversation = conversation_id
         self._reply_constraint_kind = request.constraint.kind if request.constraint else None
         self._reply_had_tools = bool(request.tools) and request.tool_choice != "none"
+        conv = self.store.conversation(conversation_id)
+        # the tools rule the user chose, and the one this reply is held to (after a result
+        # "required" becomes "auto"): the reply's tag says both, in the chip's words
+        self._reply_tools = (
+            (conv.tools.tool_choice, _choice_name(request.tool_choice))
+            if request.tools and conv is not None
+            else None
+        )
         self._reply_constraint = request.constraint
         self._reply_temperature = request.sampling.temperature
         self._results = {}
@@ -614,6 +623,12 @@ class ChatController(QObject):
             job.finished.connect(lambda result, index=index: self._on_finished(index, result))
         self.busyChanged.emit(True)
         self.replyStarted.emit()
+
+    @property
+    def reply_tools(self) -> tuple[str, str] | None:
+        """(the tools rule the user chose, the one the reply in flight is held to), or None
+        when it is offered no tools."""
+        return self._reply_tools if self.busy else None
 
     @property
     def reply_prefix(self) -> str:
@@ -703,6 +718,7 @@ class ChatController(QObject):
             "constraint": own.name or own.kind if joined and own else result.constraint_name,
             "constraint_kind": own.kind if own is not None else None,
             "constraint_use": result.constraint_use,
+            "tools_asked": self._reply_tools[0] if self._reply_tools else None,
             "incomplete": result.incomplete,
             "tool_calls": [c.to_dict() for c in result.tool_calls],
             "model": getattr(self.bridge.model_info, "name", None),
@@ -733,3 +749,11 @@ class ChatController(QObject):
         if first and meta["tool_calls"] and result.stop_reason != StopReason.CANCELLED:
             self.toolCallsReady.emit(parent.conversation_id, meta["tool_calls"])
         return message
+
+
+def _choice_name(choice: ToolChoiceOption) -> str:
+    """A request's tool_choice as the store keeps it: "auto", "required", "none" or the
+    name of the one tool it must call."""
+    if isinstance(choice, str):
+        return choice
+    return str(choice.get("function", {}).get("name", "required"))

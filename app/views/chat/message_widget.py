@@ -104,7 +104,10 @@ class MessageWidget(QFrame):
         if meta.get("constraint"):
             self.set_tag(
                 describe_reply_constraint(
-                    meta["constraint"], meta.get("constraint_kind"), meta.get("constraint_use")
+                    meta["constraint"],
+                    meta.get("constraint_kind"),
+                    meta.get("constraint_use"),
+                    meta.get("tools_asked"),
                 )
             )
 

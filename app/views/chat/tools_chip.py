@@ -18,12 +18,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.store import ToolsConfig
-from app.tools import POLICY_LONG, POLICY_SHORT, tool_title
+from app.tools import POLICY_LONG, policy_words, tool_title
 from app.views.common.icons import icon
 from app.words import count
 from engine.types import ToolDefinition
 
-CHOICE_WORDS = POLICY_SHORT
 CHOICE_MENU = POLICY_LONG
 MAX_NAMES = 3
 
@@ -40,7 +39,7 @@ def describe_tools(config: ToolsConfig, max_names: int = MAX_NAMES) -> str:
     names = tool_names(config)
     if not names:
         return ""
-    rule = CHOICE_WORDS.get(config.tool_choice, f"must call {tool_title(config.tool_choice)}")
+    rule = policy_words(config.tool_choice)
     if max_names <= 0:
         return f"{count(len(names), 'tool')} ({rule})"
     more = len(names) - max_names
@@ -99,6 +98,8 @@ class ToolsChip(QToolButton):
             tip += ": " + ", ".join(tool_names(config))
         if config.tool_choice == "required" and text:
             tip += " — it must call one before it answers"
+        elif config.tool_choice not in CHOICE_MENU and text:
+            tip += f" — it must call {tool_title(config.tool_choice)} before it answers"
         if shown_warnings:
             tip += "\n\nNot enforced:\n" + "\n".join(f"• {w}" for w in shown_warnings)
         self.setToolTip(tip)
@@ -126,7 +127,11 @@ class ToolsChip(QToolButton):
                 )
         menu.addSection("When to call")
         group = QActionGroup(menu)
-        for choice, words in CHOICE_MENU.items():
+        choices = dict(CHOICE_MENU)
+        if self.config.tool_choice not in choices:  # one tool (the welcome's clock example)
+            one = tool_title(self.config.tool_choice)
+            choices[self.config.tool_choice] = f"The model must call {one}"
+        for choice, words in choices.items():
             action = QAction(words, menu, checkable=True)
             action.setChecked(self.config.tool_choice == choice)
             action.triggered.connect(lambda _on=False, c=choice: self._choose(c))

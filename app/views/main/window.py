@@ -38,10 +38,10 @@ from app.paths import app_icon_path, resources_dir
 from app.preferences import Preferences
 from app.qt_compat import guard_refcounts
 from app.store import ToolsConfig
-from app.tools import builtin_names, builtin_tools
+from app.tools import builtin_names, builtin_tools, tools_tag
 from app.views.chat.composer import Composer
 from app.views.chat.message_parts import Note
-from app.views.chat.tools_chip import ToolsChip, describe_tools
+from app.views.chat.tools_chip import ToolsChip
 from app.views.chat.view import ChatView, Entry
 from app.views.chat.welcome import Example
 from app.views.common import theme
@@ -551,8 +551,8 @@ class MainWindow(QMainWindow):
                 spec = state.constraint
                 tag = describe_constraint(spec.kind, spec.name)
                 tag += ", or a tool call" if state.constraint_use == "with_tools" else ""
-            elif describe_tools(conv.tools):
-                tag = describe_tools(conv.tools)
+            elif self.controller.reply_tools is not None:
+                tag = tools_tag(*self.controller.reply_tools)
         replacing = self.controller.replacing
         reply = self.chat.begin_reply(
             tag,
