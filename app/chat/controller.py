@@ -36,6 +36,7 @@ from app.store import (
     Store,
     ToolsConfig,
 )
+from app.store.documents import META_KEY, AttachedDocument, message_documents, with_documents
 from app.tools import enabled_tool_definitions
 from engine.mcp.turn import DEFAULT_MAX_STEPS, tool_choice_for_step
 from engine.runtime.context import CONTEXT_LENGTH_EXCEEDED
@@ -238,12 +239,18 @@ class ChatController(QObject):
 
     # ---- actions ----
 
-    def send(self, text: str, images: list[Attachment] | None = None) -> bool:
-        """Add a user message (with its checked `images`, stored in the data folder) after
-        the active leaf and start the reply."""
+    def send(
+        self,
+        text: str,
+        images: list[Attachment] | None = None,
+        documents: list[AttachedDocument] | None = None,
+    ) -> bool:
+        """Add a user message (with its checked `images`, stored in the data folder, and
+        its `documents`, kept with it) after the active leaf and start the reply. A new
+        chat is titled by the question (by the files' names when there is none)."""
         self.save_pending_edits()
         text = text.strip()
-        if not (text or images) or self.busy:
+        if not (text or images or documents) or self.busy:
             return False
         if self.conversation_id is None:
             self.new_conversation()
@@ -252,13 +259,19 @@ class ChatController(QObject):
         new_images = [a.to_new_image() for a in images or []]
         try:
             message = self.store.add_message(
-                conv.id, conv.active_leaf_id, "user", text, images=new_images
+                conv.id,
+                conv.active_leaf_id,
+                "user",
+                text,
+                meta={META_KEY: [d.to_meta() for d in documents]} if documents else None,
+                images=new_images,
             )
         except OSError as exc:  # the data folder is full or read-only: nothing was sent
             self.notice.emit(f"The images could not be saved in the data folder: {exc}")
             return False
         if conv.title == DEFAULT_TITLE:
-            title = text or ", ".join(i.name for i in new_images)
+            names = [d.name for d in documents or []] + [i.name for i in new_images]
+            title = text or ", ".join(names)
             self.store.rename_conversation(conv.id, _title_from(title))
         self.conversationsChanged.emit()
         self._start_reply(message)  # first, so the chat shows the question as being answered
@@ -395,8 +408,14 @@ class ChatController(QObject):
             for i in message.images
             if i.path.is_file()
         ]
+        documents = message.meta.get(META_KEY)  # and its documents
         edited = self.store.add_message(
-            message.conversation_id, message.parent_id, "user", text, images=kept
+            message.conversation_id,
+            message.parent_id,
+            "user",
+            text,
+            meta={META_KEY: documents} if documents else None,
+            images=kept,
         )
         self._start_reply(edited)
         self.pathChanged.emit()
@@ -529,6 +548,9 @@ class ChatController(QObject):
         """`message` as the engine takes it, its pictures read from the data folder (a
         missing file reaches the engine empty, which refuses it naming the file)."""
         out = message.to_chat_message()
+        documents = message_documents(message.meta)
+        if documents:  # read before the question, as if pasted there
+            out["content"] = with_documents(message.content, documents)
         if message.images:
             images = []
             for image in message.images:

@@ -29,15 +29,20 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.attachments import Attachment
+from app.store.documents import AttachedDocument
 from app.views.chat.attachments import AttachmentStrip
 from app.views.common import theme
 from app.views.common.drops import dropped_paths
 from app.views.common.icons import IconButton, icon
 
 MAX_LINES = 8
-PLACEHOLDER = "Ask anything, or drop a picture to ask about it (Shift+Enter for a new line)"
+# Short enough to show whole in the narrowest window (800 px with the sidebar docked).
+PLACEHOLDER = "Ask anything, or drop a document or picture here"
+PLACEHOLDER_NO_IMAGES = "Ask anything, or drop a document here"
 PLACEHOLDER_LOADING = "Type now: it is sent when the model is ready"
-ATTACH_TIP = "Attach images (Ctrl+Shift+A), or drop or paste them here"
+EDIT_TIP = "Enter sends, Shift+Enter starts a new line"
+ATTACH_TIP = "Attach documents or images (Ctrl+Shift+A), or drop or paste them here"
+ATTACH_DOCUMENTS_TIP = "Attach documents (Ctrl+Shift+A): PDF, Word, HTML, Markdown, text"
 
 
 class MessageEdit(QPlainTextEdit):
@@ -161,7 +166,7 @@ class Composer(QFrame):
     stopRequested = Signal()
     filesDropped = Signal(list)
     imagePasted = Signal(QImage)
-    attachRequested = Signal()  # the paperclip: choose image files
+    attachRequested = Signal()  # the paperclip: choose documents or images
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -169,6 +174,7 @@ class Composer(QFrame):
         self.edit = MessageEdit(self)
         self.edit.setObjectName("composerEdit")
         self.edit.setPlaceholderText(PLACEHOLDER)
+        self.edit.setToolTip(EDIT_TIP)
         self.edit.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.edit.setFrameShape(QFrame.Shape.NoFrame)
         self.edit.document().setDocumentMargin(2)
@@ -176,9 +182,11 @@ class Composer(QFrame):
         self.button = SendButton(self)
         self.attachments = AttachmentStrip(self)
         self.attach_button = IconButton("attach", ATTACH_TIP, self)
-        self.attach_button.setAccessibleName("Attach images")
+        self.attach_button.setAccessibleName("Attach documents or images")
         self.attach_button.clicked.connect(self.attachRequested)
         self._busy = False
+        self._images_allowed = True
+        self._waiting = False
         layout = QVBoxLayout(self)
         layout.setContentsMargins(theme.SPACE.M, theme.SPACE.S, theme.SPACE.S, theme.SPACE.S)
         layout.setSpacing(theme.SPACE.XS)
@@ -219,27 +227,41 @@ class Composer(QFrame):
         self.button.set_busy(busy)
 
     def set_waiting_for_model(self, waiting: bool) -> None:
-        self.edit.setPlaceholderText(PLACEHOLDER_LOADING if waiting else PLACEHOLDER)
+        self._waiting = waiting
+        self._show_placeholder()
+
+    def _show_placeholder(self) -> None:
+        ready = PLACEHOLDER if self._images_allowed else PLACEHOLDER_NO_IMAGES
+        self.edit.setPlaceholderText(PLACEHOLDER_LOADING if self._waiting else ready)
 
     def text(self) -> str:
         return self.edit.toPlainText()
 
-    # ---- images waiting to be sent ----
+    # ---- images and documents waiting to be sent ----
 
     def add_attachment(self, attachment: Attachment) -> None:
         self.attachments.add(attachment)
 
+    def add_document(self, document: AttachedDocument) -> None:
+        self.attachments.add_document(document)
+
     def pending_images(self) -> list[Attachment]:
         return self.attachments.attachments()
+
+    def pending_documents(self) -> list[AttachedDocument]:
+        return self.attachments.pending_documents()
 
     def clear_attachments(self) -> None:
         self.attachments.clear()
 
     def set_images_allowed(self, allowed: bool, why_not: str = "") -> None:
-        """The paperclip, enabled or (for a model that does not read images) disabled with
-        its tooltip saying so."""
-        self.attach_button.setEnabled(allowed)
-        self.attach_button.setToolTip(ATTACH_TIP if allowed else why_not)
+        """Whether the model reads images: the paperclip and the placeholder offer
+        documents always, pictures only then (the tooltip says why not)."""
+        self._images_allowed = allowed
+        self.attach_button.setToolTip(
+            ATTACH_TIP if allowed else f"{ATTACH_DOCUMENTS_TIP}. Pictures: {why_not}."
+        )
+        self._show_placeholder()
 
     def restyle(self) -> None:
         self.edit.setFont(theme.font(theme.type_scale().chat))
@@ -283,6 +305,8 @@ class Composer(QFrame):
             self._submit(self.edit.toPlainText())
 
     def _submit(self, text: str) -> None:
-        if self._busy or not (text.strip() or self.attachments.thumbs):
+        if self._busy or not (
+            text.strip() or self.attachments.thumbs or self.attachments.documents
+        ):
             return
         self.sendRequested.emit(text)

@@ -28,7 +28,8 @@ from PySide6.QtWidgets import (
 
 from app.constraints import describe_reply_constraint
 from app.store import Message
-from app.views.chat.attachments import ImageThumbnails
+from app.store.documents import message_documents
+from app.views.chat.attachments import DocumentChips, ImageThumbnails
 from app.views.chat.composer import MessageEdit
 from app.views.chat.markdown_view import MarkdownBody, PlainTextView
 from app.views.chat.message_parts import BranchSwitcher, Note, ToolCallCard, label, reply_note
@@ -118,6 +119,10 @@ class MessageWidget(QFrame):
             pictures = [(i.path, i.name) for i in message.images]
             self.images = ImageThumbnails(pictures, right=self.role == "user", parent=self)
             self._layout.addWidget(self.images)
+        self.documents: DocumentChips | None = None
+        if message is not None and (documents := message_documents(message.meta)):
+            self.documents = DocumentChips(documents, right=self.role == "user", parent=self)
+            self._layout.addWidget(self.documents)
         if self.role == "user" and message is not None:
             self._build_user_body(message.content)
         else:

@@ -369,6 +369,14 @@ QMainWindow, #shell {{ background: {css(c.window)}; }}
 #toolsChip::menu-indicator, #constrainButton::menu-indicator {{ width: 0; image: none; }}
 #actionVersions::menu-indicator {{ width: 0; image: none; }}
 #chipRemove {{ border: none; padding: 0; }}
+#documentChip {{
+    border: 1px solid {css(c.border)}; border-radius: {RADIUS_S + 4}px;
+    background: {css(c.chip)};
+}}
+#documentButton {{
+    border: none; padding: 2px {SPACE.S}px; font-size: {t.secondary}pt; color: {css(c.text)};
+}}
+#documentButton:hover {{ text-decoration: underline; }}
 #modelPicker {{
     border: 1px solid {css(c.border)}; border-radius: {RADIUS_S}px; background: {css(c.surface)};
     padding: 3px {SPACE.S + 4}px 3px {SPACE.S}px;

@@ -35,7 +35,13 @@ from app.views.main.parts import WindowParts
 from engine.types import ConstraintSpec, ModelInfo
 
 _UNSAFE_FILENAME = re.compile(r'[\\/:*?"<>|\x00-\x1f]+')
-IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.webp *.gif *.heic *.heif);;All files (*)"
+IMAGE_PATTERNS = "*.png *.jpg *.jpeg *.webp *.gif *.heic *.heif"
+DOCUMENT_PATTERNS = "*.pdf *.docx *.html *.htm *.md *.markdown *.txt"
+FILES_FILTER = (
+    f"Documents and images ({DOCUMENT_PATTERNS} {IMAGE_PATTERNS});;"
+    f"Documents ({DOCUMENT_PATTERNS});;Images ({IMAGE_PATTERNS});;All files (*)"
+)
+DOCUMENTS_FILTER = f"Documents ({DOCUMENT_PATTERNS});;All files (*)"
 # the engine's words for a model without a vision tower (engine.prompt.images)
 NO_IMAGES = "{name} does not read images: load a vision model for them"
 
@@ -62,14 +68,14 @@ class FileActions:
 
     def open(self, paths: list[str]) -> None:
         """Dropped or opened files: pictures are attached to the next message, documents
-        (PDF, Word, HTML, Markdown, text) put their text into the draft, a tools list
+        (PDF, Word, HTML, Markdown, text) too (the model reads their text), a tools list
         goes to the tools panel, MCP servers to the MCP panel, anything else is checked as
         a constraint (a file that is neither gets a clear error)."""
         images = [p for p in paths if looks_like_image(p)]
         if images:
             self.attach_files(images)
         documents = [p for p in paths if is_document(p)]
-        for path in documents:  # their text goes into the draft
+        for path in documents:  # chips in the draft: the model reads their text
             self.window.documents.attach(path)
         others = [p for p in paths if not looks_like_image(p) and p not in documents]
         for path in others[:1]:
@@ -155,22 +161,18 @@ class FileActions:
     # ---- images ----
 
     def model_loaded(self, info: ModelInfo) -> None:
-        """Images are offered only for a model that reads them."""
+        """Images are offered only for a model that reads them; documents for every one."""
         self.images_refused = None if info.vision else NO_IMAGES.format(name=info.name)
         self.window.composer.set_images_allowed(info.vision, self.images_refused or "")
-        action = self.window.actions_by_name.get("attach")
-        if action is not None:
-            action.setEnabled(info.vision)
 
-    def choose_images(self) -> None:
-        if self.images_refused:
-            self.window.notice.show_message(self.images_refused + ".", "error")
-            return
-        paths, _ = QFileDialog.getOpenFileNames(
-            self.window.window(), "Attach images", "", IMAGE_FILTER
-        )
+    def choose_files(self) -> None:
+        """The paperclip (Chat → Attach Files…): documents, and pictures for a model that
+        reads them; each goes where a drop would put it."""
+        title = "Attach documents or images" if not self.images_refused else "Attach documents"
+        files = FILES_FILTER if not self.images_refused else DOCUMENTS_FILTER
+        paths, _ = QFileDialog.getOpenFileNames(self.window.window(), title, "", files)
         if paths:
-            self.attach_files(paths)
+            self.open(paths)
 
     def attach_files(self, paths: list[str]) -> None:
         """Check the pictures off the GUI thread; attach the good ones, and say at once

@@ -148,7 +148,7 @@ def build_menus(window: WindowParts) -> dict[str, QAction]:
         chat, "Write 3 &Versions", lambda: window.regenerate(3), "Ctrl+Shift+R"
     )
     chat.addSeparator()
-    acts["attach"] = _action(chat, "&Attach Images…", files.choose_images, "Ctrl+Shift+A")
+    acts["attach"] = _action(chat, "&Attach Files…", files.choose_files, "Ctrl+Shift+A")
     acts["constrain_editor"] = _action(
         chat, "Reply &Format: Write or Paste…", files.open_constraint_editor, "Ctrl+G"
     )

@@ -272,7 +272,7 @@ class MainWindow(QMainWindow):
         self.composer.stopRequested.connect(self.stop)
         self.composer.filesDropped.connect(self.files.open)
         self.composer.imagePasted.connect(self.files.attach_pasted)
-        self.composer.attachRequested.connect(self.files.choose_images)
+        self.composer.attachRequested.connect(self.files.choose_files)
         self.chat.editSubmitted.connect(self._edit)
         self.chat.regenerateRequested.connect(self.regenerate)
         self.chat.retryRequested.connect(self.retry)
@@ -519,7 +519,8 @@ class MainWindow(QMainWindow):
         self._update_title()
 
     def send(self, text: str) -> None:
-        if self.controller.send(text, self.composer.pending_images()):
+        composer = self.composer
+        if self.controller.send(text, composer.pending_images(), composer.pending_documents()):
             self.composer.edit.clear()
             self.composer.clear_attachments()
             self.notice.hide()
