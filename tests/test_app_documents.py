@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.app_helpers import close_window, drop_files, make_window
+from tests.app_helpers import close_window, drop_files, make_window, set_sampling
 from tests.extract_support import invoice_text, make_pdf
 
 
@@ -31,6 +31,7 @@ def test_a_dropped_pdf_is_an_attachment_chip_with_its_text_behind_it(
         summary = chip.button.text()
         assert summary.startswith("invoice.pdf · 2 pages · ") and summary.endswith(" tokens")
         assert composer.text() == "Who sent this?"  # the draft is only the question
+        set_sampling(window, max_tokens=8)
         window.send(composer.text())
         qtbot.waitUntil(lambda: not window.controller.busy, timeout=60_000)
         assert composer.pending_documents() == [] and not composer.attachments.isVisible()
