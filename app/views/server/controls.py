@@ -8,12 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QDockWidget,
     QFormLayout,
     QGroupBox,
+    QHBoxLayout,
     QLabel,
     QLineEdit,
     QMainWindow,
@@ -23,13 +24,16 @@ from PySide6.QtWidgets import (
 )
 
 from app.jobs.server_job import DEFAULT_PORT, ServerJob
-from app.views.server.agent_instructions import AgentInstructionsDialog
+from app.views.server.agent_instructions import AGENT_BUTTONS, AgentDialog
 from app.views.server.log import ServerLogView
 
 
 class ServerSettingsGroup(QGroupBox):
-    """Preferences → Local server: on/off, port, API key, and whether any model name is
-    answered (coding agents send their own default names)."""
+    """Preferences → Local server: on/off, port, API key, whether any model name is
+    answered (coding agents send their own default names), and a button per coding agent
+    (`agentRequested(agent)`)."""
+
+    agentRequested = Signal(str)
 
     def __init__(
         self,
@@ -65,9 +69,22 @@ class ServerSettingsGroup(QGroupBox):
         self.hint.setWordWrap(True)
         self.hint.setObjectName("hint")
         form.addRow(self.hint)
-        self.agents = QPushButton("Use with Claude Code, Codex or OpenCode…", self)
-        self.agents.clicked.connect(self.show_agent_instructions)
-        form.addRow(self.agents)
+        # one button per coding agent: the server started, its setup written, one command
+        agents = QWidget(self)
+        row = QHBoxLayout(agents)
+        row.setContentsMargins(0, 0, 0, 0)
+        self.agent_buttons: dict[str, QPushButton] = {}
+        for agent, name in AGENT_BUTTONS:
+            button = QPushButton(name, agents)
+            button.setToolTip(
+                f"Start the server if needed, set {name} up in Corral's folder, and show the "
+                "command that runs it"
+            )
+            button.clicked.connect(lambda _checked=False, a=agent: self.agentRequested.emit(a))
+            row.addWidget(button)
+            self.agent_buttons[agent] = button
+        row.addStretch(1)
+        form.addRow("Use with", agents)
         self.port.valueChanged.connect(self._update_hint)
         self._update_hint()
 
@@ -78,12 +95,6 @@ class ServerSettingsGroup(QGroupBox):
             f"http://127.0.0.1:{self.port.value()}. With a key, clients must send it as "
             "Authorization: Bearer KEY (or x-api-key: KEY)."
         )
-
-    def show_agent_instructions(self) -> AgentInstructionsDialog:
-        enabled, port, api_key, any_model = self.values()
-        dialog = AgentInstructionsDialog(port, api_key, any_model, "corral", self)
-        dialog.open()
-        return dialog
 
     def values(self) -> tuple[bool, int, str, bool]:
         return (
@@ -100,6 +111,8 @@ class ServerControls(QObject):
     def __init__(self, window: QMainWindow, store: Any, engine: Callable[[], Any]) -> None:
         super().__init__(window)
         self.store = store
+        self.engine = engine
+        self.agent_dialog: AgentDialog | None = None
         # Stored Responses live beside the app's own database (its data folder).
         self.job = ServerJob(
             engine, self, responses_db=Path(store.path).parent / "responses.sqlite3"
@@ -132,7 +145,49 @@ class ServerControls(QObject):
         )
 
     def preferences_section(self) -> ServerSettingsGroup:
-        return ServerSettingsGroup(*self.settings())
+        section = ServerSettingsGroup(*self.settings())
+        section.agentRequested.connect(lambda agent: self.use_with(agent, section))
+        return section
+
+    def use_with(self, agent: str, section: ServerSettingsGroup | None = None) -> AgentDialog:
+        """One agent's button: the server started (or restarted) with the section's port
+        and key, answering any model name as agents ask for their own; then the dialog
+        writes the agent's setup into Corral's folder and shows the command to run."""
+        _enabled, port, api_key, _any = section.values() if section else self.settings()
+        if section is not None:  # what the section shows is what runs (and is kept)
+            section.enabled.setChecked(True)
+            section.any_model.setChecked(True)
+        parent = section.window() if section is not None else None
+        dialog = AgentDialog(
+            agent,
+            Path(self.store.path).parent / "agents",
+            api_key,
+            self._model,
+            parent,
+        )
+        self.job.started.connect(dialog.ready)
+        self.job.failed.connect(dialog.failed)
+        dialog.finished.connect(lambda _r: self._forget(dialog))
+        self.agent_dialog = dialog
+        wanted = (True, port, api_key, True)
+        answering = self.job.running and self.settings() == wanted
+        self.set_settings(*wanted)  # starts or restarts it only if it must
+        if answering and self.job.url:
+            dialog.ready(self.job.url)
+        dialog.open()
+        return dialog
+
+    def _model(self) -> Any:
+        """The model the server answers with now (a ModelInfo), or None."""
+        engine = self.engine()
+        return engine.snapshot.model if engine is not None else None
+
+    def _forget(self, dialog: AgentDialog) -> None:
+        for signal, slot in ((self.job.started, dialog.ready), (self.job.failed, dialog.failed)):
+            try:
+                signal.disconnect(slot)
+            except (RuntimeError, TypeError):
+                pass
 
     def apply(self, section: ServerSettingsGroup) -> None:
         """Store the section's values and start, restart or stop the server to match."""
