@@ -91,6 +91,9 @@ class _FittedBrowser(QTextBrowser):
             Qt.TextInteractionFlag.TextBrowserInteraction
             | Qt.TextInteractionFlag.TextSelectableByKeyboard
         )
+        # A click selects text; Tab passes by: the message holding it is one stop (its
+        # text is its accessible description), not one per paragraph.
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
         self.viewport().setAutoFillBackground(False)
         self.setStyleSheet("QTextBrowser { background: transparent; }")
         self.document().setDocumentMargin(0)

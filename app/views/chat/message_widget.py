@@ -83,6 +83,13 @@ class MessageWidget(QFrame):
         self.setObjectName("message")
         self.setProperty("role", self.role)
         self.setAccessibleName(ROLE_NAMES.get(self.role, self.role))
+        # One Tab stop for the whole message (its text read out as its description), its
+        # switcher and actions after it; a click in the text still selects it.
+        self.setFocusPolicy(
+            Qt.FocusPolicy.TabFocus if message is not None else Qt.FocusPolicy.NoFocus
+        )
+        if message is not None:
+            self.setAccessibleDescription(message.content)
         self.cards: list[Any] = []
         self.editor: MessageEdit | None = None
         self.action_buttons: dict[str, IconButton] = {}
@@ -227,6 +234,11 @@ class MessageWidget(QFrame):
         self.stats.setToolTip(reply_details(meta.get("stats", {})))
         self.stats.setWordWrap(False)  # one short line; its units never wrap apart
         self.stats.setVisible(bool(self.stats.text()))
+        if message is not None and branch[1] > 1:  # made first: Tab meets it before the actions
+            switcher = BranchSwitcher(*branch, parent=self.footer)
+            switcher.setEnabled(on)
+            switcher.stepped.connect(lambda step: self.branchStepped.emit(message.id, step))
+            self.switcher = switcher
         if message is not None:
             self._action(actions, "Copy", "copy", "Copy the text", self._copy, True)
             if self.role == "user":
@@ -261,11 +273,6 @@ class MessageWidget(QFrame):
                         True,
                     )
                     self.action_buttons["Inspect"].setCheckable(True)
-            if branch[1] > 1:
-                switcher = BranchSwitcher(*branch, parent=self.footer)
-                switcher.setEnabled(on)
-                switcher.stepped.connect(lambda step: self.branchStepped.emit(message.id, step))
-                self.switcher = switcher
         if self.role == "user":
             row.addStretch(1)
             row.addWidget(self.action_box)
@@ -401,6 +408,10 @@ class MessageWidget(QFrame):
             self.continueRequested.emit(self.message.id)
         elif self._note_action_name == "retry":
             self.retryRequested.emit(self.message.id)
+
+    def copy_text(self) -> None:
+        """Copy the message's text (its Copy button; Edit → Copy while it has focus)."""
+        self._copy()
 
     def _copy(self) -> None:
         if self.message is not None:

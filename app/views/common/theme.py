@@ -308,6 +308,8 @@ QMainWindow, #shell {{ background: {css(c.window)}; }}
 #inspector[overlay="true"] {{ border-left: 1px solid {css(c.faint)}; }}
 #sidebar[overlay="true"] {{ border-right: 1px solid {css(c.faint)}; }}
 #scrim {{ background: rgba(0, 0, 0, {40 if c.dark else 22}); }}
+#message {{ border: 2px solid transparent; border-radius: {RADIUS_S + 2}px; }}
+#message:focus {{ border-color: {css(mix(c.accent, c.surface, 0.35))}; }}
 #message[role="user"] #bubble {{
     background: {css(c.user_bubble)}; border-radius: {RADIUS_L}px;
 }}

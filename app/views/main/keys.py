@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.views.chat.message_widget import MessageWidget
 from app.views.common.fit import fit_to_screen
 from app.views.common.keyboard import MessageFocus, focus_within, guard_text_boxes
 from app.views.main.parts import WindowParts
@@ -97,10 +98,13 @@ class KeyboardActions:
 
     @staticmethod
     def edit(name: str) -> None:
-        """Undo, Cut, Copy… on the text box with focus (nothing when none has)."""
+        """Undo, Cut, Copy… on the text box with focus (nothing when none has); Copy on a
+        message with focus copies its text."""
         focus = QApplication.focusWidget()
         if isinstance(focus, (QLineEdit, QPlainTextEdit, QTextEdit)):
             getattr(focus, name)()
+        elif name == "copy" and isinstance(focus, MessageWidget):
+            focus.copy_text()
 
     # ---- Help ----
 

@@ -73,10 +73,6 @@ class PreferencesDialog(QDialog):
         self.tabs = QTabWidget(self)
         self.tabs.setDocumentMode(True)
         outer.addWidget(self.tabs, 1)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
-        buttons.rejected.connect(self.close)
-        buttons.setContentsMargins(theme.SPACE.XL, 0, theme.SPACE.XL, 0)
-        outer.addWidget(buttons)
         self.pages: dict[str, QVBoxLayout] = {}
 
         # General
@@ -252,6 +248,11 @@ class PreferencesDialog(QDialog):
         for page in self.pages.values():
             page.addStretch(1)
         self._align_labels()
+        # Made last, so Tab reaches Close after the page's controls, not before them.
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
+        self.buttons.rejected.connect(self.close)
+        self.buttons.setContentsMargins(theme.SPACE.XL, 0, theme.SPACE.XL, 0)
+        outer.addWidget(self.buttons)
         self.resize(520, 620)
         fit_to_screen(self)  # a short screen scrolls the page instead
 
