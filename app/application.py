@@ -24,6 +24,7 @@ from app.preferences import Preferences
 from app.qt_compat import guard_refcounts
 from app.store import Store
 from app.views.common import theme
+from app.views.common.style import install_style
 from engine import logs
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ def apply_look(prefs: Preferences, old: Preferences | None = None) -> None:
     (all of them at start, `old` None; then what changed). The window restyles itself."""
     if old is None or prefs.chat_font_pt != old.chat_font_pt:
         theme.set_chat_pt(prefs.chat_font_pt)
+    if old is None:
+        install_style()  # before the palette: a new style resets it
     if old is None or prefs.appearance != old.appearance:
         theme.apply_appearance(prefs.appearance)
 

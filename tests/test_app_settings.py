@@ -186,9 +186,10 @@ def test_an_example_prompt_applies_its_schema_and_sends(qtbot, tmp_path, tiny_en
         window.controller.conversation_id, ChatSettings(temperature=10.0, max_tokens=8)
     )
     assert window.chat.welcome.isVisible()
-    # both say pictures can be dropped (the welcome's target and the empty composer)
-    assert "Drop a picture" in window.chat.welcome.drop_target.text.text()
-    assert "drop a picture" in window.composer.edit.placeholderText()
+    # both say documents (and, for a model that reads them, pictures) can be dropped: the
+    # welcome's target and the empty composer
+    assert "Drop a document or picture" in window.chat.welcome.drop_target.text.text()
+    assert "drop a document" in window.composer.edit.placeholderText()
     screenshot(window, "welcome")
     card = next(b for b in window.chat.welcome.buttons if b.example.grammar == "recipe.json")
     from PySide6.QtCore import Qt

@@ -60,7 +60,7 @@ def _activated_by_keys(event: QKeyEvent) -> bool:
 
 
 class DropTarget(QFrame):
-    """ "Drop a picture, grammar or tool file here": lights up while a file is dragged over
+    """ "Drop a document, picture, grammar or tool file here": lights up while a file is dragged over
     the window. It is in the Tab order too: a click, Enter or Space chooses the file instead."""
 
     clicked = Signal()
@@ -77,8 +77,8 @@ class DropTarget(QFrame):
         layout.setSpacing(theme.SPACE.M)
         self.icon = QLabel(self)
         self.text = QLabel(
-            "Drop a picture to ask about it, or a grammar, JSON schema or tools file — "
-            "replies will follow it",
+            "Drop a document or picture to ask about it, or a grammar, JSON schema or tools "
+            "file — replies will follow it",
             self,
         )
         self.text.setWordWrap(True)

@@ -78,6 +78,13 @@ def _pixmap(name: str, color: str, size: int, ratio: float, stroke: float) -> QP
     return pixmap
 
 
+def line_pixmap(name: str, color: str, size: int, stroke: float = 1.75) -> QPixmap:
+    """`name` drawn in `color` (a "#rrggbb"), `size` pixels square at the screen's ratio."""
+    screen = QGuiApplication.primaryScreen()
+    ratio = max(1.0, screen.devicePixelRatio()) if screen is not None else 1.0
+    return _pixmap(name, color, size, ratio, stroke)
+
+
 def icon(name: str, color: QColor | None = None, size: int = 18, stroke: float = 1.75) -> QIcon:
     """`name` drawn in `color` (default: secondary text), brighter when active, faint when
     disabled."""

@@ -204,7 +204,7 @@ _LIGHT = {
     "HighlightedText": "#ffffff",
     "Link": "#2f6fde",
     "LinkVisited": "#6a4fc8",
-    "PlaceholderText": "#8e8e93",
+    "PlaceholderText": "#6e6e73",  # 5.1:1 on Base (#8e8e93 was 3.3:1)
     "ToolTipBase": "#ffffff",
     "ToolTipText": "#1d1d1f",
     "Accent": "#2f6fde",
@@ -227,7 +227,7 @@ _DARK = {
     "HighlightedText": "#ffffff",
     "Link": "#7aaaff",
     "LinkVisited": "#b49cff",
-    "PlaceholderText": "#8a8a92",
+    "PlaceholderText": "#9a9aa2",  # 5.3:1 on Base
     "ToolTipBase": "#323237",
     "ToolTipText": "#ececef",
     "Accent": "#2f6fde",
@@ -514,7 +514,11 @@ def contrast(foreground: QColor, background: QColor) -> float:
 def text_pairs(c: Colors) -> list[tuple[str, QColor, QColor, bool]]:
     """Every text colour the style sheet and the views put on a background: (where, text,
     background, large text). Kept beside the style sheet so a new pair is added here."""
-    link = QGuiApplication.palette().color(QPalette.ColorRole.Link)
+    palette = QGuiApplication.palette()
+    link = palette.color(QPalette.ColorRole.Link)
+    placeholder = palette.color(QPalette.ColorRole.PlaceholderText)
+    button_text, button = (palette.color(QPalette.ColorRole.ButtonText),
+                           palette.color(QPalette.ColorRole.Button))  # fmt: skip
     return [
         ("messages and controls", c.text, c.surface, False),
         ("sidebar and inspector", c.text, c.window, False),
@@ -535,5 +539,8 @@ def text_pairs(c: Colors) -> list[tuple[str, QColor, QColor, bool]]:
         ("valid replies", c.success, c.surface, False),
         ("selected menu items", c.accent_text, c.accent, False),
         ("links", link, c.surface, False),
+        ("placeholders in text boxes", placeholder, c.surface, False),
+        ("placeholders on panels", placeholder, c.window, False),
+        ("buttons and their icons (Close ×)", button_text, button, False),
         ("the welcome's title", c.text, c.surface, True),
     ]

@@ -27,6 +27,7 @@ from app.views.common.fit import fit_to_screen
 from app.views.common.format import format_bytes
 from app.views.common.reveal import REVEAL, reveal
 from app.words import count
+from engine.tools.dialect import DESCRIBED
 
 COLUMNS = (
     "Name",
@@ -54,6 +55,26 @@ def count_text(n: int | None) -> str:
         if n >= scale:
             return f"{n / scale:.1f}".removesuffix(".0") + unit
     return str(n)
+
+
+def ability_words(model: Any) -> tuple[str, str]:
+    """What a model can do, in plain words (its tool calls and whether it thinks first),
+    and the technical names for the tooltip. A model Corral cannot tell about says why."""
+    tools, thinking = model.tool_syntax, model.thinking_syntax
+    if tools is None:
+        why = (
+            "Corral could not read its chat template"
+            if model.chat_template
+            else "its files carry no chat template to tell"
+        )
+        return f"Tool calls: not known until it loads ({why})", ""
+    if tools.startswith(DESCRIBED):
+        said = "Tool calls: supported (Corral describes the tools to this model)"
+    else:
+        said = "Tool calls: supported (in the model's own format)"
+    thinks = "no" if thinking in (None, "none") else "yes"
+    technical = f"Tool-call syntax: {tools}. Thinking syntax: {thinking or 'unknown'}."
+    return f"{said} · Thinks before answering: {thinks}", technical
 
 
 class _Row(QTreeWidgetItem):
@@ -107,6 +128,10 @@ class LibraryWindow(QDialog):
         self.detail.setObjectName("hint")
         self.detail.setWordWrap(True)
         self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.abilities = QLabel(self)  # tool calls and thinking, technical names in its tooltip
+        self.abilities.setObjectName("hint")
+        self.abilities.setWordWrap(True)
+        self.abilities.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.status = QLabel("", self)
         self.status.setObjectName("hint")
         self.load_button = QPushButton("Load", self)
@@ -121,6 +146,7 @@ class LibraryWindow(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(self.filter)
         layout.addWidget(self.tree, 1)
+        layout.addWidget(self.abilities)
         layout.addWidget(self.detail)
         layout.addLayout(buttons)
 
@@ -198,11 +224,12 @@ class LibraryWindow(QDialog):
         self.delete_button.setEnabled(m is not None and m.deletable and not is_loaded)
         if m is None:
             self.detail.setText("")
+            self.abilities.setText("")
             return
+        said, technical = ability_words(m)
+        self.abilities.setText(said)
+        self.abilities.setToolTip(technical)
         lines = [m.path]
-        if m.tool_syntax or m.thinking_syntax:
-            tools, thinking = m.tool_syntax or "unknown", m.thinking_syntax or "unknown"
-            lines.append(f"Tool calls: {tools} · Thinking: {thinking}")
         if not m.can_run:
             lines.append(f"Cannot run: {m.reason}")
         if m.deletable:
