@@ -60,8 +60,9 @@ def _activated_by_keys(event: QKeyEvent) -> bool:
 
 
 class DropTarget(QFrame):
-    """ "Drop a document, picture, grammar or tool file here": lights up while a file is dragged over
-    the window. It is in the Tab order too: a click, Enter or Space chooses the file instead."""
+    """ "Drop a document, picture, grammar or tool file here": lights up while a file is
+    dragged over the window. It is in the Tab order too: a click, Enter or Space chooses
+    the file instead."""
 
     clicked = Signal()
 

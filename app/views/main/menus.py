@@ -84,13 +84,13 @@ def copy_diagnostics(window: WindowParts) -> str:
     from PySide6.QtGui import QGuiApplication
 
     from app import diagnostics
+    from app.secrets import SERVER_API_KEY
 
-    key = window.store.get_setting("server_api_key", "")
     text = diagnostics.report(
         model=window.bridge.model_info,
         model_spec=window.models.loaded_spec or "",
         data_dir=window.store.path.parent,
-        secrets=[key if isinstance(key, str) else None],
+        secrets=[window.core.secrets.get(SERVER_API_KEY)],
     )
     QGuiApplication.clipboard().setText(text)
     window.statusBar().showMessage("Diagnostics copied: paste them into your report.", 8000)

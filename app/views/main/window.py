@@ -219,7 +219,9 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.cache_label)
         self.statusBar().setSizeGripEnabled(False)
         self.setMinimumSize(*MINIMUM_SIZE)
-        self.server: ServerControls = ServerControls(self, self.store, lambda: self.bridge.engine)
+        self.server: ServerControls = ServerControls(
+            self, self.store, lambda: self.bridge.engine, self.core.secrets
+        )
         self.distributed: DistributedControls = DistributedControls(
             self, self.store, self.bridge, self.models.reload
         )

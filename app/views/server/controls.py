@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.jobs.server_job import DEFAULT_PORT, ServerJob
+from app.secrets import SERVER_API_KEY, SecretStore
 from app.views.server.agent_instructions import AGENT_BUTTONS, AgentDialog
 from app.views.server.log import ServerLogView
 
@@ -108,9 +109,12 @@ class ServerSettingsGroup(QGroupBox):
 class ServerControls(QObject):
     """Starts and stops the server from the stored settings and shows what it does."""
 
-    def __init__(self, window: QMainWindow, store: Any, engine: Callable[[], Any]) -> None:
+    def __init__(
+        self, window: QMainWindow, store: Any, engine: Callable[[], Any], secrets: SecretStore
+    ) -> None:
         super().__init__(window)
         self.store = store
+        self.secrets = secrets  # the API key lives there, never in the database
         self.engine = engine
         self.agent_dialog: AgentDialog | None = None
         # Stored Responses live beside the app's own database (its data folder).
@@ -140,12 +144,13 @@ class ServerControls(QObject):
         return (
             bool(self.store.get_setting("server_enabled", False)),
             int(self.store.get_setting("server_port", DEFAULT_PORT)),
-            str(self.store.get_setting("server_api_key", "") or ""),
+            self.secrets.get(SERVER_API_KEY),
             bool(self.store.get_setting("server_any_model", False)),
         )
 
     def preferences_section(self) -> ServerSettingsGroup:
         section = ServerSettingsGroup(*self.settings())
+        section.api_key.setToolTip(f"Kept in {self.secrets.where}")
         section.agentRequested.connect(lambda agent: self.use_with(agent, section))
         return section
 
@@ -197,7 +202,7 @@ class ServerControls(QObject):
         before = self.settings()
         self.store.set_setting("server_enabled", enabled)
         self.store.set_setting("server_port", port)
-        self.store.set_setting("server_api_key", api_key)
+        self.secrets.set(SERVER_API_KEY, api_key)
         self.store.set_setting("server_any_model", any_model)
         if not enabled:
             self.job.stop()
