@@ -81,9 +81,9 @@ def test_none_through_the_engine_has_no_calls(tiny_engine) -> None:
     assert result.tool_calls == [] and result.constraint_name is None
 
 
-def test_a_reply_that_imitates_a_tool_result_ends_before_its_markup(tiny_engine) -> None:
+def test_a_reply_that_copies_the_tool_result_markup_shows_none_of_it(tiny_engine) -> None:
     """After a result (written `<tool_response>…</tool_response>` in the prompt), a model
-    that copies the markup into its answer ends there: no raw tag reaches the reply. The
+    that copies the markup into its answer goes on, and no raw tag reaches the reply. The
     user's format below makes the tiny model write exactly that."""
     from engine.types import ConstraintSpec
 
@@ -102,7 +102,8 @@ def test_a_reply_that_imitates_a_tool_result_ends_before_its_markup(tiny_engine)
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "fan at 2"},
     ]
-    echo = ConstraintSpec("regex", r"fan at 2\n</tool_response>\nDone\.", "echo")
+    # (a format may not start with "<": the reply could not be told from a call)
+    echo = ConstraintSpec("regex", r"Result:\n<tool_response>\nfan at 2\n</tool_response>\nDone\.")
     result = tiny_engine.chat(
         ChatRequest(
             history,
@@ -113,4 +114,4 @@ def test_a_reply_that_imitates_a_tool_result_ends_before_its_markup(tiny_engine)
         )
     )
     assert result.error is None and result.tool_calls == []
-    assert result.text.strip() == "fan at 2" and "tool_response" not in result.text
+    assert result.text == "Result:\n\nfan at 2\n\nDone."  # the tags left out, the rest kept
