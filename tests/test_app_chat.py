@@ -158,6 +158,13 @@ def test_regenerate_writes_the_new_version_in_place(qtbot, tmp_path, tiny_engine
     qtbot.waitUntil(lambda: len(seen) >= 2, timeout=30_000)
     assert seen[-1][0] == ["user"]  # the old reply is not shown above the new one
     assert seen[-1][1].startswith("Writing version 2 of 2…") and seen[-1][2] == "2/2"
+    # by keyboard too: going back from the composer, its switcher comes before the sidebar
+    back, item = [], window.composer.edit.previousInFocusChain()
+    while item is not window.composer.edit and not window.sidebar.isAncestorOf(item):
+        back.append(item)
+        item = item.previousInFocusChain()
+    assert item is not window.composer.edit  # the walk met the sidebar
+    assert window.chat.reply.switcher.previous in back
     window.chat.reply.switcher.previous.click()  # the old one, a click away
     peek = window.chat.previous
     assert peek.isVisible() and not window.chat.reply.isVisible()

@@ -239,3 +239,33 @@ def test_the_composer_placeholder_shows_whole_at_800_by_500(qtbot, tmp_path, tin
     room = edit.viewport().width() - 2 * edit.document().documentMargin()
     assert edit.fontMetrics().horizontalAdvance(edit.placeholderText()) <= room
     close_window(window)
+
+
+def test_shift_tab_from_the_composer_reaches_the_chat_not_the_sidebar(qtbot, tmp_path, tiny_engine):
+    """Messages rendered after the window was built stand in the Tab order where they are
+    seen (before the composer); closing the inspector from inside it gives the keys back
+    to the composer, not to the toolbar."""
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=6)
+    _activated(qtbot, window)
+    edit = window.composer.edit
+    qtbot.keyClicks(edit, "hello")
+    _key(qtbot, Qt.Key.Key_Return)
+    wait_idle(qtbot, window)
+    edit.setFocus()
+    question, answer = window.chat.message_widgets()
+    backwards = []
+    for _ in range(12):
+        _key(qtbot, Qt.Key.Key_Backtab)
+        backwards.append(_focus())
+    first_outside = next(w for w in backwards if not window.chat.isAncestorOf(w))
+    assert window.chat.isAncestorOf(backwards[0])  # the reply's last action, first
+    assert answer in backwards and question in backwards
+    assert backwards.index(answer) < backwards.index(question)
+    assert backwards.index(first_outside) > backwards.index(question)
+    # the inspector opened and closed by its shortcut from inside it
+    _key(qtbot, Qt.Key.Key_I, CTRL | SHIFT)
+    window.settings_panel.system_prompt.setFocus()
+    _key(qtbot, Qt.Key.Key_I, CTRL | SHIFT)
+    assert not window.shell.inspector_open and _focus() is edit
+    close_window(window)

@@ -173,11 +173,15 @@ class AttachmentStrip(QWidget):
     def add_document(self, document: AttachedDocument) -> DocumentChip:
         chip = DocumentChip(document, removable=True, parent=self)
         chip.removeRequested.connect(self.remove)
-        self._row.insertWidget(len(self.documents), chip)
+        self._row.insertWidget(len(self.thumbs) + len(self.documents), chip)
         self.documents.append(chip)
         self.setVisible(True)
         self.changed.emit()
         return chip
+
+    def items(self) -> list[QWidget]:
+        """The pictures' thumbnails, then the documents' chips, as they are laid out."""
+        return [*self.thumbs, *self.documents]
 
     def pending_documents(self) -> list[AttachedDocument]:
         return [chip.document for chip in self.documents]

@@ -34,6 +34,7 @@ from app.views.chat.attachments import AttachmentStrip
 from app.views.common import theme
 from app.views.common.drops import dropped_paths
 from app.views.common.icons import IconButton, icon
+from app.views.common.keyboard import place_in_chain
 
 MAX_LINES = 8
 # Short enough to show whole in the narrowest window (800 px with the sidebar docked).
@@ -241,9 +242,16 @@ class Composer(QFrame):
 
     def add_attachment(self, attachment: Attachment) -> None:
         self.attachments.add(attachment)
+        place_in_chain(self.attachments.items(), self.edit)  # Tab meets them before the text
 
     def add_document(self, document: AttachedDocument) -> None:
         self.attachments.add_document(document)
+        place_in_chain(self.attachments.items(), self.edit)
+
+    def tab_start(self) -> QWidget:
+        """The composer's first stop in the Tab order: its first attachment, or its text."""
+        items = self.attachments.items()
+        return items[0] if items else self.edit
 
     def pending_images(self) -> list[Attachment]:
         return self.attachments.attachments()

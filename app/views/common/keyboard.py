@@ -69,6 +69,37 @@ def guard_text_boxes(root: QWidget) -> int:
     return len(boxes)
 
 
+def place_in_chain(widgets: list[QWidget], before: QWidget) -> None:
+    """Put `widgets`, each with its descendants, in order just before `before` in the Tab
+    order. Qt appends a widget made later (a message rendered, a chip attached) at the end
+    of the window's chain, after the composer and the panels: Shift+Tab from the composer
+    then skipped the chat; this puts them where they are seen."""
+    moving = [w for w in widgets if w is not None]
+    if not moving:
+        return
+    # Qt's setTabOrder leaves a widget that takes no focus where it is: only those that do
+    chain = [x for x in _chain(before) if x.focusPolicy() != Qt.FocusPolicy.NoFocus]
+    inside = {id(x) for w in moving for x in chain if x is w or w.isAncestorOf(x)}
+    index = len(chain) - 1  # walking back from `before` to the first widget not moving
+    while index > 0 and id(chain[index]) in inside:
+        index -= 1
+    anchor = chain[index]
+    for widget in moving:
+        for item in [x for x in chain if x is widget or widget.isAncestorOf(x)]:
+            QWidget.setTabOrder(anchor, item)
+            anchor = item
+
+
+def _chain(start: QWidget) -> list[QWidget]:
+    """The window's focus chain, once round, from `start` (`start` first)."""
+    chain = [start]
+    item = start.nextInFocusChain()
+    while item is not start and item is not None and len(chain) < 100_000:
+        chain.append(item)
+        item = item.nextInFocusChain()
+    return chain
+
+
 def focus_within(widget: QWidget, focus: QWidget | None = None) -> bool:
     """Whether `focus` (the application's focus widget by default) is `widget` or inside it."""
     current = focus if focus is not None else QApplication.focusWidget()

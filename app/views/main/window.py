@@ -7,6 +7,7 @@ library.py, preferences_actions.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray, QEvent, QObject, QSize, Qt, QTimer
@@ -48,7 +49,7 @@ from app.views.common import theme
 from app.views.common.announce import announce, reply_announcement
 from app.views.common.drops import dropped_paths
 from app.views.common.icons import icon
-from app.views.common.keyboard import focus_within
+from app.views.common.keyboard import focus_within, place_in_chain
 from app.views.common.wheel_guard import guard_wheel
 from app.views.constraints.widgets import ConstraintBar
 from app.views.inspector.panel import SETTINGS_TAB, TOOLS_TAB, Inspector
@@ -172,7 +173,7 @@ class MainWindow(QMainWindow):
         self.tools_panel = ToolsPanel()
         self.inspector = Inspector(self.settings_panel, self.tools_panel, self)
         self.inspector_tabs = self.inspector.tabs
-        self.inspector.closeRequested.connect(lambda: self.shell.set_inspector_open(False))
+        self.inspector.closeRequested.connect(self._close_inspector)
 
         self.shell: Shell = Shell(self.sidebar, self.chat_area, self.inspector, self)
         self.shell.keep_clear(bottom)  # a floating inspector never covers Send, Format, Tools
@@ -363,7 +364,19 @@ class MainWindow(QMainWindow):
     # ---- panels ----
 
     def toggle_sidebar(self) -> None:
-        self.shell.set_sidebar_open(not self.shell.sidebar_open)
+        opening = not self.shell.sidebar_open
+        self._closing(self.sidebar, lambda: self.shell.set_sidebar_open(opening), not opening)
+
+    def _close_inspector(self) -> None:
+        self._closing(self.inspector, lambda: self.shell.set_inspector_open(False))
+
+    def _closing(self, panel: QWidget, change: Callable[[], None], closes: bool = True) -> None:
+        """Open or close a panel; one closed with the keys inside gives them back to the
+        composer (Qt would hand them to the next control, the toolbar's model picker)."""
+        inside = closes and focus_within(panel)
+        change()
+        if inside:
+            self.keys.focus_composer()
 
     def show_settings(self) -> None:
         self._show_tab(SETTINGS_TAB)
@@ -374,7 +387,7 @@ class MainWindow(QMainWindow):
 
     def _show_tab(self, tab: int) -> None:
         if self.shell.inspector_open and self.inspector_tabs.currentIndex() == tab:
-            self.shell.set_inspector_open(False)
+            self._close_inspector()
             return
         self.inspector_tabs.setCurrentIndex(tab)
         self.shell.set_inspector_open(True)
@@ -518,7 +531,14 @@ class MainWindow(QMainWindow):
                 self.chat.update_reply(c.reply_text())
         elif not streaming_here and self.chat.reply is not None:
             self.chat.end_reply()
+        self._order_chat_keys()
         self._update_title()
+
+    def _order_chat_keys(self) -> None:
+        """The messages in the Tab order where they are seen: after the sidebar, before the
+        composer (Qt puts widgets made later at the end of the window's chain)."""
+        shown = [*self.chat.message_widgets(), self.chat.previous, self.chat.reply]
+        place_in_chain([w for w in shown if w is not None], self.composer.tab_start())
 
     def send(self, text: str) -> None:
         composer = self.composer
@@ -567,6 +587,7 @@ class MainWindow(QMainWindow):
         )
         if replacing is not None and self.chat.previous is not None:
             self.render_chat()  # the old version leaves the column: the new one takes its place
+        self._order_chat_keys()
         if self.bridge.loading:
             reply.set_status("Waiting for the model to finish loading…")
         elif self.bridge.model_info is None:
