@@ -379,6 +379,7 @@ QMainWindow, #shell {{ background: {css(c.window)}; }}
     border: none; padding: 2px {SPACE.S}px; font-size: {t.secondary}pt; color: {css(c.text)};
 }}
 #documentButton:hover {{ text-decoration: underline; }}
+#documentButton:focus {{ border: 2px solid {css(c.accent)}; border-radius: {RADIUS_S + 2}px; }}
 #modelPicker {{
     border: 1px solid {css(c.border)}; border-radius: {RADIUS_S}px; background: {css(c.surface)};
     padding: 3px {SPACE.S + 4}px 3px {SPACE.S}px;

@@ -37,6 +37,7 @@ from app.jobs.extract_job import ExtractJob
 from app.jobs.thread import run_task
 from app.paths import display_path
 from app.views.common.announce import announce
+from app.views.common.fit import fit_to_screen
 from app.views.common.format import format_duration
 from app.views.common.reveal import REVEAL, reveal
 from app.words import count, error_sentence
@@ -101,6 +102,7 @@ class ExtractWindow(QWidget):
         self.status = QLabel("Drop documents or folders here.")
         self.export_note = QLabel()  # "Wrote 26 rows to ~/Documents/extraction.csv"
         self.export_note.setWordWrap(True)
+        self.export_note.setMinimumWidth(120)
         self.reveal_button = _button(REVEAL, self.reveal_export)
         self.export_note.hide()
         self.reveal_button.hide()
@@ -121,27 +123,34 @@ class ExtractWindow(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.schema_label)
         layout.addWidget(self.instruction)
-        files_row = QHBoxLayout()
-        files_row.addWidget(self.file_list, 1)
-        side = QVBoxLayout()
-        for widget in (add_files, add_folder, self.start_button, self.pause_button,
-                       self.cancel_button, *self.export_buttons):  # fmt: skip
-            side.addWidget(widget)
-        side.addStretch()
-        files_row.addLayout(side)
-        layout.addLayout(files_row)
+        # Rows of buttons under what they act on, so the window fits an 800x500 screen
+        # (a column of eight buttons beside the list made it taller than that).
+        self.file_list.setMinimumHeight(48)
+        self.file_list.setMaximumHeight(140)
+        layout.addWidget(self.file_list)
+        job_row = QHBoxLayout()
+        for widget in (add_files, add_folder):
+            job_row.addWidget(widget)
+        job_row.addStretch(1)
+        for widget in (self.start_button, self.pause_button, self.cancel_button):
+            job_row.addWidget(widget)
+        layout.addLayout(job_row)
         layout.addWidget(self.progress)
         layout.addWidget(self.status)
         exported = QHBoxLayout()
         exported.addWidget(self.export_note, 1)
         exported.addWidget(self.reveal_button)
+        for widget in self.export_buttons:
+            exported.addWidget(widget)
         layout.addLayout(exported)
         split = QSplitter()
         split.addWidget(self.table)
         split.addWidget(self.source)
         split.setSizes([700, 300])
+        self.table.setMinimumHeight(96)
         layout.addWidget(split, 1)
         self.resize(1000, 700)
+        fit_to_screen(self)  # a smaller screen gets all of it, the table scrolling
         self._restore_last()
 
     def _restore_last(self) -> None:
