@@ -215,10 +215,14 @@ def test_a_run_says_pages_pace_and_where_it_exported(qtbot, extract_window, tmp_
 
 
 def test_pause_says_how_many_rows_are_finishing(qtbot, extract_window, tmp_path: Path) -> None:
+    import re
+
     window = extract_window
     window.add_paths(mixed_folder(tmp_path / "docs", 12))
     window.fields.setText("summary: string")  # long replies: rows stay in flight a while
+    window.start_button.setFocus()
     window.start_button.click()
+    assert window.pause_button.hasFocus()  # the keys go where the next press is
     qtbot.waitUntil(lambda: window.job.in_flight >= 2, timeout=60_000)
     seen: list[str] = []
     window.job.rowFinished.connect(lambda *_a: seen.append(window.status.text()))
@@ -231,3 +235,23 @@ def test_pause_says_how_many_rows_are_finishing(qtbot, extract_window, tmp_path:
     assert counts == sorted(counts, reverse=True)  # it counts down as they finish
     assert window.status.text().startswith("Paused:")
     assert window.pause_button.text() == "Resume" and window.pause_button.isEnabled()
+    # the keys were on Pause: they are on Resume now; Resume says at once that it works
+    assert window.pause_button.hasFocus()
+    window.pause_button.click()
+    assert re.match(r"\d+ of 12 done, working on the first rows…$", window.status.text())
+    window.job.cancel()
+    _finished(qtbot, window)
+
+
+def test_documents_come_off_the_list_with_delete(qtbot, extract_window, tmp_path: Path) -> None:
+    from PySide6.QtCore import Qt as Keys
+
+    window = extract_window
+    made = mixed_folder(tmp_path / "docs", 3)
+    window.add_paths(made)
+    window.file_list.setFocus()
+    window.file_list.item(1).setSelected(True)
+    qtbot.keyClick(window.file_list, Keys.Key.Key_Delete)
+    assert window.files == [made[0], made[2]] and window.file_list.count() == 2
+    assert window.status.text() == "2 documents."
+    assert not window.table.wordWrap()  # a row is one line: long names elided, not wrapped

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -88,6 +88,12 @@ class ExtractWindow(QWidget):
         self.file_list.setAccessibleName("Documents")
         # "invoice.pdf" and "invoice.png" told apart: long names lose their middle
         self.file_list.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.file_list.setSelectionMode(QListWidget.SelectionMode.ExtendedSelection)
+        self.file_list.setToolTip("Delete or Backspace takes the selected documents off the list")
+        for key in (QKeySequence.StandardKey.Delete, QKeySequence.StandardKey.Backspace):
+            remove = QShortcut(QKeySequence(key), self.file_list)
+            remove.setContext(Qt.ShortcutContext.WidgetShortcut)
+            remove.activated.connect(self.remove_selected)
         add_files = _button("Add Files…", self.choose_files)
         add_folder = _button("Add Folder…", self.choose_folder)
         self.start_button = _button("Start", self.start)
@@ -111,6 +117,7 @@ class ExtractWindow(QWidget):
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.table.setWordWrap(False)  # one line a row: the name elided, whole in its tooltip
         self.table.itemSelectionChanged.connect(self.show_source)
         self.source = QPlainTextEdit()
         self.source.setReadOnly(True)
@@ -177,7 +184,14 @@ class ExtractWindow(QWidget):
                     entry = QListWidgetItem(display_path(item))
                     entry.setToolTip(str(item))
                     self.file_list.addItem(entry)
-        self.status.setText(f"{len(self.files)} documents.")
+        self.status.setText(f"{count(len(self.files), 'document')}.")
+
+    def remove_selected(self) -> None:
+        """Take the documents selected in the list off it (before a job starts)."""
+        for item in self.file_list.selectedItems():
+            self.files = [f for f in self.files if str(f) != item.toolTip()]
+            self.file_list.takeItem(self.file_list.row(item))
+        self.status.setText(f"{count(len(self.files), 'document')}.")
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt's name)
         if event.mimeData().hasUrls():
@@ -279,12 +293,16 @@ class ExtractWindow(QWidget):
         self.job = ExtractJob(self.bridge.engine, self.store, self.job_id, self)
         self.job.rowFinished.connect(self._on_row)
         self.job.finished.connect(self._on_finished)
-        self.start_button.setEnabled(False)
+        keys_here = self.start_button.hasFocus() or self.pause_button.hasFocus()
         self.pause_button.setEnabled(True)
         self.pause_button.setText("Pause")
+        self.cancel_button.setEnabled(True)
+        if keys_here:  # the keys stay on the job's buttons: Pause is the next thing to press
+            self.pause_button.setFocus(Qt.FocusReason.OtherFocusReason)
+        self.start_button.setEnabled(False)
         self._pausing = False
         self._run_started, self._answered = time.monotonic(), 0
-        self.cancel_button.setEnabled(True)
+        self._show_progress(Progress(self.store.counts(self.job_id)))  # not "Paused:" still
         self.job.start()
 
     def toggle_pause(self) -> None:
@@ -316,8 +334,9 @@ class ExtractWindow(QWidget):
 
     def _on_finished(self, outcome: Progress | str) -> None:
         self._pausing = False
-        self.cancel_button.setEnabled(False)
+        keys_here = self.cancel_button.hasFocus() or self.pause_button.hasFocus()
         self.start_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
         if isinstance(outcome, str):
             self.status.setText(outcome)
             self.pause_button.setEnabled(False)
@@ -336,6 +355,9 @@ class ExtractWindow(QWidget):
         # Rows split into page windows appear only now (their ids are new).
         for row in self.store.rows(self.job_id or ""):
             self._show_row(row)
+        if keys_here:  # the keys were on the job's buttons: Resume if there is more, else Start
+            ahead = self.pause_button if self.pause_button.isEnabled() else self.start_button
+            ahead.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def _show_progress(self, progress: Progress) -> None:
         self.progress.setRange(0, max(1, progress.total))
@@ -400,7 +422,8 @@ class ExtractWindow(QWidget):
         if self.job_id is None:
             return
         if path is None:
-            name, _ = QFileDialog.getSaveFileName(self, "Export", f"extraction.{kind}")
+            suggested = str(Path.home() / f"extraction.{kind}")
+            name, _ = QFileDialog.getSaveFileName(self, "Export", suggested)
             if not name:
                 return
             path = Path(name)
