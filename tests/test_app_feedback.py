@@ -154,6 +154,7 @@ def test_the_welcome_tool_example_works_with_the_default_model(qtbot, tmp_path, 
     (call,) = reply.meta["tool_calls"]
     assert call["name"] == example.tool
     card = window.chat.message_widgets()[-1].cards[0]
+    assert card.run_button.toolTip() == "Run the Clock tool on this machine"
     card.run_button.click()
     qtbot.waitUntil(lambda: any(m.role == "tool" for m in window.controller.path()), timeout=30_000)
     (tool,) = [m for m in window.controller.path() if m.role == "tool"]

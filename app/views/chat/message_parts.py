@@ -186,7 +186,7 @@ class ToolCallCard(QFrame):
         row.addWidget(send)
         if builtin:
             self.run_button = QPushButton("Run it", self)
-            self.run_button.setToolTip(f"Run the built-in {call['name']} tool on this machine")
+            self.run_button.setToolTip(f"Run the {shown} tool on this machine")
             self.run_button.setEnabled(interactive)
             self.run_button.clicked.connect(
                 lambda: self.runRequested.emit(call["id"], call["name"], call.get("arguments"))
