@@ -39,6 +39,17 @@ def _done(window) -> int:
     return int(found.group(1)) + int(found.group(2))
 
 
+def _elided(table, row: int, column: int) -> Qt.TextElideMode:
+    """How the cell at `row`, `column` is cut when narrow, as the table paints it."""
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    index = table.model().index(row, column)
+    option = QStyleOptionViewItem()
+    table.initViewItemOption(option)
+    table.itemDelegateForIndex(index).initStyleOption(option, index)
+    return option.textElideMode
+
+
 def _finished(qtbot, window) -> None:
     qtbot.waitUntil(lambda: window.job is not None and not window.job.running, timeout=120_000)
     qtbot.waitUntil(lambda: window.start_button.isEnabled(), timeout=10_000)
@@ -208,7 +219,12 @@ def test_a_run_says_pages_pace_and_where_it_exported(qtbot, extract_window, tmp_
     }
     assert table["doc00.pdf"][1] == "1\u20132"  # a two-page PDF read as one window
     assert table["doc03.md"][1] == "1" and table["a-unreadable.docx"][1] == ""
-    assert window.table.textElideMode() == Qt.TextElideMode.ElideMiddle
+    # a name loses its middle ("Amazo…1.pdf"), any other cell its end ("filled: vendor, t…")
+    assert [_elided(window.table, 0, c) for c in range(3)] == [
+        Qt.TextElideMode.ElideMiddle,
+        Qt.TextElideMode.ElideRight,
+        Qt.TextElideMode.ElideRight,
+    ]
     pdf_row = next(r for r in range(5) if window.table.item(r, 0).text() == "doc00.pdf")
     assert window.table.item(pdf_row, 0).toolTip() == str(docs / "doc00.pdf")
     out = tmp_path / "rows.csv"

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -27,6 +27,8 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSplitter,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -117,8 +119,11 @@ class ExtractWindow(QWidget):
         self.table.setHorizontalHeaderLabels(list(FIXED))
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
-        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        self.table.setWordWrap(False)  # one line a row: the name elided, whole in its tooltip
+        # One line a row, cut at the end ("filled: vendor, to…", "Acme Supp…"), but a file
+        # name loses its middle so invoice.pdf and invoice.png stay apart; whole in tooltips.
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.table.setItemDelegateForColumn(0, _MiddleElided(self.table))
+        self.table.setWordWrap(False)
         self.table.itemSelectionChanged.connect(self.show_source)
         self.source = QPlainTextEdit()
         self.source.setReadOnly(True)
@@ -463,6 +468,16 @@ class ExtractWindow(QWidget):
         if self.job is not None and self.job.running:
             self.job.pause()  # rows written so far stay; the job can be resumed
         super().closeEvent(event)
+
+
+class _MiddleElided(QStyledItemDelegate):
+    """Cells that lose their middle when narrow (a file name keeps its extension)."""
+
+    def initStyleOption(  # noqa: N802
+        self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.TextElideMode.ElideMiddle
 
 
 def _button(text: str, slot: Any, *, enabled: bool = True) -> QPushButton:
