@@ -23,7 +23,8 @@ from app.paths import APP_NAME, app_icon_path
 from app.preferences import Preferences
 from app.qt_compat import guard_refcounts
 from app.store import Store
-from app.views import theme
+from app.views.common import theme
+from app.views.common.style import install_style
 from engine import logs
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ def apply_look(prefs: Preferences, old: Preferences | None = None) -> None:
     (all of them at start, `old` None; then what changed). The window restyles itself."""
     if old is None or prefs.chat_font_pt != old.chat_font_pt:
         theme.set_chat_pt(prefs.chat_font_pt)
+    if old is None:
+        install_style()  # before the palette: a new style resets it
     if old is None or prefs.appearance != old.appearance:
         theme.apply_appearance(prefs.appearance)
 
@@ -105,7 +108,7 @@ def start_crash_reports(window: MainWindow) -> CrashReporter:
     brings a worker thread's report to the GUI thread); native crashes written by
     faulthandler into the log folder, and the last run's offered. The level follows
     Preferences."""
-    from app.views.crash_dialog import NATIVE_INTRO, CrashDialog
+    from app.views.common.crash_dialog import NATIVE_INTRO, CrashDialog
 
     window.core.preferencesChanged.connect(lambda new, _old: logs.set_level(new.log_level))
     reporter = CrashReporter(window)

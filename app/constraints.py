@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from app.tools import POLICY_SHORT
+from app.tools import tools_tag
 from engine.constraints import ConstraintError, sources
 from engine.constraints.validate import validate_constraint
 from engine.types import ConstraintKind, ConstraintSpec, Diagnostic, ValidationReport
@@ -39,21 +39,19 @@ def describe_constraint(kind: str, name: str = "") -> str:
 
 
 def describe_reply_constraint(
-    name: str | None, kind: str | None = None, use: str | None = None
+    name: str | None, kind: str | None = None, use: str | None = None, asked: str | None = None
 ) -> str:
     """What a saved reply was held to, from the name the engine reported: a user's
     constraint (with `use` "with_tools": it, or a tool call), or the tool-call grammar
-    ("tools: auto (hermes)" -> "Tools (auto)")."""
+    ("tools: auto (hermes)" -> "Tools (auto)"), said against the rule the user chose
+    (`asked`, the chip's: "Tools (must call Clock, then auto)")."""
     if not name:
         return ""
     if name.startswith("tools: "):
-        choice = name[len("tools: ") :].split(" (")[0]
-        return f"Tools ({_CHOICE_WORDS.get(choice, f'must call {choice}')})"
+        applied = name[len("tools: ") :].split(" (")[0]
+        return tools_tag(asked or applied, applied)
     text = describe_constraint(kind or "", name)
     return f"{text}, or a tool call" if use == "with_tools" else text
-
-
-_CHOICE_WORDS = POLICY_SHORT
 
 
 # Checks a spec and compiles it: the engine bridge's `check_constraint` (for the loaded

@@ -11,18 +11,20 @@ from app.jobs.engine_bridge import EngineBridge
 from app.jobs.mcp_calls import McpCalls
 from app.jobs.mcp_job import McpBridge
 from app.preferences import Preferences
+from app.secrets import SERVER_API_KEY, SecretStore, migrate_setting
 from app.store import Store
 from engine.mcp.config import default_config_path
 
 # The store's setting of what the local pool's models may hold together, in GB (0: the
-# machine's budget); set in Preferences → Server (app/views/pool_panel.py).
+# machine's budget); set in Preferences → Server (app/views/server/pool_panel.py).
 MODEL_MEMORY_SETTING = "model_memory_gb"
 
 
 class AppCore(QObject):
     """The app's parts below the window, built once and wired together: the store, the
-    engine bridge, the chat controller, MCP (its bridge, and its calls as the controller's
-    tool source), and the user's Preferences applied to them. `set_preferences` applies
+    secrets (the server's key, in the system's keychain), the engine bridge, the chat
+    controller, MCP (its bridge, and its calls as the controller's tool source), and the
+    user's Preferences applied to them. `set_preferences` applies
     and saves new ones; `preferencesChanged(new, old)` tells the views (app.application
     restyles them; the window stores the model to start with)."""
 
@@ -32,6 +34,9 @@ class AppCore(QObject):
         super().__init__()
         self.store = store
         self.bridge = bridge
+        # secrets (the server's key) in the keychain; an older Corral's, out of the database
+        self.secrets = SecretStore(store.path.parent)
+        migrate_setting(store, self.secrets, "server_api_key", SERVER_API_KEY)
         self.controller = ChatController(store, bridge, self)
         self.mcp = mcp if mcp is not None else McpBridge(store, default_config_path(), self)
         self.mcp_calls = McpCalls(self.controller, self.mcp, self)

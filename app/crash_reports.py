@@ -1,7 +1,7 @@
 """Crash reports for exceptions nobody caught: `CrashReporter` is sys.excepthook and
 threading.excepthook; an uncaught exception on any thread is logged (engine.logs) with its
 traceback and its report (redacted) is emitted as `crashed`, which reaches the GUI thread
-as a queued signal; the window shows it (app.views.crash_dialog)."""
+as a queued signal; the window shows it (app.views.common.crash_dialog)."""
 
 from __future__ import annotations
 

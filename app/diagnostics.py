@@ -5,13 +5,16 @@ Versions (Corral, Python, Qt, MLX, mlx-lm, llguidance, mlx-vlm) come from the in
 packages' metadata, never by importing them: the app does not import MLX. Then the OS and
 chip, the memory, the model in use and the syntaxes it writes tool calls and thinking in,
 the data and log folders and the last errors in the log. The model's lines and the errors
-pass the log's redaction (`engine.logs.redact_text`), so no key or secret reaches the text."""
+pass the log's redaction (`engine.logs.redact_text`), so no key or secret reaches the text;
+the server's key is read from where Corral keeps it (app.secrets) to be masked, and the
+home folder is written "~" everywhere."""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
+import re
 import sqlite3
 import subprocess
 import sys
@@ -162,13 +165,18 @@ def stored_settings(data_dir: Path, keys: Iterable[str]) -> dict[str, object]:
 def command_line_report(data_dir: Path) -> str:
     """`python -m app --diagnostics`: no model is loaded; the one Corral starts with is
     named, and the local server's key (if set) is kept out like any secret."""
+    from app.secrets import SERVER_API_KEY, SecretStore
+
     settings = stored_settings(data_dir, ("model_spec", "server_api_key"))
     spec = settings.get("model_spec")
-    key = settings.get("server_api_key")
+    legacy = settings.get("server_api_key")  # an older Corral's, not yet moved out
     return report(
         model_spec=spec if isinstance(spec, str) else "",
         data_dir=data_dir,
-        secrets=[key if isinstance(key, str) else None],
+        secrets=[
+            SecretStore(data_dir).get(SERVER_API_KEY),
+            legacy if isinstance(legacy, str) else None,
+        ],
     )
 
 
@@ -203,4 +211,13 @@ def report(
     lines.append(("Log folder", str(folder)))
     errors = [logs.redact_text(line) for line in last_errors(folder)]
     text = "\n".join(f"{label}: {value}" for label, value in lines)
-    return text + "\nLast errors:" + ("".join(f"\n  {e}" for e in errors) if errors else " none")
+    text += "\nLast errors:" + ("".join(f"\n  {e}" for e in errors) if errors else " none")
+    return without_home(text)
+
+
+def without_home(text: str) -> str:
+    """`text` with the user's home folder written "~": a report carries no user name."""
+    home = str(Path.home())
+    if home in ("", os.sep):
+        return text
+    return re.sub(re.escape(home) + r"(?=[/\\\s:'\")]|$)", "~", text, flags=re.MULTILINE)

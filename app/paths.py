@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -34,3 +35,13 @@ def readme_path() -> Path:
     if bundle and (Path(bundle) / "README.md").is_file():
         return Path(bundle) / "README.md"
     return Path(__file__).resolve().parents[1] / "README.md"
+
+
+def display_path(path: str | Path) -> str:
+    """`path` as the window and reports show it: the home folder written "~", so a file
+    reads short and a report carries no user name ("~/Documents/rows.csv")."""
+    text = str(path)
+    home = str(Path.home())
+    if home in ("", os.sep) or not (text == home or text.startswith(home + os.sep)):
+        return text
+    return "~" + text[len(home) :]

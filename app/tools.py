@@ -36,6 +36,25 @@ def tool_title(name: str) -> str:
     return BUILTIN_TITLES.get(name, name)
 
 
+def policy_words(choice: str) -> str:
+    """A tool_choice in the chip's short words: "auto", "must call one", "off", or for one
+    tool "must call Clock" (by its title)."""
+    return POLICY_SHORT.get(choice, f"must call {tool_title(choice)}")
+
+
+def tools_tag(asked: str, applied: str | None = None) -> str:
+    """A reply's tag for the tools rule it was written under, in the chip's words: the
+    rule the user chose (`asked`), and what it meant for this reply when that differs
+    (`applied`): after a result the model may answer ("then auto"), after the turn's last
+    round of calls it must ("now off")."""
+    words = policy_words(asked)
+    if applied is None or applied == asked:
+        return f"Tools ({words})"
+    if applied == "none":
+        return f"Tools ({words}, now off: enough calls)"
+    return f"Tools ({words}, then auto)"
+
+
 class ToolsError(ValueError):
     """Tool definitions the user wrote or loaded are not usable; the message says why."""
 

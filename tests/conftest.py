@@ -9,6 +9,9 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Secrets a test keeps (the server's key) go to the file fallback in the test's data folder,
+# never into the keychain of the machine running the tests (app/secrets.py).
+os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
 # Engines the app builds keep prompts on disk: in a folder of this test run's own, so no
 # run reads what an earlier one left (nor fills the user's cache folder).
 if "CORRAL_PROMPT_CACHE_DIR" not in os.environ:

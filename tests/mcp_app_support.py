@@ -111,7 +111,7 @@ def use_tool(window: Any, name: str, max_tokens: int = 48) -> None:
 
 def cards(window) -> list:
     """The MCP cards of the messages shown, in order."""
-    from app.views.mcp_card import McpCallCard
+    from app.views.mcp.card import McpCallCard
 
     shown = [card for widget in window.chat.message_widgets() for card in widget.cards]
     return [card for card in shown if isinstance(card, McpCallCard)]

@@ -1,6 +1,7 @@
 """Run by tests/test_app_small_screen.py in a process whose offscreen screen is 800×500
 (QT_QPA_PLATFORM=offscreen:configfile=…): opens the window at that size and every dialog
-(Preferences, the model library, the shortcut list, the format editor) over a real engine,
+(Preferences, the model library, the shortcut list, the format editor, Extract, the
+coding agent's command) over a real engine,
 and prints one JSON line: the screen's available rectangle and each dialog's frame.
 
 Usage: python tests/small_screen_check.py MODEL_DIR DATA_DIR
@@ -47,12 +48,20 @@ def main(model_dir: str, data_dir: str) -> int:
     window.library.show()
     window.keys.show_shortcuts()
     window.files.open_constraint_editor()
+    window.show_extract()
+    from app.views.server.agent_instructions import AgentDialog
+
+    agent = AgentDialog("claude", Path(data_dir) / "agents", "", lambda: None, window)
+    agent.ready("http://127.0.0.1:8080")  # its longest state: the command and the notes
+    agent.open()
     _settle(1.0)
     dialogs = {
         "Preferences": window.preferences.dialog,
         "Model library": window.library.library_window,
         "Keyboard shortcuts": window.keys.shortcuts_dialog,
         "Reply format": window.files.constraint_editor,
+        "Extract": window.extract_window,
+        "Use with Claude Code": agent,
     }
     screen = window.screen()
     report = {

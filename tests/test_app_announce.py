@@ -1,4 +1,4 @@
-"""Assistive technology is told (app/views/announce.py): a finished reply is announced
+"""Assistive technology is told (app/views/common/announce.py): a finished reply is announced
 politely with its start, an error at once; the window's text follows the system's size."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from app_helpers import TINY_TEMPERATURE, close_window, make_window, set_samplin
 from PySide6.QtGui import QAccessible, QAccessibleAnnouncementEvent
 from PySide6.QtWidgets import QApplication
 
-from app.views import theme
+from app.views.common import theme
 
 POLITENESS = QAccessible.AnnouncementPoliteness
 

@@ -138,6 +138,48 @@ def test_regenerate_keeps_the_old_reply_as_a_branch(qtbot, tmp_path, tiny_engine
     close_window(window)
 
 
+def test_regenerate_writes_the_new_version_in_place(qtbot, tmp_path, tiny_engine):
+    """While a new version is written it stands where the old one stood (not under it),
+    says "Writing version 2 of 2…" with its ‹ 2/2 ›, and ‹ shows the old one meanwhile."""
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=60)
+    _send(qtbot, window, "Hello")
+    wait_idle(qtbot, window)
+    old = window.chat.message_widgets()[-1].message
+    seen: list[tuple[list[str], str, str]] = []
+
+    def look(_text: str) -> None:
+        shown = [w.message.role for w in window.chat.message_widgets() if w.isVisible()]
+        reply = window.chat.reply
+        seen.append((shown, reply.status.text(), reply.switcher.label.text()))
+
+    window.controller.replyText.connect(look)
+    window.chat.message_widgets()[-1].action_buttons["Regenerate"].click()
+    qtbot.waitUntil(lambda: len(seen) >= 2, timeout=30_000)
+    assert seen[-1][0] == ["user"]  # the old reply is not shown above the new one
+    assert seen[-1][1].startswith("Writing version 2 of 2…") and seen[-1][2] == "2/2"
+    # by keyboard too: going back from the composer, its switcher comes before the sidebar
+    back, item = [], window.composer.edit.previousInFocusChain()
+    while item is not window.composer.edit and not window.sidebar.isAncestorOf(item):
+        back.append(item)
+        item = item.previousInFocusChain()
+    assert item is not window.composer.edit  # the walk met the sidebar
+    assert window.chat.reply.switcher.previous in back
+    window.chat.reply.switcher.previous.click()  # the old one, a click away
+    peek = window.chat.previous
+    assert peek.isVisible() and not window.chat.reply.isVisible()
+    assert peek.message.id == old.id and peek.switcher.label.text() == "1/2"
+    assert peek.body.markdown == old.content
+    peek.switcher.next.click()
+    assert window.chat.reply.isVisible() and not peek.isVisible()
+    wait_idle(qtbot, window)
+    assert window.chat.previous is None
+    widgets = window.chat.message_widgets()
+    assert [w.message.role for w in widgets] == ["user", "assistant"]
+    assert widgets[-1].message.id != old.id and widgets[-1].switcher.label.text() == "2/2"
+    close_window(window)
+
+
 def test_regenerate_several_versions_at_once(qtbot, tmp_path, tiny_engine):
     """Write 3 versions (the Versions button's menu): three new versions decoded side by
     side, saved as branches beside the old reply, the first of them shown."""

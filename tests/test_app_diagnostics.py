@@ -18,6 +18,7 @@ from engine import logs
 
 API_KEY = "staple-horse-battery-42"  # no pattern finds it: only the stored setting does
 TOKEN = "sk-ant-" + "Q" * 40  # looks like a key: the pattern finds it
+NEW_KEY = "meadow-lantern-copper-7"  # the key kept in the secret store
 
 
 @pytest.fixture
@@ -46,14 +47,18 @@ def test_command_line_diagnostics_has_every_version_and_no_secret(tmp_path, log_
 
     data = tmp_path / "data"
     store = Store.open(data)
-    store.set_setting("server_api_key", API_KEY)
+    store.set_setting("server_api_key", API_KEY)  # an older Corral kept it here
     store.set_setting("model_spec", "default")
     store.close()
+    from app.secrets import SERVER_API_KEY, SecretStore
+
+    SecretStore(data).set(SERVER_API_KEY, NEW_KEY)  # where Corral keeps it now
     log_dir.mkdir()
     (log_dir / logs.LOG_FILE).write_text(
         "2026-11-28 01:00:00,000 INFO MainThread app: fine\n"
         f"2026-11-28 01:00:01,000 ERROR MainThread app: request with key {API_KEY} failed\n"
-        f"2026-11-28 01:00:02,000 ERROR MainThread app: upstream said Bearer {TOKEN}\n",
+        f"2026-11-28 01:00:02,000 ERROR MainThread app: upstream said Bearer {TOKEN}\n"
+        f"2026-11-28 01:00:03,000 ERROR MainThread app: server refused {NEW_KEY}\n",
         encoding="utf-8",
     )
     code = (
@@ -62,7 +67,8 @@ def test_command_line_diagnostics_has_every_version_and_no_secret(tmp_path, log_
         "print('MLX IMPORTED' if any(m.startswith('mlx') for m in sys.modules) else 'no mlx'); "
         "sys.exit(rc)"
     )
-    done = _run([], {"CORRAL_LOG_DIR": str(log_dir)}, code)
+    # the folders lie in the home folder: the report writes it "~"
+    done = _run([], {"CORRAL_LOG_DIR": str(log_dir), "HOME": str(tmp_path)}, code)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "no mlx" in out  # versions come from metadata: the app never imports MLX
@@ -82,9 +88,10 @@ def test_command_line_diagnostics_has_every_version_and_no_secret(tmp_path, log_
         assert f"\n{label}: {value}" in f"\n{out}", label
     for label in ("OS", "Chip", "Memory", "Model", "Data folder", "Log folder"):
         assert f"\n{label}: " in out, label
-    assert f"Data folder: {data}" in out and f"Log folder: {log_dir}" in out
+    assert "Data folder: ~/data" in out and "Log folder: ~/logs" in out
+    assert str(tmp_path) not in out
     assert "request with key" in out and "upstream said" in out  # the last errors
-    assert API_KEY not in out and TOKEN not in out
+    assert API_KEY not in out and TOKEN not in out and NEW_KEY not in out
     assert "fine" not in out  # info lines are not errors
 
 

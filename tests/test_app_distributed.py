@@ -19,7 +19,7 @@ UNREACHABLE = [
 
 
 def test_the_distributed_section_describes_the_hostfile(qtbot, tmp_path, tiny_engine):
-    from app.views.distributed_controls import DistributedSettingsGroup
+    from app.views.server.distributed_controls import DistributedSettingsGroup
 
     hosts = tmp_path / "hosts.json"
     hosts.write_text(json.dumps(UNREACHABLE))
@@ -47,7 +47,7 @@ def test_a_failed_group_offers_this_mac_alone(qtbot, tmp_path: Path, tiny_model_
     from app.application import build_window
     from app.jobs.engine_bridge import EngineBridge
     from app.store import Store
-    from app.views.distributed_controls import FALL_BACK
+    from app.views.server.distributed_controls import FALL_BACK
 
     hosts = tmp_path / "hosts.json"
     hosts.write_text(json.dumps(UNREACHABLE))

@@ -39,6 +39,17 @@ def _done(window) -> int:
     return int(found.group(1)) + int(found.group(2))
 
 
+def _elided(table, row: int, column: int) -> Qt.TextElideMode:
+    """How the cell at `row`, `column` is cut when narrow, as the table paints it."""
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    index = table.model().index(row, column)
+    option = QStyleOptionViewItem()
+    table.initViewItemOption(option)
+    table.itemDelegateForIndex(index).initStyleOption(option, index)
+    return option.textElideMode
+
+
 def _finished(qtbot, window) -> None:
     qtbot.waitUntil(lambda: window.job is not None and not window.job.running, timeout=120_000)
     qtbot.waitUntil(lambda: window.start_button.isEnabled(), timeout=10_000)
@@ -174,3 +185,102 @@ def test_a_schema_written_in_the_constraint_editor(qtbot, extract_window, tmp_pa
     ]
     assert headers == ["file", "pages", "status", "title"]
     assert window.status.text().startswith("Done: 2 valid")
+
+
+def test_a_run_says_pages_pace_and_where_it_exported(qtbot, extract_window, tmp_path: Path) -> None:
+    """What a bookkeeper reads: the pages each row covers (also in the CSV), no rate until
+    the model has answered a row and then one with its unit, long names elided in the
+    middle with the full path in the tooltip, and an export that says where it wrote."""
+    import re
+
+    from app.paths import display_path
+
+    window = extract_window
+    docs = tmp_path / "docs"
+    mixed_folder(docs, 4)
+    (docs / "a-unreadable.docx").write_bytes(b"\x00\x01binary, not a document" * 20)
+    window.add_paths([docs])
+    assert window.file_list.textElideMode() == Qt.TextElideMode.ElideMiddle
+    assert window.file_list.item(0).toolTip() == str(docs / "a-unreadable.docx")
+    window.fields.setText("vendor: string, total: number")
+    paces: list[tuple[str, str]] = []
+    window.start_button.click()
+    window.job.rowFinished.connect(lambda row, _p: paces.append((row.status, window.status.text())))
+    _finished(qtbot, window)
+    # the unreadable file is refused at once: no rate from it; after a model's row, a rate
+    first_status, first_text = paces[0]
+    assert first_status == "unreadable" and first_text.endswith("working on the first rows…")
+    assert re.search(
+        r"\d+(\.\d)? rows a minute(, about \S+ (s|min|h)( \S+ min)? left)?$", paces[-1][1]
+    )
+    table = {
+        window.table.item(r, 0).text(): [window.table.item(r, c).text() for c in range(3)]
+        for r in range(window.table.rowCount())
+    }
+    assert table["doc00.pdf"][1] == "1\u20132"  # a two-page PDF read as one window
+    assert table["doc03.md"][1] == "1" and table["a-unreadable.docx"][1] == ""
+    # a name loses its middle ("Amazo…1.pdf"), any other cell its end ("filled: vendor, t…")
+    assert [_elided(window.table, 0, c) for c in range(3)] == [
+        Qt.TextElideMode.ElideMiddle,
+        Qt.TextElideMode.ElideRight,
+        Qt.TextElideMode.ElideRight,
+    ]
+    pdf_row = next(r for r in range(5) if window.table.item(r, 0).text() == "doc00.pdf")
+    assert window.table.item(pdf_row, 0).toolTip() == str(docs / "doc00.pdf")
+    out = tmp_path / "rows.csv"
+    assert not window.reveal_button.isVisibleTo(window)
+    window.export("csv", out)
+    assert window.export_note.text() == f"Wrote 5 rows to {display_path(out)}"
+    assert window.reveal_button.isVisibleTo(window) and window.reveal_button.text() in (
+        "Show in Folder",
+        "Show in Finder",
+    )
+    with out.open(encoding="utf-8") as f:
+        pages = {Path(line[0]).name: line[1] for line in list(csv.reader(f))[1:]}
+    assert pages["doc00.pdf"] == "1\u20132" and pages["doc01.docx"] == "1"
+    window.export("csv", tmp_path / "no such folder" / "rows.csv")
+    assert window.export_note.text().startswith("Could not write ")
+    assert not window.reveal_button.isVisibleTo(window)
+
+
+def test_pause_says_how_many_rows_are_finishing(qtbot, extract_window, tmp_path: Path) -> None:
+    import re
+
+    window = extract_window
+    window.add_paths(mixed_folder(tmp_path / "docs", 12))
+    window.fields.setText("summary: string")  # long replies: rows stay in flight a while
+    window.start_button.setFocus()
+    window.start_button.click()
+    assert window.pause_button.hasFocus()  # the keys go where the next press is
+    qtbot.waitUntil(lambda: window.job.in_flight >= 2, timeout=60_000)
+    seen: list[str] = []
+    window.job.rowFinished.connect(lambda *_a: seen.append(window.status.text()))
+    window.pause_button.click()
+    assert window.pause_button.text() == "Pausing…" and not window.pause_button.isEnabled()
+    first = window.status.text()
+    assert first.startswith("Pausing — ") and first.endswith(" finishing…"), first
+    _finished(qtbot, window)
+    counts = [int(text.split()[2]) for text in [first, *seen] if text.startswith("Pausing — ")]
+    assert counts == sorted(counts, reverse=True)  # it counts down as they finish
+    assert window.status.text().startswith("Paused:")
+    assert window.pause_button.text() == "Resume" and window.pause_button.isEnabled()
+    # the keys were on Pause: they are on Resume now; Resume says at once that it works
+    assert window.pause_button.hasFocus()
+    window.pause_button.click()
+    assert re.match(r"\d+ of 12 done, working on the first rows…$", window.status.text())
+    window.job.cancel()
+    _finished(qtbot, window)
+
+
+def test_documents_come_off_the_list_with_delete(qtbot, extract_window, tmp_path: Path) -> None:
+    from PySide6.QtCore import Qt as Keys
+
+    window = extract_window
+    made = mixed_folder(tmp_path / "docs", 3)
+    window.add_paths(made)
+    window.file_list.setFocus()
+    window.file_list.item(1).setSelected(True)
+    qtbot.keyClick(window.file_list, Keys.Key.Key_Delete)
+    assert window.files == [made[0], made[2]] and window.file_list.count() == 2
+    assert window.status.text() == "2 documents."
+    assert not window.table.wordWrap()  # a row is one line: long names elided, not wrapped

@@ -2,15 +2,17 @@
 "Valid against <schema>" (or the reason it is not); a tool error styled as an error;
 regenerate saying "Writing version 2 of 2…" from its first token, ×N "Writing N
 versions…", and identical versions at a low temperature explained; the welcome's tool
-example making the default model call the calculator."""
+example making the default model call the clock, its answer free of the prompt's result
+markup and tagged in the chip's words, the Tools menu showing the rule chosen."""
 
 from __future__ import annotations
 
 import json
 
 from app_helpers import TINY_TEMPERATURE, close_window, make_window, set_sampling, wait_idle
+from PySide6.QtWidgets import QLabel
 
-from app.views.markdown_view import CodeBlockView
+from app.views.chat.markdown_view import CodeBlockView
 
 RECIPE = {"name": "Pancakes", "steps": ["Mix", "Fry"], "serves": 2}
 
@@ -140,7 +142,7 @@ def test_identical_versions_at_a_low_temperature_are_explained(qtbot, tmp_path, 
 def test_the_welcome_tool_example_works_with_the_default_model(qtbot, tmp_path, default_engine):
     import time
 
-    from app.views.welcome import EXAMPLES
+    from app.views.chat.welcome import EXAMPLES
 
     window = make_window(qtbot, tmp_path, default_engine)
     set_sampling(window, max_tokens=40)
@@ -152,9 +154,25 @@ def test_the_welcome_tool_example_works_with_the_default_model(qtbot, tmp_path, 
     (call,) = reply.meta["tool_calls"]
     assert call["name"] == example.tool
     card = window.chat.message_widgets()[-1].cards[0]
+    assert card.run_button.toolTip() == "Run the Clock tool on this machine"
     card.run_button.click()
     qtbot.waitUntil(lambda: any(m.role == "tool" for m in window.controller.path()), timeout=30_000)
     (tool,) = [m for m in window.controller.path() if m.role == "tool"]
     assert tool.content.startswith(time.strftime("%Y-"))  # the clock answered, no error
     wait_idle(qtbot, window, timeout=300_000)  # the model's answer from it
+    # The answer after the result: no raw result markup (the default model copies it from
+    # the prompt), and its tag says the chip's rule and what it meant for this reply.
+    call_reply, answer = window.chat.message_widgets()[-2:]
+    assert "tool_response" not in answer.message.content
+    assert "tool_response" not in answer.body.markdown
+    assert call_reply.tag.text() == "Tools (must call Clock)"
+    assert answer.tag.text() == "Tools (must call Clock, then auto)"
+    assert window.tools_chip.text() == "Tools: Clock (must call Clock)"
+    # The Tools menu shows that rule selected; the tool is "Clock" wherever it is shown.
+    window.tools_chip.menu_.aboutToShow.emit()
+    checked = [a.text() for a in window.tools_chip.menu_.actions() if a.isChecked()]
+    assert checked == ["Clock", "The model must call Clock"]
+    shown = [label.text() for label in window.findChildren(QLabel) if label.isVisible()]
+    assert "Calls the tool Clock" in shown
+    assert not [text for text in shown if "current_datetime" in text]
     close_window(window)

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from app.store import Message
-from app.views.format import NBSP, format_bytes, format_seconds, reply_details, reply_summary
+from app.views.common.format import NBSP, format_bytes, format_seconds, reply_details, reply_summary
 
 # A number followed by an ordinary (breakable) space and then its unit.
 SPLIT_UNIT = re.compile(r"\d (?:tokens?|ms|s|words/s|tokens/s|B|KB|MB|GB)\b")
@@ -77,7 +77,7 @@ def test_no_number_is_split_from_its_unit():
 
 
 def test_the_line_under_a_reply_stays_on_one_line(qtbot):
-    from app.views.message_widget import MessageWidget
+    from app.views.chat.message_widget import MessageWidget
 
     message = Message(1, 1, None, "assistant", "Yes", {"stats": ONE_TOKEN}, 0.0)
     widget = MessageWidget(message, last_reply=True)
@@ -93,7 +93,7 @@ def test_the_loading_strip_says_what_is_happening(qtbot):
     """Above the composer while a model loads: what is happening (importing only on first
     use), how far along, and that typing is fine meanwhile; never "…." when there is no
     percentage yet."""
-    from app.views.notice_bar import LoadingStrip
+    from app.views.main.notice_bar import LoadingStrip
 
     strip = LoadingStrip()
     qtbot.addWidget(strip)
@@ -114,7 +114,7 @@ def test_the_strip_knows_every_stage_the_import_reports():
     import ast
     from pathlib import Path
 
-    from app.views.notice_bar import _IMPORT_STAGES
+    from app.views.main.notice_bar import _IMPORT_STAGES
 
     source = Path(__file__).resolve().parents[1] / "engine" / "library" / "gguf_import.py"
     stages = {

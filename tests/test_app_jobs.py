@@ -61,7 +61,7 @@ def test_status_bar_shows_the_engine_snapshot(qtbot, tmp_path, tiny_engine):
     window.models.update_status()
     snapshot = window.bridge.snapshot()
     assert snapshot.model is not None and snapshot.cache.entries >= 1
-    from app.views.format import format_bytes
+    from app.views.common.format import format_bytes
 
     text = window.cache_label.text()
     assert text.startswith(f"Memory for reuse: {format_bytes(snapshot.cache.bytes)}")

@@ -175,3 +175,97 @@ def test_everything_by_keyboard_and_no_text_box_changes_unasked(qtbot, tmp_path,
     for cid in (first, second):
         assert window.store.conversation(cid).settings.system_prompt == ""
     close_window(window)
+
+
+def _tab_chain(qtbot, start: QWidget, count: int) -> list[QWidget | None]:
+    start.setFocus(Qt.FocusReason.TabFocusReason)
+    chain: list[QWidget | None] = []
+    for _ in range(count):
+        _key(qtbot, Qt.Key.Key_Tab)
+        chain.append(_focus())
+    return chain
+
+
+def test_a_long_reply_is_one_tab_stop_with_its_switcher_then_actions(qtbot, tmp_path, tiny_engine):
+    """Forty paragraphs are one stop (the reply, its text as its accessible description);
+    then its ‹ 2/2 › switcher, then Copy … Inspect; Ctrl+C there copies the reply."""
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    conv = window.controller.conversation
+    asked = window.store.add_message(conv.id, None, "user", "Tell me a long story.")
+    long = "\n\n".join(f"Paragraph {i} of the story." for i in range(40))
+    window.store.add_message(conv.id, asked.id, "assistant", "The short version.")
+    reply = window.store.add_message(conv.id, asked.id, "assistant", long, {"logprobs": True})
+    window.store.set_active_leaf(conv.id, reply.id)
+    window.render_chat()
+    _activated(qtbot, window)
+    question, answer = window.chat.message_widgets()
+    assert len(answer.body.views) == 40 and answer.accessibleDescription() == long
+    chain = _tab_chain(qtbot, question, 10)
+    # the question's own actions, then the reply: one stop however long it is
+    reached = chain.index(answer)
+    assert set(chain[:reached]) <= set(question.action_buttons.values())
+    switcher = answer.switcher
+    actions = answer.action_buttons
+    after = [w for w in chain[reached + 1 :] if w is not None]
+    assert after[0] is switcher.previous  # ‹ of ‹ 2/2 › (› is off: this is the last)
+    assert after.index(switcher.previous) < after.index(actions["Copy"])
+    assert after.index(actions["Copy"]) < after.index(actions["Inspect"])
+    assert all(not isinstance(w, QTextEdit) for w in after)  # no paragraph in between
+    answer.setFocus(Qt.FocusReason.TabFocusReason)
+    _key(qtbot, Qt.Key.Key_C, CTRL)
+    assert QApplication.clipboard().text() == long
+    close_window(window)
+
+
+def test_preferences_close_comes_after_the_pages_controls(qtbot, tmp_path, tiny_engine):
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    window.preferences.show()
+    dialog = window.preferences.dialog
+    _activated(qtbot, dialog)
+    close = dialog.buttons.button(dialog.buttons.StandardButton.Close)
+    chain = _tab_chain(qtbot, dialog.tabs.tabBar(), 6)
+    assert chain[0] is dialog.appearance and close in chain
+    assert chain.index(close) > chain.index(dialog.chat_size)
+    dialog.close()
+    close_window(window)
+
+
+def test_the_composer_placeholder_shows_whole_at_800_by_500(qtbot, tmp_path, tiny_engine):
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    window.resize(800, 500)
+    qtbot.waitUntil(lambda: window.width() == 800, timeout=3000)
+    QApplication.processEvents()
+    edit = window.composer.edit
+    room = edit.viewport().width() - 2 * edit.document().documentMargin()
+    assert edit.fontMetrics().horizontalAdvance(edit.placeholderText()) <= room
+    close_window(window)
+
+
+def test_shift_tab_from_the_composer_reaches_the_chat_not_the_sidebar(qtbot, tmp_path, tiny_engine):
+    """Messages rendered after the window was built stand in the Tab order where they are
+    seen (before the composer); closing the inspector from inside it gives the keys back
+    to the composer, not to the toolbar."""
+    window = make_window(qtbot, tmp_path, tiny_engine)
+    set_sampling(window, temperature=TINY_TEMPERATURE, max_tokens=6)
+    _activated(qtbot, window)
+    edit = window.composer.edit
+    qtbot.keyClicks(edit, "hello")
+    _key(qtbot, Qt.Key.Key_Return)
+    wait_idle(qtbot, window)
+    edit.setFocus()
+    question, answer = window.chat.message_widgets()
+    backwards = []
+    for _ in range(12):
+        _key(qtbot, Qt.Key.Key_Backtab)
+        backwards.append(_focus())
+    first_outside = next(w for w in backwards if not window.chat.isAncestorOf(w))
+    assert window.chat.isAncestorOf(backwards[0])  # the reply's last action, first
+    assert answer in backwards and question in backwards
+    assert backwards.index(answer) < backwards.index(question)
+    assert backwards.index(first_outside) > backwards.index(question)
+    # the inspector opened and closed by its shortcut from inside it
+    _key(qtbot, Qt.Key.Key_I, CTRL | SHIFT)
+    window.settings_panel.system_prompt.setFocus()
+    _key(qtbot, Qt.Key.Key_I, CTRL | SHIFT)
+    assert not window.shell.inspector_open and _focus() is edit
+    close_window(window)

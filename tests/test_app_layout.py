@@ -122,7 +122,7 @@ def clipped_widgets(window: QWidget) -> list[str]:
 @pytest.mark.parametrize("appearance", ["light", "dark"])
 @pytest.mark.parametrize(("width", "height"), SIZES)
 def test_nothing_is_clipped(qtbot, tmp_path, tiny_engine, width, height, appearance):
-    from app.views import theme
+    from app.views.common import theme
 
     window = make_window(qtbot, tmp_path, tiny_engine)
     theme.apply_appearance(appearance)

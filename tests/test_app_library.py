@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit, QMessageBox
 
-from app.views.format import format_bytes
+from app.views.common.format import format_bytes
 from engine.memory.budget import GiB, MemoryBudget
 from tests.app_helpers import close_window, make_window
 from tests.hf_hub_server import HubServer
@@ -39,7 +39,7 @@ def test_library_window_lists_loads_and_deletes_only_corrals_copies(
     qtbot, stores: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from app.jobs.library_job import LibraryJob
-    from app.views.library_window import LibraryWindow
+    from app.views.library.window import LibraryWindow
 
     job = LibraryJob(lambda: BIG)
     window = LibraryWindow(job, lambda: None)
@@ -67,9 +67,22 @@ def test_library_window_lists_loads_and_deletes_only_corrals_copies(
     lm.setSelected(True)
     assert window.load_button.isEnabled() and not window.delete_button.isEnabled()
     assert "Imported into Corral's cache on first use" in window.detail.text()
-    # Its ChatML template has no tool syntax of its own: the window says so before loading.
-    assert "Tool calls: described in the system prompt" in window.detail.text()
-    assert "Thinking: none" in window.detail.text()
+    # Its ChatML template has no tool syntax of its own: the window says, in plain words,
+    # that Corral describes the tools to it; the technical names are in the tooltip.
+    assert window.abilities.text() == (
+        "Tool calls: supported (Corral describes the tools to this model)"
+        " · Thinks before answering: no"
+    )
+    assert "described in the system prompt (hermes calls)" in window.abilities.toolTip()
+    assert "Thinking syntax: none" in window.abilities.toolTip()
+    from dataclasses import replace
+
+    from app.views.library.window import ability_words
+
+    native = replace(lm.data(0, Qt.ItemDataRole.UserRole), tool_syntax="hermes")
+    said, technical = ability_words(replace(native, thinking_syntax="qwen3"))
+    assert said.startswith("Tool calls: supported (in the model's own format)")
+    assert said.endswith("Thinks before answering: yes") and "hermes" in technical
     with qtbot.waitSignal(window.loadRequested) as load:
         window.load_button.click()
     assert load.args == [lm.data(0, Qt.ItemDataRole.UserRole).spec]
@@ -78,6 +91,10 @@ def test_library_window_lists_loads_and_deletes_only_corrals_copies(
     ghost = _row(window, "ghost:latest")
     ghost.setSelected(True)
     assert not window.load_button.isEnabled() and "missing" in window.detail.text()
+    # a model Corral cannot read a chat template from says why there is no answer
+    assert window.abilities.text() == (
+        "Tool calls: not known until it loads (its files carry no chat template to tell)"
+    )
     assert ghost.text(7).startswith("No: blob sha256-")
 
     window.tree.clearSelection()

@@ -11,7 +11,7 @@ import re
 import pytest
 from PySide6.QtGui import QGuiApplication, QTextCharFormat
 
-from app.views.markdown_render import Block, render_blocks, render_html, split_chunks
+from app.views.chat.markdown_render import Block, render_blocks, render_html, split_chunks
 
 # (snippet, what must appear in the HTML, what must not)
 CORPUS = [
@@ -86,7 +86,7 @@ def test_chunks_split_at_blank_lines_outside_fences():
 
 
 def _body(qtbot, text, width=500):
-    from app.views.markdown_view import MarkdownBody
+    from app.views.chat.markdown_view import MarkdownBody
 
     body = MarkdownBody()
     qtbot.addWidget(body)
@@ -153,7 +153,7 @@ def test_streaming_reuses_the_views_of_unchanged_blocks(qtbot):
 
 
 def test_a_user_message_is_shown_exactly_as_typed(qtbot):
-    from app.views.markdown_view import PlainTextView
+    from app.views.chat.markdown_view import PlainTextView
 
     typed = "**not bold**  <b>tag</b>\n  indented line\n\n# not a heading\n17*23"
     view = PlainTextView(typed)
@@ -172,7 +172,7 @@ def test_a_user_message_is_shown_exactly_as_typed(qtbot):
 
 
 def test_a_streaming_code_block_is_coloured_once_it_closes(qtbot):
-    from app.views.markdown_view import MarkdownBody
+    from app.views.chat.markdown_view import MarkdownBody
 
     body = MarkdownBody()
     qtbot.addWidget(body)
@@ -191,7 +191,7 @@ def test_a_streaming_code_block_is_coloured_once_it_closes(qtbot):
 def test_highlighted_code_has_no_extra_line(qtbot, dark):
     from PySide6.QtGui import QTextDocument
 
-    from app.views.markdown_view import highlight_html
+    from app.views.chat.markdown_view import highlight_html
 
     code = "def f(a, b):\n    return a + b\nprint(f(1, 2))  # 3"
     document = QTextDocument()

@@ -1,10 +1,10 @@
-"""Which models the picker's menu offers (app/views/model_menu.py): recent first, the
+"""Which models the picker's menu offers (app/views/library/model_menu.py): recent first, the
 built-in model once (its import folded in), a GGUF's import shown as the original, one
 entry per repo, only models that run here, a handful at most, the loaded one ticked."""
 
 from __future__ import annotations
 
-from app.views.model_menu import (
+from app.views.library.model_menu import (
     DEFAULT_NAME,
     DEFAULT_SPEC,
     MENU_LIMIT,

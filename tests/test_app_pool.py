@@ -36,7 +36,7 @@ def test_the_panel_lists_loads_unloads_and_pins_the_pools_models(
     from app.core import MODEL_MEMORY_SETTING
     from app.jobs.engine_bridge import EngineBridge
     from app.store import Store
-    from app.views.pool_panel import PoolPanel
+    from app.views.server.pool_panel import PoolPanel
 
     store = Store.open(tmp_path)
     bridge = EngineBridge(pool)

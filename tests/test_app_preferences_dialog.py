@@ -1,4 +1,4 @@
-"""Preferences in pages (app/views/preferences_dialog.py): General, Chat defaults, Models,
+"""Preferences in pages (app/views/preferences/dialog.py): General, Chat defaults, Models,
 Server, Tools, Advanced; new chats that follow the model show the model's own sampling
 (not the engine's 0.70/1.00) greyed, with where it comes from; pages never scroll sideways."""
 
@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QLabel, QScrollArea
 
 from app.preferences import Preferences
 from app.tools import builtin_tools
-from app.views.preferences_dialog import PreferencesDialog
+from app.views.preferences.dialog import PreferencesDialog
 
 PAGES = ["General", "Chat defaults", "Models", "Server", "Tools", "Advanced"]
 

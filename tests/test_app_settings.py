@@ -26,7 +26,7 @@ def _lightness(window, widget) -> int:
 
 
 def test_preferences_apply_at_once_and_are_remembered(qtbot, tmp_path, tiny_engine):
-    from app.views import theme
+    from app.views.common import theme
 
     window = make_window(qtbot, tmp_path, tiny_engine)
     try:
@@ -85,7 +85,7 @@ def test_preferences_apply_at_once_and_are_remembered(qtbot, tmp_path, tiny_engi
 def test_light_and_dark_follow_the_system_unless_overridden(qtbot, tmp_path, tiny_engine):
     """A system switch to dark (a new application palette) recolours the whole window,
     code and all; the Light override keeps it light whatever the system does."""
-    from app.views import theme
+    from app.views.common import theme
 
     window = make_window(qtbot, tmp_path, tiny_engine)
     store, conv = window.store, window.controller.conversation
@@ -179,16 +179,17 @@ def test_tools_chip_menu_turns_tools_on_and_is_saved_with_the_chat(qtbot, tmp_pa
 
 
 def test_an_example_prompt_applies_its_schema_and_sends(qtbot, tmp_path, tiny_engine):
-    from app.views.welcome import EXAMPLES
+    from app.views.chat.welcome import EXAMPLES
 
     window = make_window(qtbot, tmp_path, tiny_engine)
     window.store.set_chat_settings(
         window.controller.conversation_id, ChatSettings(temperature=10.0, max_tokens=8)
     )
     assert window.chat.welcome.isVisible()
-    # both say pictures can be dropped (the welcome's target and the empty composer)
-    assert "Drop a picture" in window.chat.welcome.drop_target.text.text()
-    assert "drop a picture" in window.composer.edit.placeholderText()
+    # both say documents (and, for a model that reads them, pictures) can be dropped: the
+    # welcome's target and the empty composer
+    assert "Drop a document or picture" in window.chat.welcome.drop_target.text.text()
+    assert "drop a document" in window.composer.edit.placeholderText()
     screenshot(window, "welcome")
     card = next(b for b in window.chat.welcome.buttons if b.example.grammar == "recipe.json")
     from PySide6.QtCore import Qt
@@ -208,7 +209,7 @@ def test_an_example_prompt_applies_its_schema_and_sends(qtbot, tmp_path, tiny_en
 
 
 def test_dark_palette_colours_are_derived_not_hard_coded():
-    from app.views import theme
+    from app.views.common import theme
 
     sheets = {}
     for appearance in (theme.Appearance.LIGHT, theme.Appearance.DARK):

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from app_helpers import REPO, close_window, make_window, screenshot
+from app_helpers import REPO, close_window, make_window, screenshot, set_sampling
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtWidgets import QApplication
 
@@ -98,6 +98,7 @@ def test_the_floating_inspector_is_opaque_and_leaves_the_composer_free(
         hit = window.childAt(rect.center())
         assert hit is control or control.isAncestorOf(hit), (name, hit)
     assert panel.height() >= 160  # still a usable panel
+    set_sampling(window, max_tokens=8)  # the reply itself is not what is tested here
     window.composer.edit.setFocus()
     window.composer.edit.setPlainText("typed below the panel")
     qtbot.mouseClick(window.composer.button, Qt.MouseButton.LeftButton)

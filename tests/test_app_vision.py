@@ -130,12 +130,13 @@ def test_a_pasted_picture_is_attached(qtbot, tmp_path, vision_engine):
     close_window(window)
 
 
-def test_a_text_only_model_disables_the_paperclip_and_refuses_images(qtbot, tmp_path, tiny_engine):
+def test_a_text_only_model_offers_documents_and_refuses_images(qtbot, tmp_path, tiny_engine):
     window = make_window(qtbot, tmp_path, tiny_engine)
-    button = window.composer.attach_button
-    assert not button.isEnabled()
+    button = window.composer.attach_button  # documents: any model reads them
+    assert button.isEnabled() and window.actions_by_name["attach"].isEnabled()
+    assert button.toolTip().startswith("Attach documents (Ctrl+Shift+A)")
     assert "does not read images" in button.toolTip()
-    assert not window.actions_by_name["attach"].isEnabled()
+    assert window.composer.edit.placeholderText() == "Ask anything, or drop a document here"
     image = tmp_path / "photo.png"
     image.write_bytes(PICTURE)
     drop_files(window.composer.edit.viewport(), [image])

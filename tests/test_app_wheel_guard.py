@@ -9,9 +9,9 @@ from PySide6.QtWidgets import QApplication, QScrollArea, QWidget
 
 from app.preferences import Preferences
 from app.tools import builtin_tools
-from app.views.preferences_dialog import PreferencesDialog
-from app.views.settings_panel import SettingsPanel
-from app.views.wheel_guard import guard_wheel
+from app.views.common.wheel_guard import guard_wheel
+from app.views.inspector.settings_panel import SettingsPanel
+from app.views.preferences.dialog import PreferencesDialog
 
 DOWN = -120  # one notch towards the user
 

@@ -150,7 +150,7 @@ def test_a_failed_load_shows_what_is_loaded_and_keeps_the_previous_model(
     from app.jobs.engine_bridge import EngineBridge
     from app.jobs.library_job import model_disk_size
     from app.store import ChatSettings, Store
-    from app.views.format import format_bytes
+    from app.views.common.format import format_bytes
 
     bridge = EngineBridge()  # its own pool: nothing loaded yet
     window = build_window(Store.open(tmp_path), bridge)

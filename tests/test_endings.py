@@ -76,7 +76,7 @@ def _message(meta: dict, content: str = "{}") -> object:
 
 
 def test_the_reply_tag_of_a_filled_reply_and_of_one_saved_before_endings() -> None:
-    from app.views.message_parts import message_ending, reply_note
+    from app.views.chat.message_parts import message_ending, reply_note
 
     stats = {"closed_to_fit": True, "close_reason": "budget", "budget_tokens": 512}
     meta = {"stop_reason": "eos", "ending": "filled", "stats": stats,
@@ -99,7 +99,7 @@ def test_the_reply_tag_of_a_filled_reply_and_of_one_saved_before_endings() -> No
 
 
 def test_the_token_view_marks_the_tokens_corral_wrote() -> None:
-    from app.views.token_view import summary, token_details, token_kind
+    from app.views.chat.token_view import summary, token_details, token_kind
 
     own = TokenLogprob(1, "a", -0.1, -0.1)
     forced = TokenLogprob(2, '"', 0.0, -3.0, forced=True)

@@ -68,11 +68,11 @@ def test_long_document_is_read_in_page_windows_named_by_pages(
         for before, after in zip(rows, rows[1:], strict=False):
             assert after.first_page == (before.last_page or 0) + 1  # every page, once
         assert all(r.status == "valid" and r.pages for r in rows)
-        # A page range reads only those pages, as one row when they fit.
+        # A page range reads only those pages, as one row when they fit, named by them.
         ranged = _job(store, [path], pages=(2, 2))
         ExtractRunner(engine, store, ranged).run()
         (row,) = store.rows(ranged)
-        assert row.status == "valid" and row.first_page is None
+        assert row.status == "valid" and row.pages == "2"
     finally:
         engine.close()
 
@@ -133,7 +133,7 @@ def test_images_and_scanned_pages_go_to_a_vision_model(vision_engine, tmp_path: 
     rows = store.rows(job)
     # The scan is a window of its own: two rows for the PDF, named by their pages.
     assert sorted((Path(r.path).name, r.pages) for r in rows) == [
-        ("form.png", None), ("scan.pdf", "1"), ("scan.pdf", "2"),
+        ("form.png", "1"), ("scan.pdf", "1"), ("scan.pdf", "2"),
     ]  # fmt: skip
     assert all(r.status == "valid" for r in rows), [(r.path, r.error) for r in rows]
     for row in rows:

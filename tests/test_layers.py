@@ -1,6 +1,7 @@
-"""The layers hold: the import contracts in pyproject.toml are kept, and no engine module
-imports itself back through others, counting imports inside functions and under
-TYPE_CHECKING (docs/architecture.md draws the layers)."""
+"""The layers hold: the import contracts in pyproject.toml are kept, and no engine or app
+module imports itself back through others, counting imports inside functions and under
+TYPE_CHECKING; the app's views live in rooms, not one flat folder (docs/architecture.md
+draws the layers)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,24 @@ def test_the_import_contracts_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_no_engine_module_imports_itself_back() -> None:
     graph = grimp.build_graph("engine", cache_dir=None)
     assert _cycles(graph, "engine") == []
+
+
+def test_no_app_module_imports_itself_back() -> None:
+    # The main window's helpers once named MainWindow for type checkers: a circle inside
+    # app.views.main. They name the Protocols of app.views.main.parts instead.
+    graph = grimp.build_graph("app", cache_dir=None)
+    assert _cycles(graph, "app") == []
+
+
+def test_the_views_live_in_rooms() -> None:
+    views = REPO / "app" / "views"
+    loose = sorted(p.name for p in views.glob("*.py") if p.name != "__init__.py")
+    assert loose == []
+    rooms = sorted(p.name for p in views.iterdir() if (p / "__init__.py").exists())
+    assert rooms == [
+        "chat", "common", "constraints", "extract", "inspector", "library", "main", "mcp",
+        "preferences", "server",
+    ]  # fmt: skip
 
 
 def test_circles_hidden_in_functions_and_type_checking_are_found(

@@ -21,8 +21,8 @@ def _free_port() -> int:
 
 
 def test_preferences_start_the_server_and_the_log_shows_requests(qtbot, tmp_path, tiny_engine):
-    from app.views.preferences_dialog import PreferencesDialog
-    from app.views.server_log import COLUMNS
+    from app.views.preferences.dialog import PreferencesDialog
+    from app.views.server.log import COLUMNS
 
     window = make_window(qtbot, tmp_path, tiny_engine)
     server = window.server
@@ -134,7 +134,7 @@ def test_any_model_name_switch_serves_coding_agents(qtbot, tmp_path, tiny_engine
     default model (over Anthropic's API here) gets the loaded model, and the log lists it."""
     import anthropic
 
-    from app.views.server_log import COLUMNS
+    from app.views.server.log import COLUMNS
 
     window = make_window(qtbot, tmp_path, tiny_engine)
     server = window.server

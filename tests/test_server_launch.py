@@ -121,3 +121,46 @@ def test_the_servers_key_is_never_written_in_a_file(tmp_path: Path, agent: str) 
     if agent == "opencode":  # OpenCode substitutes the variable into its provider's options
         options = json.loads(next(iter(setup.files.values())))["provider"]["corral"]["options"]
         assert options["apiKey"] == "{env:CORRAL_API_KEY}"
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "opencode"])
+def test_a_launcher_runs_the_agent_set_up_with_the_key_from_the_environment(
+    tmp_path: Path, agent: str
+) -> None:
+    """The app's one command: `sh …/AGENT.sh` sets the agent's variables (the key read from
+    CORRAL_API_KEY, never written) and runs it with its arguments. Here the agent is a
+    stand-in program on PATH that prints what it was given."""
+    import os
+    import subprocess
+
+    from engine.server.agents import run_command
+
+    folder = tmp_path / "Corral data" / "agents"  # a space, as in "Application Support"
+    setup = agent_setup(agent, URL, "m", folder, api_key="secret-key-123")
+    launcher = setup.write_launcher(folder)
+    assert launcher == folder / f"{agent}.sh" and os.access(launcher, os.X_OK)
+    assert all("secret-key-123" not in p.read_text() for p in folder.rglob("*") if p.is_file())
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    program = bin_dir / setup.command[0]
+    program.write_text('#!/bin/sh\nenv\necho "ARGS $*"\n')
+    program.chmod(0o755)
+    command = run_command(launcher, "secret-key-123")
+    assert command.startswith("CORRAL_API_KEY=secret-key-123 sh ")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = subprocess.run(command + " --print hi", shell=True, env=env, capture_output=True)
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr
+    assert f"ARGS {' '.join(setup.command[1:])} --print hi" in out
+    key_name = "ANTHROPIC_AUTH_TOKEN" if agent == "claude" else "CORRAL_API_KEY"
+    assert f"{key_name}=secret-key-123" in out.splitlines()
+    for name, value in setup.env.items():
+        if name != key_name:
+            assert f"{name}={value}" in out.splitlines()
+    # no key given: the placeholder a server without a key ignores
+    bare = subprocess.run(run_command(launcher), shell=True, env=env, capture_output=True)
+    assert f"{key_name}=corral" in bare.stdout.decode().splitlines()
+    # the agent missing: it says how to install it
+    program.unlink()
+    missing = subprocess.run(run_command(launcher), shell=True, env=env, capture_output=True)
+    assert missing.returncode == 127 and b"is not installed here: npm install -g" in missing.stderr

@@ -79,3 +79,39 @@ def test_named_choice_through_the_engine(tiny_engine) -> None:
 def test_none_through_the_engine_has_no_calls(tiny_engine) -> None:
     result = _chat(tiny_engine, "none", 0)
     assert result.tool_calls == [] and result.constraint_name is None
+
+
+def test_a_reply_that_copies_the_tool_result_markup_shows_none_of_it(tiny_engine) -> None:
+    """After a result (written `<tool_response>…</tool_response>` in the prompt), a model
+    that copies the markup into its answer goes on, and no raw tag reaches the reply. The
+    user's format below makes the tiny model write exactly that."""
+    from engine.types import ConstraintSpec
+
+    history = [
+        *ASK,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "set_fan", "arguments": '{"speed": 2}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "fan at 2"},
+    ]
+    # (a format may not start with "<": the reply could not be told from a call)
+    echo = ConstraintSpec("regex", r"Result:\n<tool_response>\nfan at 2\n</tool_response>\nDone\.")
+    result = tiny_engine.chat(
+        ChatRequest(
+            history,
+            SamplingSettings(temperature=1.0, seed=0, max_tokens=40),
+            tools=[LIGHT, FAN],
+            tool_choice="auto",
+            constraint=echo,
+        )
+    )
+    assert result.error is None and result.tool_calls == []
+    assert result.text == "Result:\n\nfan at 2\n\nDone."  # the tags left out, the rest kept

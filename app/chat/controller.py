@@ -36,6 +36,7 @@ from app.store import (
     Store,
     ToolsConfig,
 )
+from app.store.documents import META_KEY, AttachedDocument, message_documents, with_documents
 from app.tools import enabled_tool_definitions
 from engine.mcp.turn import DEFAULT_MAX_STEPS, tool_choice_for_step
 from engine.runtime.context import CONTEXT_LENGTH_EXCEEDED
@@ -107,9 +108,11 @@ class ChatController(QObject):
         self._reply_parent: Message | None = None
         # the versions a regenerate is writing (first, last), for "Writing version 2 of 2…"
         self._writing_versions: tuple[int, int] | None = None
+        self._replacing: Message | None = None  # the reply those versions are written for
         self._reply_temperature: float | None = None
         self._reply_conversation: int | None = None
         self._reply_prefix = ""  # the text of a reply being continued
+        self._reply_tools: tuple[str, str] | None = None
         self._continued: Message | None = None
         self._reply_constraint: ConstraintSpec | None = None  # the user's, as sent
         # What a new chat starts from (the user's Preferences) and the loaded model's
@@ -236,12 +239,18 @@ class ChatController(QObject):
 
     # ---- actions ----
 
-    def send(self, text: str, images: list[Attachment] | None = None) -> bool:
-        """Add a user message (with its checked `images`, stored in the data folder) after
-        the active leaf and start the reply."""
+    def send(
+        self,
+        text: str,
+        images: list[Attachment] | None = None,
+        documents: list[AttachedDocument] | None = None,
+    ) -> bool:
+        """Add a user message (with its checked `images`, stored in the data folder, and
+        its `documents`, kept with it) after the active leaf and start the reply. A new
+        chat is titled by the question (by the files' names when there is none)."""
         self.save_pending_edits()
         text = text.strip()
-        if not (text or images) or self.busy:
+        if not (text or images or documents) or self.busy:
             return False
         if self.conversation_id is None:
             self.new_conversation()
@@ -250,13 +259,19 @@ class ChatController(QObject):
         new_images = [a.to_new_image() for a in images or []]
         try:
             message = self.store.add_message(
-                conv.id, conv.active_leaf_id, "user", text, images=new_images
+                conv.id,
+                conv.active_leaf_id,
+                "user",
+                text,
+                meta={META_KEY: [d.to_meta() for d in documents]} if documents else None,
+                images=new_images,
             )
         except OSError as exc:  # the data folder is full or read-only: nothing was sent
             self.notice.emit(f"The images could not be saved in the data folder: {exc}")
             return False
         if conv.title == DEFAULT_TITLE:
-            title = text or ", ".join(i.name for i in new_images)
+            names = [d.name for d in documents or []] + [i.name for i in new_images]
+            title = text or ", ".join(names)
             self.store.rename_conversation(conv.id, _title_from(title))
         self.conversationsChanged.emit()
         self._start_reply(message)  # first, so the chat shows the question as being answered
@@ -296,10 +311,22 @@ class ChatController(QObject):
                 )
                 self.store.set_active_leaf(parent.conversation_id, parent.id)
                 self._writing_versions = (have + 1, have + count)
+                self._replacing = path[index]
                 self.pathChanged.emit()
                 self._start_reply(parent, count)
                 return True
         return False
+
+    @property
+    def writing_versions(self) -> tuple[int, int] | None:
+        """(first, last) of the versions a regenerate is writing now, else None."""
+        return self._writing_versions if self.busy else None
+
+    @property
+    def replacing(self) -> Message | None:
+        """The reply a regenerate is writing new versions of, while it does: the window
+        shows the new version in its place, the old one a click away."""
+        return self._replacing if self.busy and self._writing_versions is not None else None
 
     def writing_label(self) -> str:
         """What the reply in flight is, in words, when it is a new version of a reply:
@@ -381,8 +408,14 @@ class ChatController(QObject):
             for i in message.images
             if i.path.is_file()
         ]
+        documents = message.meta.get(META_KEY)  # and its documents
         edited = self.store.add_message(
-            message.conversation_id, message.parent_id, "user", text, images=kept
+            message.conversation_id,
+            message.parent_id,
+            "user",
+            text,
+            meta={META_KEY: documents} if documents else None,
+            images=kept,
         )
         self._start_reply(edited)
         self.pathChanged.emit()
@@ -515,6 +548,9 @@ class ChatController(QObject):
         """`message` as the engine takes it, its pictures read from the data folder (a
         missing file reaches the engine empty, which refuses it naming the file)."""
         out = message.to_chat_message()
+        documents = message_documents(message.meta)
+        if documents:  # read before the question, as if pasted there
+            out["content"] = with_documents(message.content, documents)
         if message.images:
             images = []
             for image in message.images:
@@ -589,6 +625,14 @@ class ChatController(QObject):
         self._reply_conversation = conversation_id
         self._reply_constraint_kind = request.constraint.kind if request.constraint else None
         self._reply_had_tools = bool(request.tools) and request.tool_choice != "none"
+        conv = self.store.conversation(conversation_id)
+        # the tools rule the user chose, and the one this reply is held to (after a result
+        # "required" becomes "auto"): the reply's tag says both, in the chip's words
+        self._reply_tools = (
+            (conv.tools.tool_choice, _choice_name(request.tool_choice))
+            if request.tools and conv is not None
+            else None
+        )
         self._reply_constraint = request.constraint
         self._reply_temperature = request.sampling.temperature
         self._results = {}
@@ -601,6 +645,12 @@ class ChatController(QObject):
             job.finished.connect(lambda result, index=index: self._on_finished(index, result))
         self.busyChanged.emit(True)
         self.replyStarted.emit()
+
+    @property
+    def reply_tools(self) -> tuple[str, str] | None:
+        """(the tools rule the user chose, the one the reply in flight is held to), or None
+        when it is offered no tools."""
+        return self._reply_tools if self.busy else None
 
     @property
     def reply_prefix(self) -> str:
@@ -640,7 +690,7 @@ class ChatController(QObject):
         kept = [m for m in saved if m is not None]
         if len(kept) > 1:
             self.store.select_branch(kept[0].id)  # the first version is the one shown
-        self._writing_versions = None
+        self._writing_versions, self._replacing = None, None
         self._same_versions_note(kept, self._reply_temperature)
         result = results[0]
         if result.error:
@@ -693,6 +743,7 @@ class ChatController(QObject):
             "constraint": own.name or own.kind if joined and own else result.constraint_name,
             "constraint_kind": own.kind if own is not None else None,
             "constraint_use": result.constraint_use,
+            "tools_asked": self._reply_tools[0] if self._reply_tools else None,
             "incomplete": result.incomplete,
             "tool_calls": [c.to_dict() for c in result.tool_calls],
             "model": getattr(self.bridge.model_info, "name", None),
@@ -723,3 +774,11 @@ class ChatController(QObject):
         if first and meta["tool_calls"] and result.stop_reason != StopReason.CANCELLED:
             self.toolCallsReady.emit(parent.conversation_id, meta["tool_calls"])
         return message
+
+
+def _choice_name(choice: ToolChoiceOption) -> str:
+    """A request's tool_choice as the store keeps it: "auto", "required", "none" or the
+    name of the one tool it must call."""
+    if isinstance(choice, str):
+        return choice
+    return str(choice.get("function", {}).get("name", "required"))

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.store import Message
+from app.store.documents import message_documents
 
 
 def _size(message: Message) -> int:
-    return len(message.content) + 16  # the template's few tokens around each message
+    documents = sum(len(d.text) for d in message_documents(message.meta))
+    return len(message.content) + documents + 16  # and the template's few tokens round it
 
 
 def start_after_dropping(

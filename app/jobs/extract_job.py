@@ -40,6 +40,11 @@ class ExtractJob(QObject):
         """Rows decoding finish and are written; no new one starts."""
         self.runner.pause()
 
+    @property
+    def in_flight(self) -> int:
+        """How many rows are being written now (after `pause`: how many are finishing)."""
+        return self.runner.feeder.in_flight
+
     def cancel(self) -> None:
         """Rows decoding stop now and stay pending."""
         self.runner.cancel()

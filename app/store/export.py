@@ -2,7 +2,8 @@
 
 The JSON export carries each sent image whole, as base64 (`images[].data`, with its name,
 media type and SHA-256), so the file stands alone; an image whose file is gone is listed
-with `"missing": true`. The Markdown export names the images in the text.
+with `"missing": true`; an attached document's text is in its message's meta. The
+Markdown export names the images and documents in the text.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import hashlib
 import json
 from typing import Any
 
+from app.store.documents import message_documents
 from app.store.records import Message, MessageImage
 from app.store.store import Store
 
@@ -58,6 +60,8 @@ def to_markdown(store: Store, conversation_id: int) -> str:
         lines += [f"## {heading}", ""]
         if message.images:
             lines += ["*Images: " + ", ".join(i.name for i in message.images) + "*", ""]
+        if documents := message_documents(message.meta):
+            lines += ["*Documents: " + ", ".join(d.summary() for d in documents) + "*", ""]
         if message.content:
             lines += [message.content, ""]
         lines += _tool_calls_markdown(message)

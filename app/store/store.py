@@ -384,6 +384,17 @@ class Store:
         row = self.db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
         return json.loads(row["value"]) if row else default
 
+    def forget_setting(self, key: str) -> None:
+        """Delete a setting so its value leaves no trace in the files (a secret an older
+        Corral kept here): its page overwritten, the write-ahead log emptied."""
+        before = self.db.execute("PRAGMA secure_delete").fetchone()[0]
+        self.db.execute("PRAGMA secure_delete = ON")
+        try:
+            self.db.execute("DELETE FROM settings WHERE key = ?", (key,))
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            self.db.execute(f"PRAGMA secure_delete = {int(before)}")
+
     def set_setting(self, key: str, value: Any) -> None:
         self.db.execute(
             "INSERT INTO settings (key, value) VALUES (?, ?)"

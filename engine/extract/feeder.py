@@ -18,7 +18,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 from engine.api import EngineAPI
@@ -53,7 +53,14 @@ class Feeder(Generic[K]):
         self.limit = limit or (lambda: engine_rows(engine))
         self.stop = threading.Event()
         self.cancel = threading.Event()
+        self._in_flight: Mapping[int, object] = {}
         self._again: deque[tuple[K, ChatRequest]] = deque()
+
+    @property
+    def in_flight(self) -> int:
+        """How many requests are being answered now (read from any thread: after `stop`,
+        how many are still finishing)."""
+        return len(self._in_flight)
 
     def again(self, key: K, request: ChatRequest) -> None:
         """Feed `request` for `key` too, before the items not yet taken (from `on_result`,
@@ -68,6 +75,7 @@ class Feeder(Generic[K]):
         """Feed `items` until they run out or `stop` is set; True when all were done."""
         done: queue.Queue[tuple[K, ChatResult]] = queue.Queue()
         in_flight: dict[int, tuple[K, RequestHandle | None]] = {}
+        self._in_flight = in_flight
         ids = iter(range(1 << 62))
         exhausted = False
         pending: list[tuple[K, ChatRequest]] = []

@@ -213,6 +213,8 @@ class ExtractRunner:
             ids = self.store.split(row.id, [(w.first, w.last) for w in windows])
         else:
             ids = [row.id]
+            if row.page_range is None and windows:  # one window: the pages it covers
+                self.store.set_pages(row.id, windows[0].first, windows[0].last)
         self._notes[ids[0]] = "; ".join(document.notes) or None
         for row_id, window in zip(ids, windows, strict=True):
             yield row_id, document, window

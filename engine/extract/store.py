@@ -157,12 +157,13 @@ class Row:
 
     @property
     def pages(self) -> str | None:
-        """ "3" or "1-4", None for a whole document."""
+        """ "3" or "1–4" (an en dash: a spreadsheet reads "1-4" as a date), None until the
+        document is read."""
         if self.first_page is None:
             return None
         if self.first_page == self.last_page:
             return str(self.first_page)
-        return f"{self.first_page}-{self.last_page}"
+        return f"{self.first_page}\u2013{self.last_page}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -306,6 +307,15 @@ class JobStore:
                 )
                 ids.append(int(cursor.lastrowid or 0))
         return ids
+
+    def set_pages(self, row_id: int, first: int, last: int) -> None:
+        """Record the pages a pending whole-document row was read as (its one window), so
+        the table and the exports say which pages the row covers."""
+        with self._lock, transaction(self._db) as db:
+            db.execute(
+                "UPDATE rows SET first_page = ?, last_page = ? WHERE id = ? AND status = 'pending'",
+                (first, last, row_id),
+            )
 
     def finish(
         self,

@@ -181,7 +181,9 @@ class Reply:
         if reasoning is not None and reasoning.steerable and reasoning.end_id is not None:
             # gpt-oss closes its analysis with <|end|>, which other templates end turns with
             self.ends.discard(reasoning.end_id)
-        self._text = ReplyText(tokenizer, settings.stop)
+        # the format's tool-result markup, which a model copies from its prompt, never shows
+        hidden = self.tool_plan.hidden if self.tool_plan is not None else []
+        self._text = ReplyText(tokenizer, settings.stop, hidden)
         # thinking: where the reply starts, the block's text, its tokens, its budget
         self._phase: ReplyStart | str = thinking_start(reasoning, request, prompt_tokens)
         self._reasoning_format = reasoning

@@ -1,4 +1,5 @@
-"""Incremental reply text: detokenize token by token and hold back possible stop strings."""
+"""Incremental reply text: detokenize token by token, hold back possible stop strings, and
+leave out markup the reply must not show."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ class ReplyText:
     """Accumulates a reply's text and decides what can be shown yet.
 
     Text that might be the start of a stop string is held back until it is clearly not,
-    so a stop string never flashes on screen and is never part of the reply.
+    so a stop string never flashes on screen and is never part of the reply. `hidden`
+    strings (markup a model copies from its prompt) are held back the same way and left
+    out of the text wherever they appear; the reply goes on.
     """
 
-    def __init__(self, tokenizer: Any, stop: list[str]) -> None:
+    def __init__(self, tokenizer: Any, stop: list[str], hidden: list[str] | None = None) -> None:
         self._detok = ModelTokenizer.of(tokenizer).detokenizer()
         self._stop = [s for s in stop if s]
-        self._max_stop = max((len(s) for s in self._stop), default=0)
+        self._hidden = [s for s in hidden or [] if s]
+        self._max_stop = max((len(s) for s in [*self._stop, *self._hidden]), default=0)
         self.text = ""
         self._shown = 0
         self.stopped = False
@@ -39,6 +43,13 @@ class ReplyText:
             return ""
         start = max(0, len(self.text) - self._max_stop)
         self.text += segment
+        if self._hidden:  # only text not shown yet can hold one: its start was held back
+            tail = self.text[self._shown :]
+            while any(h in tail for h in self._hidden):
+                for h in self._hidden:
+                    tail = tail.replace(h, "")
+            self.text = self.text[: self._shown] + tail
+            start = min(start, len(self.text))
         if self._stop:
             hits = [i for s in self._stop if (i := self.text.find(s, start)) != -1]
             if hits:
@@ -51,7 +62,7 @@ class ReplyText:
         """Length of the longest tail of the text that begins some stop string."""
         for n in range(min(self._max_stop - 1, len(self.text)), 0, -1):
             tail = self.text[-n:]
-            if any(s.startswith(tail) for s in self._stop):
+            if any(s.startswith(tail) for s in [*self._stop, *self._hidden]):
                 return n
         return 0
 

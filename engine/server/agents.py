@@ -8,9 +8,10 @@ own configuration: Codex reads its folder from `CODEX_HOME`, OpenCode its file f
 `CORRAL_API_KEY`. Every agent is kept off the network but for the server: telemetry,
 update checks and model-list downloads are switched off by their own variables.
 
-`python -m engine launch` runs an agent this way (or prints it), the app's server panel
-shows the same instructions, and the dev scripts under benchmarks/agents/ run the agents
-for recording and end-to-end checks.
+`python -m engine launch` runs an agent this way (or prints it); the app writes the same
+setup with a launcher script (`write_launcher`) into its folder and shows the one command
+that runs it (`run_command`); the dev scripts under benchmarks/agents/ run the agents for
+recording and end-to-end checks.
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ from pathlib import Path
 from engine.files import check_inside
 
 AGENTS = ("claude", "codex", "opencode")
+AGENT_NAMES = {"claude": "Claude Code", "codex": "Codex", "opencode": "OpenCode"}
+INSTALL = {
+    "claude": "npm install -g @anthropic-ai/claude-code",
+    "codex": "npm install -g @openai/codex",
+    "opencode": "npm install -g opencode-ai",
+}
+KEY_VARIABLE = "CORRAL_API_KEY"  # where an agent's launcher reads the server's key
+_KEY_ENV = ("ANTHROPIC_AUTH_TOKEN", KEY_VARIABLE)  # the variables that carry the key
 # OpenCode speaks to a server through one of two AI-SDK providers.
 OPENCODE_PROVIDERS = {"openai": "@ai-sdk/openai-compatible", "anthropic": "@ai-sdk/anthropic"}
 PROVIDER_ID = "corral"  # the provider's name in Codex's and OpenCode's configuration
@@ -61,6 +70,40 @@ class AgentSetup:
                 check_inside(path, folder)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
+
+    def launcher(self) -> str:
+        """A POSIX shell script that sets the agent up and runs it, its arguments passed on.
+        The key is never written: the variables that carry it read CORRAL_API_KEY from the
+        environment ("corral" when unset, which a server without a key ignores)."""
+        name, program = AGENT_NAMES[self.agent], self.command[0]
+        lines = [
+            "#!/bin/sh",
+            f"# Written by Corral: {name} against Corral's local server.",
+            f"# The server's key, if it has one, comes from {KEY_VARIABLE}; Corral never"
+            " writes it in a file.",
+            f"command -v {program} >/dev/null 2>&1 || {{",
+            f'  echo "{name} is not installed here: {INSTALL[self.agent]}" >&2',
+            "  exit 127",
+            "}",
+        ]
+        for variable, value in self.env.items():
+            if variable in _KEY_ENV:
+                lines.append(f'export {variable}="${{{KEY_VARIABLE}:-corral}}"')
+            else:
+                lines.append(f"export {variable}={shlex.quote(value)}")
+        lines.append(f'exec {shlex.join(self.command)} "$@"')
+        return "\n".join(lines) + "\n"
+
+    def write_launcher(self, folder: Path) -> Path:
+        """Write the configuration files and the launcher (`folder`/AGENT.sh, executable),
+        each inside `folder` (Corral's own); returns the launcher's path."""
+        self.write_files(folder)
+        path = folder / f"{self.agent}.sh"
+        folder.mkdir(parents=True, exist_ok=True)
+        check_inside(path, folder)
+        path.write_text(self.launcher(), encoding="utf-8")
+        path.chmod(0o755)
+        return path
 
     def instructions(self) -> str:
         """The setup as shell lines a user can copy: files to write, variables, command."""
@@ -167,3 +210,10 @@ def _opencode_config(base_url: str, model: str, provider: str, context_length: i
         },
     }
     return json.dumps(config, indent=2) + "\n"
+
+
+def run_command(launcher: Path, api_key: str | None = None) -> str:
+    """The one command that runs an agent through `launcher`: `sh '…/claude.sh'`, given
+    the server's key for this run when the server has one."""
+    command = shlex.join(["sh", str(launcher)])
+    return f"{KEY_VARIABLE}={shlex.quote(api_key)} {command}" if api_key else command

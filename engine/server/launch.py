@@ -21,14 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.server.agents import AgentSetup, agent_setup
+from engine.server.agents import INSTALL, AgentSetup, agent_setup
 from engine.server.config import data_dir
 
-INSTALL = {
-    "claude": "npm install -g @anthropic-ai/claude-code",
-    "codex": "npm install -g @openai/codex",
-    "opencode": "npm install -g opencode-ai",
-}
 START_TIMEOUT_S = 900  # loading a model the first time can mean a download
 
 

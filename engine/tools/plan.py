@@ -64,6 +64,9 @@ class ToolPlan:
     prompt_text: str = ""
     tools: list[ToolSpec] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # markup left out of the reply's text: the format's tool-result tags, which a model
+    # copies from its prompt when it repeats a result
+    hidden: list[str] = field(default_factory=list)
     _format: ToolFormat | None = field(default=None, repr=False)
 
     def stream(self) -> ToolCallStream | None:
@@ -141,6 +144,7 @@ def prepare_tool_request(
         prompt_text=shield.restore(text),
         tools=specs,
         warnings=tool_warnings(specs) + notes,
+        hidden=list(fmt.result_markers),
         _format=fmt,
     )
 

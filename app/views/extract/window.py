@@ -1,28 +1,34 @@
 """The Extract window: choose a schema (a file, or field names with types), drop files or
 folders, start; rows fill the table as they finish, each marked valid, filled (with the
-fields Corral wrote: "filled: date, amount") or why not, counted apart; pause,
-resume, cancel; click a row to see its source text beside the reply; export CSV, JSONL or
-XLSX. The job lives in the data folder's extract.sqlite3, so it survives a quit."""
+fields Corral wrote: "filled: date, amount") or why not, counted apart, with the pages it
+covers and its file named in full in the tooltip; the pace once the model has answered a
+row; pause (saying how many rows are finishing), resume, cancel; click a row to see its
+source text beside the reply; export CSV, JSONL or XLSX, saying where, with Show in
+Folder. The job lives in the data folder's extract.sqlite3, so it survives a quit."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QListWidget,
+    QListWidgetItem,
     QMessageBox,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
     QSplitter,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -32,6 +38,12 @@ from PySide6.QtWidgets import (
 from app.jobs.engine_bridge import EngineBridge
 from app.jobs.extract_job import ExtractJob
 from app.jobs.thread import run_task
+from app.paths import display_path
+from app.views.common.announce import announce
+from app.views.common.fit import fit_to_screen
+from app.views.common.format import format_duration
+from app.views.common.reveal import REVEAL, reveal
+from app.words import count, error_sentence
 from engine.extract.document import (
     document_keys,
     documents_in,
@@ -61,6 +73,10 @@ class ExtractWindow(QWidget):
         self.job_id: str | None = None
         self.rows: dict[int, Row] = {}
         self._source_row: int | None = None  # the row whose source is being shown
+        self._pausing = False  # Pause pressed: the rows being written are finishing
+        self._run_started = time.monotonic()
+        self._answered = 0  # rows the model answered in this run (the rate counts these)
+        self._exported: Path | None = None
 
         self.fields = QLineEdit()
         self.fields.setPlaceholderText("vendor: string, total: number, paid: boolean")
@@ -73,21 +89,41 @@ class ExtractWindow(QWidget):
         self.instruction.setAccessibleName("Instruction")
         self.file_list = QListWidget()
         self.file_list.setAccessibleName("Documents")
+        # "invoice.pdf" and "invoice.png" told apart: long names lose their middle
+        self.file_list.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.file_list.setSelectionMode(QListWidget.SelectionMode.ExtendedSelection)
+        self.file_list.setToolTip("Delete or Backspace takes the selected documents off the list")
+        for key in (QKeySequence.StandardKey.Delete, QKeySequence.StandardKey.Backspace):
+            remove = QShortcut(QKeySequence(key), self.file_list)
+            remove.setContext(Qt.ShortcutContext.WidgetShortcut)
+            remove.activated.connect(self.remove_selected)
         add_files = _button("Add Files…", self.choose_files)
         add_folder = _button("Add Folder…", self.choose_folder)
         self.start_button = _button("Start", self.start)
         self.pause_button = _button("Pause", self.toggle_pause, enabled=False)
         self.cancel_button = _button("Cancel", self.cancel, enabled=False)
+        self.cancel_button.setToolTip("Stop now: the rows being written stay to do")
         self.export_buttons = [
             _button(f"Export {kind.upper()}…", lambda k=kind: self.export(k))
             for kind in ("csv", "jsonl", "xlsx")
         ]
         self.progress = QProgressBar()
         self.status = QLabel("Drop documents or folders here.")
+        self.export_note = QLabel()  # "Wrote 26 rows to ~/Documents/extraction.csv"
+        self.export_note.setWordWrap(True)
+        self.export_note.setMinimumWidth(120)
+        self.reveal_button = _button(REVEAL, self.reveal_export)
+        self.export_note.hide()
+        self.reveal_button.hide()
         self.table = QTableWidget(0, len(FIXED))
         self.table.setHorizontalHeaderLabels(list(FIXED))
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        # One line a row, cut at the end ("filled: vendor, to…", "Acme Supp…"), but a file
+        # name loses its middle so invoice.pdf and invoice.png stay apart; whole in tooltips.
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.table.setItemDelegateForColumn(0, _MiddleElided(self.table))
+        self.table.setWordWrap(False)
         self.table.itemSelectionChanged.connect(self.show_source)
         self.source = QPlainTextEdit()
         self.source.setReadOnly(True)
@@ -100,23 +136,34 @@ class ExtractWindow(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.schema_label)
         layout.addWidget(self.instruction)
-        files_row = QHBoxLayout()
-        files_row.addWidget(self.file_list, 1)
-        side = QVBoxLayout()
-        for widget in (add_files, add_folder, self.start_button, self.pause_button,
-                       self.cancel_button, *self.export_buttons):  # fmt: skip
-            side.addWidget(widget)
-        side.addStretch()
-        files_row.addLayout(side)
-        layout.addLayout(files_row)
+        # Rows of buttons under what they act on, so the window fits an 800x500 screen
+        # (a column of eight buttons beside the list made it taller than that).
+        self.file_list.setMinimumHeight(48)
+        self.file_list.setMaximumHeight(140)
+        layout.addWidget(self.file_list)
+        job_row = QHBoxLayout()
+        for widget in (add_files, add_folder):
+            job_row.addWidget(widget)
+        job_row.addStretch(1)
+        for widget in (self.start_button, self.pause_button, self.cancel_button):
+            job_row.addWidget(widget)
+        layout.addLayout(job_row)
         layout.addWidget(self.progress)
         layout.addWidget(self.status)
+        exported = QHBoxLayout()
+        exported.addWidget(self.export_note, 1)
+        exported.addWidget(self.reveal_button)
+        for widget in self.export_buttons:
+            exported.addWidget(widget)
+        layout.addLayout(exported)
         split = QSplitter()
         split.addWidget(self.table)
         split.addWidget(self.source)
         split.setSizes([700, 300])
+        self.table.setMinimumHeight(96)
         layout.addWidget(split, 1)
         self.resize(1000, 700)
+        fit_to_screen(self)  # a smaller screen gets all of it, the table scrolling
         self._restore_last()
 
     def _restore_last(self) -> None:
@@ -140,8 +187,17 @@ class ExtractWindow(QWidget):
             for item in found:
                 if item not in self.files:
                     self.files.append(item)
-                    self.file_list.addItem(str(item))
-        self.status.setText(f"{len(self.files)} documents.")
+                    entry = QListWidgetItem(display_path(item))
+                    entry.setToolTip(str(item))
+                    self.file_list.addItem(entry)
+        self.status.setText(f"{count(len(self.files), 'document')}.")
+
+    def remove_selected(self) -> None:
+        """Take the documents selected in the list off it (before a job starts)."""
+        for item in self.file_list.selectedItems():
+            self.files = [f for f in self.files if str(f) != item.toolTip()]
+            self.file_list.takeItem(self.file_list.row(item))
+        self.status.setText(f"{count(len(self.files), 'document')}.")
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt's name)
         if event.mimeData().hasUrls():
@@ -178,7 +234,7 @@ class ExtractWindow(QWidget):
 
     def open_schema_editor(self) -> None:
         """The constraint editor (checked as it is typed), for a JSON schema."""
-        from app.views.constraint_widgets import ConstraintEditor
+        from app.views.constraints.widgets import ConstraintEditor
         from engine.types import ConstraintSpec
 
         current = (
@@ -243,16 +299,25 @@ class ExtractWindow(QWidget):
         self.job = ExtractJob(self.bridge.engine, self.store, self.job_id, self)
         self.job.rowFinished.connect(self._on_row)
         self.job.finished.connect(self._on_finished)
-        self.start_button.setEnabled(False)
+        keys_here = self.start_button.hasFocus() or self.pause_button.hasFocus()
         self.pause_button.setEnabled(True)
         self.pause_button.setText("Pause")
         self.cancel_button.setEnabled(True)
+        if keys_here:  # the keys stay on the job's buttons: Pause is the next thing to press
+            self.pause_button.setFocus(Qt.FocusReason.OtherFocusReason)
+        self.start_button.setEnabled(False)
+        self._pausing = False
+        self._run_started, self._answered = time.monotonic(), 0
+        self._show_progress(Progress(self.store.counts(self.job_id)))  # not "Paused:" still
         self.job.start()
 
     def toggle_pause(self) -> None:
         if self.job is not None and self.job.running:
             self.job.pause()
+            self._pausing = True
             self.pause_button.setEnabled(False)  # until the rows decoding have finished
+            self.pause_button.setText("Pausing…")
+            self._show_pausing()
         elif self.job_id is not None:
             self._run()
 
@@ -260,13 +325,24 @@ class ExtractWindow(QWidget):
         if self.job is not None and self.job.running:
             self.job.cancel()
 
+    def _show_pausing(self) -> None:
+        """What Pause is waiting for: the rows being written, which finish and are kept."""
+        finishing = self.job.in_flight if self.job is not None else 0
+        self.status.setText(
+            f"Pausing — {count(finishing, 'row')} finishing…" if finishing else "Pausing…"
+        )
+
     def _on_row(self, row: Row, progress: Progress) -> None:
+        if row.status != "unreadable":  # read by the model, not refused before it
+            self._answered += 1
         self._show_row(row)
         self._show_progress(progress)
 
     def _on_finished(self, outcome: Progress | str) -> None:
-        self.cancel_button.setEnabled(False)
+        self._pausing = False
+        keys_here = self.cancel_button.hasFocus() or self.pause_button.hasFocus()
         self.start_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
         if isinstance(outcome, str):
             self.status.setText(outcome)
             self.pause_button.setEnabled(False)
@@ -285,6 +361,9 @@ class ExtractWindow(QWidget):
         # Rows split into page windows appear only now (their ids are new).
         for row in self.store.rows(self.job_id or ""):
             self._show_row(row)
+        if keys_here:  # the keys were on the job's buttons: Resume if there is more, else Start
+            ahead = self.pause_button if self.pause_button.isEnabled() else self.start_button
+            ahead.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def _show_progress(self, progress: Progress) -> None:
         self.progress.setRange(0, max(1, progress.total))
@@ -293,11 +372,23 @@ class ExtractWindow(QWidget):
         self.progress.setFormat(
             f"%v/%m: {counts.get('valid', 0)} valid, {counts.get('filled', 0)} filled"
         )
-        left = progress.seconds_left
-        self.status.setText(
-            f"{progress.done} of {progress.total} done, {progress.per_minute:.1f} a minute"
-            + (f", about {left:.0f} s left" if left is not None else "")
-        )
+        if self._pausing:
+            self._show_pausing()
+            return
+        self.status.setText(f"{progress.done} of {progress.total} done, " + self._pace(progress))
+
+    def _pace(self, progress: Progress) -> str:
+        """The rate of this run and the time left, once the model has answered a row (rows
+        refused unread finish at once and would make the rate a fantasy)."""
+        if not self._answered:
+            return "working on the first rows…"
+        per_minute = self._answered * 60 / max(time.monotonic() - self._run_started, 1e-3)
+        shown = f"{per_minute:.1f}" if per_minute < 10 else f"{per_minute:.0f}"
+        pace = f"{shown} rows a minute"
+        pending = progress.counts.get("pending", 0)
+        if pending:
+            pace += f", about {format_duration(pending * 60 / per_minute)} left"
+        return pace
 
     def _show_row(self, row: Row) -> None:
         place = list(self.rows).index(row.id) if row.id in self.rows else self.table.rowCount()
@@ -311,6 +402,8 @@ class ExtractWindow(QWidget):
             values.append("" if header is None else _text(data.get(header.text())))
         for c, value in enumerate(values):
             item = QTableWidgetItem(str(value))
+            if c == 0:
+                item.setToolTip(row.path)  # the name is elided in the middle when narrow
             if c == 2 and row.error:
                 item.setToolTip(row.error)
             self.table.setItem(place, c, item)
@@ -339,24 +432,52 @@ class ExtractWindow(QWidget):
         if self.job_id is None:
             return
         if path is None:
-            name, _ = QFileDialog.getSaveFileName(self, "Export", f"extraction.{kind}")
+            suggested = str(Path.home() / f"extraction.{kind}")
+            name, _ = QFileDialog.getSaveFileName(self, "Export", suggested)
             if not name:
                 return
             path = Path(name)
         job = self.store.job(self.job_id)
         rows = self.store.rows(self.job_id)
         assert job is not None
-        if kind == "csv":
-            write_csv(path, job.schema, rows)
-        elif kind == "xlsx":
-            write_xlsx(path, job.schema, rows)
+        try:
+            if kind == "csv":
+                write_csv(path, job.schema, rows)
+            elif kind == "xlsx":
+                write_xlsx(path, job.schema, rows)
+            else:
+                write_jsonl(path, rows)
+        except OSError as exc:
+            self._exported = None
+            self.export_note.setText(f"Could not write {display_path(path)}: {error_sentence(exc)}")
+            self.reveal_button.hide()
         else:
-            write_jsonl(path, rows)
+            self._exported = path
+            self.export_note.setText(f"Wrote {count(len(rows), 'row')} to {display_path(path)}")
+            self.reveal_button.show()
+        self.export_note.setToolTip(str(path))
+        self.export_note.show()
+        announce(self.export_note, self.export_note.text())
+
+    def reveal_export(self) -> None:
+        """Show in Finder / Folder: the file the last export wrote."""
+        if self._exported is not None:
+            reveal(str(self._exported))
 
     def closeEvent(self, event: Any) -> None:  # noqa: N802
         if self.job is not None and self.job.running:
             self.job.pause()  # rows written so far stay; the job can be resumed
         super().closeEvent(event)
+
+
+class _MiddleElided(QStyledItemDelegate):
+    """Cells that lose their middle when narrow (a file name keeps its extension)."""
+
+    def initStyleOption(  # noqa: N802
+        self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.TextElideMode.ElideMiddle
 
 
 def _button(text: str, slot: Any, *, enabled: bool = True) -> QPushButton:

@@ -1,7 +1,8 @@
 """Documents in a chat: a PDF, Word, HTML, Markdown or text file dropped on the composer
-(or opened) has its text, with page markers, put into the draft, and the notice says how
-many pages and tokens it adds before anything is sent. A document longer than the model's
-context is not put in: the notice says its pages and tokens and offers a page range.
+(or attached with the paperclip) becomes a chip in the draft saying its name, pages and
+tokens before anything is sent; its text (with page markers) goes with the message, read
+by the model before the question, and the chip shows it. A document longer than the
+model's context is not attached: the notice says its pages and tokens and offers a range.
 
 The text is read off the GUI thread by the extraction readers (engine.extract), with their
 limits and per-file errors; the same file gives the same text, so the prompt cache reuses
@@ -12,19 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QInputDialog
 
 from app.jobs.thread import run_task
+from app.store.documents import AttachedDocument
+from app.views.common.announce import announce
+from app.views.main.parts import WindowParts
 from engine.extract.document import read_document
 from engine.extract.pages import parse_pages
 from engine.extract.prompt import attached_text
 from engine.extract.runner import estimate_tokens, token_counter
-
-if TYPE_CHECKING:
-    from app.views.main.window import MainWindow
 
 DOCUMENT_SUFFIXES = frozenset({".pdf", ".docx", ".html", ".htm", ".md", ".markdown", ".txt"})
 # Tokens left free beside a document for the rest of the chat and the reply (at most a
@@ -46,9 +45,9 @@ class ReadDocument:
 
 
 class DocumentActions:
-    """Attaching documents to the draft of `window`'s composer."""
+    """Attaching documents to the draft of `window`'s composer, as chips."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowParts) -> None:
         self.window = window
 
     def attach(self, path: str, pages: tuple[int, int] | None = None) -> None:
@@ -75,7 +74,7 @@ class DocumentActions:
         info = self.window.bridge.model_info
         context = info.context_length if info is not None else None
         first, last = found.pages
-        pages = f"pages {first}-{last}" if last > first else f"page {first}"
+        pages = f"pages {first}\u2013{last}" if last > first else f"page {first}"
         if context is not None and found.tokens > context - min(ROOM_TOKENS, context // 4):
             notice.show_message(
                 f"{name}: {pages} of {found.page_count} are {found.tokens:,} tokens; the model "
@@ -85,14 +84,15 @@ class DocumentActions:
                 lambda: self.choose_pages(found.path, found.page_count),
             )
             return
-        cursor = self.window.composer.edit.textCursor()
-        cursor.movePosition(QTextCursor.MoveOperation.Start)
-        cursor.insertText(found.text + "\n\n")
-        notice.show_message(f"{name} attached: {pages}, {found.tokens:,} tokens.", "info")
+        document = AttachedDocument(
+            name, found.path, first, last, found.page_count, found.tokens, found.text
+        )
+        self.window.composer.add_document(document)
+        announce(self.window.composer, f"Attached {document.summary()}")
 
     def choose_pages(self, path: str, page_count: int) -> None:
         text, ok = QInputDialog.getText(
-            self.window, "Pages", f"Pages of {Path(path).name} to attach (1-{page_count}):"
+            self.window.window(), "Pages", f"Pages of {Path(path).name} to attach (1-{page_count}):"
         )
         if not ok:
             return

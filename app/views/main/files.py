@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QFileDialog
@@ -28,16 +28,20 @@ from app.jobs.mcp_job import looks_like_mcp_config
 from app.jobs.thread import run_task
 from app.store.export import to_json, to_markdown
 from app.tools import looks_like_tools, run_builtin
-from app.views.constraint_widgets import ConstraintEditor
-from app.views.inspector import TOOLS_TAB
+from app.views.constraints.widgets import ConstraintEditor
+from app.views.inspector.panel import TOOLS_TAB
 from app.views.main.documents import is_document
+from app.views.main.parts import WindowParts
 from engine.types import ConstraintSpec, ModelInfo
 
-if TYPE_CHECKING:
-    from app.views.main.window import MainWindow
-
 _UNSAFE_FILENAME = re.compile(r'[\\/:*?"<>|\x00-\x1f]+')
-IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.webp *.gif *.heic *.heif);;All files (*)"
+IMAGE_PATTERNS = "*.png *.jpg *.jpeg *.webp *.gif *.heic *.heif"
+DOCUMENT_PATTERNS = "*.pdf *.docx *.html *.htm *.md *.markdown *.txt"
+FILES_FILTER = (
+    f"Documents and images ({DOCUMENT_PATTERNS} {IMAGE_PATTERNS});;"
+    f"Documents ({DOCUMENT_PATTERNS});;Images ({IMAGE_PATTERNS});;All files (*)"
+)
+DOCUMENTS_FILTER = f"Documents ({DOCUMENT_PATTERNS});;All files (*)"
 # the engine's words for a model without a vision tower (engine.prompt.images)
 NO_IMAGES = "{name} does not read images: load a vision model for them"
 
@@ -45,7 +49,7 @@ NO_IMAGES = "{name} does not read images: load a vision model for them"
 class FileActions:
     """The main window's files: what it opens, checks, applies and exports."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowParts) -> None:
         self.window = window
         self.controller = window.controller
         self.constraint_editor: ConstraintEditor | None = None  # the one open, if any
@@ -64,14 +68,14 @@ class FileActions:
 
     def open(self, paths: list[str]) -> None:
         """Dropped or opened files: pictures are attached to the next message, documents
-        (PDF, Word, HTML, Markdown, text) put their text into the draft, a tools list
+        (PDF, Word, HTML, Markdown, text) too (the model reads their text), a tools list
         goes to the tools panel, MCP servers to the MCP panel, anything else is checked as
         a constraint (a file that is neither gets a clear error)."""
         images = [p for p in paths if looks_like_image(p)]
         if images:
             self.attach_files(images)
         documents = [p for p in paths if is_document(p)]
-        for path in documents:  # their text goes into the draft
+        for path in documents:  # chips in the draft: the model reads their text
             self.window.documents.attach(path)
         others = [p for p in paths if not looks_like_image(p) and p not in documents]
         for path in others[:1]:
@@ -128,7 +132,7 @@ class FileActions:
 
     def choose_constraint_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
-            self.window,
+            self.window.window(),
             "Replies must follow",
             "",
             "Schemas and grammars (*.json *.lark *.gbnf *.regex *.re);;All files (*)",
@@ -140,7 +144,9 @@ class FileActions:
     def open_constraint_editor(self) -> None:
         conv = self.controller.conversation
         current = spec_from_dict(conv.constraint) if conv and conv.constraint else None
-        dialog = ConstraintEditor(self.window, current, self.window.bridge.check_constraint)
+        dialog = ConstraintEditor(
+            self.window.window(), current, self.window.bridge.check_constraint
+        )
         dialog.accepted.connect(lambda: self._editor_accepted(dialog))
         dialog.text.setFocus()  # the keys go where the schema is typed or pasted
         dialog.open()  # window-modal, the event loop keeps running
@@ -155,20 +161,18 @@ class FileActions:
     # ---- images ----
 
     def model_loaded(self, info: ModelInfo) -> None:
-        """Images are offered only for a model that reads them."""
+        """Images are offered only for a model that reads them; documents for every one."""
         self.images_refused = None if info.vision else NO_IMAGES.format(name=info.name)
         self.window.composer.set_images_allowed(info.vision, self.images_refused or "")
-        action = self.window.actions_by_name.get("attach")
-        if action is not None:
-            action.setEnabled(info.vision)
 
-    def choose_images(self) -> None:
-        if self.images_refused:
-            self.window.notice.show_message(self.images_refused + ".", "error")
-            return
-        paths, _ = QFileDialog.getOpenFileNames(self.window, "Attach images", "", IMAGE_FILTER)
+    def choose_files(self) -> None:
+        """The paperclip (Chat → Attach Files…): documents, and pictures for a model that
+        reads them; each goes where a drop would put it."""
+        title = "Attach documents or images" if not self.images_refused else "Attach documents"
+        files = FILES_FILTER if not self.images_refused else DOCUMENTS_FILTER
+        paths, _ = QFileDialog.getOpenFileNames(self.window.window(), title, "", files)
         if paths:
-            self.attach_files(paths)
+            self.open(paths)
 
     def attach_files(self, paths: list[str]) -> None:
         """Check the pictures off the GUI thread; attach the good ones, and say at once
@@ -204,7 +208,7 @@ class FileActions:
 
     def choose_tools_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
-            self.window, "Load tools", "", "Tool definitions (*.json)"
+            self.window.window(), "Load tools", "", "Tool definitions (*.json)"
         )
         if path:
             self.load_tools_file(path)
@@ -239,7 +243,7 @@ class FileActions:
         folder = store.get_setting("export_folder") or str(Path.home())
         name = _UNSAFE_FILENAME.sub("-", conv.title).strip(" .-") or "chat"
         path, _ = QFileDialog.getSaveFileName(
-            self.window,
+            self.window.window(),
             "Export chat",
             str(Path(folder) / (name + suffix)),
             "Markdown (*.md)" if fmt == "md" else "JSON (*.json)",

@@ -5,8 +5,6 @@ Tab order, and the Help menu's list of every shortcut."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
@@ -24,11 +22,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.fit import fit_to_screen
-from app.views.keyboard import MessageFocus, focus_within, guard_text_boxes
-
-if TYPE_CHECKING:
-    from app.views.main.window import MainWindow
+from app.views.chat.message_widget import MessageWidget
+from app.views.common.fit import fit_to_screen
+from app.views.common.keyboard import MessageFocus, focus_within, guard_text_boxes
+from app.views.main.parts import WindowParts
 
 EDIT_ACTIONS = ("undo", "redo", "cut", "copy", "paste", "selectAll")
 
@@ -36,14 +33,14 @@ EDIT_ACTIONS = ("undo", "redo", "cut", "copy", "paste", "selectAll")
 class KeyboardActions:
     """The window's keyboard helpers; `install` once the window is built."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowParts) -> None:
         self.window = window
-        self.message_focus = MessageFocus(window)
+        self.message_focus = MessageFocus(window.window())
         self.shortcuts_dialog: ShortcutsDialog | None = None
 
     def install(self) -> None:
         w = self.window
-        guard_text_boxes(w)
+        guard_text_boxes(w.window())
         self.composer_tab_order()
         w.sidebar.entered.connect(self.focus_composer)
         w.sidebar.questionClosed.connect(self.focus_composer)
@@ -101,15 +98,18 @@ class KeyboardActions:
 
     @staticmethod
     def edit(name: str) -> None:
-        """Undo, Cut, Copy… on the text box with focus (nothing when none has)."""
+        """Undo, Cut, Copy… on the text box with focus (nothing when none has); Copy on a
+        message with focus copies its text."""
         focus = QApplication.focusWidget()
         if isinstance(focus, (QLineEdit, QPlainTextEdit, QTextEdit)):
             getattr(focus, name)()
+        elif name == "copy" and isinstance(focus, MessageWidget):
+            focus.copy_text()
 
     # ---- Help ----
 
     def show_shortcuts(self) -> None:
-        dialog = ShortcutsDialog(self.window.menuBar().actions(), self.window)
+        dialog = ShortcutsDialog(self.window.menuBar().actions(), self.window.window())
         self.shortcuts_dialog = dialog
         dialog.finished.connect(lambda _result: self.focus_composer())
         dialog.open()

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QTimer
 
 from app.jobs.library_job import DownloadJob, LibraryJob
-from app.views.download_dialog import DownloadDialog
-from app.views.library_window import LibraryWindow
-from app.views.model_menu import menu_entries
+from app.views.library.download_dialog import DownloadDialog
+from app.views.library.model_menu import menu_entries
+from app.views.library.window import LibraryWindow
+from app.views.main.parts import WindowParts
 from engine.memory.budget import MemoryBudget
 
 if TYPE_CHECKING:
-    from app.views.main.window import MainWindow
     from engine.library.downloads import DownloadPlan, DownloadProgress
 
 
@@ -26,18 +26,18 @@ class LibraryActions:
     is the download in flight (None when none), `download_dialog` and `library_window`
     the windows shown."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowParts) -> None:
         self.window = window
         self.bridge = window.bridge
         self.store = window.store
         self.model_bar = window.model_bar
         self.notice = window.notice
         self.load_model = window.models.load
-        self.job = LibraryJob(self.memory_budget, window)
+        self.job = LibraryJob(self.memory_budget, window.window())
         self.job.recent_paths = [str(r.get("path")) for r in self.recent_models()]
         self.download_job: DownloadJob | None = None
         self.library_window: LibraryWindow | None = None
-        self.download_dialog = DownloadDialog(window)
+        self.download_dialog = DownloadDialog(window.window())
         self.download_dialog.requested.connect(self.request_repo)
         self.download_dialog.confirmed.connect(self._download_confirmed)
         self.download_dialog.cancelRequested.connect(self.cancel_download)
@@ -82,7 +82,7 @@ class LibraryActions:
     def show(self) -> None:
         """The library window (made once)."""
         if self.library_window is None:
-            window = LibraryWindow(self.job, self.loaded_model_path, self.window)
+            window = LibraryWindow(self.job, self.loaded_model_path, self.window.window())
             window.loadRequested.connect(self.load_model)
             self.library_window = window
         self.library_window.show()
@@ -109,7 +109,7 @@ class LibraryActions:
         if self.download_job is not None and self.download_job.running:
             dialog.idle(f"Downloading {self.download_job.repo_id} already; cancel it first.")
             return
-        job = DownloadJob(repo_id, self.memory_budget(), self.window)
+        job = DownloadJob(repo_id, self.memory_budget(), self.window.window())
         job.planned.connect(self._download_planned)
         job.progressed.connect(self._download_progressed)
         job.finished.connect(self._download_finished)

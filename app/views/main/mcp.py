@@ -4,17 +4,15 @@ source) are built with the app's other parts, in app.application."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QScrollArea, QSplitter
 
 from app.chat.controller import ChatController
-from app.views.mcp_card import make_card
-from app.views.mcp_panel import McpPanel
-
-if TYPE_CHECKING:
-    from app.views.main.window import MainWindow
+from app.views.main.parts import WindowParts
+from app.views.mcp.card import make_card
+from app.views.mcp.panel import McpPanel
 
 
 def stored_result(controller: ChatController, call_id: str) -> dict[str, Any] | None:
@@ -26,15 +24,15 @@ def stored_result(controller: ChatController, call_id: str) -> dict[str, Any] | 
     return None
 
 
-def install_mcp_views(window: MainWindow) -> McpPanel:
+def install_mcp_views(window: WindowParts) -> McpPanel:
     """Put the MCP panel under `window`'s tools panel and MCP cards in its chat; returns
     the panel."""
-    panel = McpPanel(window.mcp, window)
-    scroll = QScrollArea(window)  # a short dock scrolls instead of squeezing the panel
+    panel = McpPanel(window.mcp, window.window())
+    scroll = QScrollArea(window.window())  # a short dock scrolls instead of squeezing the panel
     scroll.setWidgetResizable(True)
     scroll.setFrameShape(QFrame.Shape.NoFrame)
     scroll.setWidget(panel)
-    area = QSplitter(Qt.Orientation.Vertical, window)
+    area = QSplitter(Qt.Orientation.Vertical, window.window())
     area.setObjectName("toolsArea")
     area.addWidget(window.tools_panel)
     area.addWidget(scroll)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu
 
-if TYPE_CHECKING:
-    from app.views.main.window import MainWindow
+from app.views.main.parts import WindowParts
 
 Key = QKeySequence.StandardKey
 
@@ -51,7 +50,7 @@ def open_usage() -> bool:
     return QDesktopServices.openUrl(url)
 
 
-def show_logs(window: MainWindow | None = None) -> bool:
+def show_logs(window: WindowParts | None = None) -> bool:
     """Open the log folder (engine.logs) in the system's file browser; where none opens it
     (no file manager, a bare Linux desktop), say where it is in a box whose text can be
     selected and copied (`window.logs_box`)."""
@@ -66,7 +65,7 @@ def show_logs(window: MainWindow | None = None) -> bool:
     if QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder))):
         return True
     if window is not None:
-        box = QMessageBox(window)
+        box = QMessageBox(window.window())
         box.setWindowTitle("Logs")
         box.setText("No file browser could open the log folder. It is here:")
         box.setInformativeText(str(folder))
@@ -79,26 +78,26 @@ def show_logs(window: MainWindow | None = None) -> bool:
     return False
 
 
-def copy_diagnostics(window: MainWindow) -> str:
+def copy_diagnostics(window: WindowParts) -> str:
     """Help → Copy Diagnostics: the report app.diagnostics makes, for the model loaded
     now, on the clipboard; the status bar says so. Returns the text."""
     from PySide6.QtGui import QGuiApplication
 
     from app import diagnostics
+    from app.secrets import SERVER_API_KEY
 
-    key = window.store.get_setting("server_api_key", "")
     text = diagnostics.report(
         model=window.bridge.model_info,
         model_spec=window.models.loaded_spec or "",
         data_dir=window.store.path.parent,
-        secrets=[key if isinstance(key, str) else None],
+        secrets=[window.core.secrets.get(SERVER_API_KEY)],
     )
     QGuiApplication.clipboard().setText(text)
     window.statusBar().showMessage("Diagnostics copied: paste them into your report.", 8000)
     return text
 
 
-def build_menus(window: MainWindow) -> dict[str, QAction]:
+def build_menus(window: WindowParts) -> dict[str, QAction]:
     """Create the menus of `window`; return the actions by name."""
     bar = window.menuBar()
     files, library = window.files, window.library
@@ -149,7 +148,7 @@ def build_menus(window: MainWindow) -> dict[str, QAction]:
         chat, "Write 3 &Versions", lambda: window.regenerate(3), "Ctrl+Shift+R"
     )
     chat.addSeparator()
-    acts["attach"] = _action(chat, "&Attach Images…", files.choose_images, "Ctrl+Shift+A")
+    acts["attach"] = _action(chat, "&Attach Files…", files.choose_files, "Ctrl+Shift+A")
     acts["constrain_editor"] = _action(
         chat, "Reply &Format: Write or Paste…", files.open_constraint_editor, "Ctrl+G"
     )

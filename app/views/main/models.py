@@ -6,23 +6,20 @@ status bar's model and cache figures."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from app.jobs.library_job import model_disk_size
 from app.jobs.thread import run_task
-from app.views.format import format_bytes
-from app.views.model_menu import DEFAULT_NAME, remember
+from app.views.common.format import format_bytes
+from app.views.library.model_menu import DEFAULT_NAME, remember
+from app.views.main.parts import WindowParts
 from engine.library.defaults import ModelDefaults, sampling_defaults
 from engine.types import ModelInfo
-
-if TYPE_CHECKING:
-    from app.views.main.window import MainWindow
 
 
 class ModelActions:
     """The main window's model: which one is loaded or loading, and what follows a load."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowParts) -> None:
         self.window = window
         self.bridge = window.bridge
         self.store = window.store

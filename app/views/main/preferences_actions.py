@@ -4,22 +4,18 @@ restyles the window, and the model to start with is remembered."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from app.preferences import Preferences
-from app.views.keyboard import guard_text_boxes
-from app.views.pool_panel import PoolPanel
-from app.views.preferences_dialog import PreferencesDialog
-from app.views.wheel_guard import guard_wheel
-
-if TYPE_CHECKING:
-    from app.views.main.window import MainWindow
+from app.views.common.keyboard import guard_text_boxes
+from app.views.common.wheel_guard import guard_wheel
+from app.views.main.parts import WindowParts
+from app.views.preferences.dialog import PreferencesDialog
+from app.views.server.pool_panel import PoolPanel
 
 
 class PreferencesActions:
     """The main window's Preferences: the dialog (`dialog`, once opened) and its effects."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowParts) -> None:
         self.window = window
         self.dialog: PreferencesDialog | None = None
 
@@ -32,7 +28,7 @@ class PreferencesActions:
             presets=w.store.presets(),
             builtin_tools=w.builtins,
             current_model=w.models.loaded_spec or "",
-            parent=w,
+            parent=w.window(),
             sections=[("", server), ("", PoolPanel(w.bridge, w.store))],  # titled by their boxes
             model_sections=[distributed],
             model_defaults=w.controller.model_defaults,

@@ -7,6 +7,7 @@ library.py, preferences_actions.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray, QEvent, QObject, QSize, Qt, QTimer
@@ -38,16 +39,23 @@ from app.paths import app_icon_path, resources_dir
 from app.preferences import Preferences
 from app.qt_compat import guard_refcounts
 from app.store import ToolsConfig
-from app.tools import builtin_names, builtin_tools
-from app.views import theme
-from app.views.announce import announce, reply_announcement
-from app.views.chat_view import ChatView, Entry
-from app.views.composer import Composer, dropped_paths
-from app.views.constraint_widgets import ConstraintBar
-from app.views.distributed_controls import DistributedControls
-from app.views.icons import icon
-from app.views.inspector import SETTINGS_TAB, TOOLS_TAB, Inspector
-from app.views.keyboard import focus_within
+from app.tools import builtin_names, builtin_tools, tools_tag
+from app.views.chat.composer import Composer
+from app.views.chat.message_parts import Note
+from app.views.chat.tools_chip import ToolsChip
+from app.views.chat.view import ChatView, Entry
+from app.views.chat.welcome import Example
+from app.views.common import theme
+from app.views.common.announce import announce, reply_announcement
+from app.views.common.drops import dropped_paths
+from app.views.common.icons import icon
+from app.views.common.keyboard import focus_within, place_in_chain
+from app.views.common.wheel_guard import guard_wheel
+from app.views.constraints.widgets import ConstraintBar
+from app.views.inspector.panel import SETTINGS_TAB, TOOLS_TAB, Inspector
+from app.views.inspector.settings_panel import SettingsPanel
+from app.views.inspector.tools_panel import ToolsPanel
+from app.views.library.model_bar import ModelBar
 from app.views.main.documents import DocumentActions
 from app.views.main.files import FileActions
 from app.views.main.keys import KeyboardActions
@@ -55,18 +63,12 @@ from app.views.main.library import LibraryActions
 from app.views.main.mcp import install_mcp_views
 from app.views.main.menus import build_menus
 from app.views.main.models import ModelActions
+from app.views.main.notice_bar import LoadingStrip, NoticeBar
 from app.views.main.preferences_actions import PreferencesActions
 from app.views.main.shell import Shell
-from app.views.message_parts import Note
-from app.views.model_bar import ModelBar
-from app.views.notice_bar import LoadingStrip, NoticeBar
-from app.views.server_controls import ServerControls
-from app.views.settings_panel import SettingsPanel
-from app.views.sidebar import Sidebar
-from app.views.tools_chip import ToolsChip, describe_tools
-from app.views.tools_panel import ToolsPanel
-from app.views.welcome import Example
-from app.views.wheel_guard import guard_wheel
+from app.views.main.sidebar import Sidebar
+from app.views.server.controls import ServerControls
+from app.views.server.distributed_controls import DistributedControls
 from engine.types import ConstraintSpec, StopReason
 
 if TYPE_CHECKING:
@@ -171,7 +173,7 @@ class MainWindow(QMainWindow):
         self.tools_panel = ToolsPanel()
         self.inspector = Inspector(self.settings_panel, self.tools_panel, self)
         self.inspector_tabs = self.inspector.tabs
-        self.inspector.closeRequested.connect(lambda: self.shell.set_inspector_open(False))
+        self.inspector.closeRequested.connect(self._close_inspector)
 
         self.shell: Shell = Shell(self.sidebar, self.chat_area, self.inspector, self)
         self.shell.keep_clear(bottom)  # a floating inspector never covers Send, Format, Tools
@@ -218,7 +220,9 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.cache_label)
         self.statusBar().setSizeGripEnabled(False)
         self.setMinimumSize(*MINIMUM_SIZE)
-        self.server: ServerControls = ServerControls(self, self.store, lambda: self.bridge.engine)
+        self.server: ServerControls = ServerControls(
+            self, self.store, lambda: self.bridge.engine, self.core.secrets
+        )
         self.distributed: DistributedControls = DistributedControls(
             self, self.store, self.bridge, self.models.reload
         )
@@ -271,7 +275,7 @@ class MainWindow(QMainWindow):
         self.composer.stopRequested.connect(self.stop)
         self.composer.filesDropped.connect(self.files.open)
         self.composer.imagePasted.connect(self.files.attach_pasted)
-        self.composer.attachRequested.connect(self.files.choose_images)
+        self.composer.attachRequested.connect(self.files.choose_files)
         self.chat.editSubmitted.connect(self._edit)
         self.chat.regenerateRequested.connect(self.regenerate)
         self.chat.retryRequested.connect(self.retry)
@@ -360,7 +364,19 @@ class MainWindow(QMainWindow):
     # ---- panels ----
 
     def toggle_sidebar(self) -> None:
-        self.shell.set_sidebar_open(not self.shell.sidebar_open)
+        opening = not self.shell.sidebar_open
+        self._closing(self.sidebar, lambda: self.shell.set_sidebar_open(opening), not opening)
+
+    def _close_inspector(self) -> None:
+        self._closing(self.inspector, lambda: self.shell.set_inspector_open(False))
+
+    def _closing(self, panel: QWidget, change: Callable[[], None], closes: bool = True) -> None:
+        """Open or close a panel; one closed with the keys inside gives them back to the
+        composer (Qt would hand them to the next control, the toolbar's model picker)."""
+        inside = closes and focus_within(panel)
+        change()
+        if inside:
+            self.keys.focus_composer()
 
     def show_settings(self) -> None:
         self._show_tab(SETTINGS_TAB)
@@ -371,7 +387,7 @@ class MainWindow(QMainWindow):
 
     def _show_tab(self, tab: int) -> None:
         if self.shell.inspector_open and self.inspector_tabs.currentIndex() == tab:
-            self.shell.set_inspector_open(False)
+            self._close_inspector()
             return
         self.inspector_tabs.setCurrentIndex(tab)
         self.shell.set_inspector_open(True)
@@ -474,8 +490,15 @@ class MainWindow(QMainWindow):
     def render_chat(self) -> None:
         c = self.controller
         path = c.path()
+        streaming_here = c.busy and c.reply_conversation_id == c.conversation_id
+        replacing = c.replacing if streaming_here else None
+        cut = next((i for i, m in enumerate(path) if replacing and m.id == replacing.id), None)
+        if cut is not None:  # a new version is written in its place: the old one waits off
+            path = path[:cut]
         results = {m.meta.get("tool_call_id"): m.content for m in path if m.role == "tool"}
         last_reply = max((i for i, m in enumerate(path) if m.role == "assistant"), default=-1)
+        if cut is not None:
+            last_reply = -1  # the last reply is the one being written
         waiting = bool(path) and path[-1].role == "user" and not c.busy
         entries = []
         for i, m in enumerate(path):
@@ -500,7 +523,6 @@ class MainWindow(QMainWindow):
         if focus_in_chat and not focus_within(self.chat):
             # the message that held focus was replaced: not onto the sidebar's New Chat
             self.keys.focus_composer()
-        streaming_here = c.busy and c.reply_conversation_id == c.conversation_id
         if streaming_here and self.chat.reply is None:
             self._reply_started()
             if c.job is not None and c.reply_reasoning():
@@ -509,10 +531,18 @@ class MainWindow(QMainWindow):
                 self.chat.update_reply(c.reply_text())
         elif not streaming_here and self.chat.reply is not None:
             self.chat.end_reply()
+        self._order_chat_keys()
         self._update_title()
 
+    def _order_chat_keys(self) -> None:
+        """The messages in the Tab order where they are seen: after the sidebar, before the
+        composer (Qt puts widgets made later at the end of the window's chain)."""
+        shown = [*self.chat.message_widgets(), self.chat.previous, self.chat.reply]
+        place_in_chain([w for w in shown if w is not None], self.composer.tab_start())
+
     def send(self, text: str) -> None:
-        if self.controller.send(text, self.composer.pending_images()):
+        composer = self.composer
+        if self.controller.send(text, composer.pending_images(), composer.pending_documents()):
             self.composer.edit.clear()
             self.composer.clear_attachments()
             self.notice.hide()
@@ -544,11 +574,20 @@ class MainWindow(QMainWindow):
                 spec = state.constraint
                 tag = describe_constraint(spec.kind, spec.name)
                 tag += ", or a tool call" if state.constraint_use == "with_tools" else ""
-            elif describe_tools(conv.tools):
-                tag = describe_tools(conv.tools)
+            elif self.controller.reply_tools is not None:
+                tag = tools_tag(*self.controller.reply_tools)
+        replacing = self.controller.replacing
         reply = self.chat.begin_reply(
-            tag, prefix=self.controller.reply_prefix, writing=self.controller.writing_label()
+            tag,
+            prefix=self.controller.reply_prefix,
+            writing=self.controller.writing_label(),
+            versions=self.controller.writing_versions,
+            previous=replacing,
+            previous_index=self.controller.branch_position(replacing)[0] if replacing else 1,
         )
+        if replacing is not None and self.chat.previous is not None:
+            self.render_chat()  # the old version leaves the column: the new one takes its place
+        self._order_chat_keys()
         if self.bridge.loading:
             reply.set_status("Waiting for the model to finish loading…")
         elif self.bridge.model_info is None:

@@ -123,6 +123,9 @@ class ToolFormat:
     # Content can only be told from calls at the end (Functionary: a reply is calls unless
     # it starts `all`): the streaming split sends it then.
     stream_content_waits: ClassVar[bool] = False
+    # The markup the prompt wraps tool results in (Hermes: <tool_response>): a model that
+    # repeats a result copies it; the reply's text leaves it out (ToolPlan.hidden).
+    result_markers: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, tokenizer: ModelTokenizer, native: bool) -> None:
         self.native = native

@@ -38,6 +38,7 @@ class HermesFormat(ToolFormat):
     marker_text = "<tool_call>"
     stream_openers = (("<tool_call>", True),)
     stream_closer = "</tool_call>"
+    result_markers = ("<tool_response>", "</tool_response>")
 
     @classmethod
     def detect(cls, template: str) -> bool:

@@ -1,0 +1,2 @@
+"""The inspector on the right of the chat: its tabs (panel.py), the conversation's settings
+and thinking switch, and its tools."""
