@@ -56,6 +56,7 @@ class Store:
         # For the user, once: where an unreadable database was moved to, and repairs made.
         self.notice: str | None = None
         self.warnings: list[str] = []
+        self.closed = False  # work finishing after the window closed finds nothing to write
 
     @classmethod
     def open(cls, data_dir: str | Path) -> Store:
@@ -89,6 +90,7 @@ class Store:
         return store
 
     def close(self) -> None:
+        self.closed = True
         self.db.close()
 
     # ---- conversations ----

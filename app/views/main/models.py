@@ -88,6 +88,8 @@ class ModelActions:
         def sized(size: int | None, error: BaseException | None) -> None:
             if error is not None or not size:
                 return  # the picker shows the name alone
+            if self.store.closed:
+                return  # measured after the window closed: nothing left to show it in
             self.window.model_bar.sized(info.name, size)
             current = self.bridge.model_info
             if current is not None and current.path == info.path:
