@@ -423,6 +423,7 @@ class Reply:
             + (self.vision.notes if self.vision is not None else []),
             tight=tight,
             token_ids=list(fed),
+            reply_token_ids=list(self.generated),
             logprobs=logprobs,
             as_written=as_written,
             reasoning=reasoning,

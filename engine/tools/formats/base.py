@@ -6,10 +6,12 @@ for a reply (calls required or optional, one or several) built around one rule p
 format's own syntax), how to parse calls back, and how to adapt messages and tools for the
 template.
 
-Markers such as `<tool_call>` or `[TOOL_CALLS]` are often added tokens, which llguidance
-treats as special: they never come out of ordinary text bytes. `lark_text` writes any piece
-of call syntax so that each added token inside it is accepted as that token (or as text),
-and free text never contains the opener.
+Markers such as `<tool_call>` or `[TOOL_CALLS]` are often added tokens. Where a marker is
+one token, the grammar writes exactly that token (llguidance's `<[id]>`), never its
+characters spelled through byte-level pieces: the model writes the token it was trained on,
+and the template, which tokenizes its own markup, renders the call back token for token.
+`lark_text` writes any piece of call syntax that way, and free text never contains an
+opener (`text_then`).
 """
 
 from __future__ import annotations
@@ -39,18 +41,34 @@ class Marker:
     token_id: int | None = None
 
     def lark(self) -> str:
-        """The marker as the single token or as text."""
+        """The marker as its single token (as text where it is not one)."""
         if self.token_id is None:
             return json.dumps(self.text)
-        return f"(<[{self.token_id}]> | {json.dumps(self.text)})"
+        return f"<[{self.token_id}]>"
 
     def no_text_containing(self) -> str:
         """A terminal for free text that does not contain the marker's text."""
-        return f"{TEXT} & ~/(?s:.*){re.escape(self.text)}(?s:.*)/"
+        return f"{TEXT} & {without(self.text)}"
+
+
+def without(text: str) -> str:
+    """A Lark regex for any text that does not contain `text`."""
+    escaped = re.escape(text).replace("/", "\\/")
+    return f"~/(?s:.*){escaped}(?s:.*)/"
 
 
 def lit(text: str) -> str:
     return json.dumps(text)
+
+
+def text_then(opener: Marker) -> tuple[str, list[str]]:
+    """Lark for free text that ends with `opener` (the expression), and the rules it needs
+    (`TAIL`: text never containing the opener, `TEXT`). A token opener follows the text as
+    that token; a text opener ends the text at its first occurrence (a lazy match)."""
+    rules = [f"TAIL: {opener.no_text_containing()}", f"TEXT: {TEXT}"]
+    if opener.token_id is not None:
+        return f"TAIL <[{opener.token_id}]>", rules
+    return "head", [*rules, f"head[lazy]: TEXT {json.dumps(opener.text)}"]
 
 
 def decode_objects(text: str, pos: int, separator: str) -> tuple[list[Any], int]:

@@ -16,13 +16,13 @@ import re
 from typing import Any, ClassVar
 
 from engine.tools.formats.base import (
-    TEXT,
     RawCall,
     Schemas,
     ToolFormat,
     as_call,
     decode_objects,
     lit,
+    text_then,
 )
 from engine.tools.formats.region import RegionFormat, json_region_calls
 
@@ -52,22 +52,16 @@ class HermesFormat(ToolFormat):
             return (
                 f'start: call{more} "\\n"?\ncall: {opener.lark()} "\\n" fn "\\n" {close.lark()}\n'
             )
-        # Free text runs until the opener (lazily, as text; or the opener's own token), then
-        # the call is constrained. The final text may not contain the opener, so a call can
-        # never slip through as unconstrained text.
-        body = f'"\\n" fn "\\n" {close.lark()}'
-        call = f"head {body}"
-        if opener.token_id is not None:
-            call += f" | TAIL <[{opener.token_id}]> {body}"
+        # Free text runs until the opener, then the call is constrained. The final text
+        # may not contain the opener, so a call can never slip through as free text.
+        head, rules = text_then(opener)
         return (
             "\n".join(
                 [
                     f"start: call{'*' if parallel else '?'} tail",
                     "tail: TAIL",
-                    f"TAIL: {opener.no_text_containing()}",
-                    f"head[lazy]: TEXT {json.dumps(opener.text)}",
-                    f"call: {call}",
-                    f"TEXT: {TEXT}",
+                    f'call: {head} "\\n" fn "\\n" {close.lark()}',
+                    *rules,
                 ]
             )
             + "\n"

@@ -24,8 +24,8 @@ from engine.tools.formats.base import (
 
 class Llama3JsonFormat(ToolFormat):
     """Llama 3.1/3.2 JSON calls: the whole reply is `{"name": ..., "parameters": {...}}`
-    (several joined by "; "), optionally after `<|python_tag|>`; ends with `<|eot_id|>`
-    or `<|eom_id|>`."""
+    (several joined by "; "); ends with `<|eot_id|>` or `<|eom_id|>`. (A reply read back
+    may start with `<|python_tag|>`, which the built-in tools' calls begin with.)"""
 
     name = "llama3_json"
     call_start = '{"name": '
@@ -42,10 +42,10 @@ class Llama3JsonFormat(ToolFormat):
         )
 
     def reply_lark(self, required: bool, parallel: bool) -> str:
-        tag = self.tokenizer.added_token_id("<|python_tag|>")
-        prefix = f"<[{tag}]>? " if tag is not None else ""
+        # Bare JSON, as the template renders a past call (`<|python_tag|>` opens calls of
+        # the built-in tools, which are code, not JSON).
         more = ' ("; " fn)*' if parallel else ""
-        calls = f"calls: {prefix}fn{more}\n"
+        calls = f"calls: fn{more}\n"
         if required:
             return f"start: calls\n{calls}"
         # A text reply may not start with "{" (or blanks before one): that is a call.

@@ -15,7 +15,6 @@ import uuid
 from typing import Any, ClassVar
 
 from engine.tools.formats.base import (
-    TEXT,
     RawCall,
     Schemas,
     ToolFormat,
@@ -23,6 +22,7 @@ from engine.tools.formats.base import (
     decode_objects,
     json_arguments,
     lit,
+    text_then,
 )
 from engine.tools.formats.region import RegionFormat
 
@@ -97,19 +97,17 @@ class MistralFormat(ToolFormat):
         block = f'{lit(self.gap + "[")} fn{more} "]"'
         if required:
             return f"start: {opener.lark()} {block}\n"
-        start = "TAIL | head block"
-        if opener.token_id is not None:
-            start += f" | TAIL <[{opener.token_id}]> block"
+        head, rules = text_then(opener)
+        tail, *rest = rules
         return (
             "\n".join(
                 [
-                    f"start: {start}",
+                    f"start: TAIL | {head} block",
                     f"block: {block}",
                     # Text may not look like a call list either: parse() accepts one without the
                     # marker, for detokenizers that drop special tokens.
-                    f"TAIL: {opener.no_text_containing()} & ~/\\s*\\[\\{{(?s:.*)/",
-                    f"head[lazy]: TEXT {json.dumps(opener.text)}",
-                    f"TEXT: {TEXT}",
+                    f"{tail} & ~/\\s*\\[\\{{(?s:.*)/",
+                    *rest,
                 ]
             )
             + "\n"

@@ -10,11 +10,17 @@ never slip through as unconstrained text.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, ClassVar
 
-from engine.tools.formats.base import TEXT, RawCall, Schemas, ToolFormat, calls_into_text
+from engine.tools.formats.base import (
+    TEXT,
+    RawCall,
+    Schemas,
+    ToolFormat,
+    calls_into_text,
+    text_then,
+)
 
 
 class RegionFormat(ToolFormat):
@@ -67,21 +73,9 @@ class RegionFormat(ToolFormat):
             # A text reply may not start with the opener (blanks before it included).
             text = f"{TEXT} & ~/\\s*{re.escape(opener)}(?s:.*)/"
             return f"start: TEXT | {whole} {region}\nTEXT: {text}\n"
-        first, rest = pieces[0], " ".join(p.lark() for p in pieces[1:])
-        calls = [f"head {rest} {region}"]
-        if first.token_id is not None:
-            calls.append(f"TAIL <[{first.token_id}]> {rest} {region}")
-        return (
-            "\n".join(
-                [
-                    f"start: TAIL | {' | '.join(calls)}",
-                    f"TAIL: {first.no_text_containing()}",
-                    f"head[lazy]: TEXT {json.dumps(first.text)}",
-                    f"TEXT: {TEXT}",
-                ]
-            )
-            + "\n"
-        )
+        rest = " ".join(p.lark() for p in pieces[1:])
+        head, rules = text_then(pieces[0])
+        return "\n".join([f"start: TAIL | {head} {rest} {region}", *rules]) + "\n"
 
     def parse(self, text: str, schemas: Schemas | None = None) -> tuple[str, list[RawCall]]:
         opener = self.opener_text()

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from engine.tools.formats.base import Marker, lit
+from engine.tools.formats.base import Marker, lit, without
 
 Rules = list[str]
 
@@ -68,16 +68,22 @@ def raw_regex(sub: dict[str, Any]) -> str:
 
 def raw_until(rule: str, sub: dict[str, Any], closer: list[Marker]) -> Rules:
     """Rules for `rule`: a raw string value of `sub`, then the `closer` markup. The value
-    ends at the first closer (a lazy match where the closer is text)."""
+    ends at the first closer: it never contains the closer's first piece as text, and a
+    closer that is a token follows it as that token."""
     term = rule.upper() + "_RAW"
     first, rest = closer[0], " ".join(m.lark() for m in closer[1:])
-    out = [f"{term}: {raw_regex(sub)}"]
-    options = [f"{rule}_lazy {rest}"]
-    out.append(f"{rule}_lazy[lazy]: {term} {lit(first.text)}")
     if first.token_id is not None:
-        options.append(f"{term} <[{first.token_id}]> {rest}")
-    out.insert(0, f"{rule}: {' | '.join(options)}")
-    return out
+        # no text spells the token, but the value must not hold its text either: a parse
+        # reads the value up to the first closer
+        return [
+            f"{rule}: {term} {first.lark()} {rest}",
+            f"{term}: {raw_regex(sub)} & {without(first.text)}",
+        ]
+    return [
+        f"{rule}: {rule}_lazy {rest}",
+        f"{term}: {raw_regex(sub)}",
+        f"{rule}_lazy[lazy]: {term} {lit(first.text)}",
+    ]
 
 
 def json_value(rule: str, sub: dict[str, Any], root: dict[str, Any]) -> Rules:
