@@ -102,8 +102,8 @@ def _closed(reasoning: ReasoningFormat | None, prompt: list[int], think: bool) -
         return prompt
     if reply_start(reasoning, prompt) != "inside":
         return prompt
-    assert reasoning.end_id is not None
-    return [*prompt, reasoning.end_id]
+    end = reasoning.closing if reasoning.end_is_text else (reasoning.end_id,)
+    return [*prompt, *(t for t in end if t is not None)]
 
 
 def thinking_start(
@@ -176,12 +176,15 @@ class Reply:
         self._phase: ReplyStart | str = thinking_start(reasoning, request, prompt_tokens)
         self._reasoning_format = reasoning
         self._thought = self._phase != "off"
-        self._reasoning = ReplyText(tokenizer, []) if self._thought else None
+        # the block's text; an end of several tokens is found in it, and never shown
+        stop = [reasoning.end_text] if reasoning is not None and reasoning.end_is_text else []
+        self._reasoning = ReplyText(tokenizer, stop) if self._thought else None
         self._thinking_tokens = 0
         # the rest of a marker being written (gpt-oss's `analysis<|message|>`), and
         # whether the reply forces it
         self._pending: list[int] = []
         self._forcing = False
+        self._ending: list[int] = []  # the rest of an end of several tokens being forced
         self._thinking_started: float | None = None
         self._thinking_s = 0.0
         self._answer_begun = False  # its leading blank lines are dropped
@@ -222,7 +225,7 @@ class Reply:
     def _thinking_row(self, budget: int | None) -> ThinkingRow | None:
         """The constraint's view of this reply's thinking (None: it does not think)."""
         fmt = self._reasoning_format
-        if not self._thought or fmt is None or fmt.end_id is None:
+        if not self._thought or fmt is None or not fmt.closing:
             return None
         from engine.constraints.reasoning import ThinkingRow
 
@@ -235,6 +238,7 @@ class Reply:
             close_ids=fmt.closing,
             prefix_ids=fmt.prefix_ids,
             separator=fmt.separator,
+            end_text=fmt.end_text if fmt.end_is_text else "",
         )
 
     def forced_token(self) -> int | None:
@@ -248,11 +252,14 @@ class Reply:
         if self._phase == "answer":
             return None
         cap, fmt = self._thinking_cap, self._reasoning_format
-        if self._phase == "before" and fmt is not None:
+        if self._phase == "before" and fmt is not None and fmt.opening:
             self._forcing = True
-            return fmt.start_id
+            return fmt.opening[0]
         if cap is None or fmt is None or self._thinking_tokens < cap:
             return None
+        if fmt.end_is_text:  # its tokens, one by one (each is taken as the block's text)
+            self._ending = self._ending or list(fmt.closing)
+            return self._ending[0]
         self._forcing = True
         return fmt.end_id
 
@@ -270,24 +277,34 @@ class Reply:
                 return False
         now = time.perf_counter()
         if self._phase == "before":
-            if token != fmt.start_id:
+            if not fmt.opening or token != fmt.opening[0]:
                 self._phase = "answer"
                 return False
             self._phase, self._thinking_started = "thinking", now
             self._pending = list(fmt.opening[1:])
             return True
         self._thinking_started = self._thinking_started or now
+        if self._ending and token == self._ending[0]:
+            self._ending.pop(0)  # a forced end of several tokens, taken as the others are
         if token == fmt.end_id:
-            self._phase = "answer"
-            self._pending = [*fmt.closing[1:], *fmt.prefix_ids]
-            self._thinking_s = now - self._thinking_started
-            if delta := self._reasoning.finish():
-                self.handle.emit(ReasoningDelta(delta))
+            self._end_thinking(now, [*fmt.closing[1:], *fmt.prefix_ids])
             return True
         self._thinking_tokens += 1
         if delta := self._reasoning.add(token):
             self.handle.emit(ReasoningDelta(delta))
+        if fmt.end_is_text and self._reasoning.stopped:  # its end's text is complete
+            self._ending = []
+            self._end_thinking(now, list(fmt.prefix_ids))
         return True
+
+    def _end_thinking(self, now: float, pending: list[int]) -> None:
+        """The block ended at `now`; `pending`: what may follow before the answer."""
+        assert self._reasoning is not None and self._thinking_started is not None
+        self._phase = "answer"
+        self._pending = pending
+        self._thinking_s = now - self._thinking_started
+        if delta := self._reasoning.finish():
+            self.handle.emit(ReasoningDelta(delta))
 
     @property
     def cancelled(self) -> bool:

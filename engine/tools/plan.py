@@ -129,7 +129,13 @@ def prepare_tool_request(
     user = compile_constraint(user_constraint) if user_constraint is not None else None
     # `template_kwargs`: what else the chat template is told (`enable_thinking`).
     constraint, use, notes = _reply_constraint(
-        fmt, specs, choice, parallel_tool_calls, user, schema_options
+        fmt,
+        specs,
+        choice,
+        parallel_tool_calls,
+        user,
+        schema_options,
+        fmt.first_call_index(list(messages)) if fmt.numbered else 0,
     )
     return ToolPlan(
         prompt_tokens=shield.encode(rewrite_images(tokenizer, text)),
@@ -160,12 +166,14 @@ def _reply_constraint(
     parallel: bool,
     user: ConstraintSpec | None,
     options: SchemaOptions = DEFAULT_OPTIONS,
+    first_index: int = 0,
 ) -> tuple[ConstraintSpec | None, ConstraintUse | None, list[str]]:
     """The compiled grammar a reply decodes under, what became of the user's constraint,
-    and notes about both (llguidance's warnings, why a grammar is paused)."""
+    and notes about both (llguidance's warnings, why a grammar is paused); a numbered
+    format's calls are numbered from `first_index`."""
     if choice.mode == "none":
         return user, None if user is None else "alone", []
-    grammar = tool_grammar(fmt, specs, choice, parallel, options)
+    grammar = tool_grammar(fmt, specs, choice, parallel, options, first_index)
     compiled, warnings = _compiled_tool_grammar(grammar)
     name = f"tools: {choice.describe()} ({fmt.name})"
     tools_only = ConstraintSpec(kind="lark", source=grammar, name=name, compiled=compiled)
@@ -176,7 +184,7 @@ def _reply_constraint(
     if choice.mode == "auto":
         user_grammar = compiled_of(user)
         assert user_grammar is not None
-        joined = with_user_grammar(fmt, specs, user_grammar, parallel, options)
+        joined = with_user_grammar(fmt, specs, user_grammar, parallel, options, first_index)
         if joined is not None:
             both = ConstraintSpec(
                 kind="lark",

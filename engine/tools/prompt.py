@@ -171,7 +171,13 @@ def render_chat_with_tools(
         kwargs = {}
     try:
         try:
-            return render_chat(tokenizer, rendered, **kwargs, **(template_kwargs or {}))
+            return render_chat(
+                tokenizer,
+                rendered,
+                none_content_of_calls=fmt.native and fmt.call_content_none,
+                **kwargs,
+                **(template_kwargs or {}),
+            )
         except Exception:
             # Templates without a system role (Gemma 2) raise on the fallback's system
             # prompt: it goes at the head of the first user turn instead.

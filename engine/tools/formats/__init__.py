@@ -14,6 +14,7 @@ from typing import Any
 from engine.prompt.tokenizer import ModelTokenizer
 from engine.tools.formats.base import Marker, RawCall, Schemas, ToolFormat
 from engine.tools.formats.deepseek import DeepSeekR1Format, DeepSeekV31Format
+from engine.tools.formats.fitting import fit_template
 from engine.tools.formats.gemma4 import Gemma4Format
 from engine.tools.formats.harmony import HarmonyFormat
 from engine.tools.formats.json_tags import (
@@ -97,6 +98,7 @@ def choose_format(tokenizer: Any) -> ToolFormat:
         (cls(tok, native=True) for cls in FORMATS if cls.detect(template)),
         HermesFormat(tok, native=False),
     )
+    fit_template(chosen)
     try:
         _CHOSEN[tok.source] = chosen
     except TypeError:

@@ -19,12 +19,17 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from engine.prompt.tokenizer import ModelTokenizer
 
 RawCall = tuple[str, dict[str, Any]]  # (name, arguments)
+# Where a numbered format's call rule holds the call's index (never valid Lark: the grammar
+# replaces it with each position's number), and how many numbered calls one reply may hold.
+CALL_INDEX = "%CALL_INDEX%"
+MAX_NUMBERED_CALLS = 16
 Schemas = dict[str, dict[str, Any]]  # tool name -> its parameters schema
 
 _READS_DESCRIPTION = re.compile(r"\.description\b|\[.description.\]")
@@ -141,13 +146,32 @@ class ToolFormat:
     # Content can only be told from calls at the end (Functionary: a reply is calls unless
     # it starts `all`): the streaming split sends it then.
     stream_content_waits: ClassVar[bool] = False
+    # Calls carry an index the template numbers itself (Command R7B's `tool_call_id`, Kimi's
+    # `functions.NAME:N`): call_rules write CALL_INDEX where it goes, and the grammar forces
+    # each call's number (`first_call_index` onwards), so the history renders it back alike.
+    numbered: ClassVar[bool] = False
+    # The public chat templates this syntax is checked against (tests: each is served it).
+    checked_against: ClassVar[tuple[str, ...]] = ()
+
+    # How the history is given to the template, settled once per template by rendering a
+    # probe call (engine.tools.formats.fitting: `fit_template`): the call's arguments as the
+    # template writes them back must be the ones the model wrote, token for token.
+    history_as_text = False  # calls written into the turn's text (the template drops them)
+    history_ids = True  # the calls' ids are given (False: the template writes none back)
+    call_content_none = False  # a call turn's empty text is given as None (DeepSeek R1)
 
     def __init__(self, tokenizer: ModelTokenizer, native: bool) -> None:
         self.native = native
         self.tokenizer = tokenizer
         self._template = ""
+        self.fitted = ""  # how the history was fitted to the template, in words
         if tokenizer is not None:
             self._template = ModelTokenizer.of(tokenizer).chat_template or ""
+
+    def layouts(self) -> list[dict[str, Any]]:
+        """The layouts (attribute values) this family's templates write calls in, most
+        common first; fitting keeps the first one its template renders back."""
+        return [{}]
 
     @classmethod
     def detect(cls, template: str) -> bool:
@@ -219,6 +243,27 @@ class ToolFormat:
     def call_json(self, name: str, arguments: dict[str, Any]) -> str:
         return json.dumps({"name": name, self.args_key: arguments}, ensure_ascii=False)
 
+    def calls_lark(self, sep: str, parallel: bool) -> str:
+        """Lark for the calls of one reply, `sep` (Lark, maybe empty) between two: `fn`, and
+        more where parallel; a numbered format's calls each at their position (`fn_atK`)."""
+        between = f"{sep} " if sep else ""
+        if not self.numbered:
+            return f"fn ({between}fn)*" if parallel else "fn"
+        n = MAX_NUMBERED_CALLS if parallel else 1
+        out = f"fn_at{n - 1}"
+        for k in range(n - 2, -1, -1):
+            out = f"fn_at{k} ({between}{out})?"
+        return out
+
+    def first_call_index(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """The index of a reply's first call after `messages` (numbered formats): by default
+        the number of calls the conversation made so far, as templates count them."""
+        return sum(
+            len(m.get("tool_calls") or [])
+            for m in messages
+            if isinstance(m, Mapping) and m.get("role") == "assistant"
+        )
+
     def reply_lark(self, required: bool, parallel: bool) -> str:
         """Lark rules, `start` included, for a whole reply; one call is the rule `fn`.
 
@@ -235,7 +280,14 @@ class ToolFormat:
         raise NotImplementedError
 
     def calls_as_text(self, calls: list[RawCall]) -> str:
-        """How an assistant turn's calls are written, for rendering history as text."""
+        """How an assistant turn's calls are written, for rendering history as text (a
+        numbered format's from the number a reply's first call takes)."""
+        if self.numbered:
+            return self.numbered_calls_text(calls, self.first_call_index([]))
+        raise NotImplementedError
+
+    def numbered_calls_text(self, calls: list[RawCall], first: int) -> str:
+        """A numbered format's calls as written, numbered from `first`."""
         raise NotImplementedError
 
     def new_call_id(self) -> str:
@@ -253,26 +305,39 @@ class ToolFormat:
     # ---- history ----
 
     def adapt_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Adjust normalised messages to what the native template accepts: arguments as a
-        dict or a JSON string (`history_arguments`)."""
-        if self.history_arguments == "dict":
-            return messages
+        """Normalised messages as the native template takes them, so that it renders each
+        past call as the model wrote it: written into the turn's text where the template
+        does not (`history_as_text`), else the family's own adaptation (`adapt_history`),
+        arguments as a dict or JSON text (`history_arguments`), ids left out where the
+        template writes none back, an empty text as None where the template wants it."""
+        if self.history_as_text:
+            return calls_into_text(self, messages)
         out = []
-        for message in messages:
+        for message in self.adapt_history(messages):
             if message.get("tool_calls"):
                 message = dict(message)
-                message["tool_calls"] = [
-                    {
-                        **c,
-                        "function": {
-                            **c["function"],
-                            "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False),
-                        },
-                    }
-                    for c in message["tool_calls"]
-                ]
+                calls = [self._history_call(c) for c in message["tool_calls"]]
+                message["tool_calls"] = calls
+                if self.call_content_none and not message.get("content"):
+                    message["content"] = None
             out.append(message)
         return out
+
+    def _history_call(self, call: dict[str, Any]) -> dict[str, Any]:
+        call = dict(call)
+        if not self.history_ids:
+            call.pop("id", None)
+        if self.history_arguments == "string":
+            function = call["function"]
+            arguments = function["arguments"]
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            call["function"] = {**function, "arguments": arguments}
+        return call
+
+    def adapt_history(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The family's own adjustments to a history (ids in its shape, ...)."""
+        return messages
 
     def adapt_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The OpenAI tool list as the template reads it: templates that read a tool's
@@ -286,14 +351,18 @@ class ToolFormat:
 
 
 def calls_into_text(fmt: ToolFormat, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Assistant turns with calls written into their text, for templates that do not render
-    `tool_calls` (the model still reads what it called)."""
+    """Assistant turns with calls written into their text, as the model wrote them, for
+    templates that do not render `tool_calls` back so (the model still reads what it
+    called). A numbered format's calls carry the numbers its grammar gave them."""
     out = []
-    for message in messages:
+    for i, message in enumerate(messages):
         if message.get("role") == "assistant" and message.get("tool_calls"):
-            text = " ".join(
-                filter(None, [message.get("content"), fmt.calls_as_text(history_calls(message))])
-            )
+            calls = history_calls(message)
+            if fmt.numbered:
+                written = fmt.numbered_calls_text(calls, fmt.first_call_index(messages[:i]))
+            else:
+                written = fmt.calls_as_text(calls)
+            text = " ".join(filter(None, [message.get("content"), written]))
             message = {"role": "assistant", "content": text}
         out.append(message)
     return out

@@ -16,6 +16,7 @@ import re
 from typing import Any, ClassVar
 
 from engine.tools.formats.base import (
+    CALL_INDEX,
     RawCall,
     Schemas,
     ToolFormat,
@@ -47,11 +48,9 @@ class HermesFormat(ToolFormat):
         opener = self.marker("<tool_call>")
         close = self.marker("</tool_call>")
         if required:
-            # Calls only; one trailing newline may precede the end of the reply.
+            # Calls only, and the reply ends after the last (as the template writes it back).
             more = ' ("\\n" call)*' if parallel else ""
-            return (
-                f'start: call{more} "\\n"?\ncall: {opener.lark()} "\\n" fn "\\n" {close.lark()}\n'
-            )
+            return f'start: call{more}\ncall: {opener.lark()} "\\n" fn "\\n" {close.lark()}\n'
         # Free text runs until the opener, then the call is constrained. The final text
         # may not contain the opener, so a call can never slip through as free text.
         head, rules = text_then(opener)
@@ -102,14 +101,16 @@ class JsonListFormat(RegionFormat):
         self.stream_closer = self.closer or None  # type: ignore[misc]
 
     def region_lark(self, parallel: bool) -> str:
-        more = f" ({lit(self.list_sep)} fn)*" if parallel else ""
         close = f" {self.lark_text(self.closer)}" if self.closer else ""
-        return f"{lit(self.list_open)} fn{more} {lit(self.list_close)}{close}"
+        calls = self.calls_lark(lit(self.list_sep), parallel)
+        return f"{lit(self.list_open)} {calls} {lit(self.list_close)}{close}"
 
     def parse_region(self, region: str, schemas: Schemas | None) -> list[RawCall] | None:
         return json_region_calls(region, "", self.closer)
 
     def calls_as_text(self, calls: list[RawCall]) -> str:
+        if self.numbered:
+            return super().calls_as_text(calls)
         body = self.list_sep.join(self.call_json(n, a) for n, a in calls)
         return f"{self.opener_text()}{self.list_open}{body}{self.list_close}{self.closer}"
 
@@ -197,6 +198,8 @@ class CommandR7BFormat(JsonListFormat):
 
     name = "command_r7b"
     json_objects = False
+    numbered = True  # the template numbers every call of the conversation from 0
+    checked_against = ("command-r7b.jinja",)
     opener = "<|START_ACTION|>"
     closer = "<|END_ACTION|>"
     list_open, list_sep, list_close = "[\n    ", ",\n    ", "\n]"
@@ -207,12 +210,19 @@ class CommandR7BFormat(JsonListFormat):
         return "<|START_ACTION|>" in template
 
     def call_lark(self, tool_name: str, args_rule: str) -> str:
-        name = ', "tool_name": ' + json.dumps(tool_name) + ', "parameters": '
-        return f'"{{\\"tool_call_id\\": \\"" /[0-9]{{1,3}}/ "\\"" {lit(name)} {args_rule} "}}"'
+        head = lit('{"tool_call_id": "')
+        name = lit('", "tool_name": ' + json.dumps(tool_name) + ', "parameters": ')
+        return f"{head} {CALL_INDEX} {name} {args_rule} {lit('}')}"
 
-    def call_json(self, name: str, arguments: dict[str, Any]) -> str:
-        call = {"tool_call_id": "0", "tool_name": name, "parameters": arguments}
-        return json.dumps(call, ensure_ascii=False)
+    def numbered_calls_text(self, calls: list[RawCall], first: int) -> str:
+        body = self.list_sep.join(
+            json.dumps(
+                {"tool_call_id": str(first + i), "tool_name": n, "parameters": a},
+                ensure_ascii=False,
+            )
+            for i, (n, a) in enumerate(calls)
+        )
+        return f"{self.opener}{self.list_open}{body}{self.list_close}{self.closer}"
 
     def parse_region(self, region: str, schemas: Schemas | None) -> list[RawCall] | None:
         return json_region_calls(region, "", self.closer, "tool_name", ("parameters",))

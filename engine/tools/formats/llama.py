@@ -66,7 +66,7 @@ class Llama3JsonFormat(ToolFormat):
     def calls_as_text(self, calls: list[RawCall]) -> str:
         return "; ".join(self.call_json(name, args) for name, args in calls)
 
-    def adapt_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def adapt_history(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # Llama templates raise on more than one call per turn; write those as text.
         several = [m for m in messages if len(m.get("tool_calls") or []) > 1]
         return calls_into_text(self, messages) if several else messages

@@ -147,7 +147,7 @@ class MistralFormat(ToolFormat):
     def new_call_id(self) -> str:
         return nine_char_id()
 
-    def adapt_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def adapt_history(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return short_ids(messages)
 
 
@@ -198,7 +198,7 @@ class MistralArgsFormat(RegionFormat):
     def call_ids(self, text: str) -> list[str]:
         return re.findall(r"\[CALL_ID\]([A-Za-z0-9]+)\[ARGS\]", text) if self.with_id else []
 
-    def adapt_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def adapt_history(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return short_ids(messages)
 
 

@@ -18,7 +18,6 @@ from engine.tools.formats.base import (
     RawCall,
     Schemas,
     ToolFormat,
-    calls_into_text,
     text_then,
 )
 
@@ -31,8 +30,6 @@ class RegionFormat(ToolFormat):
     # with it, and text elsewhere may contain it.
     leading_only: ClassVar[bool] = False
     json_objects = False
-    # The template does not render `tool_calls` in history: write them into the text.
-    history_as_text: ClassVar[bool] = False
 
     def __init__(self, tokenizer: Any, native: bool) -> None:
         super().__init__(tokenizer, native)
@@ -93,11 +90,6 @@ class RegionFormat(ToolFormat):
         if not calls:
             return text.strip(), []
         return before.strip(), calls
-
-    def adapt_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if self.history_as_text:
-            return calls_into_text(self, messages)
-        return super().adapt_messages(messages)
 
 
 def json_region_calls(

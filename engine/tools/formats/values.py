@@ -31,11 +31,15 @@ def embedded(sub: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def properties(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any], bool]]:
-    """(name, subschema, required) of each declared property, in the schema's order."""
+def properties(
+    schema: dict[str, Any], sort: bool = False
+) -> list[tuple[str, dict[str, Any], bool]]:
+    """(name, subschema, required) of each declared property, in the schema's order (in
+    the order of their names with `sort`: templates that write arguments `dictsort`ed)."""
     props = schema.get("properties") or {}
     required = set(schema.get("required") or [])
-    return [(k, v if isinstance(v, dict) else {}, k in required) for k, v in props.items()]
+    found = [(k, v if isinstance(v, dict) else {}, k in required) for k, v in props.items()]
+    return sorted(found, key=lambda p: p[0]) if sort else found
 
 
 def is_raw_string(sub: dict[str, Any]) -> bool:
@@ -121,6 +125,7 @@ class LiteralSyntax:
     true, false, null = "true", "false", "null"
     item_sep = ","
     key_sep = ":"
+    sort_keys = False  # objects' keys in the order of their names
 
     def string(self, rule: str, sub: dict[str, Any], root: dict[str, Any]) -> Rules:
         return json_value(rule, sub, root)
@@ -195,7 +200,7 @@ class LiteralSyntax:
 
     def _object(self, rule: str, sub: dict[str, Any], root: dict[str, Any]) -> Rules:
         items, out = [], []
-        for i, (name, prop, required) in enumerate(properties(sub)):
+        for i, (name, prop, required) in enumerate(properties(sub, self.sort_keys)):
             value = f"{rule}_p{i}"
             out.append(f"{value}_kv: {self.key(name)} {lit(self.key_sep)} {value}")
             out += self.rules(value, prop, root)
