@@ -31,7 +31,7 @@ ANSWER_SEPARATOR = "\n\n"
 
 def _without(text: str) -> str:
     """A Lark regex for any text that does not contain `text`."""
-    escaped = re.escape(text).replace("/", "\\/")
+    escaped = re.escape(text).replace("\\\n", "\\n").replace("/", "\\/")
     return f"~/(?s:.*){escaped}(?s:.*)/"
 
 

@@ -270,16 +270,29 @@ _PROBE_MESSAGES: list[dict[str, Any]] = [
 ]
 
 
+_PROBE_ARGUMENT = "corral_probe_word"
+
+
+def _probe_conversations() -> list[list[dict[str, Any]]]:
+    """The probe conversation, the same with the call turn's text null (DeepSeek R1's
+    llama.cpp template renders a call only then), and without the tool turns."""
+    with_calls = json.loads(json.dumps(_PROBE_MESSAGES))
+    with_calls[2]["tool_calls"][0]["function"]["arguments"] = {"word": _PROBE_ARGUMENT}
+    null_text = json.loads(json.dumps(with_calls))
+    null_text[2]["content"] = None
+    plain = [m for m in _PROBE_MESSAGES if m["role"] != "tool" and not m.get("tool_calls")]
+    return [with_calls, null_text, plain]
+
+
 @functools.lru_cache(maxsize=64)
 def template_traits(template: str) -> TemplateTraits:
     """How `template` wants a conversation with tools shaped: the fewest adaptations with
-    which the probe conversation renders, preferring one that shows the tools."""
+    which the probe conversation renders, preferring one that shows the tools and the
+    call (a template without tool support may refuse tool turns: then the plain
+    conversation decides, and the tools layer writes calls and results as text)."""
     compiled = compile_template(template)
-    plain = [m for m in _PROBE_MESSAGES if m["role"] != "tool" and not m.get("tool_calls")]
-    rendered_any: TemplateTraits | None = None
-    # A template without tool support may refuse tool turns: then the plain conversation
-    # decides (the tools layer writes calls and results as text for it).
-    for probe in (_PROBE_MESSAGES, plain):
+    best: tuple[int, TemplateTraits, list[dict[str, Any]]] | None = None
+    for probe in _probe_conversations():
         for flags in sorted(itertools.product((False, True), repeat=4), key=sum):
             traits = TemplateTraits(*flags)
             tools = shape_tools([_PROBE_TOOL], traits)
@@ -292,18 +305,23 @@ def template_traits(template: str) -> TemplateTraits:
                 )
             except Exception:  # this shape is refused; try the next
                 continue
-            if "probe_lookup" in text:
-                return dataclasses.replace(
-                    traits,
-                    renders_tools=True,
-                    described_parameters=_needs_parameter_descriptions(
-                        compiled, template, probe, traits
-                    ),
-                )
-            rendered_any = rendered_any or traits
-        if rendered_any is not None:
-            return rendered_any
-    return TemplateTraits()
+            score = ("probe_lookup" in text) + 2 * (_PROBE_ARGUMENT in text)
+            if best is None or score > best[0]:
+                best = (score, traits, probe)
+            if score == 3:
+                break
+        if best is not None and best[0] == 3:
+            break
+    if best is None:
+        return TemplateTraits()
+    score, traits, probe = best
+    if not score % 2:  # the tools are not shown
+        return traits
+    return dataclasses.replace(
+        traits,
+        renders_tools=True,
+        described_parameters=_needs_parameter_descriptions(compiled, template, probe, traits),
+    )
 
 
 def _needs_parameter_descriptions(

@@ -168,6 +168,9 @@ class Reply:
 
         self.stats = GenerationStats(prompt_tokens=len(prompt_tokens))
         self.ends = end_token_ids(tokenizer)
+        for marker in self.tool_plan.end_markers() if self.tool_plan is not None else []:
+            if (marker_id := ModelTokenizer.of(tokenizer).token_id(marker)) is not None:
+                self.ends.add(marker_id)
         if reasoning is not None and reasoning.steerable and reasoning.end_id is not None:
             # gpt-oss closes its analysis with <|end|>, which other templates end turns with
             self.ends.discard(reasoning.end_id)

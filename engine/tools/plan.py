@@ -78,6 +78,14 @@ class ToolPlan:
             return text, []
         return parse_tool_calls(self._format, text, self.schemas())
 
+    def end_markers(self) -> list[str]:
+        """Markup that ends a reply of calls as its end token (gpt-oss's `<|call|>`, which
+        its first template never writes: the model still ends a call with it)."""
+        fmt = self._format
+        if self.choice.mode == "none" or fmt is None or not fmt.reply_end:
+            return []
+        return [fmt.reply_end]
+
     def schemas(self) -> dict[str, dict[str, Any]]:
         """Each tool's parameters schema, by name."""
         return {t.name: t.parameters for t in self.tools}

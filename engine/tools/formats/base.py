@@ -58,8 +58,12 @@ class Marker:
 
 def without(text: str) -> str:
     """A Lark regex for any text that does not contain `text`."""
-    escaped = re.escape(text).replace("/", "\\/")
-    return f"~/(?s:.*){escaped}(?s:.*)/"
+    return f"~/(?s:.*){regex_text(text)}(?s:.*)/"
+
+
+def regex_text(text: str) -> str:
+    """`text` as a Lark regex that matches exactly it (newlines and slashes escaped)."""
+    return re.escape(text).replace("\\\n", "\\n").replace("/", "\\/")
 
 
 def lit(text: str) -> str:
@@ -152,6 +156,11 @@ class ToolFormat:
     numbered: ClassVar[bool] = False
     # The public chat templates this syntax is checked against (tests: each is served it).
     checked_against: ClassVar[tuple[str, ...]] = ()
+    # Markup that ends a reply of calls as its end token (gpt-oss's `<|call|>`): not one of
+    # the reply's tokens, so the history may write another there.
+    reply_end: ClassVar[str] = ""
+    # What joins a turn's text and its calls where calls are written into the text.
+    text_before_calls: ClassVar[str] = " "
 
     # How the history is given to the template, settled once per template by rendering a
     # probe call (engine.tools.formats.fitting: `fit_template`): the call's arguments as the
@@ -362,7 +371,7 @@ def calls_into_text(fmt: ToolFormat, messages: list[dict[str, Any]]) -> list[dic
                 written = fmt.numbered_calls_text(calls, fmt.first_call_index(messages[:i]))
             else:
                 written = fmt.calls_as_text(calls)
-            text = " ".join(filter(None, [message.get("content"), written]))
+            text = fmt.text_before_calls.join(filter(None, [message.get("content"), written]))
             message = {"role": "assistant", "content": text}
         out.append(message)
     return out

@@ -90,6 +90,7 @@ def renders_back(fmt: ToolFormat, calls: list[RawCall]) -> bool:
     from engine.prompt.chat import render_chat
 
     written = fmt.calls_as_text(calls)
+    reply = written.removesuffix(fmt.reply_end) if fmt.reply_end else written
     try:
         rendered = render_chat(
             fmt.tokenizer,
@@ -99,7 +100,7 @@ def renders_back(fmt: ToolFormat, calls: list[RawCall]) -> bool:
         )
     except Exception:  # this way of giving the history is refused
         return False
-    return written in rendered
+    return reply in rendered
 
 
 def fit_template(fmt: ToolFormat) -> None:

@@ -35,6 +35,13 @@ class HermesFormat(ToolFormat):
     """
 
     name = "hermes"
+    checked_against = (
+        "hermes-3-llama-3.1.jinja",
+        "qwen2.5.jinja",
+        "qwen3.jinja",
+        "qwq.jinja",
+        "granite-4.0.jinja",
+    )
     call_start = "<tool_call>"
     marker_text = "<tool_call>"
     stream_openers = (("<tool_call>", True),)
@@ -119,6 +126,7 @@ class Granite33Format(JsonListFormat):
     """Granite 3.3: `<|tool_call|>[{"name": …, "arguments": {…}}]`."""
 
     name = "granite"
+    checked_against = ("granite-3.3.jinja",)
     opener = "<|tool_call|>"
     history_as_text = True  # the template does not render past calls
 
@@ -131,6 +139,7 @@ class Phi4Format(JsonListFormat):
     """Phi-4-mini: `<|tool_call|>{"name": …, "arguments": {…}}<|/tool_call|>`."""
 
     name = "phi4"
+    checked_against = ("phi-4-mini.jinja",)
     opener = "<|tool_call|>"
     closer = "<|/tool_call|>"
     list_open = list_close = ""
@@ -160,6 +169,7 @@ class Lfm2Format(JsonListFormat):
     """LFM2: `<|tool_call_start|>[{"name": …, "arguments": {…}}]<|tool_call_end|>`."""
 
     name = "lfm2"
+    checked_against = ("lfm2-llamacpp.jinja",)
     opener = "<|tool_call_start|>"
     closer = "<|tool_call_end|>"
 
@@ -172,6 +182,7 @@ class NemotronFormat(JsonListFormat):
     """Nemotron: `<TOOLCALL>[{"name": …, "arguments": {…}}]</TOOLCALL>`."""
 
     name = "nemotron"
+    checked_against = ("nemotron-nano-v2.jinja",)
     opener = "<TOOLCALL>"
     closer = "</TOOLCALL>"
 
@@ -184,6 +195,7 @@ class AprielFormat(JsonListFormat):
     """Apriel: `<tool_calls>[{"name": …, "arguments": {…}}]</tool_calls>`."""
 
     name = "apriel"
+    checked_against = ("apriel-1.6-thinker.jinja",)
     opener = "<tool_calls>"
     closer = "</tool_calls>"
 
@@ -232,6 +244,7 @@ class ApertusFormat(JsonListFormat):
     """Apertus: `<|tools_prefix|>[{"NAME": {…}}]<|tools_suffix|>`."""
 
     name = "apertus"
+    checked_against = ("apertus.jinja",)
     json_objects = False
     history_arguments = "string"
     opener = "<|tools_prefix|>"

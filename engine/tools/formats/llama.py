@@ -28,6 +28,7 @@ class Llama3JsonFormat(ToolFormat):
     may start with `<|python_tag|>`, which the built-in tools' calls begin with.)"""
 
     name = "llama3_json"
+    checked_against = ("llama-3.2.jinja", "llama-3.3.jinja")
     call_start = '{"name": '
     marker_text = '{"name": '
     args_key = "parameters"
@@ -77,6 +78,7 @@ class FunctionaryFormat(ToolFormat):
     `>>>all\\n…`."""
 
     name = "functionary"
+    checked_against = ("functionary-v3.2.jinja",)
     call_start = ""
     marker_text = ">>>"
     json_objects = False

@@ -59,6 +59,7 @@ class MistralFormat(ToolFormat):
     letters and digits."""
 
     name = "mistral"
+    checked_against = ("mistral-nemo.jinja", "mistral-small-3.1.jinja")
     marker_text = "[TOOL_CALLS]"
 
     @property
@@ -155,6 +156,7 @@ class MistralArgsFormat(RegionFormat):
     """Magistral: `[TOOL_CALLS]NAME[ARGS]{…}`, one block per call."""
 
     name = "mistral_args"
+    checked_against = ("magistral-small-2509.jinja",)
     opener = "[TOOL_CALLS]"
     marker_text = "[ARGS]"
     with_id: ClassVar[bool] = False
@@ -206,6 +208,7 @@ class MistralCallIdFormat(MistralArgsFormat):
     """Mistral Small 3.2: `[TOOL_CALLS]NAME[CALL_ID]id[ARGS]{…}`."""
 
     name = "mistral_call_id"
+    checked_against = ("mistral-small-3.2.jinja",)
     with_id = True
 
     @classmethod

@@ -10,7 +10,6 @@ never slip through as unconstrained text.
 
 from __future__ import annotations
 
-import re
 from typing import Any, ClassVar
 
 from engine.tools.formats.base import (
@@ -18,6 +17,7 @@ from engine.tools.formats.base import (
     RawCall,
     Schemas,
     ToolFormat,
+    regex_text,
     text_then,
 )
 
@@ -68,7 +68,7 @@ class RegionFormat(ToolFormat):
             return f"start: {whole} {region}\n"
         if self.leading_only:
             # A text reply may not start with the opener (blanks before it included).
-            text = f"{TEXT} & ~/\\s*{re.escape(opener)}(?s:.*)/"
+            text = f"{TEXT} & ~/\\s*{regex_text(opener)}(?s:.*)/"
             return f"start: TEXT | {whole} {region}\nTEXT: {text}\n"
         rest = " ".join(p.lark() for p in pieces[1:])
         head, rules = text_then(pieces[0])

@@ -96,12 +96,12 @@ def json_value(rule: str, sub: dict[str, Any], root: dict[str, Any]) -> Rules:
 
 def sequence(rule: str, items: list[tuple[str, bool]], sep: str, empty_ok: bool = True) -> Rules:
     """Rules for `rule`: the item rules in order, optional ones skippable, `sep` (Lark)
-    between those present."""
+    between those present; at least one present unless `empty_ok`."""
     n = len(items)
     out: Rules = []
     for i in range(n + 1):
         if i == n:
-            out += [f"{rule}_f{i}: ", f"{rule}_a{i}: "]
+            out += [f"{rule}_f{i}: ", f"{rule}_a{i}: "] if empty_ok else [f"{rule}_a{i}: "]
             continue
         item, required = items[i]
         after = f"{sep} {item} {rule}_a{i + 1}" if sep else f"{item} {rule}_a{i + 1}"
@@ -111,7 +111,9 @@ def sequence(rule: str, items: list[tuple[str, bool]], sep: str, empty_ok: bool 
             out.append(f"{rule}_f{i}: {first}")
         else:
             out.append(f"{rule}_a{i}: {after} | {rule}_a{i + 1}")
-            out.append(f"{rule}_f{i}: {first} | {rule}_f{i + 1}")
+            # with empty_ok False, the last item is there if no other one is
+            skip = f" | {rule}_f{i + 1}" if empty_ok or i + 1 < n else ""
+            out.append(f"{rule}_f{i}: {first}{skip}")
     out.insert(0, f"{rule}: {rule}_f0")
     return out
 
@@ -207,6 +209,58 @@ class LiteralSyntax:
             items.append((f"{value}_kv", required))
         body = sequence(f"{rule}_body", items, lit(self.item_sep))
         return [f"{rule}: {lit('{')} {rule}_body {lit('}')}", *body, *out]
+
+
+# ---- JSON as `tojson(indent=...)` writes it (Command R+) ----
+
+
+class IndentedJson:
+    """JSON written one key or item a line, as `tojson(indent=step)|indent(base)` writes
+    it: nested lines `step` deeper each level, every line after the first `base` further in.
+    Objects with declared properties and arrays are laid out so; anything else (strings,
+    numbers, free-form objects) is compact JSON held to its subschema."""
+
+    def __init__(self, step: int = 4, base: int = 0) -> None:
+        self.step, self.base = step, base
+
+    def newline(self, depth: int) -> str:
+        return "\n" + " " * (self.base + self.step * depth)
+
+    def rules(self, rule: str, sub: dict[str, Any], root: dict[str, Any], depth: int = 0) -> Rules:
+        """Rules for `rule`: a value of `sub` at nesting `depth`."""
+        sub = _resolve(sub, root)
+        plain = not any(k in sub for k in ("anyOf", "oneOf", "allOf", "enum", "const"))
+        if plain and sub.get("type") == "object" and sub.get("properties"):
+            return self._object(rule, sub, root, depth)
+        if plain and sub.get("type") == "array" and isinstance(sub.get("items"), dict):
+            return self._array(rule, sub, root, depth)
+        return json_value(rule, sub, root)
+
+    def write(self, value: Any) -> str:
+        """`value` as these rules write it."""
+        text = json.dumps(value, ensure_ascii=False, indent=self.step)
+        return text.replace("\n", "\n" + " " * self.base)
+
+    def _object(self, rule: str, sub: dict[str, Any], root: dict[str, Any], depth: int) -> Rules:
+        items, out = [], []
+        for i, (name, prop, required) in enumerate(properties(sub)):
+            value = f"{rule}_p{i}"
+            out.append(f"{value}_kv: {lit(json.dumps(name) + ': ')} {value}")
+            out += self.rules(value, prop, root, depth + 1)
+            items.append((f"{value}_kv", required))
+        inner, outer = self.newline(depth + 1), self.newline(depth)
+        body = sequence(f"{rule}_body", items, lit("," + inner), empty_ok=False)
+        full = f"{lit('{' + inner)} {rule}_body {lit(outer + '}')}"
+        empty = "" if any(required for _, required in items) else f" | {lit('{}')}"
+        return [f"{rule}: {full}{empty}", *body, *out]
+
+    def _array(self, rule: str, sub: dict[str, Any], root: dict[str, Any], depth: int) -> Rules:
+        item = f"{rule}_item"
+        inner, outer = self.newline(depth + 1), self.newline(depth)
+        many = f"{lit('[' + inner)} {item} ({lit(',' + inner)} {item})* {lit(outer + ']')}"
+        low = sub.get("minItems", 0)
+        empty = f" | {lit('[]')}" if not low else ""
+        return [f"{rule}: {many}{empty}", *self.rules(item, sub["items"], root, depth + 1)]
 
 
 def _resolve(sub: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:

@@ -143,6 +143,7 @@ class QwenXmlFormat(XmlParamsFormat):
     `<tool_call>\\n<function=NAME>\\n<parameter=k>\\nv\\n</parameter>\\n</function>\\n</tool_call>`."""
 
     name = "qwen_xml"
+    checked_against = ("qwen3-coder.jinja", "qwen3.5.jinja")
     opener = "<tool_call>"
     call_sep = "\n<tool_call>"
     param_close = "\n</parameter>\n"
@@ -178,6 +179,7 @@ class SeedXmlFormat(QwenXmlFormat):
     </function>\\n</seed:tool_call>`, one region per call (its template writes them so)."""
 
     name = "seed_xml"
+    checked_against = ("seed-oss.jinja",)
     opener = "<seed:tool_call>"
     call_sep = "\n<seed:tool_call>"
     param_close = "</parameter>\n"
@@ -198,6 +200,7 @@ class MiniMaxFormat(XmlParamsFormat):
     name="k">v</parameter>\\n</invoke>\\n</minimax:tool_call>`."""
 
     name = "minimax"
+    checked_against = ("minimax-m2.jinja",)
     opener = "<minimax:tool_call>"
     region_close = "</minimax:tool_call>"
     param_close = "</parameter>\n"
@@ -228,6 +231,7 @@ class DsmlFormat(XmlParamsFormat):
     name="NAME">\\n<｜DSML｜parameter name="k" string="true">v</｜DSML｜parameter>…`."""
 
     name = "deepseek_dsml"
+    checked_against = ("deepseek-v3.2.jinja",)
     opener = "<｜DSML｜function_calls>"
     region_close = "</｜DSML｜function_calls>"
     param_close = "</｜DSML｜parameter>\n"
@@ -335,6 +339,7 @@ class GlmFormat(XmlParamsFormat):
     `<tool_call>NAME\\n<arg_key>k</arg_key>\\n<arg_value>v</arg_value>\\n</tool_call>`."""
 
     name = "glm"
+    checked_against = ("glm-4.5.jinja", "glm-4.6.jinja")
     opener = "<tool_call>"
     call_sep = "\n<tool_call>"
     param_close = "</arg_value>\n"
