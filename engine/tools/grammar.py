@@ -90,6 +90,7 @@ def tool_grammar(
     numbered format's calls are numbered from `first_index` (ToolFormat.first_call_index)."""
     if choice.mode == "none":
         raise ValueError("tool_choice none has no grammar")
+    parallel = parallel and fmt.parallel  # a family that writes one call at a time
     if choice.mode == "function":  # exactly one call, to that function
         allowed = [t for t in tools if t.name == choice.function]
         parallel = False
