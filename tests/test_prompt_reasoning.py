@@ -184,3 +184,57 @@ def test_templates_are_told_the_effort_their_budget_stands_for() -> None:
     assert "thinking_effort=medium" in text
     off = render_template(template_text("kimi-k3.jinja"), user, **thinking_kwargs(kimi, False))
     assert off.endswith("<|open|>response<|sep|>")
+
+
+def test_an_end_of_several_tokens_is_opened_budgeted_and_closed(
+    tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path
+) -> None:
+    """Apriel's `[BEGIN FINAL RESPONSE]` is several tokens in its tokenizer (the family
+    model adds only the template's special markers): the engine still steers it, free and
+    constrained. Its thinking is budgeted and the end written as its exact tokens, which
+    never reach the reasoning or the answer; a reply that does not think has the block
+    closed in its prompt."""
+    from mlx_lm.tokenizer_utils import load
+
+    from benchmarks.tiny_family_model import build_family_models
+    from engine.engine import Engine
+    from tests.template_support import template_paths
+
+    path = next(p for p in template_paths() if p.name == "apriel-1.6-thinker.jinja")
+    folder = build_family_models(tmp_path_factory.mktemp("apriel"), default_model_dir, [path])
+    tok = load(folder[path.stem])
+    fmt = detect_reasoning(tok)
+    assert fmt is not None and fmt.steerable and fmt.end_is_text and len(fmt.closing) > 1
+    end = list(fmt.closing)
+
+    def holds_end(ids: list[int]) -> int:
+        return sum(ids[i : i + len(end)] == end for i in range(len(ids)))
+
+    engine = Engine()
+    try:
+        engine.load_model(str(folder[path.stem])).result()
+        for constraint in (None, ConstraintSpec("regex", "(yes|no)")):
+            settings = SamplingSettings(
+                temperature=0.0, max_tokens=30, think=True, max_thinking_tokens=3
+            )
+            result = engine.chat(
+                ChatRequest([{"role": "user", "content": "Yes?"}], settings, constraint)
+            )
+            assert result.error is None and result.reasoning is not None, result.error
+            assert result.stats.thinking_tokens <= 3 + len(end)
+            assert result.stats.thinking_forced_end
+            assert holds_end(result.reply_token_ids) == 1  # the end, as its exact tokens
+            assert fmt.end not in result.reasoning and fmt.end not in result.text
+            if constraint is not None:
+                assert re.fullmatch("yes|no", result.text), result.text
+        off = engine.chat(
+            ChatRequest(
+                [{"role": "user", "content": "Yes?"}],
+                SamplingSettings(temperature=0.0, max_tokens=8, think=False),
+            )
+        )
+        assert off.reasoning is None and off.error is None
+        prompt = off.token_ids[: off.stats.prompt_tokens]
+        assert prompt[-len(end) :] == end  # closed in the prompt: the reply is the answer
+    finally:
+        engine.close()

@@ -191,7 +191,8 @@ class ToolFormat:
         """The call syntax in words, for `info` and the model library."""
         if not self.native:
             return "Hermes JSON calls described in the system prompt"
-        return (self.__class__.__doc__ or self.name).strip().split("\n")[0]
+        first = (self.__class__.__doc__ or self.name).strip().split("\n\n")[0]
+        return " ".join(first.split())  # its first paragraph, on one line
 
     # ---- markers ----
 
