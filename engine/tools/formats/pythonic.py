@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from engine.tools.formats.base import RawCall, Schemas, lit
 from engine.tools.formats.region import RegionFormat
@@ -154,7 +154,10 @@ class PythonicFormat(RegionFormat):
     opener = "["
     leading_only = True
     syntax: PythonSyntax = PythonSyntax()
-    checked_against = ("llama-4-vllm-pythonic.jinja", "gemma-3-vllm-pythonic.jinja")
+    checked_against: ClassVar[tuple[str, ...]] = (
+        "llama-4-vllm-pythonic.jinja",
+        "gemma-3-vllm-pythonic.jinja",
+    )
 
     def layouts(self) -> list[dict[str, Any]]:
         json_values = "each value written as JSON (`true`, `null`)"

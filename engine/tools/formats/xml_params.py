@@ -143,7 +143,7 @@ class QwenXmlFormat(XmlParamsFormat):
     `<tool_call>\\n<function=NAME>\\n<parameter=k>\\nv\\n</parameter>\\n</function>\\n</tool_call>`."""
 
     name = "qwen_xml"
-    checked_against = ("qwen3-coder.jinja", "qwen3.5.jinja")
+    checked_against: ClassVar[tuple[str, ...]] = ("qwen3-coder.jinja", "qwen3.5.jinja")
     opener = "<tool_call>"
     call_sep = "\n<tool_call>"
     param_close = "\n</parameter>\n"
