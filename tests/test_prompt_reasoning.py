@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.prompt.reasoning import SYNTAXES, detect_reasoning, reply_start, syntax_of
+from engine.prompt.reasoning import (
+    SYNTAXES,
+    detect_reasoning,
+    reply_start,
+    switched_messages,
+    syntax_of,
+)
 from engine.types import ChatRequest, ConstraintSpec, SamplingSettings
 from tests.template_support import markers_of, template_paths, template_tokenizer
 
@@ -110,9 +116,8 @@ def test_each_syntax_is_steered_and_opens_where_its_prompt_does(thinking_folders
         prompt = encode_chat(tok, [{"role": "user", "content": "hi"}], **thinking_kwargs(fmt, True))
         assert reply_start(fmt, prompt) == ("inside" if fmt.opens_in_prompt else "before"), name
         if fmt.switchable:  # switched off: the reply does not start inside a block
-            off = encode_chat(
-                tok, [{"role": "user", "content": "hi"}], **thinking_kwargs(fmt, False)
-            )
+            hi = switched_messages(fmt, [{"role": "user", "content": "hi"}], False)
+            off = encode_chat(tok, hi, **thinking_kwargs(fmt, False))
             assert reply_start(fmt, off) != "inside", name
     assert opens == OPENS_IN_PROMPT
 
@@ -238,3 +243,27 @@ def test_an_end_of_several_tokens_is_opened_budgeted_and_closed(
         assert prompt[-len(end) :] == end  # closed in the prompt: the reply is the answer
     finally:
         engine.close()
+
+
+def test_a_template_switched_by_words_in_the_system_message_is_told_them(
+    default_model_dir: Path, tmp_path: Path
+) -> None:
+    """Nemotron Super's template ignores `enable_thinking`: `/no_think` in the system
+    message switches its thinking off, and a reply that does not think gets it there."""
+    from mlx_lm.utils import load_tokenizer
+
+    from engine.prompt.chat import encode_chat
+
+    fixture = Path(__file__).resolve().parent / "fixtures" / "chat-templates"
+    template = (fixture / "nemotron-super-v1.5.jinja").read_text(encoding="utf-8")
+    tok = load_tokenizer(template_tokenizer(default_model_dir, template, tmp_path / "tok"))
+    fmt = detect_reasoning(tok)
+    assert fmt is not None and fmt.switchable and fmt.switch_words == ("/think", "/no_think")
+    ask = [{"role": "user", "content": "hi"}]
+    assert switched_messages(fmt, ask, True) == ask
+    off = switched_messages(fmt, ask, False)
+    assert off[0] == {"role": "system", "content": "/no_think"}
+    text = tok.decode(encode_chat(tok, off))
+    assert text.endswith("<think>\n\n</think>\n\n") and "/no_think" not in text
+    said = [{"role": "system", "content": "Be brief. /think"}, *ask]
+    assert switched_messages(fmt, said, False) == said  # the user's own word stands

@@ -19,7 +19,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from engine.prompt.chat import encode_chat, render_continuation
-from engine.prompt.reasoning import ReplyStart, reply_start, thinking_kwargs, wants_thinking
+from engine.prompt.reasoning import (
+    ReplyStart,
+    reply_start,
+    switched_messages,
+    thinking_kwargs,
+    wants_thinking,
+)
 from engine.prompt.tokenizer import ModelTokenizer
 from engine.runtime.batch import DecodeRow
 from engine.runtime.context import KVMemory, reply_budget, tool_definition_tokens
@@ -75,12 +81,13 @@ def request_prompt(
         return render_continuation(tokenizer, request.messages), None
     think = wants_thinking(reasoning, request.sampling.think)
     kwargs = thinking_kwargs(reasoning, think, request.sampling.max_thinking_tokens)
+    messages = switched_messages(reasoning, list(request.messages), think)
     if request.tools:
         from engine.tools import prepare_tool_request
 
         plan = prepare_tool_request(
             tokenizer,
-            request.messages,
+            messages,
             request.tools,
             request.tool_choice,
             parallel_tool_calls=request.parallel_tool_calls,
@@ -92,7 +99,7 @@ def request_prompt(
     if request.raw_prompt is not None:
         # As written (special-token text counts), with the BOS the model wants.
         return list(ModelTokenizer.of(tokenizer).hf.encode(request.raw_prompt)), None
-    return _closed(reasoning, encode_chat(tokenizer, request.messages, **kwargs), think), None
+    return _closed(reasoning, encode_chat(tokenizer, messages, **kwargs), think), None
 
 
 def _closed(reasoning: ReasoningFormat | None, prompt: list[int], think: bool) -> list[int]:

@@ -35,7 +35,7 @@ from engine.tools.grammar import (
     with_user_grammar,
 )
 from engine.tools.parse import parse_tool_calls
-from engine.tools.prompt import render_chat_with_tools
+from engine.tools.prompt import render_chat_with_tools, reply_cuts
 from engine.tools.stream import ToolCallStream
 from engine.types import (
     KIND_NAMES,
@@ -127,13 +127,9 @@ def prepare_tool_request(
     # Messages and tool definitions are untrusted: their text is tokenized as plain text.
     shield = TextShield(tokenizer)
     offered = None if choice.mode == "none" else [shield_spec(shield, s) for s in specs]
-    text = render_chat_with_tools(
-        tokenizer,
-        with_image_markers(tokenizer, shield.value(list(messages))),
-        offered,
-        fmt,
-        template_kwargs,
-    )
+    shown = with_image_markers(tokenizer, shield.value(list(messages)))
+    text = render_chat_with_tools(tokenizer, shown, offered, fmt, template_kwargs)
+    cuts = reply_cuts(tokenizer, shown, offered, fmt, template_kwargs, text)
     user = compile_constraint(user_constraint) if user_constraint is not None else None
     # `template_kwargs`: what else the chat template is told (`enable_thinking`).
     constraint, use, notes = _reply_constraint(
@@ -145,8 +141,14 @@ def prepare_tool_request(
         schema_options,
         fmt.first_call_index(list(messages)) if fmt.numbered else 0,
     )
+    # Each earlier reply is tokenized from where its generation prompt ended, so a reply
+    # the template renders back as written keeps its tokens (the prompt cache reuses it).
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    tokens = [
+        t for piece in pieces if piece for t in shield.encode(rewrite_images(tokenizer, piece))
+    ]
     return ToolPlan(
-        prompt_tokens=shield.encode(rewrite_images(tokenizer, text)),
+        prompt_tokens=tokens,
         constraint=constraint,
         user_constraint=use,
         format=fmt.name,

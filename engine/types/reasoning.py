@@ -55,6 +55,9 @@ class ReasoningFormat:
     effort_variable: str | None = None
     # the closing's text, where it is several tokens (the block ends where it appears)
     end_text: str = ""
+    # words in the system message that switch thinking on and off, where the template reads
+    # them instead of a variable (Nemotron's `/think` and `/no_think`)
+    switch_words: tuple[str, ...] = ()
 
     @property
     def end_is_text(self) -> bool:

@@ -59,6 +59,7 @@ __all__ = [
     "detect_reasoning",
     "describe_reasoning",
     "reply_start",
+    "switched_messages",
     "syntax_of",
     "thinking_kwargs",
     "wants_thinking",
@@ -119,6 +120,30 @@ def thinking_kwargs(
         word = next((w for limit, w in _EFFORT_WORDS if budget <= limit), "high")
         out[fmt.effort_variable] = word
     return out
+
+
+def switched_messages(fmt: ReasoningFormat | None, messages: list[Any], think: bool) -> list[Any]:
+    """`messages` with the word that switches thinking off (`/no_think`) in the system
+    message, for a template that reads it there (Nemotron, SmolLM3) and a reply that does
+    not think; unchanged otherwise, or where a message already says either word."""
+    if think or fmt is None or not fmt.switch_words:
+        return messages
+    said = any(
+        isinstance(m, dict) and isinstance(m.get("content"), str) and w in m["content"]
+        for m in messages
+        for w in fmt.switch_words
+    )
+    if said:
+        return messages
+    off = fmt.switch_words[-1]
+    first = messages[0] if messages else None
+    if (
+        isinstance(first, dict)
+        and first.get("role") == "system"
+        and isinstance(first.get("content"), str)
+    ):
+        return [{**first, "content": f"{first['content']} {off}".strip()}, *messages[1:]]
+    return [{"role": "system", "content": off}, *messages]
 
 
 def wants_thinking(fmt: ReasoningFormat | None, think: bool | None) -> bool:

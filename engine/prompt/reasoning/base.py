@@ -58,13 +58,14 @@ class ThinkingSyntax:
         end_id = single_token(tok, self.end)
         opener = self.opener or (self.start if start_id is None else "")
         closer = self.closer or (self.end if end_id is None else "")
+        words = ("/think", "/no_think") if "/no_think" in template else ()
         return ReasoningFormat(
             self.kind,
             self.start,
             self.end,
             start_id,
             end_id,
-            switchable=bool(switches),
+            switchable=bool(switches or words),
             opens_in_prompt=self.always_opens,
             syntax=self.name,
             open_ids=_ids(tok, opener),
@@ -74,6 +75,7 @@ class ThinkingSyntax:
             switches=switches,
             effort_variable=self.effort if self.effort in read else None,
             end_text=closer if end_id is None else "",
+            switch_words=words,
         )
 
 

@@ -86,8 +86,9 @@ class MistralFormat(ToolFormat):
     def call_lark(self, tool_name: str, args_rule: str) -> str:
         if not self.with_ids:
             return super().call_lark(tool_name, args_rule)
+        # the id the template writes back (and results refer to): the model's own
         head = '{"name": ' + json.dumps(tool_name) + ', "arguments": '
-        return f'{lit(head)} {args_rule} (", \\"id\\": \\"" /[A-Za-z0-9]{{9}}/ "\\"")? "}}"'
+        return f'{lit(head)} {args_rule} ", \\"id\\": \\"" /[A-Za-z0-9]{{9}}/ "\\"}}"'
 
     def call_ids(self, text: str) -> list[str]:
         return re.findall(r'"id": "([A-Za-z0-9]{9})"', text) if self.with_ids else []
