@@ -263,7 +263,6 @@ def _special_ids(hf: Any) -> dict[int, str]:
 
 def _ids_accepted(hf: Any, grammar: str, ids: list[int]) -> bool:
     from llguidance import LLMatcher
-
     from tools_support import ll_tokenizer
 
     matcher = LLMatcher(ll_tokenizer(hf), grammar, log_level=0)
