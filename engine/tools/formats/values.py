@@ -257,10 +257,16 @@ class IndentedJson:
     def _array(self, rule: str, sub: dict[str, Any], root: dict[str, Any], depth: int) -> Rules:
         item = f"{rule}_item"
         inner, outer = self.newline(depth + 1), self.newline(depth)
-        many = f"{lit('[' + inner)} {item} ({lit(',' + inner)} {item})* {lit(outer + ']')}"
-        low = sub.get("minItems", 0)
-        empty = f" | {lit('[]')}" if not low else ""
-        return [f"{rule}: {many}{empty}", *self.rules(item, sub["items"], root, depth + 1)]
+        low, high = sub.get("minItems", 0), sub.get("maxItems")
+        sep, head, tail = lit("," + inner), lit("[" + inner), lit(outer + "]")
+        if isinstance(high, int) and high <= 8:  # small bounds: spelled out
+            counts = range(max(low, 1), high + 1)
+            forms = [" ".join([head, item, *[f"{sep} {item}"] * (n - 1), tail]) for n in counts]
+        else:
+            forms = [f"{head} {item} ({sep} {item})* {tail}"]
+        if not low:
+            forms.append(lit("[]"))
+        return [f"{rule}: {' | '.join(forms)}", *self.rules(item, sub["items"], root, depth + 1)]
 
 
 def _resolve(sub: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
