@@ -39,11 +39,11 @@ import json
 import re
 import string
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jinja2.utils import Namespace
+from engine.prompt.template_values import assigns_attributes, plain, records, tojson
 
 _SPECIAL_TOKENS = ("bos_token", "eos_token", "pad_token", "unk_token")
 # Names a message's thinking is passed under: Qwen3, GLM, MiniMax read `reasoning_content`,
@@ -76,40 +76,12 @@ def compile_template(template: str) -> Any:
         # this template's own environment: Corral's tojson, and `safe` as plain text (with
         # autoescape off it only made `"text"|safe + value` HTML-escape the value:
         # Functionary v3.1's tools came out as `&#34;name&#34;`)
-        environment.filters["tojson"] = _tojson
+        environment.filters["tojson"] = tojson
         environment.filters["safe"] = str
         return environment.from_string(template)
     except jinja2.TemplateSyntaxError as exc:
         line = exc.lineno
         raise TemplateRenderError(exc.message or str(exc), line, _line(template, line)) from exc
-
-
-def _plain(value: Any) -> Any:
-    """`value` as JSON can write it: records as dicts, generators and tuples as lists."""
-    if isinstance(value, _Record):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)) or isinstance(value, Iterator):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _tojson(
-    value: Any,
-    ensure_ascii: bool = False,
-    indent: int | None = None,
-    separators: tuple[str, str] | None = None,
-    sort_keys: bool = False,
-) -> str:
-    """transformers' `tojson` (no HTML escaping), for records and generators too."""
-    return json.dumps(
-        _plain(value),
-        ensure_ascii=ensure_ascii,
-        indent=indent,
-        separators=separators,
-        sort_keys=sort_keys,
-    )
 
 
 def _line(template: str, lineno: int | None) -> str:
@@ -139,90 +111,6 @@ def template_variables(template: str) -> frozenset[str]:
         return frozenset(jinja2.meta.find_undeclared_variables(env.parse(text)))
     except jinja2.TemplateError:
         return frozenset()
-
-
-class _Record(Namespace):
-    """A message or tool as a template that assigns its attributes sees it: a mapping
-    (`message['role']`, `'content' in message`, `message.items()`, `is mapping`) that
-    takes `{% set message.content = ... %}` as a namespace does (underscore names refused).
-    """
-
-    _OWN = frozenset({"get", "items", "keys", "values", "__class__", "_Namespace__attrs"})
-
-    def __getattribute__(self, name: str) -> Any:
-        if name in _Record._OWN or (name.startswith("__") and name.endswith("__")):
-            return object.__getattribute__(self, name)
-        attrs = object.__getattribute__(self, "_Namespace__attrs")
-        try:
-            return attrs[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def __setitem__(self, name: str, value: Any) -> None:
-        if name.startswith("_"):
-            import jinja2
-
-            raise jinja2.exceptions.SecurityError(f"a template cannot set {name!r}")
-        object.__getattribute__(self, "_Namespace__attrs")[name] = value
-
-    def __getitem__(self, name: str) -> Any:
-        return object.__getattribute__(self, "_Namespace__attrs")[name]
-
-    def __contains__(self, name: object) -> bool:
-        return name in object.__getattribute__(self, "_Namespace__attrs")
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(object.__getattribute__(self, "_Namespace__attrs"))
-
-    def __len__(self) -> int:
-        return len(object.__getattribute__(self, "_Namespace__attrs"))
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return object.__getattribute__(self, "_Namespace__attrs").get(name, default)
-
-    def items(self) -> Any:
-        return object.__getattribute__(self, "_Namespace__attrs").items()
-
-    def keys(self) -> Any:
-        return object.__getattribute__(self, "_Namespace__attrs").keys()
-
-    def values(self) -> Any:
-        return object.__getattribute__(self, "_Namespace__attrs").values()
-
-
-Mapping.register(_Record)
-
-
-@functools.lru_cache(maxsize=64)
-def assigns_attributes(template: str) -> bool:
-    """Whether `template` sets attributes on something other than a namespace it made
-    (`{% set message.content = ... %}`), which Jinja itself refuses."""
-    import jinja2
-    from jinja2 import nodes
-
-    env = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"])
-    text = template.replace("{% generation %}", "").replace("{% endgeneration %}", "")
-    try:
-        tree = env.parse(text)
-    except jinja2.TemplateError:
-        return False
-    namespaces = {
-        a.target.name
-        for a in tree.find_all(nodes.Assign)
-        if isinstance(a.target, nodes.Name)
-        and isinstance(a.node, nodes.Call)
-        and isinstance(a.node.node, nodes.Name)
-        and a.node.node.name == "namespace"
-    }
-    return any(ref.name not in namespaces for ref in tree.find_all(nodes.NSRef))
-
-
-def _records(items: Any) -> Any:
-    """Top-level dicts of `items` (messages, tools) as records, for a template that
-    assigns their attributes."""
-    if not isinstance(items, list):
-        return items
-    return [_Record(dict(i)) if isinstance(i, Mapping) else i for i in items]
 
 
 @dataclass(frozen=True)
@@ -383,11 +271,11 @@ def _shaped_for(
 ) -> Any:
     """`messages` shaped for `template`: records where it assigns their attributes."""
     shaped = shape_messages(messages, traits)
-    return _records(shaped) if assigns_attributes(template) else shaped
+    return records(shaped) if assigns_attributes(template) else shaped
 
 
 def _shaped_tools_for(template: str, tools: Any) -> Any:
-    return _records(tools) if assigns_attributes(template) else tools
+    return records(tools) if assigns_attributes(template) else tools
 
 
 def shape_messages(
@@ -450,7 +338,7 @@ def _fixed_variables(
     read = template_variables(template)
     if "functions" in read and _joins_as_text(template, "functions"):
         # FireFunction: the tools as JSON text, as llama.cpp gives them (even none)
-        found["functions"] = json.dumps(_plain(tools), indent=2) if tools else ""
+        found["functions"] = json.dumps(plain(tools), indent=2) if tools else ""
     elif tools is not None and "functions" in read:
         found["functions"] = tools
     if "datetime" in read:  # the day, not the second: the prompt stays the same all day
@@ -499,7 +387,7 @@ def render_template(
         if shaped_tools is not None:  # else undefined: templates test `tools is defined`
             context["tools"] = shaped_tools
         if assigns_attributes(template) and "tools" in context:
-            context["tools"] = _records(context["tools"])
+            context["tools"] = records(context["tools"])
         text: str = compiled.render(
             messages=_shaped_for(template, messages, traits),
             add_generation_prompt=add_generation_prompt,

@@ -165,7 +165,7 @@ class ToolFormat:
     # How the history is given to the template, settled once per template by rendering a
     # probe call (engine.tools.formats.fitting: `fit_template`): the call's arguments as the
     # template writes them back must be the ones the model wrote, token for token.
-    history_as_text = False  # calls written into the turn's text (the template drops them)
+    history_as_text = False  # calls written into the turn's text (as the model wrote them)
     history_ids = True  # the calls' ids are given (False: the template writes none back)
     call_content_none = False  # a call turn's empty text is given as None (DeepSeek R1)
 
@@ -179,7 +179,8 @@ class ToolFormat:
 
     def layouts(self) -> list[dict[str, Any]]:
         """The layouts (attribute values) this family's templates write calls in, most
-        common first; fitting keeps the first one its template renders back."""
+        common first; fitting keeps the first one its template renders back (a `_describe`
+        key says it in words, for `engine info`)."""
         return [{}]
 
     @classmethod
