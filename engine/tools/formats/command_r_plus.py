@@ -22,7 +22,7 @@ from engine.tools.formats.base import RawCall, Schemas, lit
 from engine.tools.formats.region import RegionFormat, json_region_calls
 from engine.tools.formats.values import IndentedJson
 
-OPENER = "\nAction:\n```json\n"
+OPENER = "Action:\n```json\n"  # after a newline, which the grammar writes
 CALL_HEAD = '    {\n        "tool_name": '
 ARGS_HEAD = ',\n        "parameters": '
 CALL_TAIL = "\n    }"
@@ -42,6 +42,9 @@ class CommandRPlusFormat(RegionFormat):
     @classmethod
     def detect(cls, template: str) -> bool:
         return "\\nAction:\\n```json" in template and '"tool_name": ' in template
+
+    def written_opener(self) -> str:
+        return "\n" + OPENER
 
     def call_rules(self, rule: str, tool_name: str, schema: dict[str, Any]) -> list[str]:
         head = lit(CALL_HEAD + json.dumps(tool_name) + ARGS_HEAD)
@@ -68,4 +71,4 @@ class CommandRPlusFormat(RegionFormat):
             + CALL_TAIL
             for name, arguments in calls
         )
-        return f"{OPENER}[\n{written}{CLOSE}"
+        return f"\n{OPENER}[\n{written}{CLOSE}"

@@ -43,9 +43,13 @@ class RegionFormat(ToolFormat):
         """The opener for this template (some families differ by template)."""
         return self.opener
 
+    def written_opener(self) -> str:
+        """The opener as the grammar writes it (the opener, or more: a newline before)."""
+        return self.opener_text()
+
     @property
     def call_start(self) -> str:  # type: ignore[override]
-        return self.opener_text()
+        return self.written_opener()
 
     @property
     def marker_text(self) -> str:  # type: ignore[override]
@@ -60,7 +64,7 @@ class RegionFormat(ToolFormat):
         raise NotImplementedError
 
     def reply_lark(self, required: bool, parallel: bool) -> str:
-        opener = self.opener_text()
+        opener = self.written_opener()
         region = self.region_lark(parallel)
         pieces = self.pieces(opener)
         whole = " ".join(p.lark() for p in pieces)
