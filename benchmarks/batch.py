@@ -13,6 +13,9 @@ round's ratio.
   the same 4 one after another; `batch_speedup_8` likewise with 8 (4 free, 4 constrained).
 - `batch_constrained_ratio`: 4 replies under JSON schemas over 4 free replies to the same
   stories, all of them as long as the token limit.
+- `vocab262k_batch_constrained_ratio`: the same on the stress model with Gemma 3's
+  262,144-token vocabulary (`benchmarks.bench_models`, its own engine), where masks cost
+  most; `vocab262k_batch_skipped` says why it is absent (Gemma's package not installed).
 - `batch_vs_mlx_lm`: the 4 free replies of `batch_speedup_4` against mlx-lm's
   `BatchGenerator` on the same prompt tokens, settings and limit.
 - `batch_forced_token_speedup`: 4 rows under the key-heavy record schema of the
@@ -30,6 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks.bench_models import GEMMA_VOCAB
 from benchmarks.constraints import RECORD_PROMPT, RECORD_SCHEMA
 from benchmarks.rounds import paired_figures
 from engine.constraints.sources import json_schema_constraint
@@ -188,10 +192,8 @@ def round_plan(repeats: int, names: list[str]) -> list[list[tuple[str, str]]]:
     return plan
 
 
-def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
-    """The batch figures for the model loaded in `engine`."""
-    tokens = getattr(args, "tokens", 64)
-    repeats = max(1, getattr(args, "repeats", 3))
+def _stories(tokens: int) -> tuple[list[ChatRequest], list[ChatRequest]]:
+    """The 4 free stories and the 4 under JSON schemas (two of each schema)."""
     story = json_schema_constraint(STORY_SCHEMA, "story")
     tale = json_schema_constraint(TALE_SCHEMA, "tale")
     free = [_request(STORY.format(t), tokens) for t in TOPICS]
@@ -199,6 +201,69 @@ def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
         _request(STORY_JSON.format(t), tokens, story if i % 2 else tale)
         for i, t in enumerate(TOPICS)
     ]
+    return free, constrained
+
+
+def constrained_batch_figures(
+    engine: Engine, prefix: str, tokens: int, repeats: int
+) -> dict[str, Any]:
+    """`<prefix>batch_constrained_ratio` (and its spread, tokens/s) on the model loaded in
+    `engine`: 4 replies under JSON schemas over 4 free ones, together, alternating rounds."""
+    free, constrained = _stories(tokens)
+    engine.chat(_request("Warm up.", 4))
+    _together_tps(engine, constrained[:2])  # the grammars' tokenizer, the batch shapes
+    pairs = []
+    for r in range(repeats):
+        if r % 2:
+            b = _together_tps(engine, free)
+            a = _together_tps(engine, constrained)
+        else:
+            a = _together_tps(engine, constrained)
+            b = _together_tps(engine, free)
+        pairs.append((a, b))
+    return {
+        **paired_figures(f"{prefix}batch_constrained_ratio", pairs),
+        f"{prefix}batch_constrained_tps_4": round(statistics.median(a for a, _ in pairs), 2),
+        f"{prefix}batch_free_tps_4": round(statistics.median(b for _, b in pairs), 2),
+    }
+
+
+def vocab262k_batch_figures(tokens: int, repeats: int) -> dict[str, Any]:
+    """`constrained_batch_figures` on the 262k stress model, on an engine of its own (or
+    `vocab262k_batch_skipped` saying why not)."""
+    import tempfile
+
+    from benchmarks.bench_models import BenchModelMissing, build_stress_model
+
+    with tempfile.TemporaryDirectory(prefix="corral-tiny-") as folder:
+        try:
+            build_stress_model(folder, "262k")
+        except BenchModelMissing as exc:
+            return {"vocab262k_batch_skipped": str(exc)}
+        engine = Engine(speculative=False)
+        try:
+            engine.load_model(folder).result()
+            return constrained_batch_figures(engine, "vocab262k_", tokens, repeats)
+        finally:
+            engine.close()
+
+
+def _vocab_of(engine: Engine) -> int | None:
+    """The loaded model's tokenizer's size (None if its folder has no tokenizer.json)."""
+    from pathlib import Path
+
+    from benchmarks.bench_models import tokenizer_vocab
+
+    folder = Path(engine.run(lambda loaded: loaded.info.path).result())
+    return tokenizer_vocab(folder) if (folder / "tokenizer.json").is_file() else None
+
+
+def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
+    """The batch figures for the model loaded in `engine`, and the 262k stress model's
+    constrained ratio (unless `args.vocab262k` is False)."""
+    tokens = getattr(args, "tokens", 64)
+    repeats = max(1, getattr(args, "repeats", 3))
+    free, constrained = _stories(tokens)
     mixed4 = [free[0], free[1], constrained[2], constrained[3]]
     mixed8 = free + constrained
 
@@ -238,7 +303,13 @@ def run_batch_bench(engine: Engine, args: Any) -> dict[str, Any]:
             pairs[name].append((a, b))
     speed4, speed8, ratio = pairs["speed4"], pairs["speed8"], pairs["ratio"]
     vs_mlx, forced = pairs["vs_mlx"], pairs["forced"]
+    large: dict[str, Any] = {}
+    if getattr(args, "vocab262k", True) and _vocab_of(engine) == GEMMA_VOCAB:
+        large = {"vocab262k_batch_skipped": "the loaded model's vocabulary is 262k: see batch_"}
+    elif getattr(args, "vocab262k", True):
+        large = vocab262k_batch_figures(tokens, repeats)
     return {
+        **large,
         **paired_figures("batch_speedup_4", speed4),
         **paired_figures("batch_speedup_8", speed8),
         **paired_figures("batch_constrained_ratio", ratio),

@@ -6,7 +6,9 @@ end tokens). Runs alternate between loops; tokens/s are medians over the rounds 
 the median of each round's ratio (runs side by side see the same machine load).
 Configurations: the loaded model with a JSON schema (overlapped and serial mask), the same
 on the tiny 2-layer model with the real vocabulary (a forward pass of a few ms, as on a
-fast Mac), and a key-heavy schema whose forced tokens are fed in one pass. Tokens/s count
+fast Mac), the same on a tiny model with Gemma 3's 262,144-token vocabulary
+(`vocab262k_stress_` keys: what masks cost where the vocabulary is five times larger), and
+a key-heavy schema whose forced tokens are fed in one pass. Tokens/s count
 from the first sampled token: forced tokens before it come with the first token's latency.
 
 Forced tokens count as output, so `constrained_ratio` can hide what masks cost; the
@@ -90,6 +92,8 @@ UNFORCED_SCHEMA = {
     "additionalProperties": False,
 }
 GREEDY = SamplingSettings(temperature=0.0)
+# The stress model with Gemma 3's 262,144-token vocabulary (benchmarks/bench_models.py).
+VOCAB262K_STRESS = "vocab262k_stress_"
 
 
 @dataclass
@@ -109,9 +113,14 @@ def run_constraint_bench(engine: Any, args: Any = None, **options: Any) -> dict[
     for name in ("tokens", "repeats"):
         if args is not None and getattr(args, name, None) and name not in options:
             options[name] = getattr(args, name)
-    figures: dict[str, Any] = engine.run(
-        lambda loaded: measure_constraints(loaded.model, loaded.tokenizer, **options)
-    ).result()
+
+    def measure(loaded: Any) -> dict[str, Any]:
+        folder = Path(loaded.info.path)
+        if (folder / "tokenizer.json").is_file():  # the stress model reads this vocabulary
+            options.setdefault("stress_tokenizer", folder)
+        return measure_constraints(loaded.model, loaded.tokenizer, **options)
+
+    figures: dict[str, Any] = engine.run(measure).result()
     return figures
 
 
@@ -124,8 +133,13 @@ def measure_constraints(
     stress: bool = True,
     stress_tokens: int = 160,
     stress_repeats: int = 7,
+    vocab262k: bool = True,
+    stress_tokenizer: Path | None = None,
 ) -> dict[str, Any]:
-    """All constraint figures, on the calling thread (which must own `model`)."""
+    """All constraint figures, on the calling thread (which must own `model`). `stress`:
+    the stress model's (`stress_` keys), with the tokenizer in `stress_tokenizer` (the
+    loaded model's folder; the default model's if None); `vocab262k`: the one with Gemma
+    3's 262k vocabulary (`vocab262k_stress_` keys), unless the stress model had it."""
     answer = json_schema_constraint(ANSWER_SCHEMA, "answer schema")
     record = json_schema_constraint(RECORD_SCHEMA, "key-heavy record schema")
     unforced = json_schema_constraint(UNFORCED_SCHEMA, "free-string schema")
@@ -157,27 +171,55 @@ def measure_constraints(
     out.update(measure_drop_to_first_mask(tokenizer, repeats=max(3, repeats)))
     out.update(measure_depth_check(tokenizer, repeats=max(3, repeats)))
 
+    vocab = stress_tokenizer or "49k"
     if stress:
-        import mlx_lm
+        out.update(stress_model_figures(vocab, "stress_", stress_tokens, stress_repeats))
+    if vocab262k and stress and _is_262k(vocab):
+        out[f"{VOCAB262K_STRESS}skipped"] = "the loaded model's vocabulary is 262k: see stress_"
+    elif vocab262k:
+        out.update(stress_model_figures("262k", VOCAB262K_STRESS, stress_tokens, stress_repeats))
+    return out
 
-        from benchmarks.tiny_model import build_tiny_model
-        from engine.library.load import ensure_default_model
 
+def _is_262k(vocab: str | Path) -> bool:
+    from benchmarks.bench_models import GEMMA_VOCAB, tokenizer_vocab
+
+    return isinstance(vocab, Path) and tokenizer_vocab(vocab) == GEMMA_VOCAB
+
+
+def stress_model_figures(
+    vocab: str | Path, prefix: str, tokens: int, repeats: int
+) -> dict[str, Any]:
+    """The constrained-vs-free figures on the stress model with the tokenizer of `vocab`
+    ("49k", "262k" or a model folder: `benchmarks.bench_models.build_stress_model`), built
+    and loaded here (on the calling thread, which then owns it), keys prefixed by
+    `prefix`; without Gemma's package, for "262k", only `<prefix>skipped` saying why."""
+    import mlx_lm
+
+    from benchmarks.bench_models import BenchModelMissing, build_stress_model
+
+    try:
         with tempfile.TemporaryDirectory(prefix="corral-tiny-") as folder:
-            build_tiny_model(folder, ensure_default_model())
+            build_stress_model(folder, vocab)
             tiny, tiny_tok = mlx_lm.load(folder)[:2]
-        runs = compare_loops(tiny, tiny_tok, answer, ANSWER_PROMPT, stress_tokens, stress_repeats)
-        out.update(_ratios("stress_", runs))
-        free_text = compare_loops(
-            tiny,
-            tiny_tok,
-            unforced,
-            UNFORCED_PROMPT,
-            stress_tokens,
-            stress_repeats,
-            loops=UNFORCED_LOOPS,
-        )
-        out.update(_unforced_ratios("stress_", free_text))
+    except BenchModelMissing as exc:
+        return {f"{prefix}skipped": str(exc)}
+    return stress_figures(tiny, tiny_tok, prefix, tokens, repeats)
+
+
+def stress_figures(
+    model: Any, tokenizer: Any, prefix: str, tokens: int, repeats: int
+) -> dict[str, Any]:
+    """The answer schema's and the free-string schema's constrained-vs-free figures on a
+    model (the calling thread owns it), keys prefixed by `prefix`."""
+    answer = json_schema_constraint(ANSWER_SCHEMA, "answer schema")
+    unforced = json_schema_constraint(UNFORCED_SCHEMA, "free-string schema")
+    runs = compare_loops(model, tokenizer, answer, ANSWER_PROMPT, tokens, repeats)
+    out = _ratios(prefix, runs)
+    free_text = compare_loops(
+        model, tokenizer, unforced, UNFORCED_PROMPT, tokens, repeats, loops=UNFORCED_LOOPS
+    )
+    out.update(_unforced_ratios(prefix, free_text))
     return out
 
 

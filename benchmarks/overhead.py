@@ -10,6 +10,10 @@ that round's forward pass; figures are medians over the rounds, with their sprea
 (`_spread`: highest minus lowest round). Corral's steps count only while every row decodes;
 speculation is off (as in every section but `speculative`). A negative overhead means the
 loop hides work behind the forward pass (mlx-lm builds the next pass while one computes).
+Each overhead says whether its spread can tell (`<key>_can_tell`, else `<key>_cannot_tell`
+with why): a spread within 5% of that width's forward pass (an overhead read to within a
+twentieth of a step); rounds are whole runs of `--tokens` (at most 48) steps, seconds on a
+real model.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import statistics
 import time
 from typing import Any
 
+from benchmarks.rounds import SPREAD_TOLERANCE, rounds_for, verdict
 from benchmarks.step_profile import Profiler, bare_forward_ms
 from engine.engine import Engine
 from engine.prompt.chat import encode_chat
@@ -95,7 +100,7 @@ def run_overhead_bench(engine: Engine, args: Any) -> dict[str, Any]:
     from engine.constraints.sources import json_schema_constraint
 
     tokens = min(getattr(args, "tokens", 64), 48)
-    repeats = max(1, getattr(args, "repeats", 3))
+    repeats = rounds_for(args, 3)
     schema = json_schema_constraint(STORY_SCHEMA, "story")
     free = [_request(STORY.format(t), tokens) for t in TOPICS]
     constrained = [_request(STORY_JSON.format(t), tokens, schema) for t in TOPICS]
@@ -128,10 +133,16 @@ def run_overhead_bench(engine: Engine, args: Any) -> dict[str, Any]:
                     step = _mlx_lm_in_engine(engine, requests, tokens)
                 note(f"{name}{suffix}_ms", step - forward[width])
     figures: dict[str, Any] = {}
+    widths = {1: "forward_ms", 4: "forward_4_ms"}
+    forward_ms = {width: statistics.median(per_round[key]) for width, key in widths.items()}
     for key, values in per_round.items():
         figures[key] = round(statistics.median(values), 3)
         if key.startswith(("step_overhead", "mlx_lm_step_overhead")):
-            figures[key.removesuffix("_ms") + "_spread_ms"] = round(max(values) - min(values), 3)
+            spread_ms = round(max(values) - min(values), 3)
+            figures[key.removesuffix("_ms") + "_spread_ms"] = spread_ms
+            step_ms = forward_ms[4 if "_4" in key else 1]
+            tolerance = round(SPREAD_TOLERANCE * step_ms, 3)
+            figures.update(verdict(key, spread_ms, len(values), tolerance=tolerance, unit="ms"))
     figures["overhead_runs"] = repeats
     figures["overhead_tokens"] = tokens
     return figures

@@ -10,19 +10,33 @@ Qwen3-like fixture (benchmarks/tiny_thinking_model.py), measured in one run:
   JSON schema over the same without one, same prompt, budget and length, rounds
   alternating which goes first; the median of each round's ratio; goal >= 0.95. An
   answer's tokens/s is its tokens over the time from the end of thinking to the last
-  token: (generated - 1) / decode_tps (the whole decode span) less thinking_s.
+  token: (generated - 1) / decode_tps (the whole decode span) less thinking_s. The tiny
+  model answers a few hundred tokens a second, so a side of a round is the same request
+  repeated until its answers took `--min-side-s` (`benchmarks/rounds.py`), and the
+  schema's one string has a minimum length the answer cannot reach: the constrained
+  answer runs as long as the free one (a reply that closed early would time a few tokens,
+  half of them forced). `_can_tell` / `_cannot_tell` say whether the spread can tell.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.rounds import paired_figures
+from benchmarks.rounds import (
+    PairedRounds,
+    Timed,
+    alternate,
+    is_quick,
+    min_side_s,
+    rounds_for,
+    run_for,
+)
 from engine.engine import Engine
 from engine.types import ChatRequest, ChatResult, ConstraintSpec, SamplingSettings
 
@@ -69,13 +83,17 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "required": ["items"],
     },
 }
-# the answer of the speed comparison: a long string, so it runs as long as a free answer
+# the answer of the speed comparison: one string too long to end within the answer's
+# tokens, so the constrained answer runs as long as a free answer
 SPEED_SCHEMA = {
     "type": "object",
-    "properties": {"answer": {"type": "string"}},
+    "properties": {"answer": {"type": "string", "minLength": 4000}},
     "required": ["answer"],
 }
 SPEED_BUDGET = 16
+# answer tokens of a speed run in a full bench run (a longer answer times the loop, not
+# its start); `--quick` and the tests take what they are given
+SPEED_TOKENS = 192
 
 
 @dataclass(frozen=True)
@@ -141,8 +159,8 @@ def validity_runs(engine: Engine) -> list[ValidityRun]:
     return runs
 
 
-def answer_tps(result: ChatResult) -> float:
-    """Decode tokens/s of the answer after the thinking block (see the module's note)."""
+def answer_timed(result: ChatResult) -> Timed:
+    """The answer's tokens over the time from the end of thinking to the last token."""
     stats = result.stats
     if result.error:
         raise RuntimeError(result.error)
@@ -151,46 +169,62 @@ def answer_tps(result: ChatResult) -> float:
     answer_s = (stats.generated_tokens - 1) / stats.decode_tps - stats.thinking_s
     if answer_s <= 0:
         raise RuntimeError("the answer took no time after thinking")
-    return stats.answer_tokens / answer_s
+    return Timed(stats.answer_tokens, answer_s)
 
 
-def speed_rounds(engine: Engine, tokens: int, rounds: int) -> tuple[list[float], list[float]]:
-    """(constrained, free) answer tokens/s of `rounds` alternating rounds."""
+def answer_tps(result: ChatResult) -> float:
+    """Decode tokens/s of the answer after the thinking block (see the module's note)."""
+    return answer_timed(result).rate
+
+
+def speed_rounds(engine: Engine, tokens: int, rounds: int, min_s: float = 0.0) -> PairedRounds:
+    """Constrained (A) and free (B) answers of `rounds` alternating rounds, each side's
+    request repeated until its answers took `min_s` seconds."""
     max_tokens = SPEED_BUDGET + 2 + tokens  # the thinking block, then `tokens` of answer
     for schema in (SPEED_SCHEMA, None):  # warm-up: kernels, the grammar
         engine.chat(request_for(schema, SPEED_BUDGET, SPEED_BUDGET + 8, 0))
-    constrained: list[float] = []
-    free: list[float] = []
-    for i in range(rounds):
-        order = (SPEED_SCHEMA, None) if i % 2 == 0 else (None, SPEED_SCHEMA)
-        for schema in order:
-            # loops left open: the random model's answer string runs as long as a free one
-            request = request_for(schema, SPEED_BUDGET, max_tokens, i, close_loops=False)
-            tps = answer_tps(engine.chat(request))
-            (free if schema is None else constrained).append(tps)
-    return constrained, free
+
+    def side(schema: dict[str, Any] | None, seed: int) -> Timed:
+        # loops left open: the random model's answer string runs as long as a free one
+        request = request_for(schema, SPEED_BUDGET, max_tokens, seed, close_loops=False)
+        return answer_timed(engine.chat(request))
+
+    out = PairedRounds()
+    for r in range(rounds):  # round r's seed for both its sides
+        for constrained in alternate(r):
+            schema = SPEED_SCHEMA if constrained else None
+            timed = run_for(functools.partial(side, schema, r), min_s)
+            (out.a if constrained else out.b).append(timed)
+    return out
 
 
 def reasoning_figures(
-    engine: Engine, tokens: int, rounds: int, runs: list[ValidityRun] | None = None
+    engine: Engine,
+    tokens: int,
+    rounds: int,
+    runs: list[ValidityRun] | None = None,
+    min_s: float = 0.0,
 ) -> dict[str, Any]:
     """The section's figures on `engine` (loaded with a model that thinks); `runs`: the
-    validity sweep's replies if already made on it (else made now)."""
+    validity sweep's replies if already made on it (else made now); `min_s`: each speed
+    side's least time a round."""
     runs = validity_runs(engine) if runs is None else runs
     valid = [
         r for r in runs if r.error is None and r.thought and is_valid(r.text, SCHEMAS[r.schema])
     ]
     overruns = [r.thinking_tokens - r.budget for r in runs if r.budget is not None]
-    constrained, free = speed_rounds(engine, tokens, rounds)
-    ratio = paired_figures("reasoning_constrained_tps_ratio", zip(constrained, free, strict=True))
+    speed = speed_rounds(engine, tokens, rounds, min_s)
+    side_s = speed.side_s
     return {
         "reasoning_constrained_valid_rate": round(len(valid) / len(runs), 3),
         "reasoning_constrained_runs": len(runs),
         "thinking_budget_overrun_tokens": max(overruns),
-        **ratio,
-        "reasoning_constrained_answer_tps": round(statistics.median(constrained), 2),
-        "reasoning_free_answer_tps": round(statistics.median(free), 2),
+        **speed.figures("reasoning_constrained_tps_ratio"),
+        "reasoning_constrained_answer_tps": round(statistics.median(speed.rates("a")), 2),
+        "reasoning_free_answer_tps": round(statistics.median(speed.rates("b")), 2),
         "reasoning_tps_rounds": rounds,
+        "reasoning_answer_tokens": tokens,
+        "reasoning_side_s": round(side_s, 2) if side_s is not None else None,
     }
 
 
@@ -205,7 +239,9 @@ def run_reasoning_bench(engine: Engine | None, args: argparse.Namespace) -> dict
         eng = Engine(speculative=False)
         try:
             eng.load_model(folder).result()
-            # at least 5 rounds: one slow step on a busy machine moves a median of 3
-            return reasoning_figures(eng, args.tokens, max(args.repeats, 5))
+            # 7 rounds of sides run at least --min-side-s: the tiny model's answers take
+            # a fraction of a second, cheap to repeat
+            tokens = args.tokens if is_quick(args) else max(args.tokens, SPEED_TOKENS)
+            return reasoning_figures(eng, tokens, rounds_for(args, 7), min_s=min_side_s(args))
         finally:
             eng.close()

@@ -17,7 +17,11 @@ model's speed varies far more from run to run than the server costs.
   over the same median for direct runs.
 - `messages_tps_ratio`, `messages_ttft_overhead_ms`: the same for Anthropic's Messages.
 - `responses_tps_ratio`, `responses_ttft_overhead_ms`: the same for OpenAI's Responses.
-The plain medians of each side are printed beside them.
+The plain medians of each side are printed beside them. Replies are at most 32 tokens
+(`--tokens`, less if given): the figures compare two views of one reply, whose length
+matters little. Each figure says whether its
+spread over the rounds can tell (`<key>_can_tell`, else `<key>_cannot_tell` with why;
+`benchmarks/rounds.py`): ratios within 0.05, TTFT overheads within 5% of the direct TTFT.
 - `agent_replay_ok`: the recorded conversations of Claude Code, Codex and OpenCode
   (tests/fixtures/agents/) whose every request is answered in the dialect's schema, over
   all of them (benchmarks/agents/replay.py; goal 1.0).
@@ -33,11 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.rounds import spread
+from benchmarks.rounds import SPREAD_TOLERANCE, rounds_for, spread, verdict
 from engine.engine import Engine
 from engine.types import ChatEvent, ChatRequest, SamplingSettings, TextDelta
 
 PROMPT = "Write a long, detailed story about a lighthouse keeper and a storm."
+SERVER_TOKENS = 32  # at most, a reply
 
 
 @dataclass
@@ -173,13 +178,17 @@ def run_server_bench(engine: Engine, args: argparse.Namespace) -> dict[str, Any]
     }
     runs: dict[str, list[Run]] = {side: [] for side in sides}
     order = list(sides)
+    rounds = rounds_for(args, 3)  # replies of seconds on a real model: 3 rounds tell
+    # each figure compares a reply seen by the caller with the same reply seen by the
+    # engine, so it needs no long reply: 32 tokens are seconds on a real model
+    tokens = min(args.tokens, SERVER_TOKENS)
     try:
         for run in sides.values():  # warm-up: kernels, the prompt in the cache, connections
             run(4)
-        for i in range(args.repeats):
+        for i in range(rounds):
             shift = i % len(order)  # each side takes each place in turn
             for side in order[shift:] + order[:shift]:
-                runs[side].append(sides[side](args.tokens))
+                runs[side].append(sides[side](tokens))
     finally:
         client.close()
         claude.close()
@@ -193,21 +202,34 @@ def run_server_bench(engine: Engine, args: argparse.Namespace) -> dict[str, Any]
     def overhead(side: str) -> float:
         return round((_lag(runs[side]) - _lag(direct)) * 1e3, 2)
 
-    def spreads(side: str) -> dict[str, float | None]:
-        """Each round's ratio and TTFT lag against that round's direct run, spread."""
-        rounds = list(zip(runs[side], direct, strict=True))
+    direct_ttft_ms = statistics.median(r.ttft_s for r in direct) * 1e3
+
+    def spreads(side: str) -> dict[str, Any]:
+        """Each round's ratio and TTFT lag against that round's direct run, spread, and
+        whether each spread can tell."""
+        paired = list(zip(runs[side], direct, strict=True))
         ratios = [
             (s.tps / s.engine_tps) / (d.tps / d.engine_tps)
-            for s, d in rounds
+            for s, d in paired
             if s.engine_tps > 0 and d.engine_tps > 0 and d.tps > 0
         ]
         lags = [
-            ((s.ttft_s - s.engine_ttft_s) - (d.ttft_s - d.engine_ttft_s)) * 1e3 for s, d in rounds
+            ((s.ttft_s - s.engine_ttft_s) - (d.ttft_s - d.engine_ttft_s)) * 1e3 for s, d in paired
         ]
         prefix = "server" if side == "http" else side
+        ratio_spread, lag_spread = spread(ratios), spread(lags, 2)
+        lag_tolerance = round(max(1.0, SPREAD_TOLERANCE * direct_ttft_ms), 2)
         return {
-            f"{prefix}_tps_ratio_spread": spread(ratios),
-            f"{prefix}_ttft_overhead_spread_ms": spread(lags, 2),
+            f"{prefix}_tps_ratio_spread": ratio_spread,
+            f"{prefix}_ttft_overhead_spread_ms": lag_spread,
+            **verdict(f"{prefix}_tps_ratio", ratio_spread, len(ratios)),
+            **verdict(
+                f"{prefix}_ttft_overhead_ms",
+                lag_spread,
+                len(lags),
+                tolerance=lag_tolerance,
+                unit="ms",
+            ),
         }
 
     return {
@@ -218,7 +240,7 @@ def run_server_bench(engine: Engine, args: argparse.Namespace) -> dict[str, Any]
         "server_http_ttft_ms": round(statistics.median(r.ttft_s for r in http) * 1e3, 2),
         "server_direct_ttft_ms": round(statistics.median(r.ttft_s for r in direct) * 1e3, 2),
         "server_tokens": min(r.tokens for runs_ in runs.values() for r in runs_),
-        "server_runs": args.repeats,
+        "server_runs": rounds,
         **spreads("http"),
         **spreads("messages"),
         **spreads("responses"),

@@ -1,11 +1,11 @@
 """Speculative decoding (the `speculative` bench section), side by side in one run.
 
-Each task is decoded greedily with speculation and without it, twice each in the order
-on-off-off-on (off-on-on-off for every other task, so drift on a busy machine cancels
-out), on the same engine with its prompt cache (the
-prompt is computed once, by whichever run comes first; the figures are decode figures).
-Tokens per second are a task group's generated tokens (after the first of each reply) over
-its decode time (from each reply's first token to its last).
+Each task is decoded greedily with speculation and without it, once each a round, the
+order alternating from task to task and from round to round (on-off, then off-on), on
+the same engine with its prompt cache (the prompt is computed once, by whichever run
+comes first; the figures are decode figures). Tokens per second are a task group's
+generated tokens (after the first of each reply) over its decode time (from each reply's
+first token to its last).
 
 - `spec_grounded_speedup`: tokens/s with speculation over without, on input-grounded tasks:
   rewriting a JSON document with one change under its schema, extracting fields of a
@@ -15,8 +15,14 @@ its decode time (from each reply's first token to its last).
 - `spec_acceptance_rate_<task>`: draft tokens the model kept over those fed, per task
   (and `_grounded`, `_open` per group); `spec_drafted_<task>` how many were fed.
 - `spec_identical`: every speculative reply equals its plain one (greedy identity).
-- `spec_grounded_speedup_spread`, `spec_open_ratio_spread`: the spread of the rounds' ratios
-  (each task's on-off and off-on pairs), which also holds the tasks' differences.
+- `spec_grounded_speedup_spread`, `spec_open_ratio_spread`: the spread of the rounds'
+  ratios, a round's ratio being its whole group's tokens/s with speculation over without
+  (every task once each way: the tasks' differences, real and large, are in every round
+  alike, so the spread holds only what moved between rounds); `_can_tell` /
+  `_cannot_tell` say whether it can tell. Two rounds by default (`--repeats`): a group's
+  round is six replies of seconds each on the default model (a side of it three, over ten
+  seconds), and two put every task first once each way.
+- `spec_<group>_rounds`: the rounds run.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import json
 import time
 from typing import Any
 
-from benchmarks.rounds import spread
+from benchmarks.rounds import Timed, alternate, round_ratios, rounds_for, spread, verdict
 from engine.constraints.sources import json_schema_constraint
 from engine.engine import Engine
 from engine.types import ChatRequest, ChatResult, ConstraintSpec, SamplingSettings
@@ -106,53 +112,58 @@ def _reply(
     return result
 
 
-def _decode(result: ChatResult) -> tuple[int, float]:
-    """(tokens after the first, seconds from the first token to the last)."""
+def _decode(result: ChatResult) -> Timed:
+    """Tokens after the first over the seconds from the first token to the last."""
     stats = result.stats
     n = stats.generated_tokens - 1
-    return (n, n / stats.decode_tps) if n > 0 and stats.decode_tps > 0 else (0, 0.0)
+    return Timed.from_rate(n, stats.decode_tps) if n > 0 else Timed(0, 0.0)
 
 
 def run_speculative_bench(engine: Engine, args: Any) -> dict[str, Any]:
-    """The section's figures (`args.tokens`: tokens per reply, at most 96)."""
+    """The section's figures (`args.tokens`: tokens per reply, at most 96; `args.repeats`:
+    rounds, 2 when not given)."""
     tokens = min(int(args.tokens), 96)
+    rounds = rounds_for(args, 2)
     figures: dict[str, Any] = {}
     identical = True
     started = time.perf_counter()
     _reply(engine, "Hi", None, 4, on=False)  # warm-up: kernels, allocator
     for group, tasks in (("grounded", GROUNDED), ("open", OPEN)):
-        totals = {True: [0, 0.0], False: [0, 0.0]}
+        # each round's group totals, (tokens, seconds), with speculation (True) and without
+        per_round: list[dict[bool, Timed]] = []
+        first_reply: dict[tuple[str, bool], ChatResult] = {}
+        last_spec: dict[str, ChatResult] = {}
+        for r in range(rounds):
+            totals = {True: Timed(0, 0.0, 0), False: Timed(0, 0.0, 0)}
+            for i, (name, (text, constraint)) in enumerate(tasks.items()):
+                for on in alternate(r + i):  # on first for even (round + task)
+                    result = _reply(engine, text, constraint, tokens, on=on)
+                    earlier = first_reply.setdefault((name, on), result)
+                    identical = identical and result.text == earlier.text
+                    totals[on] = totals[on] + _decode(result)
+                    if on:
+                        last_spec[name] = result
+            per_round.append(totals)
         drafted = accepted = 0
-        round_ratios: list[float] = []  # each round's (a task's on-off or off-on pair) ratio
-        for i, (name, (text, constraint)) in enumerate(tasks.items()):
-            results: dict[bool, ChatResult] = {}
-            first = i % 2 == 0
-            pair: dict[bool, float] = {}
-            for on in (first, not first, not first, first):
-                result = _reply(engine, text, constraint, tokens, on=on)
-                identical = identical and result.text == results.get(on, result).text
-                results[on] = result
-                n, seconds = _decode(result)
-                totals[on][0] += n
-                totals[on][1] += seconds
-                pair[on] = n / seconds if seconds else 0.0
-                if len(pair) == 2:
-                    if pair[False]:
-                        round_ratios.append(pair[True] / pair[False])
-                    pair = {}
-            spec, plain = results[True], results[False]
+        for name in tasks:
+            spec, plain = last_spec[name], first_reply[(name, False)]
             identical = identical and spec.text == plain.text
             figures[f"spec_acceptance_rate_{name}"] = round(spec.stats.acceptance_rate, 3)
             figures[f"spec_drafted_{name}"] = spec.stats.drafted_tokens
             drafted += spec.stats.drafted_tokens
             accepted += spec.stats.accepted_tokens
-        tps = {on: n / s if s else 0.0 for on, (n, s) in totals.items()}
+        on_all = sum((t[True] for t in per_round), Timed(0, 0.0, 0))
+        off_all = sum((t[False] for t in per_round), Timed(0, 0.0, 0))
         key = "spec_grounded_speedup" if group == "grounded" else "spec_open_ratio"
-        figures[key] = round(tps[True] / tps[False], 3) if tps[False] else None
-        figures[f"{key}_spread"] = spread(round_ratios)
-        figures[f"spec_{group}_tps"] = round(tps[True], 2)
-        figures[f"spec_{group}_plain_tps"] = round(tps[False], 2)
+        figures[key] = round(on_all.rate / off_all.rate, 3) if off_all.rate else None
+        ratios = round_ratios((t[True].rate, t[False].rate) for t in per_round)
+        side_s = min(t[on].seconds for t in per_round for on in (True, False))
+        figures[f"{key}_spread"] = spread(ratios)
+        figures.update(verdict(key, figures[f"{key}_spread"], len(ratios), side_s=side_s))
+        figures[f"spec_{group}_tps"] = round(on_all.rate, 2)
+        figures[f"spec_{group}_plain_tps"] = round(off_all.rate, 2)
         figures[f"spec_acceptance_rate_{group}"] = round(accepted / drafted, 3) if drafted else 0.0
+        figures[f"spec_{group}_rounds"] = rounds
     figures["spec_identical"] = identical
     figures["spec_tokens_per_reply"] = tokens
     figures["spec_section_s"] = round(time.perf_counter() - started, 1)

@@ -10,8 +10,9 @@ The forward pass alone is the step of the barest loop over the same model and ro
 median wall time minus it. Only steps with every row decoding count (not the first few,
 nor those where a row joins or prefills).
 
-Configurations: the stress model (benchmarks/tiny_model.py: a forward pass of a few ms,
-as on a fast Mac) and the loaded model, 1 and 4 rows, free and constrained (a JSON schema
+Configurations: the stress models (benchmarks/bench_models.py: a forward pass of a few ms,
+as on a fast Mac; `stress` with SmolLM2's 49k vocabulary, `stress262k` with Gemma 3's) and
+real models (`default`, `gemma3-270m`), 1 and 4 rows, free and constrained (a JSON schema
 whose reply is one long free string), speculation off and on (prompt lookup).
 """
 
@@ -272,7 +273,12 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.step_profile", description=__doc__)
-    parser.add_argument("--models", default="stress,default", help="stress, default, or both")
+    parser.add_argument(
+        "--models",
+        default="stress,default",
+        help="comma-separated: stress (49k vocabulary), stress262k (Gemma 3's), default, "
+        "gemma3-270m, or any model spec",
+    )
     parser.add_argument("--tokens", type=int, default=96, help="tokens per reply (stress)")
     parser.add_argument("--default-tokens", type=int, default=24, help="tokens (default model)")
     parser.add_argument("--json", action="store_true")
@@ -281,16 +287,17 @@ def main(argv: list[str] | None = None) -> int:
     for label in args.models.split(","):
         engine = Engine(reuse_prefixes=False)
         try:
-            if label == "stress":
-                from benchmarks.tiny_model import build_tiny_model
-                from engine.library.load import ensure_default_model
+            if label in ("stress", "stress262k"):
+                from benchmarks.bench_models import build_stress_model
 
                 with tempfile.TemporaryDirectory(prefix="corral-tiny-") as folder:
-                    build_tiny_model(folder, ensure_default_model())
+                    build_stress_model(folder, "262k" if label == "stress262k" else "49k")
                     engine.load_model(folder).result()
                 results += profile_model(engine, args.tokens, label)
             else:
-                engine.load_model(label).result()
+                from benchmarks.bench_models import resolve_bench_model
+
+                engine.load_model(resolve_bench_model(label)).result()
                 results += profile_model(engine, args.default_tokens, label)
         finally:
             engine.close()

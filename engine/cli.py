@@ -24,6 +24,7 @@ from engine.constraints.as_written import as_written_line
 from engine.errors import CorralError
 from engine.types import (
     DEFAULT_MAX_ROWS,
+    EXIT_STATUS,
     ChatMessage,
     ChatRequest,
     ConstraintSpec,
@@ -35,11 +36,13 @@ from engine.types import (
     SchemaOptions,
     TextDelta,
     ToolDefinition,
+    ending_note,
     logprobs_summary,
 )
 
 if TYPE_CHECKING:
     from engine.api import EngineAPI
+    from engine.embeddings import EmbeddingModels
 
 log = logging.getLogger("engine.cli")
 server_log = logging.getLogger("corral.server")  # the server's own logger (engine.server)
@@ -202,14 +205,16 @@ def cmd_chat(args: argparse.Namespace) -> int:
             print(f"[inspector: {logprobs_summary(result.logprobs)}]", file=sys.stderr)
         if result.as_written is not None and not result.as_written.valid:
             print(f"[{as_written_line(result.as_written)}]", file=sys.stderr)
-        if result.closed_to_fit:
-            print(
-                f"[closed to fit: the last {s.closing_tokens} tokens end the reply validly "
-                f"({s.close_reason})]",
-                file=sys.stderr,
-            )
+        note = ending_note(
+            result.ending,
+            close_reason=s.close_reason,
+            budget=s.budget_tokens,
+            filled=result.filled_paths,
+        )
+        if note:
+            print(f"[{result.ending.value}: {note}]", file=sys.stderr)
         print(
-            f"[{result.stop_reason.value}] {s.prompt_tokens} prompt tokens "
+            f"[{result.ending.value}] {s.prompt_tokens} prompt tokens "
             f"({s.cached_tokens} cached), {s.generated_tokens} generated, "
             f"TTFT {s.ttft_s:.2f}s, {s.decode_tps:.1f} tok/s"
             + (
@@ -221,8 +226,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
         )
     if result.error:
         print(f"error: {result.error_line}", file=sys.stderr)
-        return 1
-    return 0
+    # 0 when the model finished the reply, 3 when Corral filled or cut it, 1 when it failed
+    return EXIT_STATUS[result.ending]
 
 
 def cmd_import_gguf(args: argparse.Namespace) -> int:
@@ -258,6 +263,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cors_origins=args.cors or [],
         serve_any_model_name=args.serve_any_model_name,
         allow_image_urls=args.allow_image_urls,
+        keep_alive_s=args.keep_alive_s,
+        report_context=args.report_context,
     )
     config.check()  # refuse a public bind without a key before loading anything
     from engine.logs import remember_secrets
@@ -265,9 +272,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     remember_secrets([config.api_key])
     engine = make_engine(args)
     engine.set_max_rows(args.max_rows)
+    vectors = _load_embedding_models(args)
     try:
         info = load_with_speculation(engine, args, _progress_printer(True))
-        server = HTTPServer(engine, config)
+        server = HTTPServer(engine, config, embeddings=vectors)
 
         def show(record: Any) -> None:
             line = record.line()
@@ -284,14 +292,39 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 f"Serving {info.name} on {url} (OpenAI and Anthropic APIs at {url}/v1); "
                 "Ctrl+C stops"
             )
+            for kind in ("embedding", "rerank"):
+                for model in vectors.of_kind(kind):
+                    endpoint = "/v1/embeddings" if kind == "embedding" else "/v1/rerank"
+                    print(f"  {model.name} ({model.info.family}) at {url}{endpoint}")
             sys.stdout.flush()
 
         server.serve_forever(ready)
     finally:
         engine.close()
+        vectors.close()
     print("Stopped.", file=sys.stderr)
     server_log.info("server stopped")
     return 0
+
+
+def _load_embedding_models(args: argparse.Namespace) -> EmbeddingModels:
+    """The --embedding-model and --rerank-model models, loaded (EmbeddingModels)."""
+    from engine.embeddings import EmbeddingModels, Kind, load_embedding_model
+
+    models = EmbeddingModels()
+    try:
+        kinds: list[tuple[Kind, list[str] | None]] = [
+            ("embedding", args.embedding_model),
+            ("rerank", args.rerank_model),
+        ]
+        for kind, specs in kinds:
+            for spec in specs or []:
+                print(f"Loading {kind} model {spec}...", file=sys.stderr, flush=True)
+                models.add(load_embedding_model(spec, kind))
+    except BaseException:
+        models.close()
+        raise
+    return models
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -468,6 +501,34 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=DEFAULT_MAX_ROWS,
         help=f"replies decoded side by side at most (default {DEFAULT_MAX_ROWS}; 1: one at a time)",
+    )
+    serve.add_argument(
+        "--embedding-model",
+        action="append",
+        metavar="SPEC",
+        help="also serve this embedding model at /v1/embeddings (a folder or a Hugging Face "
+        "repo id; repeatable; requests pick one by `model`, the first by default)",
+    )
+    serve.add_argument(
+        "--rerank-model",
+        action="append",
+        metavar="SPEC",
+        help="also serve this cross-encoder reranker at /v1/rerank (repeatable)",
+    )
+    serve.add_argument(
+        "--keep-alive-s",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="while a reply has nothing to send (a long prompt being read), send a "
+        "keep-alive at least every S seconds (default 10; 0: none)",
+    )
+    serve.add_argument(
+        "--report-context",
+        type=_positive_int,
+        metavar="N",
+        help="context scaling: report token counts (usage, count_tokens) as if the model "
+        "read N tokens, so an agent built for an N-token window compacts in time",
     )
     add_speculative_arguments(serve)
     add_cache_arguments(serve)

@@ -19,3 +19,13 @@ class LibraryError(CorralError):
 
 class EngineBusyError(CorralError):
     """Too many requests are already waiting; the message says how many and what to do."""
+
+
+class EmbeddingInputError(CorralError):
+    """An input an embedding or reranker model cannot take (too long, a token outside its
+    vocabulary): `index` is its place among the inputs (among a rerank's documents), None
+    for a rerank's query."""
+
+    def __init__(self, message: str, index: int | None) -> None:
+        super().__init__(message)
+        self.index = index

@@ -3,9 +3,28 @@ by section. New figures add keys; none of these may go or change its name."""
 
 from __future__ import annotations
 
+# the vision families the `vision` section builds (benchmarks/tiny_vision_families.py)
+VISION_FAMILIES = (
+    "gemma3",
+    "gemma4",
+    "mistral3",
+    "phi3_v",
+    "qwen2_5_vl",
+    "qwen2_vl",
+    "qwen3_vl",
+    "smolvlm",
+)
+
 STABLE_KEYS: dict[str, set[str]] = {
     "model": {
         "model",
+    },
+    # added with issue 46: every run's time, each section's (`<section>_section_s`), whether
+    # it was a smoke run, and every figure whose spread cannot tell, with why
+    "run": {
+        "bench_s",
+        "bench_quick",
+        "cannot_tell",
     },
     # added with issue 37: every run records the machine's state (benchmarks/machine.py)
     "load": {
@@ -28,6 +47,9 @@ STABLE_KEYS: dict[str, set[str]] = {
         "decode_runs",
         # added with issue 37: each ratio's spread over its rounds
         "decode_ratio_vs_mlx_lm_spread",
+        # added with issue 46: whether each spread can tell
+        "decode_ratio_vs_mlx_lm_can_tell",
+        "decode_ratio_vs_mlx_lm_cannot_tell",
     },
     "constraints": {
         "free_tps",
@@ -138,6 +160,19 @@ STABLE_KEYS: dict[str, set[str]] = {
         "messages_ttft_overhead_spread_ms",
         "responses_tps_ratio_spread",
         "responses_ttft_overhead_spread_ms",
+        # added with issue 46: whether each spread can tell
+        "server_tps_ratio_can_tell",
+        "server_tps_ratio_cannot_tell",
+        "server_ttft_overhead_ms_can_tell",
+        "server_ttft_overhead_ms_cannot_tell",
+        "messages_tps_ratio_can_tell",
+        "messages_tps_ratio_cannot_tell",
+        "messages_ttft_overhead_ms_can_tell",
+        "messages_ttft_overhead_ms_cannot_tell",
+        "responses_tps_ratio_can_tell",
+        "responses_tps_ratio_cannot_tell",
+        "responses_ttft_overhead_ms_can_tell",
+        "responses_ttft_overhead_ms_cannot_tell",
     },
     "coverage": {
         "coverage_schemas",
@@ -224,6 +259,11 @@ STABLE_KEYS: dict[str, set[str]] = {
         # added with issue 37: each ratio's spread over its rounds
         "inspector_tps_ratio_spread",
         "inspector_constrained_tps_ratio_spread",
+        # added with issue 46: whether each spread can tell
+        "inspector_tps_ratio_can_tell",
+        "inspector_tps_ratio_cannot_tell",
+        "inspector_constrained_tps_ratio_can_tell",
+        "inspector_constrained_tps_ratio_cannot_tell",
     },
     "speculative": {
         "spec_grounded_speedup",
@@ -252,6 +292,14 @@ STABLE_KEYS: dict[str, set[str]] = {
         # added with issue 37: each ratio's spread over its rounds
         "spec_grounded_speedup_spread",
         "spec_open_ratio_spread",
+        # added with issue 46: whether each spread can tell
+        "spec_grounded_speedup_can_tell",
+        "spec_grounded_speedup_cannot_tell",
+        "spec_open_ratio_can_tell",
+        "spec_open_ratio_cannot_tell",
+        # and the rounds each group ran
+        "spec_grounded_rounds",
+        "spec_open_rounds",
     },
     "vision": {
         "vision_constrained_ratio",
@@ -273,6 +321,20 @@ STABLE_KEYS: dict[str, set[str]] = {
             for family in ("gemma4", "phi3_v")
             for figure in ("constrained_ratio", "followup_ttft_over_first", "identical")
         ),
+        # added with issue 46: each ratio's spread, and whether it can tell
+        "vision_followup_ttft_over_first_spread",
+        "vision_side_s",
+        *(
+            f"vision_{figure}{suffix}"
+            for figure in ("constrained_ratio", "followup_ttft_over_first")
+            for suffix in ("_can_tell", "_cannot_tell")
+        ),
+        *(
+            f"vision_{family}_{figure}{suffix}"
+            for family in VISION_FAMILIES
+            for figure in ("constrained_ratio", "followup_ttft_over_first")
+            for suffix in ("_spread", "_can_tell", "_cannot_tell")
+        ),
     },
     # added with issue 32: a step's time beyond its forward pass, Corral's beside mlx-lm's
     "overhead": {
@@ -292,6 +354,19 @@ STABLE_KEYS: dict[str, set[str]] = {
         "mlx_lm_step_overhead_4_spread_ms",
         "overhead_runs",
         "overhead_tokens",
+        # added with issue 46: whether each spread can tell
+        "step_overhead_ms_can_tell",
+        "step_overhead_ms_cannot_tell",
+        "step_overhead_4_ms_can_tell",
+        "step_overhead_4_ms_cannot_tell",
+        "step_overhead_constrained_ms_can_tell",
+        "step_overhead_constrained_ms_cannot_tell",
+        "step_overhead_4_constrained_ms_can_tell",
+        "step_overhead_4_constrained_ms_cannot_tell",
+        "mlx_lm_step_overhead_ms_can_tell",
+        "mlx_lm_step_overhead_ms_cannot_tell",
+        "mlx_lm_step_overhead_4_ms_can_tell",
+        "mlx_lm_step_overhead_4_ms_cannot_tell",
     },
     "reasoning": {
         "reasoning_constrained_valid_rate",
@@ -303,6 +378,12 @@ STABLE_KEYS: dict[str, set[str]] = {
         "reasoning_tps_rounds",
         # added with issue 37: each ratio's spread over its rounds
         "reasoning_constrained_tps_ratio_spread",
+        # added with issue 46: whether each spread can tell
+        "reasoning_constrained_tps_ratio_can_tell",
+        "reasoning_constrained_tps_ratio_cannot_tell",
+        # and how long an answer and the shortest side of a round ran
+        "reasoning_answer_tokens",
+        "reasoning_side_s",
     },
     "agent": {
         "agent_prompt_tokens",
@@ -321,6 +402,8 @@ STABLE_KEYS: dict[str, set[str]] = {
         "kv4_memory_ratio",
         "kv8_tps_ratio",
         "kv8_greedy_agreement",
+        "kv8_token_agreement",  # added with issue 46
+        "kv8_first_difference_gap",
         "kv_prompts",
         # added with issue 37: each ratio's spread over its rounds
         "agent_turn_ttft_over_uncached_spread",
@@ -333,15 +416,39 @@ STABLE_KEYS: dict[str, set[str]] = {
         "mlx_lm_agent_reuse_overhead_spread_ms",
         "agent_new_tokens_per_turn",
         "agent_prefill_tps",
+        # added with issue 46: whether each spread can tell
+        "agent_turn_ttft_over_uncached_can_tell",
+        "agent_turn_ttft_over_uncached_cannot_tell",
+        "agent_ttft_vs_mlx_lm_can_tell",
+        "agent_ttft_vs_mlx_lm_cannot_tell",
+        "kv8_tps_ratio_can_tell",
+        "kv8_tps_ratio_cannot_tell",
+        "agent_reuse_overhead_ms_can_tell",
+        "agent_reuse_overhead_ms_cannot_tell",
+        "mlx_lm_agent_reuse_overhead_ms_can_tell",
+        "mlx_lm_agent_reuse_overhead_ms_cannot_tell",
+        # a turn's overhead against an exact cache measured beside it
+        "agent_reuse_overhead_exact_ms",
+        "agent_reuse_overhead_exact_spread_ms",
+        "mlx_lm_agent_reuse_overhead_exact_ms",
+        "mlx_lm_agent_reuse_overhead_exact_spread_ms",
+        "agent_exact_ttft_s",
+        "agent_reuse_overhead_exact_ms_can_tell",
+        "agent_reuse_overhead_exact_ms_cannot_tell",
+        "mlx_lm_agent_reuse_overhead_exact_ms_can_tell",
+        "mlx_lm_agent_reuse_overhead_exact_ms_cannot_tell",
     },
     # added with issue 41: extraction jobs and the Batch API
     "extract": {
         "extract_docs_per_min",
         "extract_batch_speedup",
+        "extract_batch_speedup_8",  # added with issue 46
         "extract_valid_rate",
         "extract_resume_overhead_s",
         "batch_api_tps_ratio",
         "batch_api_tps_ratio_spread",
+        # added with issue 44: rows Corral filled to fit, counted apart from valid ones
+        "extract_filled_rate",
     },
     # added with issue 36: every chat template of the dataset in its family's dialect
     "families": {
@@ -356,5 +463,23 @@ STABLE_KEYS: dict[str, set[str]] = {
         "families_thinking_misses",
         "families_render_rate",
         "families_render_misses",
+    },
+    # added with issue 45: embeddings, rerank and keep-alives through the server
+    # (the pool's `model_swap_s` and `pool_cap_held` come from benchmarks/serving_pool.py)
+    "serving": {
+        "embeddings_identical",
+        "embeddings_families",
+        "embeddings_max_abs_diff",
+        "rerank_identical",
+        "embeddings_tps_ratio",
+        "embeddings_tps_ratio_spread",
+        "embeddings_server_tps",
+        "embeddings_library_tps",
+        "embeddings_tokens",
+        "embeddings_inputs",
+        "embeddings_rounds",
+        "keepalive_ok",
+        "keepalive_runs",
+        "keepalive_failures",
     },
 }

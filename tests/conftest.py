@@ -49,6 +49,26 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, default_model_dir: 
 
 
 @pytest.fixture(scope="session")
+def embedding_model_dirs(
+    tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path
+) -> dict[str, Path]:
+    """A tiny random embedding model of each covered family (by family name) and a
+    cross-encoder reranker ("reranker"), from mlx-embeddings' own classes with real
+    tokenizers (benchmarks/tiny_embedding_models.py), built once per session."""
+    from benchmarks.tiny_embedding_models import EMBEDDING_FAMILIES, build_embedding_model
+
+    root = tmp_path_factory.mktemp("embedding-models")
+    folders = {
+        name: build_embedding_model(name, root / name, default_model_dir)
+        for name in EMBEDDING_FAMILIES
+    }
+    folders["reranker"] = build_embedding_model(
+        "modernbert", root / "reranker", default_model_dir, rerank=True
+    )
+    return folders
+
+
+@pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir: Path):
     """(model, tokenizer) of the tiny model, loaded on the test thread, for tests that drive
     it directly (the prompt cache, tokenizer checks)."""
@@ -104,6 +124,40 @@ def default_gguf() -> Path:
     from engine.library.load import default_gguf_path
 
     return default_gguf_path()
+
+
+def require_bench_model(missing: str | None) -> None:
+    """Skip the calling test when a bench model's package is not installed (`missing` says
+    why), or fail it under CORRAL_REQUIRE_BENCH_MODELS=1 (set by .ci/run)."""
+    from benchmarks.bench_models import REQUIRE_ENV
+
+    if missing is None:
+        return
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{missing}, and {REQUIRE_ENV}=1 requires it", pytrace=False)
+    pytest.skip(missing)
+
+
+@pytest.fixture(scope="session")
+def tiny262k_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stress model with Gemma 3's 262,144-token vocabulary (benchmarks/bench_models.py:
+    tiny random weights, the real tokenizer). Needs Gemma's package (the bench extra),
+    imported once into the cache; without it the test skips, naming the package."""
+    from benchmarks.bench_models import build_stress_model, gemma_missing
+
+    require_bench_model(gemma_missing())
+    return build_stress_model(tmp_path_factory.mktemp("tiny262k"), "262k")
+
+
+@pytest.fixture(scope="session")
+def tiny262k_engine(tiny262k_model_dir: Path):
+    """The 262k stress model on an engine of the session (drafting decided by acceptance)."""
+    from engine.engine import Engine
+
+    eng = Engine(learn_pass_cost=False)
+    eng.load_model(str(tiny262k_model_dir)).result()
+    yield eng
+    eng.close()
 
 
 @pytest.fixture(scope="session")

@@ -16,10 +16,10 @@ from engine.server import HTTPServer, RequestRecord, ServerConfig
 
 
 @contextmanager
-def serving(engine: Any, **settings: Any) -> Iterator[HTTPServer]:
+def serving(engine: Any, embeddings: Any = None, **settings: Any) -> Iterator[HTTPServer]:
     """An HTTPServer over `engine` (an Engine or a DistributedEngine) with ServerConfig
-    `settings`, stopped after."""
-    server = HTTPServer(engine, ServerConfig(port=0, **settings))
+    `settings` (and `embeddings`' models), stopped after."""
+    server = HTTPServer(engine, ServerConfig(port=0, **settings), embeddings=embeddings)
     server.start()
     try:
         yield server
@@ -66,12 +66,12 @@ def anthropic_client(server: HTTPServer, key: str = "unused", timeout: float = 1
 
 def sse_events(raw: str) -> list[tuple[str | None, dict[str, Any]]]:
     """A server-sent-event body as (event name, JSON data) pairs, in order; every event
-    must be one `event:` line (optional) and one `data:` line."""
+    must be one `event:` line (optional) and one `data:` line (comments are skipped)."""
     import json
 
     out: list[tuple[str | None, dict[str, Any]]] = []
     for block in raw.split("\n\n"):
-        if not block:
+        if not block or block.startswith(":"):  # empty, or a comment (a keep-alive)
             continue
         name, data = None, None
         for line in block.split("\n"):

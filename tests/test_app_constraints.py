@@ -156,7 +156,16 @@ def test_a_tight_lenient_schema_shows_on_the_chip_and_a_closed_reply_says_so(
     reply = _ask(qtbot, window, "Answer in JSON")
     jsonschema.validate(json.loads(reply.message.content), schema)
     assert reply.message.meta["stats"]["closed_to_fit"]
-    assert reply.status.text().startswith("Closed early")
+    # the tag says in words that Corral finished it, and which values it wrote (stored too)
+    meta = reply.message.meta
+    assert meta["ending"] == "filled" and meta["filled_paths"]
+    text = reply.status.text()
+    assert text.startswith("Corral finished this reply"), text
+    named = {f"`{p.lstrip('/')}`" for p in meta["filled_paths"]}
+    assert all(name in text for name in named) and "filled in" in text
+    if meta["stats"]["close_reason"] == "budget":
+        assert "the model was cut off at 30 tokens" in text
+    assert reply.note_action.isVisibleTo(window) and reply.note_action.text() == "Retry"
     close_window(window)
 
 

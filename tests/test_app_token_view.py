@@ -82,11 +82,15 @@ def test_token_view_opens_on_a_stored_reply_after_a_restart(qtbot, tmp_path, tin
     tokens = view.tokens
     assert "".join(t.text for t in tokens) == reply.message.content
     overridden = sum(t.overridden for t in tokens)
-    forced = sum(t.forced for t in tokens)
+    forced = sum(t.forced and not t.closing for t in tokens)
     assert overridden > 0 and forced > 0  # the schema forbids what the model wants
-    steered = sum(t.overridden and not t.forced for t in tokens)
+    steered = sum(t.overridden and not t.forced and not t.closing for t in tokens)
+    # the reply was closed to fit its 24 tokens: Corral's tokens are marked, after a restart
+    corrals = sum(t.closing for t in tokens)
+    assert corrals > 0 and tokens[-1].closing
     assert view.summary.text() == (
-        f"{len(tokens)} tokens: {steered} steered by the format, {forced} forced"
+        f"{len(tokens)} tokens: {steered} steered by the format, {forced} forced, "
+        f"{corrals} written by Corral to close the reply"
     )
     assert "forced" in view.legend.text() and "steered" in view.legend.text()
     # a token the constraint overrode: click it and its alternatives stay shown

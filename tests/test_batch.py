@@ -270,3 +270,81 @@ def test_default_model_rows_give_what_they_give_alone(default_engine: Engine) ->
     for batched, single in zip([*together, late_result], [*alone, late_alone], strict=True):
         _same(batched, single)
     assert "Paris" in together[0].text
+
+
+def _decode_rows(loaded, cost, tokens: int = 40):
+    """Two rows decoded together by the loop itself, one under a key-heavy schema (its
+    grammar forces runs of tokens), one free; each row's tokens and the (rows, width) of
+    every step."""
+    from mlx_lm.models.cache import make_prompt_cache
+
+    from benchmarks.constraints import RECORD_PROMPT, RECORD_SCHEMA
+    from engine.constraints.row import RowConstraint
+    from engine.prompt.chat import encode_chat
+    from engine.runtime.batch import DecodeBatch, DecodeRow
+    from engine.runtime.prefill import prefill
+    from engine.runtime.sampling import RowSampler, end_token_ids
+
+    class Owner:
+        cancelled = False
+
+        def __init__(self) -> None:
+            self.tokens: list[int] = []
+
+        def take(self, token: int):
+            self.tokens.append(token)
+            return StopReason.LENGTH if len(self.tokens) >= tokens else None
+
+        def forced_token(self):
+            return None
+
+    ends = end_token_ids(loaded.tokenizer)
+    batch = DecodeBatch(loaded.model, cost=cost)
+    owners = []
+    for text, spec in ((RECORD_PROMPT, json_schema_constraint(RECORD_SCHEMA)), ("Hi", None)):
+        prompt = encode_chat(loaded.tokenizer, [{"role": "user", "content": text}])
+        cache, fed = make_prompt_cache(loaded.model), []
+        prefill(loaded.model, cache, prompt[:-1], fed, cancel=threading.Event())
+        constraint = None if spec is None else RowConstraint(loaded.tokenizer, spec, ends)
+        if constraint is not None:
+            constraint.collect()
+        owners.append(Owner())
+        row = DecodeRow(
+            owners[-1],
+            cache,
+            fed,
+            prompt[-1:],
+            sampler=RowSampler(SamplingSettings(temperature=0.0)),
+            constraint=constraint,
+        )
+        batch.join(row)
+    shapes = []
+    while batch.busy:
+        batch.step()
+        if batch._last_step is not None:
+            shapes.append(batch._last_step[1])
+    return [o.tokens for o in owners], shapes
+
+
+def test_forced_tokens_are_fed_narrow_where_wide_passes_cost_their_width(tiny_engine) -> None:
+    """Where a pass feeding w tokens a row costs w steps (a CPU, as the batch learns it), a
+    row's forced tokens are fed one a step while the other row goes on, instead of every
+    row's step widening for them; where wide passes are cheap, at once. Either way each
+    row gets the same tokens."""
+    from engine.runtime.speculative import PassCost
+
+    class CostsTheirWidth(PassCost):
+        """Costs as a CPU's step times teach them: a pass of width w takes w steps."""
+
+        def relative(self, rows: int, width: int) -> float:
+            return float(width)
+
+    expensive = CostsTheirWidth()
+    cheap = PassCost(learn=False)
+    narrow_tokens, narrow = tiny_engine.run(lambda lm: _decode_rows(lm, expensive)).result()
+    wide_tokens, wide = tiny_engine.run(lambda lm: _decode_rows(lm, cheap)).result()
+    assert narrow_tokens == wide_tokens
+    assert max(w for r, w in narrow if r == 2) == 1  # two rows: never a wide step
+    assert max(w for r, w in wide if r == 2) > 1  # the forced keys, at once
+    # positions computed (padding included): fewer when no row's step widens for another
+    assert sum(r * w for r, w in narrow) < sum(r * w for r, w in wide)

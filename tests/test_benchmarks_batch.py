@@ -12,7 +12,7 @@ TOKENS = 24  # past the record schema's forced opening, so its rows also sample
 
 
 def test_batch_section_reports_every_figure(tiny_engine):
-    figures = run_batch_bench(tiny_engine, Namespace(tokens=TOKENS, repeats=1))
+    figures = run_batch_bench(tiny_engine, Namespace(tokens=TOKENS, repeats=1, vocab262k=False))
     assert STABLE_KEYS["batch"] <= set(figures), sorted(STABLE_KEYS["batch"] - set(figures))
     assert figures["batch_tokens_per_reply"] == TOKENS and figures["batch_runs"] == 1
     for key in STABLE_KEYS["batch"]:
@@ -32,6 +32,24 @@ def test_batch_section_reports_every_figure(tiny_engine):
     # step that finds every row done at most); fed, the record's keys come in fewer
     assert TOKENS <= figures["batch_unforced_steps"] <= TOKENS + 1
     assert figures["batch_forced_steps"] < figures["batch_unforced_steps"]
+
+
+def test_the_262k_constrained_batch_ratio_is_its_own_runs_quotient(tiny262k_engine):
+    from benchmarks.batch import constrained_batch_figures
+
+    figures = constrained_batch_figures(tiny262k_engine, "vocab262k_", TOKENS, 1)
+    quotient = figures["vocab262k_batch_constrained_tps_4"] / figures["vocab262k_batch_free_tps_4"]
+    ratio = figures["vocab262k_batch_constrained_ratio"]
+    assert abs(ratio - quotient) < 0.01 * quotient + 0.002
+    assert figures["vocab262k_batch_constrained_ratio_spread"] == 0
+
+
+def test_without_gemmas_package_the_262k_batch_figure_says_why(monkeypatch):
+    from benchmarks import bench_models
+    from benchmarks.batch import vocab262k_batch_figures
+
+    monkeypatch.setattr(bench_models, "gemma_missing", lambda: "not installed here")
+    assert vocab262k_batch_figures(TOKENS, 1) == {"vocab262k_batch_skipped": "not installed here"}
 
 
 def test_rounds_alternate_which_run_of_a_pair_goes_first():

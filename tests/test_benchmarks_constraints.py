@@ -49,7 +49,9 @@ POSITIVE = {
 
 def test_bench_reports_every_figure(tiny_engine):
     args = argparse.Namespace(tokens=12, repeats=1)
-    figures = run_constraint_bench(tiny_engine, args, stress_tokens=12, stress_repeats=1)
+    figures = run_constraint_bench(
+        tiny_engine, args, stress_tokens=12, stress_repeats=1, vocab262k=False
+    )
     stable = STABLE_KEYS["constraints"]
     assert stable <= set(figures), sorted(stable - set(figures))
     for key in RATIOS:
@@ -78,3 +80,34 @@ def test_bench_reports_every_figure(tiny_engine):
     for prefix in ("", "stress_"):
         assert figures[f"{prefix}unforced_forced_tokens"] == 0
         assert figures[f"{prefix}unforced_constrained_tokens"] == 12
+
+
+def test_the_262k_stress_figures_come_under_their_own_keys(tiny262k_engine):
+    """The stress figures on Gemma 3's vocabulary: every ratio of the 49k stress model's,
+    under `vocab262k_stress_`, each the quotient of its own runs."""
+    from benchmarks.constraints import VOCAB262K_STRESS, stress_figures
+
+    figures = tiny262k_engine.run(
+        lambda loaded: stress_figures(loaded.model, loaded.tokenizer, VOCAB262K_STRESS, 12, 1)
+    ).result()
+    for key in ("constrained_ratio", "constrained_ratio_serial", "constrained_ratio_unforced"):
+        assert figures[VOCAB262K_STRESS + key] > 0, key
+        assert figures[f"{VOCAB262K_STRESS}{key}_spread"] == 0, key
+    for key in ("mask_mean_ms", "mask_p99_ms", "free_tps", "constrained_tps"):
+        assert figures[VOCAB262K_STRESS + key] > 0, key
+    quotient = (
+        figures[f"{VOCAB262K_STRESS}unforced_constrained_tps"]
+        / figures[f"{VOCAB262K_STRESS}unforced_free_tps"]
+    )
+    ratio = figures[f"{VOCAB262K_STRESS}constrained_ratio_unforced"]
+    assert abs(ratio - quotient) < 0.01 * quotient
+    assert figures[f"{VOCAB262K_STRESS}unforced_forced_tokens"] == 0
+
+
+def test_without_gemmas_package_the_262k_figures_say_why(monkeypatch):
+    from benchmarks import bench_models
+    from benchmarks.constraints import VOCAB262K_STRESS, stress_model_figures
+
+    monkeypatch.setattr(bench_models, "gemma_missing", lambda: "not installed here")
+    figures = stress_model_figures("262k", VOCAB262K_STRESS, 12, 1)
+    assert figures == {f"{VOCAB262K_STRESS}skipped": "not installed here"}

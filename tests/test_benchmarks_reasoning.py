@@ -10,6 +10,7 @@ import jsonschema
 import pytest
 from bench_keys import STABLE_KEYS
 
+from benchmarks import rounds
 from benchmarks.reasoning import (
     BUDGETS,
     SCHEMAS,
@@ -18,6 +19,7 @@ from benchmarks.reasoning import (
     answer_tps,
     reasoning_figures,
     request_for,
+    speed_rounds,
     validity_runs,
 )
 from engine.types import ReasoningDelta, TextDelta
@@ -51,6 +53,28 @@ def test_reasoning_section_reports_every_figure(thinking_engine, sweep):
     quotient = figures["reasoning_constrained_answer_tps"] / figures["reasoning_free_answer_tps"]
     assert abs(ratio - quotient) < 0.01 * quotient + 0.002
     assert figures["reasoning_constrained_tps_ratio_spread"] == 0
+    # which cannot tell anything, and the figures say so
+    assert figures["reasoning_constrained_tps_ratio_can_tell"] is False
+    assert "one of its rounds only" in figures["reasoning_constrained_tps_ratio_cannot_tell"]
+    assert figures["reasoning_answer_tokens"] == 24 and figures["reasoning_side_s"] > 0
+
+
+def test_both_speed_sides_answer_at_full_length_and_repeat_to_their_time(
+    thinking_engine, monkeypatch
+):
+    """The constrained answer cannot close before the free one ends (its string is longer
+    than the answer's tokens allow), so both sides time answers of one length; a side
+    shorter than its least time is asked again, and counted as all its runs together."""
+    speed = speed_rounds(thinking_engine, 12, rounds=2, min_s=0.0)
+    assert len(speed.a) == len(speed.b) == 2
+    for constrained, free in zip(speed.a, speed.b, strict=True):
+        assert constrained.runs == free.runs == 1
+        assert constrained.work == free.work == 12, (constrained, free)
+    # a least time no side reaches: each runs as often as a side may (3 here)
+    monkeypatch.setattr(rounds, "MAX_RUNS_PER_SIDE", 3)
+    again = speed_rounds(thinking_engine, 12, rounds=1, min_s=1e9)
+    for side in (*again.a, *again.b):
+        assert side.runs == 3 and side.work == 3 * 12, side
 
 
 def test_the_validity_sweep_recomputed_from_its_replies(thinking_engine, sweep):

@@ -14,6 +14,10 @@ def test_server_section_compares_http_with_the_engine(tiny_engine):
     # measured, not banded
     assert figures["server_tps_ratio"] > 0, figures
     assert figures["server_tps_ratio_spread"] >= 0, figures
+    # two rounds: each spread says whether it can tell (ratios within 0.05)
+    told = figures["server_tps_ratio_spread"] <= 0.05
+    assert figures["server_tps_ratio_can_tell"] is told, figures
+    assert (figures["server_tps_ratio_cannot_tell"] is None) is told, figures
     assert figures["server_http_ttft_ms"] > 0 and figures["server_direct_ttft_ms"] > 0
     # caller's lag behind the engine, HTTP's minus direct's: each lag lies between 0 and
     # its side's TTFT (the caller starts its clock before the engine does)

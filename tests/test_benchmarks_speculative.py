@@ -8,7 +8,7 @@ from benchmarks.speculative import run_speculative_bench
 
 
 def test_speculative_section_reports_every_figure(tiny_engine):
-    figures = run_speculative_bench(tiny_engine, Namespace(tokens=12))
+    figures = run_speculative_bench(tiny_engine, Namespace(tokens=12, repeats=2))
     assert STABLE_KEYS["speculative"] <= set(figures), sorted(
         STABLE_KEYS["speculative"] - set(figures)
     )
@@ -19,5 +19,10 @@ def test_speculative_section_reports_every_figure(tiny_engine):
     # measured (how large depends on the machine and its load: no band), with a spread
     for key in ("spec_grounded_speedup", "spec_open_ratio"):
         assert figures[key] > 0 and figures[f"{key}_spread"] >= 0, (key, figures[key])
+        # two rounds of the whole group: the spread is over them, and says if it can tell
+        told = figures[f"{key}_spread"] <= 0.05
+        assert figures[f"{key}_can_tell"] is told, figures
+        assert (figures[f"{key}_cannot_tell"] is None) is told, figures
+    assert figures["spec_grounded_rounds"] == figures["spec_open_rounds"] == 2
     assert figures["spec_drafted_code_rename"] > 0
     assert 0 < figures["spec_acceptance_rate_grounded"] <= 1

@@ -25,5 +25,7 @@ def test_trie_bench_runs_on_the_tiny_model(tiny_model):
     assert cached[0] == 0 and all(c > 0 for c in cached[1:])
     assert d["trie_regenerate_cached_tokens"] == d["trie_regenerate_prompt_tokens"] - 1
     assert 0 < d["trie_edit_cached_tokens"] < d["trie_edit_prompt_tokens"]
+    # regenerate and edit branch off stored prompts: served by sharing, not copying
+    assert d["trie_stats"]["shared_branches"] >= 2 and d["trie_stats"]["copies"] == 0
     text = format_trie_bench(d)
     assert "hit rate" in text and "8k" in text

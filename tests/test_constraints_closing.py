@@ -57,6 +57,24 @@ def test_the_policy_ends_any_prefix_validly(lltok, prefix):
     assert matcher.consume_tokens(ending) and matcher.is_accepting()
 
 
+@pytest.mark.parametrize("density", [1.0, 0.5, 0.01, 0.0002, 0.0])
+def test_the_walks_candidates_are_the_shortest_allowed_tokens(lltok, density):
+    """The shortest allowed tokens, read in length order a chunk at a time, are exactly
+    those a sort of every allowed token by length gives (ties by id), however few the mask
+    allows."""
+    import numpy as np
+
+    from engine.constraints.closing import CANDIDATES
+
+    policy = ClosingPolicy.for_tokenizer(lltok)
+    rng = np.random.default_rng(int(density * 1e4))
+    bits = rng.random(policy.n_words * 32) < density
+    words = np.packbits(bits, bitorder="little").view(np.int32)
+    allowed = np.flatnonzero(bits[: policy.lengths.size])
+    want = allowed[np.argsort(policy.lengths[allowed], kind="stable")[:CANDIDATES]]
+    assert policy._shortest(words).tolist() == want.tolist()
+
+
 def test_a_long_walk_gives_up_when_the_reply_is_cancelled(lltok):
     """An ending thousands of tokens long takes seconds to walk: a cancelled reply must not
     wait for it (Stop, or an HTTP client hanging up, ends the reply at once)."""

@@ -1,5 +1,5 @@
-"""The packed token bitmask masks logits identically on every path: portable MLX, numpy
-reference and (on a Mac) llguidance's Metal kernel."""
+"""The packed token bitmask masks logits identically on every path: portable MLX (the words
+unpacked on the device), numpy reference and (on a Mac) llguidance's Metal kernel."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ import pytest
 from llguidance.numpy import apply_token_bitmask_inplace
 
 from engine.constraints.masking import (
-    BatchBias,
-    TokenMasker,
+    PackedMasks,
+    allowed_count,
+    allows,
     apply_masks,
     apply_token_bitmask,
     apply_token_bitmask_portable,
-    bitmask_to_bias,
     metal_available,
+    packed_bias,
 )
 
 VOCAB = 49152
@@ -57,7 +58,7 @@ def test_portable_matches_numpy_reference(vocab, words, density):
 
 def test_bias_values_and_one_dimensional_input():
     bitmask = np.array([0b101, -1], dtype=np.int32)
-    bias = bitmask_to_bias(bitmask)
+    bias = np.array(packed_bias(mx.array(bitmask[None]), 64))[0]
     assert bias.shape == (64,)
     assert np.signbit(bias[0]) and bias[0] == 0 and bias[1] == -np.inf and bias[2] == 0
     assert (bias[32:] == 0).all()
@@ -76,44 +77,53 @@ def test_half_precision_logits_keep_their_dtype():
         assert (np.array(out.astype(mx.float32))[0] == -np.inf).tolist() == (~bits).tolist()
 
 
-def test_masker_reuses_its_buffer_but_apply_copies():
-    masker = TokenMasker(2, use_metal=False)
-    logits = mx.zeros((1, 64))
-    first = masker.apply(logits, masker.prepare(np.array([1, 0], np.int32)))
-    second = masker.apply(logits, masker.prepare(np.array([2, 0], np.int32)))
-    mx.eval(first, second)
-    assert np.isfinite(np.array(first)[0]).nonzero()[0].tolist() == [0]
-    assert np.isfinite(np.array(second)[0]).nonzero()[0].tolist() == [1]
-
-
 @pytest.mark.parametrize("density", [0.5, 0.0, 1.0])
-def test_bias_is_the_unpacked_bits_exactly(density):
-    """The table gather gives, bit for bit, the bias of each token's own bit (the numpy
-    unpacking it replaced), into the buffer it was given."""
+def test_device_bias_is_the_unpacked_bits_exactly(density):
+    """The gather on the device gives, bit for bit, the bias of each token's own bit."""
     _, bitmask, bits = random_case(VOCAB, VOCAB // 32, seed=11, density=density)
-    out = np.empty(VOCAB, np.float32)
-    bias = bitmask_to_bias(bitmask, out)
-    assert bias is out
+    bias = np.array(packed_bias(mx.array(bitmask), VOCAB))[0]
     want = np.where(bits, np.float32(-0.0), np.float32(-np.inf)).astype(np.float32)
     assert np.array_equal(bias.view(np.uint32), want.view(np.uint32))
 
 
 def test_rows_together_are_masked_as_each_alone_with_one_buffer_kept():
-    """Several rows' masks applied in one bias equal each row masked alone, step after step
-    with the same buffer (a row without a mask left as it is, a short mask's tail masked)."""
+    """Several rows' masks applied in one operation equal each row masked alone, step after
+    step with the same buffer (a row without a mask left as it is, a short mask's tail
+    masked)."""
     vocab = 1000
-    batch_bias = BatchBias()
+    packed = PackedMasks()
     for seed in range(3):
         cases = [random_case(vocab, 32, seed=seed * 3 + i) for i in range(3)]
         logits = np.concatenate([c[0] for c in cases])
-        masker = [TokenMasker(32, use_metal=False), TokenMasker(20, use_metal=False)]
-        masks = [masker[0].prepare(cases[0][1]), None, masker[1].prepare(cases[2][1][:, :20])]
-        got = np.array(apply_masks(mx.array(logits), masks, use_metal=False, batch_bias=batch_bias))
+        masks = [cases[0][1][0], None, cases[2][1][0, :20]]
+        got = np.array(apply_masks(mx.array(logits), masks, use_metal=False, packed=packed))
         for i, mask in enumerate(masks):
-            alone = logits[i : i + 1] if mask is None else None
+            alone = logits[i : i + 1]
             if mask is not None:
-                alone = np.array(apply_masks(mx.array(logits[i : i + 1]), [mask], use_metal=False))
+                alone = np.array(apply_masks(mx.array(alone), [mask], use_metal=False))
             assert np.array_equal(got[i : i + 1].view(np.uint32), alone.view(np.uint32)), i
+
+
+def test_a_row_copied_to_the_device_is_not_changed_by_its_matcher_refilling_it():
+    """A row's words are the matcher's buffer, refilled by its next job: what was applied
+    is what the words were when the step was built."""
+    words = np.array([1, 0], np.int32)
+    logits = mx.zeros((1, 64))
+    first = apply_masks(logits, [words], use_metal=False)
+    words[:] = [2, 0]  # the next job
+    second = apply_masks(logits, [words], use_metal=False)
+    mx.eval(first, second)
+    assert np.isfinite(np.array(first)[0]).nonzero()[0].tolist() == [0]
+    assert np.isfinite(np.array(second)[0]).nonzero()[0].tolist() == [1]
+
+
+def test_allows_and_counts_read_the_bits():
+    _, bitmask, bits = random_case(1000, 32, seed=5)
+    words = bitmask[0]
+    assert allowed_count(words) == int(bits.sum())
+    assert [allows(words, t) for t in range(32 * 32)] == bits.tolist()
+    assert not allows(words, 32 * 32) and not allows(words, 10**6)  # past the words
+    assert allows(None, 123)
 
 
 @pytest.mark.skipif(not metal_available(), reason="llguidance's MLX kernel needs Metal")

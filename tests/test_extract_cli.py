@@ -50,7 +50,7 @@ def test_folder_of_twenty_documents_to_jsonl_and_csv(tiny_model_dir: Path, tmp_p
         cwd=REPO,
     )
     assert done.returncode == 0, done.stderr
-    assert "20 rows: 20 valid, 0 incomplete, 0 unreadable, 0 failed" in done.stderr
+    assert "20 rows: 20 valid, 0 filled, 0 incomplete, 0 unreadable, 0 failed" in done.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 20 and {Path(r["file"]).name for r in rows} == {
         p.name for p in docs.iterdir()
@@ -60,7 +60,7 @@ def test_folder_of_twenty_documents_to_jsonl_and_csv(tiny_model_dir: Path, tmp_p
         jsonschema.validate(row["data"], INVOICE_SCHEMA)
     with table.open() as f:
         lines = list(csv.reader(f))
-    assert lines[0] == ["file", "pages", "status", "error", "vendor", "total", "paid"]
+    assert lines[0] == ["file", "pages", "status", "filled", "error", "vendor", "total", "paid"]
     assert len(lines) == 21
 
 
@@ -79,7 +79,7 @@ def test_unreadable_document_makes_the_exit_status_non_zero(
         cwd=REPO,
     )
     assert done.returncode == 1
-    assert "3 rows: 2 valid, 0 incomplete, 1 unreadable, 0 failed" in done.stderr
+    assert "3 rows: 2 valid, 0 filled, 0 incomplete, 1 unreadable, 0 failed" in done.stderr
     assert "broken.docx: named as a Word document (.docx), but the file is text" in done.stderr
 
 

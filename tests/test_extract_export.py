@@ -28,7 +28,8 @@ def test_jsonl_keeps_each_row_as_stored(tmp_path: Path) -> None:
     lines = [json.loads(x) for x in (tmp_path / "o.jsonl").read_text().splitlines()]
     assert lines[0] == {
         "file": "/docs/a.pdf", "pages": None, "status": "valid",
-        "data": {"name": "=HYPERLINK(\"x\")", "tags": ["t", 1]}, "error": None,
+        "data": {"name": "=HYPERLINK(\"x\")", "tags": ["t", 1]}, "filled_paths": [],
+        "error": None,
     }  # fmt: skip
     assert lines[1]["status"] == "unreadable" and lines[1]["data"] is None
 
@@ -37,9 +38,9 @@ def test_csv_has_a_column_per_property_and_no_formula(tmp_path: Path) -> None:
     write_csv(tmp_path / "o.csv", SCHEMA, _rows(tmp_path))
     with (tmp_path / "o.csv").open() as f:
         header, first, second = list(csv.reader(f))
-    assert header == ["file", "pages", "status", "error", "name", "tags"]
-    assert first[4] == '\'=HYPERLINK("x")' and json.loads(first[5]) == ["t", 1]
-    assert second[2:4] == ["unreadable", "/docs/b.txt: has no text"]
+    assert header == ["file", "pages", "status", "filled", "error", "name", "tags"]
+    assert first[5] == '\'=HYPERLINK("x")' and json.loads(first[6]) == ["t", 1]
+    assert second[2:5] == ["unreadable", "", "/docs/b.txt: has no text"]
 
 
 def test_xlsx_opens_with_the_same_table(tmp_path: Path) -> None:
@@ -48,8 +49,8 @@ def test_xlsx_opens_with_the_same_table(tmp_path: Path) -> None:
     write_xlsx(tmp_path / "o.xlsx", SCHEMA, _rows(tmp_path))
     sheet = load_workbook(tmp_path / "o.xlsx").active
     values = [[c.value for c in row] for row in sheet.iter_rows()]
-    assert values[0] == ["file", "pages", "status", "error", "name", "tags"]
-    assert values[1][4] == '\'=HYPERLINK("x")' and sheet.cell(2, 5).data_type == "s"
+    assert values[0] == ["file", "pages", "status", "filled", "error", "name", "tags"]
+    assert values[1][5] == '\'=HYPERLINK("x")' and sheet.cell(2, 6).data_type == "s"
 
 
 def test_a_row_is_finished_once_only(tmp_path: Path) -> None:

@@ -90,3 +90,36 @@ def test_gemma_sentencepiece_matches_the_original(gemma_like_spm, tmp_path: Path
         expected = sp.encode(text)
         assert rebuilt.encode(text, add_special_tokens=False).ids == expected, text
         assert rebuilt.decode(expected) == sp.decode(expected)
+
+
+def test_gemma_space_pieces_marked_user_defined_keep_their_ids(
+    gemma_like_spm, tmp_path: Path
+) -> None:
+    """Gemma 3's GGUF marks its pieces of only spaces user-defined: each stays the piece
+    of the file (an added token of its own beyond the pieces would be an id past the
+    model's embedding), and text with runs of spaces encodes within the file's pieces."""
+    sp = gemma_like_spm
+    n = sp.get_piece_size()
+    pieces = [sp.id_to_piece(i) for i in range(n)]
+    spaces = [i for i, p in enumerate(pieces) if p and set(p) == {"\u2581"} and len(p) > 1]
+    assert spaces, "the fixture has pieces of several spaces"
+    pieces = [" " * len(p) if i in spaces else p for i, p in enumerate(pieces)]
+    types = [4 if i in spaces else sentencepiece_token_type(sp, i, GEMMA_SYMBOLS) for i in range(n)]
+    meta = {
+        "general.architecture": "gemma3",
+        "tokenizer.ggml.model": "llama",
+        "tokenizer.ggml.tokens": pieces,
+        "tokenizer.ggml.scores": np.zeros(n, np.float32),
+        "tokenizer.ggml.token_type": np.array(types, np.int32),
+        "tokenizer.ggml.unknown_token_id": sp.unk_id(),
+        "tokenizer.ggml.add_space_prefix": False,
+    }
+    build_tokenizer_files(meta, tmp_path, Path("gemma.gguf"))
+    rebuilt = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    assert rebuilt.get_vocab_size() == n
+    for text in SAMPLES:
+        ids = rebuilt.encode(text, add_special_tokens=False).ids
+        assert max(ids) < n, text
+        assert rebuilt.decode(ids) == text
+    two = rebuilt.encode("a  b", add_special_tokens=False).ids
+    assert pieces.index("  ") in two  # two spaces: the piece of two spaces, one token

@@ -163,10 +163,12 @@ def test_an_override_and_a_forced_token_are_flagged(tiny_engine):
     )
     summary = logprobs_summary(records)
     overridden = sum(r.overridden for r in records)
-    forced = sum(r.forced for r in records)
+    forced = sum(r.forced and not r.closing for r in records)
+    closing = sum(r.closing for r in records)  # the reply is closed to fit its 30 tokens
+    assert closing and records[-1].closing
     assert summary == (
         f"the constraint overrode the model at {overridden} of {len(records)} tokens; "
-        f"{forced} forced"
+        f"{forced} forced; {closing} written by Corral to close it"
     )
 
 
@@ -228,11 +230,30 @@ def test_cli_chat_logprobs_json(tiny_model_dir, tmp_path, capsys):
     schema.write_text(json.dumps(SCHEMA))
     args = ["chat", "--model", str(tiny_model_dir), "--prompt", "A person", "--temperature", "0"]
     args += ["--max-tokens", "12", "--json-schema", str(schema), "--logprobs", "3", "--json"]
-    assert main(args) == 0
+    assert main(args) == 3  # 12 tokens are too few for the model to end the reply
     data = json.loads(capsys.readouterr().out)
+    assert data["ending"] in ("filled", "cut")
     tokens = [TokenLogprob.from_dict(t) for t in data["logprobs"]]
     assert len(tokens) == data["stats"]["generated_tokens"]
     assert tokens[0].forced and tokens[0].overridden and len(tokens[0].top) == 3
     assert any(not t.forced and t.allowed for t in tokens)
     assert main([*args[:-3], "--logprobs", "21", "--json"]) == 1
     assert "between 0 and 20, got 21" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("vocab", [1000, 49152, 151936, 262144])
+@pytest.mark.parametrize("k", [1, 2, 5, 20])
+def test_the_top_ids_hold_the_k_largest_logits(vocab, k):
+    """Found block by block, the top ids are those of the k largest logits of each row
+    (any vocabulary size, padded or not; rows of their own)."""
+    from engine.runtime.logprobs import top_ids
+
+    rng = np.random.default_rng(vocab + k)
+    logits = rng.normal(size=(3, vocab)).astype(np.float32)
+    logits[1, rng.integers(0, vocab, 40)] += 8  # the largest bunched in a few blocks
+    logits[2, -k:] += 20  # the largest in the last (padded) block
+    ids = np.array(top_ids(mx.array(logits), k))
+    assert ids.shape == (3, k)
+    for row, chosen in zip(logits, ids, strict=True):
+        assert len(set(chosen.tolist())) == k
+        assert sorted(row[chosen].tolist()) == sorted(np.sort(row)[-k:].tolist())

@@ -169,7 +169,7 @@ def test_cli_prints_what_it_starts_and_never_the_token(tiny_model_dir, tmp_path)
     run = subprocess.run(
         command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False
     )
-    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.returncode in (0, 3), run.stderr[-2000:]  # 3: the last reply hit --max-tokens
     plan = [line for line in run.stderr.splitlines() if line.startswith("[mcp] ")]
     assert plan[:2] == [
         f"[mcp] leaky: runs {sys.executable} {REPO}/tests/fixtures/mcp_servers/misbehaving.py"

@@ -15,7 +15,8 @@ from mlx_lm.models.cache import (
     make_prompt_cache,
 )
 
-from engine.memory.prompt_cache import PromptCacheTrie, cache_length, cache_nbytes
+from engine.memory.prompt_cache import PromptCacheTrie, cache_length, cache_nbytes, own_nbytes
+from engine.memory.shared_prefix import blocks_of
 
 SYSTEM = "You are a concise assistant who answers questions about the solar system."
 MiB = 1 << 20
@@ -54,6 +55,12 @@ def run(model, cache, tokens: list[int]) -> np.ndarray:
 
 def scratch(model, tokens: list[int], make=make_prompt_cache) -> np.ndarray:
     return run(model, make(model), tokens)
+
+
+def scratch_cache(model, tokens: list[int]):
+    cache = make_prompt_cache(model)
+    run(model, cache, tokens)
+    return cache
 
 
 def serve(
@@ -106,7 +113,8 @@ def test_regenerate_and_edit_reuse_the_shared_prefix_and_keep_the_branch(tiny):
     r2 = encode(tok, "Enceladus, which has geysers of water ice at its south pole. " * 3)
     n, _ = serve(trie, model, p1, r2)
     assert n == len(p1) - 1
-    assert trie.stats().copies == 1 and trie.stats().entries == 2
+    s = trie.stats()  # the branch reads the stored prefix, copying nothing
+    assert (s.shared_branches, s.copies, s.entries) == (1, 0, 2)
 
     # Edit the first message: the system prompt and the user header are shared.
     p_edit = chat(tok, "Name a moon of Jupiter.")
@@ -195,17 +203,22 @@ def test_shared_system_prompt_is_the_last_to_go(tiny):
     trie = PromptCacheTrie(256 * MiB)
     _, ca = serve(trie, model, a, long_reply)
     _, cb = serve(trie, model, b, long_reply)
-    one = max(cache_nbytes(ca), cache_nbytes(cb))
-    trie.budget_bytes = one + one // 2  # room for one chat: A (least recent) goes entirely
-    assert trie.stats().entries == 1
-    # An unrelated chat now pushes B out; the system prompt B shared with A survives, compacted.
+    one = cache_nbytes(scratch_cache(model, a + long_reply))  # one chat, unshared
+    # Room for one chat: A (least recent) goes, but B reads A's buffers through the prefix
+    # they share, so they stay, and B goes too; the system prompt they shared survives,
+    # compacted to its exact size.
+    trie.budget_bytes = one + one // 2
+    s = trie.stats()
+    assert (s.entries, s.shrinks) == (1, 1) and s.bytes <= trie.budget_bytes
+    # An unrelated chat fits beside it.
     other = chat(tok, "Hello.", system="You are a pirate.")
     _, c_other = serve(trie, model, other, long_reply)
     s = trie.stats()
     assert s.shrinks == 1 and s.entries == 2 and s.bytes <= trie.budget_bytes
-    _, heads, _, dim = ca[0].keys.shape
-    per_token = 2 * len(model.layers) * heads * dim * ca[0].keys.itemsize
-    assert s.bytes - cache_nbytes(c_other) == lcp(a, b) * per_token  # compact, exact size
+    keys = scratch_cache(model, a)[0].keys
+    per_token = 2 * len(model.layers) * keys.shape[1] * keys.shape[3] * keys.itemsize
+    # the other chat reads the few tokens it shares with the kept prefix (a block now)
+    assert s.bytes - own_nbytes(c_other) == lcp(a, b) * per_token  # compact, exact size
     c = chat(tok, "Tell me about Neptune.")
     n, _ = serve(trie, model, c)
     assert n == lcp(a, b)
@@ -322,7 +335,9 @@ def check_tree(trie: PromptCacheTrie) -> None:
     visit(trie._root)
     assert set(seen) == trie._entries
     s = trie.stats()
-    assert s.bytes == sum(cache_nbytes(e.cache) for e in seen) <= s.budget_bytes
+    blocks = set().union(*(blocks_of(e.cache) for e in seen))  # each shared block once
+    own = sum(own_nbytes(e.cache) for e in seen)
+    assert s.bytes == own + sum(b.nbytes for b in blocks) <= s.budget_bytes
 
 
 def test_random_session_with_cancels_and_evictions_stays_consistent(tiny):

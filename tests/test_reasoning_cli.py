@@ -39,8 +39,9 @@ def test_think_with_a_budget_reports_the_reasoning_apart(thinking_model_dir, tmp
         str(schema),
         "--json",
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, proc.stderr  # 0: the model finished its answer itself
     out = json.loads(proc.stdout)
+    assert out["ending"] == "finished" and out["filled_paths"] == []
     assert isinstance(out["reasoning"], str) and out["reasoning"]
     assert out["stats"]["thinking_tokens"] == 7 and out["stats"]["thinking_forced_end"]
     assert out["stats"]["answer_tokens"] > 0
@@ -51,7 +52,7 @@ def test_think_with_a_budget_reports_the_reasoning_apart(thinking_model_dir, tmp
 
 def test_no_think_answers_at_once(thinking_model_dir):
     proc = _chat(thinking_model_dir, "--no-think", "--max-tokens", "6", "--json")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # cut at its 6 tokens: not the model's end
     out = json.loads(proc.stdout)
     assert "reasoning" not in out
     assert out["stats"]["thinking_tokens"] == 0 and out["stats"]["generated_tokens"] == 6
@@ -59,7 +60,7 @@ def test_no_think_answers_at_once(thinking_model_dir):
 
 def test_streamed_thinking_goes_to_stderr_and_the_answer_to_stdout(thinking_model_dir):
     proc = _chat(thinking_model_dir, "--think", "--max-thinking-tokens", "4", "--max-tokens", "12")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # cut at its 12 tokens
     assert "\x1b[2m" in proc.stderr  # the thinking, dimmed, apart from the answer
     assert "\x1b[2m" not in proc.stdout and "<think>" not in proc.stdout
 

@@ -138,7 +138,11 @@ def test_responses_return_a_reasoning_item(server) -> None:
     assert whole.output[0].content and whole.output[0].content[0].text
     jsonschema.validate(json.loads(whole.output_text), SCHEMA)
     with client.responses.stream(**kwargs) as stream:
-        events = [e.type for e in stream]
-        final = stream.get_final_response()
+        seen = list(stream)
+    events = [e.type for e in seen]
+    # response.completed, or response.incomplete where Corral filled the answer to fit (the
+    # SDK's get_final_response raises on that, as on OpenAI's own incomplete replies)
+    assert events[-1] in ("response.completed", "response.incomplete")
+    final = seen[-1].response  # type: ignore[union-attr]
     assert "response.reasoning_text.delta" in events
     assert [item.type for item in final.output] == ["reasoning", "message"]

@@ -69,6 +69,9 @@ def test_a_prefill_that_fails_gives_the_cached_prefix_back(failing_engine) -> No
     engine, forward = failing_engine
     first = _turn(engine, HISTORY)
     assert first.error is None
+    # A first regenerate: a model's first branch checks (a few tokens' pass) that it reads
+    # shared prefixes, which would take the injected failure meant for the prefill.
+    assert _turn(engine, HISTORY).error is None
     forward.armed, forward.after = True, 1  # the regenerate's prefill raises
     failed = _turn(engine, HISTORY)
     assert failed.stop_reason == StopReason.ERROR

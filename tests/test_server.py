@@ -315,6 +315,16 @@ def test_the_corral_object_reports_the_reply(client: openai.OpenAI, model: str) 
     assert all(c.choices for c in chunks) and all(c.usage is None for c in chunks)
 
 
+def _call_finish(finish: str | None, corral: dict[str, Any]) -> None:
+    """A reply that is a call: `tool_calls` when the model finished it, `length` when Corral
+    completed its arguments (the rambling tiny model's often are), never anything else."""
+    if corral["ending"] == "finished":
+        assert finish == "tool_calls"
+    else:
+        assert corral["ending"] == "filled" and finish == "length"
+        assert all(p.startswith("/tool_calls/") for p in corral["filled_paths"])
+
+
 def _required_call(client: openai.OpenAI, model: str, stream: bool) -> tuple[str, str, str]:
     kwargs: dict[str, Any] = dict(
         model=model,
@@ -327,16 +337,17 @@ def _required_call(client: openai.OpenAI, model: str, stream: bool) -> tuple[str
     )
     if not stream:
         reply = client.chat.completions.create(**kwargs)
-        assert reply.choices[0].finish_reason == "tool_calls"
+        _call_finish(reply.choices[0].finish_reason, reply.model_extra["corral"])  # type: ignore[index]
         (call,) = reply.choices[0].message.tool_calls or []
         return call.id, call.function.name, call.function.arguments  # type: ignore[union-attr]
     calls: dict[int, dict[str, str]] = {}
-    finish = None
+    finish, corral = None, {}
     first_pieces: list[Any] = []
     for chunk in client.chat.completions.create(stream=True, **kwargs):
         if not chunk.choices:
             continue
         finish = chunk.choices[0].finish_reason or finish
+        corral = (chunk.model_extra or {}).get("corral") or corral
         for delta in chunk.choices[0].delta.tool_calls or []:
             first_pieces.append(delta)
             call = calls.setdefault(delta.index, {"id": "", "name": "", "arguments": ""})
@@ -346,7 +357,7 @@ def _required_call(client: openai.OpenAI, model: str, stream: bool) -> tuple[str
                 call["name"] = delta.function.name
             if delta.function and delta.function.arguments:
                 call["arguments"] += delta.function.arguments
-    assert finish == "tool_calls"
+    _call_finish(finish, corral)
     assert first_pieces[0].id and first_pieces[0].function.name == "get_weather"
     assert len(first_pieces) > 1, "arguments arrive in fragments after the id and name"
     (call,) = calls.values()
@@ -373,13 +384,13 @@ def test_response_format_with_tools_on_auto(client: openai.OpenAI, model: str) -
     )
     choice = reply.choices[0]
     assert reply.model_extra["corral"]["constraint_use"] == "with_tools"  # type: ignore[index]
-    if choice.finish_reason == "tool_calls":
+    if choice.message.tool_calls:  # `tool_calls`, or `length` where Corral completed one
         for call in choice.message.tool_calls or []:
             jsonschema.validate(
                 json.loads(call.function.arguments), WEATHER["function"]["parameters"]
             )  # type: ignore[union-attr]
     else:
-        assert choice.finish_reason == "stop"
+        assert choice.finish_reason in ("stop", "length")
         jsonschema.validate(json.loads(choice.message.content or ""), PERSON)
 
 
@@ -419,9 +430,10 @@ def test_dotted_tool_names_and_a_named_tool_choice(
         max_tokens=60,
     )
     if stream:
-        names, arguments, finish = [], "", None
+        names, arguments, finish, corral = [], "", None, {}
         for chunk in client.chat.completions.create(stream=True, **kwargs):
             finish = (chunk.choices[0].finish_reason if chunk.choices else None) or finish
+            corral = (chunk.model_extra or {}).get("corral") or corral
             for delta in chunk.choices[0].delta.tool_calls or [] if chunk.choices else []:
                 assert delta.index == 0
                 if delta.function and delta.function.name:
@@ -429,11 +441,12 @@ def test_dotted_tool_names_and_a_named_tool_choice(
                 arguments += (delta.function.arguments or "") if delta.function else ""
     else:
         reply = client.chat.completions.create(**kwargs)
-        finish = reply.choices[0].finish_reason
+        finish, corral = reply.choices[0].finish_reason, reply.model_extra["corral"]  # type: ignore[index]
         calls = reply.choices[0].message.tool_calls or []
         names = [c.function.name for c in calls]  # type: ignore[union-attr]
         arguments = calls[0].function.arguments  # type: ignore[union-attr]
-    assert finish == "tool_calls" and names == ["instrument_price.get"]
+    _call_finish(finish, corral)
+    assert names == ["instrument_price.get"]
     jsonschema.validate(json.loads(arguments), PRICE["function"]["parameters"])
 
 

@@ -172,7 +172,7 @@ def test_cli_image_and_bad_images(vision_model_dir: Path, tmp_path: Path) -> Non
     good = tmp_path / "photo.png"
     good.write_bytes(png())
     done = _chat(vision_model_dir, "--prompt", "What is it?", "--image", str(good), "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode in (0, 3), done.stderr  # 3: cut at its 4 tokens
     assert json.loads(done.stdout)["stats"]["prompt_tokens"] > 64
     for kind, (data, words) in BAD_IMAGES.items():
         bad = tmp_path / f"{kind.replace(' ', '_')}.png"

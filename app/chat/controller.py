@@ -686,6 +686,9 @@ class ChatController(QObject):
         meta = {
             "stats": result.stats.to_dict(),
             "stop_reason": result.stop_reason.value,
+            # how it ended (engine.types.Ending), and the values Corral wrote if it filled it
+            "ending": result.ending.value,
+            "filled_paths": list(result.filled_paths),
             # the user's format by its own name where a reply fits it or is a tool call
             "constraint": own.name or own.kind if joined and own else result.constraint_name,
             "constraint_kind": own.kind if own is not None else None,

@@ -22,6 +22,7 @@ from app.store import Message
 from app.tools import tool_title
 from app.views import theme
 from app.views.icons import IconButton
+from engine.types import Ending, StopReason, decide_ending, ending_note
 
 
 @dataclass(frozen=True)
@@ -33,15 +34,35 @@ class Note:
     action: str = ""  # "" | "retry" | "continue"
 
 
-def reply_note(message: Message, *, can_continue: bool = True) -> Note | None:
-    """The note under a saved reply, from what the engine reported."""
-    meta = message.meta
+def message_ending(meta: dict[str, Any]) -> Ending:
+    """How a saved reply ended: as stored, or for a reply saved before endings were, decided
+    the engine's way from what was stored."""
     if meta.get("error"):
-        return Note(f"The reply failed: {meta['error']}", "error", "retry")
-    stop = meta.get("stop_reason")
-    if stop == "cancelled":
+        return Ending.FAILED
+    stored = meta.get("ending")
+    if stored in set(Ending):
+        return Ending(stored)
+    try:
+        stop = StopReason(meta.get("stop_reason") or "eos")
+    except ValueError:
+        stop = StopReason.EOS
+    stats = meta.get("stats") or {}
+    return decide_ending(
+        stop,
+        closed_to_fit=bool(stats.get("closed_to_fit")),
+        incomplete=bool(meta.get("incomplete")),
+    )
+
+
+def reply_note(message: Message, *, can_continue: bool = True) -> Note | None:
+    """The note under a saved reply, from how it ended (`message_ending`)."""
+    meta = message.meta
+    ending = message_ending(meta)
+    if ending == Ending.FAILED:
+        return Note(f"The reply failed: {meta.get('error') or 'no reply'}", "error", "retry")
+    if ending == Ending.CANCELLED:
         return Note("Stopped")
-    if meta.get("incomplete") and meta.get("constraint"):
+    if ending == Ending.CUT and meta.get("constraint"):
         return Note("Incomplete: the reply ended before it matched the format", "warning", "retry")
     as_written = meta.get("as_written") or {}
     if as_written.get("valid") is False:
@@ -53,15 +74,16 @@ def reply_note(message: Message, *, can_continue: bool = True) -> Note | None:
             "retry",
         )
     stats = meta.get("stats") or {}
-    if stats.get("closed_to_fit"):
-        why = (
-            "it was repeating itself"
-            if stats.get("close_reason") == "repetition"
-            else "to fit the token limit"
+    if ending == Ending.FILLED:
+        note = ending_note(
+            Ending.FILLED,
+            close_reason=stats.get("close_reason") or "",
+            budget=int(stats.get("budget_tokens") or 0),
+            filled=list(meta.get("filled_paths") or []),
         )
-        return Note(f"Closed early, {why}: the reply still matches the format")
-    if stop == "length":
-        tokens = int(meta.get("stats", {}).get("generated_tokens") or 0)
+        return Note(note, "warning", "retry")
+    if ending == Ending.CUT:
+        tokens = int(stats.get("generated_tokens") or 0)
         limit = f"the {tokens}-token limit" if tokens else "the length limit"
         if can_continue and not meta.get("tool_calls") and not meta.get("constraint"):
             return Note(f"Stopped at {limit}", "quiet", "continue")

@@ -31,7 +31,7 @@ MAX_ROWS = 500
 def record_cells(record: Any) -> list[str]:
     """The texts of one row for an engine.server.RequestRecord."""
     ttft = f"{record.ttft_ms:.0f} ms" if record.ttft_ms is not None else "—"
-    result = record.error or record.stop_reason or ""
+    result = record.error or getattr(record, "ending", None) or record.stop_reason or ""
     if record.status == 499:
         result = "cancelled (client left)"
     return [

@@ -4,8 +4,10 @@ model found each token, what it wanted instead, and where the format stepped in.
 Each token is a link in a read-only text view. Its background runs from red (the model
 gave it little probability, before the format's mask) to green (its first choice); what the
 format did is shown by shape as well, never colour alone, and named by one word per kind:
-*forced* (the format left no other token: italic, a line above) or *steered* (the model
-wanted a token the format did not allow, so another was picked: bold, underlined). A legend
+*forced* (the format left no other token: italic, a line above), *steered* (the model
+wanted a token the format did not allow, so another was picked: bold, underlined) or
+*Corral's* (written by Corral to close the reply to fit, not by the model: italic, a line
+above and below, grey). A legend
 above the text says so. Hovering a token shows its details in one place beneath the text,
 whose height is kept so nothing moves; clicking keeps them there.
 """
@@ -31,8 +33,10 @@ LEGEND = (
     "Background: green, the model's first choice; red, a token it found unlikely. "
     "<i style='text-decoration:overline'>Italic, a line above</i>: forced, the format left "
     "no other token. <b><u>Bold, underlined</u></b>: steered, the format did not allow the "
-    "token the model wanted."
+    "token the model wanted. <i style='text-decoration:underline overline'>Italic, lines above "
+    "and below, grey</i>: written by Corral to close the reply, not by the model."
 )
+CORRALS = "#d9d9d9"  # the background of a token Corral wrote: no colour of the model's
 
 
 def probability_colour(logprob: float | None) -> str:
@@ -48,7 +52,10 @@ def _shown(text: str) -> str:
 
 
 def token_kind(token: TokenLogprob) -> str:
-    """The one word for what the format did at `token`: "forced", "steered" or ""."""
+    """The one word for what the format did at `token`: "corral's" (the closing policy
+    wrote it), "forced", "steered" or ""."""
+    if token.closing:
+        return "corral's"
     if token.forced:
         return "forced"
     return "steered" if token.overridden else ""
@@ -58,22 +65,26 @@ def summary(tokens: list[TokenLogprob]) -> str:
     """One line about a recorded reply, in the view's words."""
     forced = sum(token_kind(t) == "forced" for t in tokens)
     steered = sum(token_kind(t) == "steered" for t in tokens)
-    if not forced and not steered:
+    corrals = sum(token_kind(t) == "corral's" for t in tokens)
+    if not forced and not steered and not corrals:
         return f"{count(len(tokens), 'token')}, all the model's own choice"
-    return f"{count(len(tokens), 'token')}: {steered} steered by the format, {forced} forced"
+    line = f"{count(len(tokens), 'token')}: {steered} steered by the format, {forced} forced"
+    return line + (f", {corrals} written by Corral to close the reply" if corrals else "")
 
 
 def token_details(token: TokenLogprob) -> str:
     """What the token view says about one token, as plain lines."""
     lines = [f"“{token.text}”"]
     kind = token_kind(token)
-    if kind == "forced":
+    if kind == "corral's":
+        lines.append("Written by Corral to close the reply to fit, not by the model")
+    elif kind == "forced":
         lines.append("Forced: the format left no other token")
     elif kind == "steered":
         lines.append("Steered: the format did not allow the model's first choice")
     if token.model_logprob is not None:
         lines.append(f"Model: {math.exp(token.model_logprob):.1%}")
-    if kind != "forced":
+    if kind not in ("forced", "corral's"):
         lines.append(f"Picked at {math.exp(token.logprob):.1%} among the allowed tokens")
         if token.allowed is not None:
             lines.append(f"{count(token.allowed, 'token')} allowed here")
@@ -121,10 +132,12 @@ class TokenView(QWidget):
     def _html(self) -> str:
         parts = []
         for i, token in enumerate(self.tokens):
-            style = f"background-color:{probability_colour(token.model_logprob)};"
-            style += f"color:{TOKEN_TEXT};"
             kind = token_kind(token)
-            if kind == "forced":
+            colour = CORRALS if kind == "corral's" else probability_colour(token.model_logprob)
+            style = f"background-color:{colour};color:{TOKEN_TEXT};"
+            if kind == "corral's":
+                style += "font-style:italic;text-decoration:underline overline;"
+            elif kind == "forced":
                 style += "font-style:italic;text-decoration:overline;"
             elif kind == "steered":
                 style += "font-weight:bold;text-decoration:underline;"

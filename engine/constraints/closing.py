@@ -134,6 +134,9 @@ class ClosingPolicy:
         self.lengths[blank] += 1 << 10  # whitespace only: tried last
         for t in tokenizer.eos_tokens:
             self.lengths[t] = 1 << 20
+        # Every token, shortest first (ties by id): the walk's candidates are the first
+        # allowed ones, found without sorting the vocabulary at each step.
+        self.by_length = np.argsort(self.lengths, kind="stable")
         structural = [t for t, b in enumerate(texts) if _structural(b)]
         by_text = {b: t for t, b in enumerate(texts) if b in _VALUES}
         structural += [by_text[v] for v in _VALUES if v in by_text]
@@ -276,15 +279,32 @@ class ClosingPolicy:
                     return tail
         return None
 
+    def _shortest(self, words: np.ndarray) -> np.ndarray:
+        """The CANDIDATES shortest tokens `words` allow (ties by id), read in length order a
+        chunk at a time: a mask allowing a few short tokens is answered from the first
+        chunk, not by sorting the vocabulary (25-40 ms a walk step at 262k tokens)."""
+        u32 = words.view(np.uint32)
+        found: list[np.ndarray] = []
+        have, start, chunk = 0, 0, 2048
+        order = self.by_length
+        while have < CANDIDATES and start < order.size:
+            tokens = order[start : start + chunk]
+            hit = tokens[((u32[tokens >> 5] >> (tokens & 31).astype(np.uint32)) & 1) != 0]
+            found.append(hit)
+            have += hit.size
+            start += chunk
+            chunk *= 4
+        return np.concatenate(found)[:CANDIDATES] if found else order[:0]
+
     def _choose(self, walk: LLMatcher, words: np.ndarray, nest: Nesting) -> int | None:
         """The allowed token that leaves the text least deep; among equals, the one after
         which the grammar accepts or forces text, then the shortest."""
-        bits = np.unpackbits(words.view(np.uint8), bitorder="little")
-        allowed = np.flatnonzero(bits[: self.lengths.size])
-        if not allowed.size:
+        shortest = self._shortest(words)
+        if not shortest.size:
             return None
-        shortest = allowed[np.argsort(self.lengths[allowed], kind="stable")[:CANDIDATES]]
-        known = self.structural[bits[self.structural] != 0]
+        u32 = words.view(np.uint32)
+        structural = self.structural
+        known = structural[((u32[structural >> 5] >> (structural & 31).astype(np.uint32)) & 1) != 0]
         candidates = list(dict.fromkeys(int(t) for t in (*shortest, *known)))
         depths = [nest.depth_after(self.texts[t]) for t in candidates]
         least = min(depths)

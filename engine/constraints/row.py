@@ -6,7 +6,8 @@ token is read back: a worker thread of the mask pool consumes it, takes the toke
 grammar forces next (`compute_ff_tokens`), and fills the mask for the token after them
 (llguidance releases the GIL), while the model's forward pass runs. `collect()` then
 hands the loop a MaskStep: the forced tokens, whether the grammar is done, and the mask
-prepared for `engine.constraints.masking.apply_masks`. The first job, started by the
+as llguidance packs it (one bit per token), which `engine.constraints.masking` applies on
+the device. The first job, started by the
 constructor, compiles the grammar (or copies its compiled matcher) and fills the first
 mask while the prompt is prefilled.
 
@@ -32,17 +33,17 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
-from llguidance import LLMatcher
+from llguidance import LLExecutor, LLMatcher
 
 from engine.constraints import ConstraintError, Diagnostic
 from engine.constraints.closing import MARGIN, ClosingPolicy, ClosingTracker
 from engine.constraints.compiled import compiled_of
-from engine.constraints.masking import TokenMasker
+from engine.constraints.masking import allowed_count
 from engine.constraints.reasoning import ThinkingRow, with_thinking
 from engine.constraints.tokenizer import ll_tokenizer
 from engine.constraints.validate import compile_constraint, parse_message
@@ -53,6 +54,7 @@ from engine.types import KIND_NAMES, ConstraintSpec, GenerationStats
 NARROW_MASK = 1024
 
 _pool: ThreadPoolExecutor | None = None
+_executor: LLExecutor | None = None
 _pool_lock = threading.Lock()
 
 
@@ -66,18 +68,39 @@ def mask_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def mask_executor() -> LLExecutor:
+    """llguidance's own threads, filling several rows' masks at once without the GIL."""
+    global _executor
+    with _pool_lock:
+        if _executor is None:
+            _executor = LLExecutor()
+        return _executor
+
+
 @dataclass
 class MaskStep:
     """What the matcher says after consuming a token: forced tokens, stop, the next mask."""
 
     ff: list[int] = field(default_factory=list)
     stopped: bool = False
-    mask: np.ndarray | None = None  # prepared for masking.apply_masks; None when stopped
+    # packed words (int32, one bit per token): the matcher's buffer, valid until its next
+    # job; None when stopped
+    mask: np.ndarray | None = None
     error: str | None = None
     narrow: bool = False  # few tokens allowed: forced tokens often follow the next one
     allowed: int = 0  # how many tokens the mask allows
     closing: list[int] | None = None  # end the reply with these tokens now (closing policy)
     ready_at: float = 0.0  # perf_counter() when the job finished
+
+
+class _Pending(Protocol):
+    """A matcher job in flight: a pool Future, or a row's share of a job for several rows."""
+
+    def done(self) -> bool: ...
+
+    def cancel(self) -> bool: ...
+
+    def result(self) -> MaskStep: ...
 
 
 class RowConstraint:
@@ -124,8 +147,8 @@ class RowConstraint:
         self._end_ids = set(ends)
         # set by _compile (on the mask thread, with the matcher)
         self._words = self._words_u32 = np.zeros(0, np.uint32)
+        self._words_at = 0
         self._ends: list[tuple[int, np.uint32]] = []
-        self._masker: TokenMasker | None = None
         self._matcher: LLMatcher | None = None
         # figures
         self.compile_ms = 0.0
@@ -152,7 +175,7 @@ class RowConstraint:
         # compile job reads everything above on the mask thread.
         self._inline = False  # the latest job waits to be run by collect()
         self._job: Callable[[], MaskStep] = self._compile
-        self._pending: Future[MaskStep] | None = mask_pool().submit(self._job)
+        self._pending: _Pending | None = mask_pool().submit(self._job)
 
     # ---- what the loop reads ----
 
@@ -174,6 +197,15 @@ class RowConstraint:
     def closing_needed(self) -> int | None:
         """The last ending the closing policy computed, in tokens (-1: none in reach)."""
         return self._tracker.state.needed if self._tracker is not None else None
+
+    @property
+    def closing_reserve(self) -> int:
+        """Tokens the closing policy kept from the model when it ended the reply: the
+        ending it followed and the margin it keeps in hand (0 if it did not end it)."""
+        tracker = self._tracker
+        if tracker is None or not self.closed_to_fit:
+            return 0
+        return tracker.state.tokens + tracker.margin
 
     @property
     def accepting(self) -> bool:
@@ -243,6 +275,27 @@ class RowConstraint:
         self._inline = not self.on_pool
         self._pending = None if self._inline else mask_pool().submit(job)
 
+    @staticmethod
+    def advance_rows(items: list[tuple[RowConstraint, int]]) -> None:
+        """Start consuming each row's token (`advance`), the rows on the pool in one job
+        for all of them (`_RowsJob`): one handoff to a mask thread a step, their masks
+        filled together."""
+        pooled = [(row, token) for row, token in items if row.on_pool]
+        for row, token in items:
+            if not row.on_pool or len(pooled) == 1:
+                row.advance(token)
+        if len(pooled) < 2:
+            return
+        job = _RowsJob(pooled)
+        now = time.perf_counter()
+        for index, (row, _) in enumerate(pooled):
+            row._step = None
+            row._held = False
+            row._submitted_at = now
+            row._job = functools.partial(job.step, index)
+            row._inline = False
+            row._pending = _RowShare(job, index)
+
     def collect(self) -> MaskStep:
         """The latest job's MaskStep, waiting for it (or running it) if need be. Raises
         ConstraintError if the matcher failed."""
@@ -301,10 +354,10 @@ class RowConstraint:
         n_words = (lltok.vocab_size + 31) // 32
         self._words = np.zeros(n_words, np.int32)
         self._words_u32 = self._words.view(np.uint32)
+        self._words_at = self._words.ctypes.data  # where llguidance writes (read once)
         self._ends = [
             (t >> 5, np.uint32(1 << (t & 31))) for t in sorted(self._end_ids) if t < n_words * 32
         ]
-        self._masker = TokenMasker(n_words)
         matcher = self._grammar.matcher(lltok)  # a copy, once the grammar is compiled
         if matcher.is_error():
             return MaskStep(stopped=True, error=matcher.get_error())
@@ -322,15 +375,54 @@ class RowConstraint:
 
     def _advance(self, token: int) -> MaskStep:
         started = time.perf_counter()
+        step = self._consume(token)
+        if step.stopped or step.closing is not None:
+            return self._finish(step, started)
+        assert self._matcher is not None
+        return self._finish(step, started, self._fill_mask(self._matcher))
+
+    def _consume(self, token: int) -> MaskStep:
+        """Consume `token` and what follows it up to the next mask (forced tokens, the
+        thinking block's budget, the closing policy): the step, its mask not filled yet."""
         matcher = self._matcher
         assert matcher is not None
         self._advanced = True
         if not matcher.consume_token(token):
             error = matcher.get_error() or f"token {token} was rejected"
             return MaskStep(stopped=True, error=error)
-        return self._after_consume(started, [token])
+        return self._before_mask([token])
 
     def _after_consume(self, started: float, tokens: list[int], *, record: bool = True) -> MaskStep:
+        step = self._before_mask(tokens)
+        if step.stopped or step.closing is not None:
+            return self._finish(step, started, record=record)
+        assert self._matcher is not None
+        return self._finish(step, started, self._fill_mask(self._matcher), record=record)
+
+    def _finish(
+        self,
+        step: MaskStep,
+        started: float,
+        words: np.ndarray | None = None,
+        *,
+        record: bool = True,
+    ) -> MaskStep:
+        """`step` with its mask (`words`, filled, end tokens set), its figures and time."""
+        matcher = self._matcher
+        if words is not None:
+            step.mask = words
+            step.allowed = allowed_count(words)
+            step.narrow = step.allowed <= NARROW_MASK
+        if matcher is not None and matcher.is_error() and step.error is None:
+            step.error = matcher.get_error()
+        step.ready_at = time.perf_counter()
+        if record:
+            self._mask_s.append(step.ready_at - started)
+        return step
+
+    def _before_mask(self, tokens: list[int]) -> MaskStep:
+        """After the matcher consumed `tokens` (sampled: the tokens it forces next, the
+        thinking block, the closing policy), the step up to its mask; stopped on an error."""
         matcher = self._matcher
         assert matcher is not None
         ff = matcher.compute_ff_tokens() if self._use_ff else []
@@ -353,15 +445,6 @@ class RowConstraint:
         self._generated += len(tokens) + len(ff)
         if not step.stopped and self._tracker is not None and self._phase == "answer":
             step.closing = self._tracker.after(matcher, answer, self._generated)
-        if not step.stopped and step.closing is None:
-            step.mask = self._fill_mask(matcher)
-            step.allowed = _allowed(self._words_u32)
-            step.narrow = step.allowed <= NARROW_MASK
-        if matcher.is_error():
-            step.error = matcher.get_error()
-        step.ready_at = time.perf_counter()
-        if record:
-            self._mask_s.append(step.ready_at - started)
         return step
 
     def _note_thinking(self, tokens: list[int]) -> list[int]:
@@ -414,15 +497,18 @@ class RowConstraint:
         return room if cap is None else min(cap, room)
 
     def _fill_mask(self, matcher: LLMatcher) -> np.ndarray:
+        matcher.unsafe_compute_mask_ptr(self._words_at, self._words.nbytes)
+        return self._set_ends(matcher)
+
+    def _set_ends(self, matcher: LLMatcher) -> np.ndarray:
+        """The filled words with every end token allowed exactly when the grammar accepts
+        (llguidance sets only its own EOS)."""
         words = self._words
-        matcher.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
-        # every end token exactly when the grammar accepts (llguidance sets only its own EOS)
         accepting = matcher.is_accepting()
         u32 = self._words_u32
         for index, bit in self._ends:
             u32[index] = (u32[index] | bit) if accepting else (u32[index] & ~bit)
-        assert self._masker is not None
-        return self._masker.prepare(words)
+        return words
 
     def _raise_if_error(self) -> None:
         if self._error is None:
@@ -437,8 +523,103 @@ class RowConstraint:
         raise ConstraintError(f"{label}: {diag}", [diag])
 
 
-def _allowed(words: np.ndarray) -> int:
-    """How many tokens a packed mask allows."""
-    if hasattr(np, "bitwise_count"):  # numpy >= 2
-        return int(np.bitwise_count(words).sum())
-    return int(np.unpackbits(words.view(np.uint8)).sum())
+class _RowsJob:
+    """One matcher job for several rows' tokens of a step (`RowConstraint.advance_rows`):
+    each row consumes its token and takes what follows it up to its mask (forced tokens,
+    the closing policy: short, done in turn), then every row's mask is filled at once by
+    llguidance's executor (its own threads, in parallel, without the GIL) and copied into
+    the row's words. A row whose work fails gets its exception, the others their steps."""
+
+    def __init__(self, items: list[tuple[RowConstraint, int]]) -> None:
+        self._items = items
+        self._lock = threading.Lock()
+        self._steps: list[MaskStep | Exception] | None = None
+        self._future = mask_pool().submit(self._run)
+
+    def done(self) -> bool:
+        return self._steps is not None or self._future.done()
+
+    def step(self, index: int) -> MaskStep:
+        """Row `index`'s step, waiting for the job, or running it here if no mask thread
+        has started it yet (on a busy machine that beats waiting for a core)."""
+        if self._future.cancel():
+            self._run()
+        else:
+            self._future.result()
+        assert self._steps is not None
+        step = self._steps[index]
+        if isinstance(step, Exception):
+            raise step
+        return step
+
+    def _run(self) -> None:
+        with self._lock:
+            if self._steps is None:
+                self._steps = self._advance()
+
+    def _advance(self) -> list[MaskStep | Exception]:
+        started = time.perf_counter()
+        steps: list[MaskStep | Exception] = []
+        filling: list[tuple[int, RowConstraint]] = []
+        for index, (row, token) in enumerate(self._items):
+            try:
+                step = row._consume(token)
+            except Exception as exc:  # this row's failure is its own
+                steps.append(exc)
+                continue
+            steps.append(step)
+            if not step.stopped and step.closing is None:
+                filling.append((index, row))
+        try:
+            self._fill([row for _, row in filling])
+        except Exception as exc:  # the rows that were to be filled have no mask
+            for index, _ in filling:
+                steps[index] = exc
+            filling = []
+        filled = {index for index, _ in filling}
+        for index, (row, _) in enumerate(self._items):
+            done = steps[index]
+            if isinstance(done, Exception):
+                continue
+            try:
+                assert row._matcher is not None
+                words = row._set_ends(row._matcher) if index in filled else None
+                steps[index] = row._finish(done, started, words)
+            except Exception as exc:
+                steps[index] = exc
+        return steps
+
+    @staticmethod
+    def _fill(rows: list[RowConstraint]) -> None:
+        """Fill every row's words: together where they are alike (one vocabulary)."""
+        sizes = {row._words.size for row in rows}
+        if len(rows) < 2 or len(sizes) != 1:
+            for row in rows:
+                assert row._matcher is not None
+                row._matcher.unsafe_compute_mask_ptr(row._words_at, row._words.nbytes)
+            return
+        size = sizes.pop()
+        buffer = np.empty((len(rows), size), np.int32)
+        matchers: list[tuple[LLMatcher, int]] = []
+        for k, row in enumerate(rows):
+            assert row._matcher is not None
+            matchers.append((row._matcher, k))
+        mask_executor().unsafe_compute_mask_ptr(matchers, buffer.ctypes.data, size * 4, len(rows))
+        for k, row in enumerate(rows):
+            row._words[:] = buffer[k]
+
+
+class _RowShare:
+    """One row's part of a `_RowsJob`, as `RowConstraint.collect` reads a pending job."""
+
+    def __init__(self, job: _RowsJob, index: int) -> None:
+        self._job, self._index = job, index
+
+    def done(self) -> bool:
+        return self._job.done()
+
+    def cancel(self) -> bool:
+        return False  # the job is shared: `result` runs it here when no thread has
+
+    def result(self) -> MaskStep:
+        return self._job.step(self._index)

@@ -97,6 +97,8 @@ def state_id(cache: KVState) -> int:
 class MirroredPromptCacheTrie(PromptCacheTrie):
     """The engine's prefix-cache trie on rank 0, mirroring its copies and trims by id."""
 
+    shares_prefixes = False  # the other ranks' caches are copied as rank 0's are
+
     def __init__(self, budget_bytes: int, mirror: CacheMirror) -> None:
         super().__init__(budget_bytes)
         self._mirror = mirror

@@ -5,7 +5,8 @@ row of a job kept in Corral's data folder; the rows are decoded side by side und
 schema, each written as it finishes, and the job's rows are exported at the end (JSONL,
 and CSV or XLSX if asked). `--resume` continues the last job with the same schema,
 instruction and settings: rows done stay done, a changed file is read again. Exit status:
-0 when every row is valid, 1 when any is incomplete, unreadable or failed, 2 on an error.
+0 when every row is valid (written by the model to the end, and valid), 1 when any is
+filled (Corral wrote some of its values), incomplete, unreadable or failed, 2 on an error.
 """
 
 from __future__ import annotations
@@ -44,7 +45,12 @@ def add_command(sub: Any) -> None:
     cmd.add_argument(
         "--pages", metavar="FIRST-LAST", help="read only these pages of each PDF (e.g. 1-3)"
     )
-    cmd.add_argument("--max-tokens", type=int, default=512, help="reply tokens per row")
+    cmd.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="reply tokens per row (default: estimated from the schema and each document)",
+    )
     cmd.add_argument("--model", default="default", help="'default', an MLX folder, a .gguf…")
     cmd.add_argument("--max-rows", type=int, default=None, help="rows decoded side by side")
     cmd.add_argument(
@@ -117,7 +123,9 @@ def cmd_extract(args: argparse.Namespace) -> int:
     from engine.memory.settings import engine_cache_options
 
     schema = _schema(args.schema)
-    if args.max_tokens < 1 or (args.max_rows is not None and args.max_rows < 1):
+    if (args.max_tokens is not None and args.max_tokens < 1) or (
+        args.max_rows is not None and args.max_rows < 1
+    ):
         raise CorralError("--max-tokens and --max-rows must be at least 1")
     settings = JobSettings(max_tokens=args.max_tokens, pages=_pages(args.pages))
     files = collect(args.paths)
@@ -156,15 +164,17 @@ def cmd_extract(args: argparse.Namespace) -> int:
         write_csv(args.csv, schema, rows)
     if args.xlsx:
         write_xlsx(args.xlsx, schema, rows)
-    counts = {s: sum(r.status == s for r in rows) for s in ("valid", "incomplete", "unreadable")}
+    kinds = ("valid", "filled", "incomplete", "unreadable")
+    counts = {s: sum(r.status == s for r in rows) for s in kinds}
     counts["failed"] = sum(r.status in ("failed", "pending") for r in rows)
     print(
-        f"{len(rows)} rows: {counts['valid']} valid, {counts['incomplete']} incomplete, "
-        f"{counts['unreadable']} unreadable, {counts['failed']} failed",
+        f"{len(rows)} rows: {counts['valid']} valid, {counts['filled']} filled, "
+        f"{counts['incomplete']} incomplete, {counts['unreadable']} unreadable, "
+        f"{counts['failed']} failed",
         file=sys.stderr,
     )
     for row in rows:
         if row.status != "valid":
             where = f" (pages {row.pages})" if row.pages else ""
-            print(f"  {row.status}: {row.path}{where}: {row.error}", file=sys.stderr)
+            print(f"  {row.status_text}: {row.path}{where}: {row.error}", file=sys.stderr)
     return 0 if counts["valid"] == len(rows) else 1

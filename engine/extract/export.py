@@ -1,6 +1,7 @@
-"""A job's rows out: JSONL (one object a row, as stored), CSV and XLSX (one column per
-top-level property of the schema, nested values as JSON text, beside the file, its pages,
-the row's status and why it is not valid)."""
+"""A job's rows out: JSONL (one object a row, as stored, with the JSON pointers of the
+values Corral filled), CSV and XLSX (one column per top-level property of the schema,
+nested values as JSON text, beside the file, its pages, the row's status, the fields Corral
+filled rather than the document, and why it is not valid)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from engine.extract.store import Row
 
-FIXED_COLUMNS = ("file", "pages", "status", "error")
+FIXED_COLUMNS = ("file", "pages", "status", "filled", "error")
 # What makes a spreadsheet read a cell as a formula (OWASP's list for CSV injection).
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -44,7 +45,8 @@ def table(schema: dict[str, Any], rows: Sequence[Row]) -> tuple[list[str], list[
     body = []
     for row in rows:
         data = row.result if isinstance(row.result, dict) else {}
-        fixed = [cell(row.path), row.pages or "", row.status, cell(row.error or "")]
+        filled = ", ".join(row.filled_fields)
+        fixed = [cell(row.path), row.pages or "", row.status, cell(filled), cell(row.error or "")]
         body.append(fixed + [cell(data.get(c)) for c in columns])
     return [*FIXED_COLUMNS, *columns], body
 

@@ -7,7 +7,9 @@ Submitting a thousand rows at once would fill the engine's queue (it refuses pas
 together and their shared instruction prefix is computed once, then reused from the prompt
 cache by the rest; they are queued one after another without waiting, so the engine
 admits them in the same turn), and submits the next as each one finishes. `limit` can shrink while
-interactive requests are waiting, which is how batch work lets them go first.
+interactive requests are waiting, which is how batch work lets them go first. A caller may
+hand a request back while the feeder runs (`again`: the extract runner retries a row that
+Corral had to fill with a larger budget); it goes ahead of the items not yet taken.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
@@ -50,6 +53,12 @@ class Feeder(Generic[K]):
         self.limit = limit or (lambda: engine_rows(engine))
         self.stop = threading.Event()
         self.cancel = threading.Event()
+        self._again: deque[tuple[K, ChatRequest]] = deque()
+
+    def again(self, key: K, request: ChatRequest) -> None:
+        """Feed `request` for `key` too, before the items not yet taken (from `on_result`,
+        on the feeder's thread). Dropped if the feeding stops first."""
+        self._again.append((key, request))
 
     def run(
         self,
@@ -77,6 +86,9 @@ class Feeder(Generic[K]):
                     if handle is not None:
                         handle.cancel()
             room = max(1, self.limit()) - len(in_flight) - len(pending)
+            while not self.stop.is_set() and self._again and room > 0:
+                pending.append(self._again.popleft())
+                room -= 1
             while not self.stop.is_set() and not exhausted and room > 0:
                 item = next(items, None)
                 if item is None:
@@ -86,7 +98,9 @@ class Feeder(Generic[K]):
                 room -= 1
             if pending and not self.stop.is_set():
                 pending = self._submit(pending, in_flight, ids, callback)
-            if not in_flight and (exhausted or self.stop.is_set()) and not pending:
+            waiting = bool(self._again) and not self.stop.is_set()
+            if not in_flight and not pending and not waiting and (exhausted or self.stop.is_set()):
+                self._again.clear()
                 break
             try:
                 key, result = done.get(timeout=BUSY_RETRY_S if pending else None)

@@ -3,10 +3,15 @@ checked, and written as each finishes.
 
 The runner reads documents on its own thread while the engine decodes the rows already
 submitted (the `Feeder` keeps a batch's worth in flight). Each reply is checked against the
-schema as written with `jsonschema` (formats too): a row is `valid`, or `incomplete` with
-the reason (the reply was cut, or did not validate), `unreadable` (the document), or
-`failed` (the engine refused it). A paused or cancelled job keeps every written row, and
-running it again does only the rows still pending.
+schema as written with `jsonschema` (formats too): a row is `valid` (the model wrote its
+reply to the end, and it validates), `filled` (Corral's closing policy ended it to fit: it
+validates, but the values its `filled` pointers name are Corral's), `incomplete` with the
+reason (the reply was cut, or did not validate), `unreadable` (the document), or `failed`
+(the engine refused it). A row that ends filled is decoded once more with twice the
+tokens before it is kept as filled. Each row's reply may have `JobSettings.max_tokens`
+tokens, or by default what `engine.extract.budget` estimates its schema and document
+need. A paused or cancelled job keeps every written row, and running it again does only
+the rows still pending.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +28,13 @@ import jsonschema
 
 from engine.api import EngineAPI
 from engine.errors import CorralError
+from engine.extract.budget import reply_tokens
 from engine.extract.document import Document, UnreadableDocument, read_document
 from engine.extract.feeder import Feeder
 from engine.extract.prompt import row_request, system_prompt
 from engine.extract.store import Job, JobStore, Row
 from engine.extract.windows import TokenCount, Window, page_windows
-from engine.types import ChatRequest, ChatResult, ConstraintSpec, StopReason
+from engine.types import ChatRequest, ChatResult, ConstraintSpec, Ending, StopReason, ending_note
 
 DEFAULT_CONTEXT = 8192
 # Tokens kept free beside the instructions, the document and the reply (template markers).
@@ -116,6 +122,8 @@ class ExtractRunner:
         self._stopped: str | None = None
         self._lock = threading.Lock()
         self._notes: dict[int, str | None] = {}  # what reading left out, per row
+        self._requests: dict[int, ChatRequest] = {}  # each row's request while it decodes
+        self._retried: set[int] = set()  # rows decoded again after Corral filled them
 
     def pause(self) -> None:
         """Stop submitting rows; those decoding finish and are written."""
@@ -141,11 +149,14 @@ class ExtractRunner:
         count = token_counter(self.engine)
         system = system_prompt(job.schema, job.instruction)
         context = model.context_length or DEFAULT_CONTEXT
-        budget = context - count(system) - job.settings.max_tokens - MARGIN_TOKENS
+        # the most a row's reply may take: the job's setting, or the estimate for the
+        # longest document a window holds
+        most = job.settings.max_tokens or reply_tokens(job.schema, context)
+        budget = context - count(system) - most - MARGIN_TOKENS
         if budget < 64:
             raise ExtractError(
                 f"the schema and instruction ({count(system):,} tokens) and replies of "
-                f"{job.settings.max_tokens:,} tokens leave no room for a document in the "
+                f"{most:,} tokens leave no room for a document in the "
                 f"model's context of {context:,} tokens"
             )
         validator = jsonschema.Draft202012Validator(
@@ -162,18 +173,18 @@ class ExtractRunner:
                 for row_id, document, window in self._windows(
                     job, row, model.vision, budget, count
                 ):
-                    yield (
-                        row_id,
-                        row_request(
-                            constraint,
-                            system,
-                            Path(row.path).name,
-                            window,
-                            paged=document.kind == "pdf",
-                            page_count=document.page_count,
-                            max_tokens=job.settings.max_tokens,
-                        ),
+                    size = sum(estimate_tokens(page.text) for page in window.pages)
+                    request = row_request(
+                        constraint,
+                        system,
+                        Path(row.path).name,
+                        window,
+                        paged=document.kind == "pdf",
+                        page_count=document.page_count,
+                        max_tokens=job.settings.max_tokens or reply_tokens(job.schema, size),
                     )
+                    self._requests[row_id] = request
+                    yield row_id, request
 
         def on_result(row_id: int, result: ChatResult) -> None:
             self._write(row_id, result, validator)
@@ -207,13 +218,17 @@ class ExtractRunner:
             yield row_id, document, window
 
     def _write(self, row_id: int, result: ChatResult, validator: jsonschema.Validator) -> None:
+        request = self._requests.pop(row_id, None)
         if result.stop_reason == StopReason.CANCELLED:
             return  # stays pending: a later run does it
         tokens = result.stats.generated_tokens
-        note = self._notes.pop(row_id, None)
         if result.error:
+            self._notes.pop(row_id, None)
             self._finish(row_id, "failed", error=result.error_line, tokens=tokens)
             return
+        if result.ending == Ending.FILLED and request is not None and self._retry(row_id, request):
+            return
+        note = self._notes.pop(row_id, None)
         try:
             data: Any = json.loads(result.text)
         except json.JSONDecodeError as exc:
@@ -230,14 +245,41 @@ class ExtractRunner:
                 error=f"{where}: {problem.message}",
                 tokens=tokens,
             )
-        elif result.incomplete:
+        elif result.ending == Ending.CUT:
             self._finish(
                 row_id, "incomplete", result=data, error="the reply was cut short", tokens=tokens
             )
+        elif result.ending == Ending.FILLED:  # valid, but not all of it the model's
+            why = ending_note(
+                result.ending,
+                close_reason=result.stats.close_reason,
+                budget=result.stats.budget_tokens,
+                filled=result.filled_paths,
+            )
+            if row_id in self._retried:
+                why += " (also with twice the tokens)"
+            self._finish(
+                row_id,
+                "filled",
+                result=data,
+                error="; ".join(filter(None, [note, why])),
+                tokens=tokens,
+                filled=result.filled_paths,
+            )
         else:
-            if result.closed_to_fit:  # valid, but ended early: a value may be shorter
-                note = "; ".join(filter(None, [note, "closed to fit the reply's token limit"]))
             self._finish(row_id, "valid", result=data, error=note or None, tokens=tokens)
+
+    def _retry(self, row_id: int, request: ChatRequest) -> bool:
+        """Decode a row Corral filled once more, with twice the tokens; False if it was
+        retried already (or the job is stopping)."""
+        if row_id in self._retried or self.feeder.stop.is_set():
+            return False
+        self._retried.add(row_id)
+        sampling = replace(request.sampling, max_tokens=request.sampling.max_tokens * 2)
+        again = replace(request, sampling=sampling)
+        self._requests[row_id] = again
+        self.feeder.again(row_id, again)
+        return True
 
     def _finish(
         self,
@@ -247,8 +289,11 @@ class ExtractRunner:
         result: Any = None,
         error: str | None = None,
         tokens: int = 0,
+        filled: list[str] | None = None,
     ) -> None:
-        if not self.store.finish(row_id, status, result=result, error=error, tokens=tokens):
+        if not self.store.finish(
+            row_id, status, result=result, error=error, tokens=tokens, filled=filled
+        ):
             return
         with self._lock:
             self.progress.counts = self.store.counts(self.job_id)

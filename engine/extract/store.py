@@ -6,6 +6,11 @@ the same rows; resuming a job is running what is still pending. A row remembers 
 content digest, so adding the same files again keeps the rows of unchanged files and reads
 a changed one again. A result is written only over a pending row, in one statement, so no
 row is ever completed twice.
+
+A row is `valid` only when the model wrote its reply to the end and it validates; `filled`
+when Corral's closing policy ended it to fit (it validates, but the values named by its
+`filled` JSON pointers are Corral's, not the document's); `incomplete` when it was cut
+short or does not validate; `unreadable` (the document) or `failed` (the engine refused).
 """
 
 from __future__ import annotations
@@ -23,10 +28,11 @@ from typing import Any
 import platformdirs
 
 from engine.database import open_database, transaction
+from engine.types import filled_names
 
 DB_NAME = "extract.sqlite3"
-STATUSES = ("pending", "valid", "incomplete", "unreadable", "failed")
-DONE = ("valid", "incomplete", "unreadable", "failed")
+STATUSES = ("pending", "valid", "filled", "incomplete", "unreadable", "failed")
+DONE = ("valid", "filled", "incomplete", "unreadable", "failed")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -50,15 +56,23 @@ CREATE TABLE IF NOT EXISTS rows (
     error TEXT,
     tokens INTEGER NOT NULL DEFAULT 0,
     completions INTEGER NOT NULL DEFAULT 0,
-    finished REAL
+    finished REAL,
+    filled TEXT
 );
 CREATE INDEX IF NOT EXISTS rows_job ON rows (job, status);
 """
+# What an older database's rows become: the filled values' column, and the rows it called
+# valid though the closing policy had ended them (they said so only in their note).
+_MIGRATE_FILLED = (
+    "ALTER TABLE rows ADD COLUMN filled TEXT",
+    "UPDATE rows SET status = 'filled', filled = '[]' WHERE status = 'valid' "
+    "AND error LIKE '%closed to fit the reply''s token limit%'",
+)
 
 
 _ROW_QUERY = (
     "SELECT id, job, path, digest, first_page, last_page, status, result, error, tokens, "
-    "completions FROM rows"
+    "completions, filled FROM rows"
 )
 
 
@@ -72,10 +86,11 @@ def extract_dir() -> Path:
 
 @dataclass(frozen=True)
 class JobSettings:
-    """How a job's rows are decoded: reply length, an optional page range for every
-    document, and whether page windows may split long documents."""
+    """How a job's rows are decoded: reply length (None: each row's estimated from the
+    schema and its document, `engine.extract.budget`), and an optional page range for
+    every document."""
 
-    max_tokens: int = 512
+    max_tokens: int | None = None
     pages: tuple[int, int] | None = None
 
     def to_json(self) -> str:
@@ -85,8 +100,10 @@ class JobSettings:
     def from_json(cls, text: str) -> JobSettings:
         data = json.loads(text)
         pages = data.get("pages")
+        tokens = data.get("max_tokens", 512)  # jobs from before the estimate had 512
         return cls(
-            int(data.get("max_tokens", 512)), (int(pages[0]), int(pages[1])) if pages else None
+            None if tokens is None else int(tokens),
+            (int(pages[0]), int(pages[1])) if pages else None,
         )
 
 
@@ -116,6 +133,20 @@ class Row:
     error: str | None
     tokens: int
     completions: int
+    # JSON pointers of the values Corral filled (status `filled`), else empty
+    filled: tuple[str, ...] = ()
+
+    @property
+    def filled_fields(self) -> list[str]:
+        """The filled values as a reader names them (`date`, `items[0].amount`)."""
+        return filled_names(list(self.filled))
+
+    @property
+    def status_text(self) -> str:
+        """The status as a table shows it: `filled: date, amount` for a filled row."""
+        if self.status == "filled" and self.filled:
+            return f"filled: {', '.join(self.filled_fields)}"
+        return self.status
 
     @property
     def page_range(self) -> tuple[int, int] | None:
@@ -139,6 +170,7 @@ class Row:
             "pages": self.pages,
             "status": self.status,
             "data": self.result,
+            "filled_paths": list(self.filled),
             "error": self.error,
         }
 
@@ -150,6 +182,11 @@ class JobStore:
         self.path = path or extract_dir() / DB_NAME
         self._lock = threading.Lock()
         self._db = open_database(self.path, _SCHEMA, foreign_keys=True)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(rows)")}
+        if "filled" not in columns:
+            with transaction(self._db) as db:
+                for statement in _MIGRATE_FILLED:
+                    db.execute(statement)
 
     def close(self) -> None:
         with self._lock:
@@ -278,19 +315,22 @@ class JobStore:
         result: Any = None,
         error: str | None = None,
         tokens: int = 0,
+        filled: list[str] | None = None,
     ) -> bool:
-        """Write a pending row's outcome; False (nothing written) if it was done already."""
+        """Write a pending row's outcome (`filled`: the JSON pointers Corral filled, for a
+        `filled` row); False (nothing written) if it was done already."""
         if status not in DONE:
             raise ValueError(f"not a finished status: {status}")
         with self._lock:
             cursor = self._db.execute(
-                "UPDATE rows SET status = ?, result = ?, error = ?, tokens = ?, "
+                "UPDATE rows SET status = ?, result = ?, error = ?, tokens = ?, filled = ?, "
                 "completions = completions + 1, finished = ? WHERE id = ? AND status = 'pending'",
                 (
                     status,
                     None if result is None else json.dumps(result),
                     error,
                     tokens,
+                    json.dumps(filled) if filled is not None else None,
                     time.time(),
                     row_id,
                 ),
@@ -302,7 +342,7 @@ class JobStore:
         marks = ",".join("?" * len(statuses))
         with self._lock:
             cursor = self._db.execute(
-                f"UPDATE rows SET status = 'pending', result = NULL, error = NULL "
+                f"UPDATE rows SET status = 'pending', result = NULL, error = NULL, filled = NULL "
                 f"WHERE job = ? AND status IN ({marks})",
                 (job_id, *statuses),
             )
@@ -336,4 +376,5 @@ class JobStore:
 
 def _row(r: tuple[Any, ...]) -> Row:
     result = None if r[7] is None else json.loads(r[7])
-    return Row(r[0], r[1], r[2], r[3], r[4], r[5], r[6], result, r[8], r[9], r[10])
+    filled = tuple(json.loads(r[11])) if r[11] else ()
+    return Row(r[0], r[1], r[2], r[3], r[4], r[5], r[6], result, r[8], r[9], r[10], filled)

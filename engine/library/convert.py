@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # imported when weights are written, so this module loads wit
 ProgressFn = Callable[[str, float], None]
 
 SHARD_BYTES = 512 << 20  # output held in memory before it is written
-IMPORT_FORMAT = 2  # bump when the output of an import changes, so old imports are redone
+IMPORT_FORMAT = 3  # bump when the output of an import changes, so old imports are redone
 
 
 class ShardWriter:

@@ -86,13 +86,12 @@ def _sentencepiece_bpe(meta: dict[str, Any], tokens: list[str], types: list[int]
     GGUF stores pieces with scores but no merges; as Hugging Face's converter does, every
     split of a piece into two known pieces is a merge, ranked by the merged piece's score.
     Gemma's files need two fixes (as transformers' GGUF loader makes them): pieces of only
-    spaces are stored as real spaces rather than "▁", and its scores do not follow its
-    merge order, while the order of the pieces in the file does. Gemma adds no prefix space
+    spaces are stored as real spaces rather than "▁" (the caller renames them:
+    `_gemma_spaces`), and its scores do not follow its merge order, while the order of the
+    pieces in the file does. Gemma adds no prefix space
     (`tokenizer.ggml.add_space_prefix` false).
     """
-    gemma = str(meta.get("general.architecture", "")).startswith("gemma")
-    if gemma:
-        tokens = ["▁" * len(t) if t and not t.strip(" ") else t for t in tokens]
+    gemma = _is_gemma(meta)
     scores_arr = meta.get("tokenizer.ggml.scores")
     if scores_arr is None or gemma:
         scores = [-float(i) for i in range(len(tokens))]
@@ -138,6 +137,15 @@ def _sentencepiece_bpe(meta: dict[str, Any], tokens: list[str], types: list[int]
     return tokenizer
 
 
+def _is_gemma(meta: dict[str, Any]) -> bool:
+    return str(meta.get("general.architecture", "")).startswith("gemma")
+
+
+def _gemma_spaces(tokens: list[str]) -> list[str]:
+    """Gemma's pieces of only spaces as SentencePiece writes them ("▁" for each space)."""
+    return ["▁" * len(t) if t and not t.strip(" ") else t for t in tokens]
+
+
 def _scalar(meta: dict[str, Any], key: str) -> Any:
     value = meta.get(key)
     if value is None:
@@ -162,9 +170,15 @@ def build_tokenizer_files(meta: dict[str, Any], out_dir: Path, source: Path) -> 
     if kind == "gpt2":
         tokenizer = _byte_level_bpe(meta, tokens)
     else:
+        # Gemma's space pieces are user-defined: renamed before both the vocabulary and the
+        # added tokens are made, so each keeps its own id (added under their file names they
+        # were new tokens past the model's vocabulary, ids its embedding does not have).
+        if _is_gemma(meta):
+            tokens = _gemma_spaces(tokens)
         tokenizer = _sentencepiece_bpe(meta, tokens, token_types)
     added = [
-        AddedToken(tok, special=t == _CONTROL, normalized=False)
+        # a piece of "▁" is matched in the normalized text (where spaces are "▁")
+        AddedToken(tok, special=t == _CONTROL, normalized=bool(tok) and not tok.strip("▁"))
         for tok, t in zip(tokens, token_types, strict=True)
         if t in (_CONTROL, _USER_DEFINED)
     ]

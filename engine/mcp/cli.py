@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from engine.mcp.catalog import CatalogTool
 from engine.mcp.turn import DEFAULT_MAX_STEPS, Approval, CallRecord, ToolTurn
-from engine.types import ChatRequest, ToolCall
+from engine.types import EXIT_STATUS, ChatRequest, ToolCall
 
 _SHOWN_RESULT_CHARS = 600
 
@@ -135,5 +135,6 @@ def run_chat(args: argparse.Namespace, engine: Any, request: ChatRequest) -> int
         err.write(f"[{outcome.end}] {len(outcome.replies)} replies, {len(outcome.calls)} calls\n")
     if final is not None and final.error:
         err.write(f"error: {final.error_line}\n")
-        return 1
-    return 0
+    # as `chat` without MCP: 0 when the model finished its last reply, 3 when Corral
+    # filled or cut it, 1 when it failed
+    return EXIT_STATUS[final.ending] if final is not None else 0

@@ -24,6 +24,7 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models import cache as mlx_cache
 
+from engine.memory.shared_prefix import SharedPrefixKVCache, plain_layer
 from engine.memory.store import KVState
 
 FORMAT = "corral-prompt-cache/1"
@@ -53,9 +54,13 @@ def entry_name(tokens: np.ndarray) -> str:
 
 
 def can_write(cache: KVState) -> bool:
-    """Whether every layer is one this format holds (full-precision or quantized KV)."""
+    """Whether every layer is one this format holds (full-precision or quantized KV; a
+    shared prefix is written as the tokens it holds)."""
     return bool(cache) and all(
-        type(c) in (mlx_cache.KVCache, mlx_cache.QuantizedKVCache) and c.keys is not None
+        isinstance(c, SharedPrefixKVCache)
+        and c.offset
+        or type(c) in (mlx_cache.KVCache, mlx_cache.QuantizedKVCache)
+        and c.keys is not None
         for c in cache
     )
 
@@ -67,6 +72,7 @@ def serialize(cache: KVState, n: int) -> tuple[dict[str, mx.array], list[dict[st
     arrays: dict[str, mx.array] = {}
     layout: list[dict[str, Any]] = []
     for i, c in enumerate(cache):
+        c = plain_layer(c)
         if type(c) is mlx_cache.QuantizedKVCache:
             layout.append({"kind": "quantized", "bits": c.bits, "group_size": c.group_size})
             parts: tuple[tuple[str, Any], ...] = (("k", c.keys), ("v", c.values))

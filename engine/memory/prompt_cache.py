@@ -7,17 +7,22 @@ longest common prefix with anything stored and serve it in one of two ways:
 - In place (the common path): an entry on the request's own path (the previous prompt plus its
   reply, for the next turn of a chat) is handed out by reference and leaves the trie; the caller
   extends it and gives it back with `store`. Nothing is copied.
-- By copy (branching: regenerate, edit, a second chat sharing the system prompt): the request
-  diverges inside a stored entry, so a new cache sharing that entry's buffers up to the divergence
-  is handed out (MLX copies the shared part once, when the caller first extends it). The original
-  entry stays, so switching back to that branch is still a hit. A divergent tail of a few tokens
-  (a chat template re-rendering the end of the last reply, say stripping trailing whitespace) is
-  not worth a branch: it is trimmed off in place instead.
+- As a branch (regenerate, edit, a second chat sharing the system prompt): the request diverges
+  inside a stored entry, so a new cache holding that entry's state up to the divergence is handed
+  out. Where the model reads shared-prefix caches (`engine.memory.attention`), the entry's buffers
+  are frozen into blocks that both read through views and neither writes again
+  (`engine.memory.shared_prefix`): nothing is copied, the branch and the entry each write past the
+  branch point into a part of their own. Otherwise the new cache shares the entry's buffers until
+  first written (MLX copies the shared part then). The original entry stays, so switching back to
+  that branch is still a hit. A divergent tail of a few tokens (a chat template re-rendering the
+  end of the last reply, say stripping trailing whitespace) is not worth a branch: it is trimmed
+  off in place instead.
 
 Caches that cannot be trimmed (a rotated sliding window, state-space layers) are only ever reused
 as exact prefixes: the state of tokens[:n] is never guessed from a longer state.
 
-Eviction is least recently used, by bytes held, against `budget_bytes`. Recency belongs to nodes:
+Eviction is least recently used, by bytes held, against `budget_bytes`; a block shared by
+several entries is counted once, while any entry reads it. Recency belongs to nodes:
 every lookup touches the nodes of its path, so a prefix many chats pass through (a shared system
 prompt) stays recent. When the last entry below a branching node is evicted, it is shrunk to a
 compact copy of that shared prefix rather than dropped, so the shared prefix is the last to go.
@@ -43,6 +48,17 @@ import mlx.core as mx
 from mlx.utils import tree_flatten, tree_map
 from mlx_lm.models import cache as mlx_cache
 
+from engine.memory.attention import supports_shared_prefix
+from engine.memory.shared_prefix import (
+    KVBlock,
+    SharedPrefixKVCache,
+    blocks_of,
+    compact_prefixes,
+    freeze,
+    plain_layer,
+    share,
+    shareable,
+)
 from engine.memory.store import KVState
 from engine.types import CacheStats
 
@@ -70,8 +86,19 @@ def cache_arrays(cache: KVState) -> list[mx.array]:
 
 
 def cache_nbytes(cache: KVState) -> int:
-    """Bytes a prompt cache really holds, step-allocated slack included."""
+    """Bytes of a prompt cache's state, step-allocated slack included (shared blocks count
+    whole: what a copy of it would take)."""
     return sum(a.nbytes for a in cache_arrays(cache))
+
+
+def own_nbytes(cache: KVState) -> int:
+    """Bytes of the buffers a prompt cache writes: all of it but the blocks it shares."""
+    return sum(
+        c.own_nbytes
+        if isinstance(c, SharedPrefixKVCache)
+        else sum(v.nbytes for _, v in _leaves(c.state) if isinstance(v, mx.array))
+        for c in cache
+    )
 
 
 def cache_length(cache: KVState) -> int | None:
@@ -91,8 +118,10 @@ def _slice_layer(c: Any, n: int, compact: bool = False) -> Any:
     It shares `c`'s buffers until first written to (MLX copies them then), or with `compact`
     gets exact-size buffers of its own at once, so the larger original can be freed. New array
     objects matter either way: MLX's `a[i] = v` updates the array object in place, so a shallow
-    copy sharing them would write into the stored entry.
+    copy sharing them would write into the stored entry. A shared-prefix layer is copied into
+    one buffer of mlx-lm's own first.
     """
+    c = plain_layer(c)
     if isinstance(c, _SLICEABLE) and c.keys is not None:
         out = copy.copy(c)
         end = n - getattr(c, "start_position", 0)
@@ -131,6 +160,20 @@ def slice_cache(cache: KVState, n: int, compact: bool = False) -> KVState:
     return [_slice_layer(c, n, compact) for c in cache]
 
 
+def _matching(tokens: list[int], pos: int, span: list[int]) -> int:
+    """How many leading tokens of `span` match `tokens` from `pos` (at least 1: the first
+    does), by halving compared runs (C-speed slice comparisons, not a loop per token: a
+    branch deep in an 8k-token span is found in a dozen comparisons)."""
+    lo, hi = 1, min(len(span), len(tokens) - pos)  # span[:lo] matches; span[:hi + 1] does not
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if tokens[pos + lo : pos + mid] == span[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 class _Node:
     __slots__ = ("span", "parent", "children", "depth", "entry", "n_entries", "shared", "touched")
 
@@ -146,17 +189,22 @@ class _Node:
 
 
 class _Entry:
-    __slots__ = ("node", "cache", "nbytes", "trimmable")
+    __slots__ = ("node", "cache", "nbytes", "trimmable", "blocks")
 
     def __init__(self, node: _Node, cache: KVState, nbytes: int, trimmable: bool) -> None:
         self.node = node
         self.cache = cache
-        self.nbytes = nbytes
+        self.nbytes = nbytes  # of the buffers it writes; the blocks it reads are counted apart
         self.trimmable = trimmable
+        self.blocks = blocks_of(cache)
 
 
 class PromptCacheTrie:
     """LRU token trie of prompt caches for one model, within `budget_bytes`."""
+
+    # Branches share the prefix's blocks where the model reads them (a subclass that mirrors
+    # each copy elsewhere turns this off).
+    shares_prefixes = True
 
     def __init__(
         self,
@@ -176,6 +224,7 @@ class PromptCacheTrie:
         self._make_cache = make_cache or mlx_cache.make_prompt_cache
         self._steal_tail = steal_tail_tokens
         self._model_ref: Any = None
+        self._shares: bool | None = None  # the model reads shared-prefix caches (asked once)
         self.on_evict = on_evict
         self.clear()
 
@@ -191,11 +240,17 @@ class PromptCacheTrie:
         self._evict_to_budget()
 
     def store_copy(self, tokens: Sequence[int], cache: KVState) -> None:
-        """Keep a copy of `cache` (holding `tokens`) that shares its buffers until either is
-        written to (MLX copies then), leaving `cache` to the caller: a prompt's state kept
-        for the prompts that share it while it goes on decoding."""
+        """Keep the state of `cache` (holding `tokens`), leaving `cache` to the caller: a
+        prompt's state kept for the prompts that share it while it goes on decoding. Where
+        branches share blocks, `cache`'s layers are frozen in place (see `shared_prefix`)
+        and the entry reads the same blocks: neither copies. Otherwise the entry shares its
+        buffers until either is written to (MLX copies then)."""
         n = cache_length(cache)
         if n is None:  # no layer tracks its length: nothing can be sliced
+            return
+        if self._sharing(cache):  # the caller's cache goes on reading the same blocks
+            self._freeze(cache)
+            self.store(tokens, share(cache, n, _slice_layer))
             return
         self.store(tokens, self._slice_cache(cache, n))
 
@@ -209,6 +264,7 @@ class PromptCacheTrie:
         """Drop every entry and reset the statistics."""
         self._root = _Node([], None, 0)
         self._entries: set[_Entry] = set()
+        self._blocks: dict[KVBlock, int] = {}  # block -> entries reading it
         self._bytes = 0
         self._clock = 0
         self._loan: tuple[KVState, _Entry, int] | None = None
@@ -222,6 +278,7 @@ class PromptCacheTrie:
                 "rejected",
                 "reused_in_place",
                 "copies",
+                "shared_branches",
                 "cached_tokens_total",
                 "prompt_tokens_total",
             ),
@@ -267,9 +324,14 @@ class PromptCacheTrie:
                 cache = src.cache
                 self._counts["reused_in_place"] += 1
             else:
-                cache = self._slice_cache(src.cache, n_copy)
+                if self._sharing(src.cache):
+                    self._refreeze(src)
+                    cache = share(src.cache, n_copy, _slice_layer)
+                    self._counts["shared_branches"] += 1
+                else:
+                    cache = self._slice_cache(src.cache, n_copy)
+                    self._counts["copies"] += 1
                 self._loan = (cache, src, n_copy)
-                self._counts["copies"] += 1
             n = n_copy
         elif ref is not None:
             self._remove(ref)
@@ -309,8 +371,8 @@ class PromptCacheTrie:
         except Exception:  # the request failed mid-evaluation: its state is not to be trusted
             self._prune_handed_out()
             return
-        nbytes = sum(a.nbytes for a in arrays)
-        if nbytes > self._budget:
+        nbytes = own_nbytes(cache)
+        if nbytes + sum(b.nbytes for b in blocks_of(cache) - self._blocks.keys()) > self._budget:
             self._counts["rejected"] += 1
             self._prune_handed_out()
             if self.on_evict is not None and mlx_cache.can_trim_prompt_cache(cache):
@@ -409,6 +471,7 @@ class PromptCacheTrie:
             return
         if self._model_ref is not None:
             self.clear()  # caches of another model are meaningless for this one
+        self._shares = None
         try:
             self._model_ref = weakref.ref(model)
         except TypeError:
@@ -428,10 +491,7 @@ class PromptCacheTrie:
                 node = child
                 path.append(child)
                 continue
-            k = 1
-            while pos + k < len(tokens) and k < len(span) and tokens[pos + k] == span[k]:
-                k += 1
-            return path, pos + k, child
+            return path, pos + _matching(tokens, pos, span), child
         return path, pos, None
 
     def _insert_path(self, tokens: list[int]) -> tuple[_Node, list[_Node]]:
@@ -474,6 +534,7 @@ class PromptCacheTrie:
         node.entry = _Entry(node, cache, nbytes, trimmable)
         self._entries.add(node.entry)
         self._bytes += nbytes
+        self._count_blocks(node.entry, 1)
         n: _Node | None = node
         while n is not None:
             n.n_entries += 1
@@ -484,6 +545,7 @@ class PromptCacheTrie:
         node.entry = None
         self._entries.discard(entry)
         self._bytes -= entry.nbytes
+        self._count_blocks(entry, -1)
         n: _Node | None = node
         while n is not None:
             n.n_entries -= 1
@@ -502,6 +564,47 @@ class PromptCacheTrie:
                 child.span = node.span + child.span
                 child.parent = node.parent
                 node.parent.children[child.span[0]] = child
+
+    # -- shared prefixes ----------------------------------------------------------------------
+
+    def _sharing(self, cache: KVState) -> bool:
+        """Whether a branch of `cache` shares its blocks (the model reads shared-prefix
+        caches: checked at the first branch) rather than copying them."""
+        if not self.shares_prefixes or not shareable(cache):
+            return False
+        if self._shares is None:
+            model = self._model_ref() if self._model_ref is not None else None
+            self._shares = model is not None and supports_shared_prefix(model, _slice_layer)
+        return self._shares
+
+    def _freeze(self, cache: KVState) -> None:
+        """Make what `cache` wrote blocks (in place, no copy; see `shared_prefix.freeze`),
+        compacting a prefix read in too many pieces."""
+        freeze(cache)
+        compact_prefixes(cache)
+
+    def _refreeze(self, entry: _Entry) -> None:
+        """Freeze a stored entry's cache, its bytes now counted as the blocks it reads."""
+        self._count_blocks(entry, -1)
+        self._bytes -= entry.nbytes
+        self._freeze(entry.cache)
+        entry.nbytes = own_nbytes(entry.cache)
+        entry.blocks = blocks_of(entry.cache)
+        self._bytes += entry.nbytes
+        self._count_blocks(entry, 1)
+
+    def _count_blocks(self, entry: _Entry, sign: int) -> None:
+        """Count (+1) or discount (-1) the blocks `entry` reads: each block's bytes once,
+        while any entry reads it."""
+        for block in entry.blocks:
+            readers = self._blocks.get(block, 0) + sign
+            if readers > 0:
+                if readers == 1 and sign > 0:
+                    self._bytes += block.nbytes
+                self._blocks[block] = readers
+            else:
+                self._bytes -= block.nbytes
+                self._blocks.pop(block, None)
 
     def _prune_handed_out(self) -> None:
         if self._handed_out is not None:
@@ -525,7 +628,7 @@ class PromptCacheTrie:
                 arrays = cache_arrays(compact)
                 mx.eval(arrays)
                 nbytes = sum(a.nbytes for a in arrays)
-                if nbytes < victim.nbytes:
+                if nbytes < cache_nbytes(victim.cache):
                     self._add(target, compact, nbytes, True)
                     self._counts["shrinks"] += 1
             self._remove(victim)

@@ -7,9 +7,11 @@ Each step, for the rows of the batch together:
    already knows (the prompt's last token when it joins, tokens its grammar forced);
 2. the tokens sampled last step are read back and handed to their replies (text, stop
    strings, limits) and to their rows' matchers, whose masks for the next token are
-   computed on the mask pool while the forward pass runs (`engine.constraints.row`);
-3. the masks are applied as one (rows, vocab) bias, then each row's penalties and its own
-   sampler (settings, seeded key) pick its next token;
+   computed on the mask pool while the forward pass runs, all rows' in one job, their
+   masks filled together by llguidance's executor (`engine.constraints.row`);
+3. the rows' packed masks go to the device as one small array and are applied there, in
+   the graph that samples (`engine.constraints.masking`), then each row's penalties and its
+   own sampler (settings, seeded key) pick its next token;
 4. finished, cancelled and failed rows leave with their own KV state; rows whose prompts
    are ready join (`join`), merged into the batch's cache.
 
@@ -17,9 +19,12 @@ A row alone keeps mlx-lm's plain KV cache, so a single reply runs the same singl
 forward pass as before batching; from two rows on, the caches are merged into mlx-lm's
 batch caches (`BatchKVCache`: rows left-padded to a common length). Forced tokens save
 work: a row feeds all of them in one step, the rows with fewer tokens right-padded
-(`prepare`/`finalize`, as mlx-lm's batched prefill does), and alone a row whose mask was
-narrow waits for its matcher, to feed its next token together with the tokens forced
-after it rather than spend a forward pass on it alone.
+(`prepare`/`finalize`, as mlx-lm's batched prefill does), where the wider pass costs
+little (a GPU); where it costs about its width (a CPU, as `PassCost` learns), one row's
+forced tokens are fed a few or one a step instead of making every row's step wide
+(`_width`). Alone, a row whose mask was narrow waits for its matcher, to feed its next
+token together with the tokens forced after it rather than spend a forward pass on it
+alone.
 
 Speculative decoding (`engine.runtime.speculative`) rides on the same mechanism: a speculating row
 reads its token at the end of the step, then feeds it with a draft of the tokens expected
@@ -38,8 +43,9 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models import cache as mlx_cache
 
-from engine.constraints.masking import BatchBias, apply_masks, metal_available
+from engine.constraints.masking import PackedMasks, allows, apply_masks, metal_available
 from engine.constraints.row import RowConstraint
+from engine.memory.shared_prefix import SharedPrefixKVCache, plain_layer
 from engine.memory.store import KVState
 from engine.runtime.logprobs import BatchLogprobs, RowLogprobs
 from engine.runtime.sampling import LogitsProcessor, RowSampler
@@ -52,6 +58,10 @@ _PADDABLE = tuple(
     for name in ("BatchKVCache", "BatchRotatingKVCache")
     if hasattr(mlx_cache, name)
 )
+
+
+# A lone row's caches that drop rejected draft positions exactly.
+_TRIMMABLE_ALONE = (mlx_cache.KVCache, mlx_cache.QuantizedKVCache, SharedPrefixKVCache)
 
 
 class RowOwner(Protocol):
@@ -150,7 +160,7 @@ class DecodeBatch:
         self._left: list[DecodeRow] = []  # rows that ended before their first step
         self._cpu = mx.default_device() == mx.cpu
         self._metal_masks = metal_available()
-        self._batch_bias = BatchBias()  # several rows' masks, a buffer kept across steps
+        self._packed = PackedMasks()  # several rows' masks, a buffer kept across steps
         self._steps = 0
         # the log-probabilities of the tokens of the rows that record them
         self._logprobs = BatchLogprobs()
@@ -263,7 +273,7 @@ class DecodeBatch:
         rows = self.rows
         assert self.cache is not None
         can_pad = len(rows) == 1 or isinstance(self.cache[0], _PADDABLE)
-        width = max(max(len(row.pending) for row in rows), 1) if can_pad else 1
+        width = self._width() if can_pad else 1
         inputs = self._y[:, None] if self._y is not None else None
         counts = [1] * len(rows)
         if any(row.pending for row in rows):
@@ -310,6 +320,26 @@ class DecodeBatch:
             return out[:, -1, :]
         return out[mx.arange(len(rows)), mx.array(counts) - 1]
 
+    def _width(self) -> int:
+        """Tokens the widest row feeds this step. Rows with known tokens to feed (forced by
+        their grammar, a draft, a prompt's tail) feed several at once, and every other row
+        is padded to the widest: on a GPU a wider pass costs about what one token's does,
+        on a CPU about its width times (padding included). Of the widths that feed no
+        draft in part (its logits verify it), the one feeding the most tokens per unit of
+        a pass's cost, as `PassCost` has timed it, is taken; the rest wait a step."""
+        rows = self.rows
+        wants = [max(len(row.pending), 1) for row in rows]
+        widest = max(wants)
+        if widest == 1 or len(rows) == 1:
+            return widest
+        least = max((len(row.pending) for row in rows if row.draft), default=1)
+        best, best_rate = widest, sum(wants) / self.cost.relative(len(rows), widest)
+        for width in range(widest - 1, least - 1, -1):
+            rate = sum(min(n, width) for n in wants) / self.cost.relative(len(rows), width)
+            if rate > best_rate:
+                best, best_rate = width, rate
+        return best
+
     def _read(self, y: mx.array | None) -> list[int]:
         """Wait for last step's samples; start each constrained row's matcher on its token."""
         rows = self.rows
@@ -317,12 +347,15 @@ class DecodeBatch:
         if y is None or not any(row.sampled for row in rows):
             return []
         tokens: list[int] = y.tolist()  # type: ignore[assignment]
+        advancing: list[tuple[RowConstraint, int]] = []
         for row, token in zip(rows, tokens, strict=True):
             if row.sampled:
                 row.fed.append(token)
                 if row.constraint is not None:
-                    row.constraint.advance(token)
+                    advancing.append((row.constraint, token))
                     row.awaiting = True
+        if advancing:  # the rows' matchers in one job: their masks filled together
+            RowConstraint.advance_rows(advancing)
         return tokens
 
     def _hand_over(self, tokens: list[int]) -> None:
@@ -398,9 +431,7 @@ class DecodeBatch:
         rows = self.rows
         raw = logits
         if masks is not None and any(m is not None for m in masks):
-            logits = apply_masks(
-                logits, masks, use_metal=self._metal_masks, batch_bias=self._batch_bias
-            )
+            logits = apply_masks(logits, masks, use_metal=self._metal_masks, packed=self._packed)
         if any(row.processors for row in rows):
             parts = []
             for i, row in enumerate(rows):
@@ -457,13 +488,13 @@ class DecodeBatch:
     # ---- speculative decoding ----
 
     def _speculation_ok(self) -> bool:
-        """Whether the batch's cache can drop a row's rejected positions: a lone row's plain
-        or quantized KV cache, or mlx-lm's batch KV cache (not rotating caches)."""
+        """Whether the batch's cache can drop a row's rejected positions: a lone row's plain,
+        quantized or shared-prefix KV cache, or mlx-lm's batch KV cache (not rotating caches)."""
         cache = self.cache
         if not cache:
             return False
         if len(self.rows) == 1:
-            return all(type(c) in (mlx_cache.KVCache, mlx_cache.QuantizedKVCache) for c in cache)
+            return all(type(c) in _TRIMMABLE_ALONE for c in cache)
         return all(type(c) is mlx_cache.BatchKVCache for c in cache)
 
     def _draft_rows(self) -> None:
@@ -584,7 +615,7 @@ class DecodeBatch:
             token = -1
             if choices is not None:
                 token = choices[kept]
-                if masked and not _allows(row.mask, token, metal=self._metal_masks):
+                if masked and not allows(row.mask, token):
                     token = -1  # the mask rules the model's choice out: sample under it
             if token < 0:
                 scores = logits[kept : kept + 1]
@@ -677,8 +708,13 @@ class DecodeBatch:
 
 
 def _merge(caches: list[KVState]) -> KVState:
-    """One batch cache per layer holding every row of `caches` (each one row's cache)."""
-    return [type(layer[0]).merge(list(layer)) for layer in zip(*caches, strict=True)]
+    """One batch cache per layer holding every row of `caches` (each one row's cache; a
+    shared-prefix layer is copied into one buffer, as merging copies every row anyway)."""
+    merged = []
+    for layer in zip(*caches, strict=True):
+        rows = [plain_layer(c) for c in layer]
+        merged.append(type(rows[0]).merge(rows))
+    return merged
 
 
 def decode_alone(
@@ -720,18 +756,6 @@ def decode_alone(
         batch.step()
     if row.error is not None:
         raise row.error
-
-
-def _allows(mask: np.ndarray | None, token: int, *, metal: bool) -> bool:
-    """Whether a mask prepared by `TokenMasker` surely lets `token` through (False when in
-    doubt: the caller then applies it)."""
-    if mask is None:
-        return True
-    if metal:  # llguidance's packed words: bit (token % 32) of word token // 32
-        words = mask.reshape(-1)
-        return token >> 5 < words.size and bool((int(words[token >> 5]) >> (token & 31)) & 1)
-    bias = mask.reshape(-1)  # -0.0 lets a token through, -inf does not
-    return token < bias.size and bool(bias[token] == 0.0)
 
 
 def _samples(row: DecodeRow) -> bool:

@@ -242,12 +242,7 @@ class BatchLogprobs:
         peak = mx.max(logits, axis=-1, keepdims=True)
         weights = mx.exp(logits - peak)
         lse = peak + mx.log(mx.sum(weights, axis=-1, keepdims=True))
-        vocab = logits.shape[-1]
-        ids = (
-            mx.argmax(logits, axis=-1, keepdims=True)
-            if k == 1
-            else mx.argpartition(logits, kth=vocab - k, axis=-1)[:, vocab - k :]
-        )
+        ids = top_ids(logits, k)
         top = mx.take_along_axis(logits, ids, axis=-1) - lse
         target = mx.array(known + (inner[2] if inner is not None else []), dtype=mx.int32)
         n = len(slots)
@@ -296,6 +291,37 @@ class BatchLogprobs:
         tokens are being read)."""
         while self._unread and self._unread[0].step < step:
             self._unread.popleft().read()
+
+
+TOP_BLOCK = 256  # logits per block when the top k are found block by block
+
+
+def top_ids(logits: mx.array, k: int) -> mx.array:
+    """The ids of each row's `k` largest logits, (rows, k), in no particular order, lazy.
+
+    Found in two small selections instead of one over the vocabulary: the k blocks of
+    TOP_BLOCK logits with the highest maxima hold every one of the k largest values (a
+    block left out has a maximum no higher than k chosen blocks' maxima, each of which is
+    a value at least as high), so the k largest of those k blocks are the row's. At
+    262,144 tokens one `argpartition` over the row took ~11 ms on a CPU, this ~0.4 ms
+    (equal values may come with other ids)."""
+    rows, vocab = logits.shape
+    if k == 1:
+        return mx.argmax(logits, axis=-1, keepdims=True)
+    blocks = -(-vocab // TOP_BLOCK)
+    if blocks < 4 * k:  # a small vocabulary: one selection is cheap
+        return mx.argpartition(logits, kth=vocab - k, axis=-1)[:, vocab - k :]
+    pad = blocks * TOP_BLOCK - vocab
+    if pad:
+        fill = mx.full((rows, pad), -mx.inf, dtype=logits.dtype)
+        logits = mx.concatenate([logits, fill], axis=1)
+    peaks = mx.max(logits.reshape(rows, blocks, TOP_BLOCK), axis=-1)
+    best = mx.argpartition(peaks, kth=blocks - k, axis=-1)[:, blocks - k :]
+    offsets = mx.arange(TOP_BLOCK, dtype=best.dtype)
+    candidates = (best[:, :, None] * TOP_BLOCK + offsets).reshape(rows, k * TOP_BLOCK)
+    values = mx.take_along_axis(logits, candidates, axis=-1)
+    chosen = mx.argpartition(values, kth=k * TOP_BLOCK - k, axis=-1)[:, k * TOP_BLOCK - k :]
+    return mx.take_along_axis(candidates, chosen, axis=-1)
 
 
 class TokenText:

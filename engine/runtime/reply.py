@@ -15,9 +15,11 @@ and runs it as a row of the decode batch (`engine.runtime.batch`).
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from engine.constraints.closing import MARGIN as CLOSING_MARGIN
 from engine.prompt.chat import encode_chat, render_continuation
 from engine.prompt.reasoning import (
     ReplyStart,
@@ -28,7 +30,7 @@ from engine.prompt.reasoning import (
 )
 from engine.prompt.tokenizer import ModelTokenizer
 from engine.runtime.batch import DecodeRow
-from engine.runtime.context import KVMemory, reply_budget, tool_definition_tokens
+from engine.runtime.context import KVMemory, reply_budget, room_taken, tool_definition_tokens
 from engine.runtime.reply_text import ReplyText
 from engine.runtime.sampling import RowSampler, build_processors, end_token_ids
 from engine.runtime.speculative import Drafter, Speculator
@@ -45,8 +47,10 @@ from engine.types import (
     ReasoningFormat,
     StopReason,
     TextDelta,
+    TokenLogprob,
     TokenLogprobs,
     ToolCall,
+    ToolCallDelta,
 )
 
 if TYPE_CHECKING:
@@ -168,8 +172,11 @@ class Reply:
             settings.max_tokens,
             lambda: tool_definition_tokens(tokenizer, request, len(prompt_tokens)),
             memory,
+            # the closing policy keeps its margin from the model (engine.runtime.context)
+            CLOSING_MARGIN + 1 if constraint is not None and request.close_to_fit else 1,
         )
         self.prompt_tokens: list[int] = prompt_tokens
+        self._context_length = loaded.info.context_length
         self.constraint: ConstraintSpec | None = constraint
         self._splitter = self.tool_plan.stream() if self.tool_plan is not None else None
 
@@ -204,6 +211,11 @@ class Reply:
         if self._phase == "off":
             self._phase = "answer"
         self.generated: list[int] = []
+        # where the closing policy's tokens began: reply tokens before them, and the
+        # answer's text length (characters) then; None while the model writes
+        self._closing_at: int | None = None
+        self._closing_char = 0
+        self._logprobs_sent = 0  # recorded tokens streamed so far
         self.n_cached = 0
         self._first_token_at: float | None = None
         self._last_token_at = 0.0
@@ -349,6 +361,9 @@ class Reply:
         """A token of the reply, sampled or forced: stream its text; a reason ends the reply."""
         self._last_token_at = time.perf_counter()
         self._first_token_at = self._first_token_at or self._last_token_at
+        rc = self.row_constraint
+        if self._closing_at is None and rc is not None and rc.closed_to_fit:
+            self._closing_began(rc)
         if token in self.ends:
             return StopReason.EOS
         self.generated.append(token)
@@ -356,7 +371,7 @@ class Reply:
             assert self._token_text is not None
             self.row_logprobs.given(token)
             if ready := self.row_logprobs.ready(self._token_text):
-                self.handle.emit(TokenLogprobs(tuple(ready)))
+                self._emit_logprobs(ready)
         if (self._phase != "answer" or self._pending) and self._take_thinking(token):
             return StopReason.LENGTH if len(self.generated) >= self.budget else None
         self._answer_tokens += 1
@@ -367,6 +382,31 @@ class Reply:
         if len(self.generated) >= self.budget:
             return StopReason.LENGTH
         return None
+
+    def _emit_logprobs(self, tokens: list[TokenLogprob]) -> None:
+        """Stream the next recorded tokens, those the closing policy wrote marked so."""
+        start, self._logprobs_sent = self._logprobs_sent, self._logprobs_sent + len(tokens)
+        if self._closing_at is not None and start + len(tokens) > self._closing_at:
+            tokens = _mark_closing(tokens, self._closing_at - start)
+        self.handle.emit(TokenLogprobs(tuple(tokens)))
+
+    def _closing_began(self, rc: RowConstraint) -> None:
+        """The closing policy's first token is here: note where it begins. Raises
+        ContextLengthError (nothing of it is shown) when the context left the model no
+        room to write a token of its own (see engine.runtime.context)."""
+        self._closing_at = len(self.generated)
+        self._closing_char = len(self._text.text)
+        if len(self.generated) > rc.forced_tokens:
+            return  # the model wrote some of it
+        refusal = room_taken(
+            len(self.prompt_tokens),
+            self._context_length,
+            len(self.generated) + rc.closing_reserve,  # what the format forced, then kept
+            self.budget,
+            self.settings.max_tokens,
+        )
+        if refusal is not None:
+            raise refusal
 
     def _emit_text(self, delta: str) -> None:
         if self._thought and not self._answer_begun:  # the blank line after the block
@@ -383,7 +423,11 @@ class Reply:
     def result(self, stop_reason: StopReason, fed: list[int]) -> ChatResult:
         """The finished reply (its last text deltas are emitted first); `fed` holds every
         token given to the model."""
-        if delta := self._text.finish():
+        delta = self._text.finish()
+        rc = self.row_constraint
+        if self._closing_at is None and rc is not None and rc.closed_to_fit:
+            self._closing_began(rc)  # an empty ending: the reply stops where it is
+        if delta:
             self._emit_text(delta)
         if self._splitter is not None:
             for event in self._splitter.finish():
@@ -393,11 +437,12 @@ class Reply:
             assert self._token_text is not None
             logprobs, rest = self.row_logprobs.finish(self._token_text)
             if rest:
-                self.handle.emit(TokenLogprobs(tuple(rest)))
+                self._emit_logprobs(rest)
         stats = self.stats
         stats.cached_tokens = self.n_cached
         stats.generated_tokens = len(self.generated)
         stats.stop_reason = stop_reason.value
+        stats.budget_tokens = self.budget
         stats.total_s = time.perf_counter() - self.started
         first, last = self._first_token_at, self._last_token_at
         if first is not None:
@@ -438,6 +483,11 @@ class Reply:
                 calls = self._splitter.with_ids(calls)
         constraint = self.constraint
         as_written = self._check_as_written(text, calls)
+        filled: list[str] = []
+        if self._closing_at is not None:
+            filled = self._filled(text, calls)
+            if logprobs is not None:
+                logprobs = _mark_closing(logprobs, self._closing_at)
         return ChatResult(
             text=text,
             stop_reason=stop_reason,
@@ -454,7 +504,48 @@ class Reply:
             logprobs=logprobs,
             as_written=as_written,
             reasoning=reasoning,
+            filled_paths=filled,
         )
+
+    def _filled(self, text: str, calls: list[ToolCall]) -> list[str]:
+        """JSON pointers of the values the closing policy wrote (engine.constraints.filled):
+        into the reply's JSON, or into each tool call's arguments (a call it began whole
+        is named whole)."""
+        from engine.constraints.filled import common_prefix, filled_paths
+
+        raw = self._text.text
+        answer = raw.lstrip() if self._thought else raw
+        offset = self._closing_char - (len(raw) - len(answer))  # into `answer`
+        if self.tool_plan is None:
+            return filled_paths(text, offset)
+        if not calls:  # the reply followed the user's own format: its content
+            start = answer.find(text) if text else -1
+            return filled_paths(text, offset - start) if start >= 0 else []
+        written = self._call_arguments(answer[: max(0, offset)], final=False)
+        whole = self._call_arguments(answer, final=True)
+        paths: list[str] = []
+        for i, call in enumerate(calls):
+            if i not in written:
+                paths.append(f"/tool_calls/{i}")
+                continue
+            full = whole.get(i) or json.dumps(call.arguments, ensure_ascii=False)
+            own = common_prefix(written[i], full)
+            paths += [f"/tool_calls/{i}/arguments{p}" for p in filled_paths(full, own)]
+        return paths
+
+    def _call_arguments(self, text: str, *, final: bool) -> dict[int, str]:
+        """Each call's arguments JSON text as the streaming split reads it from `text`
+        (by call index; a call whose name is read has an entry, "" until its arguments)."""
+        assert self.tool_plan is not None
+        splitter = self.tool_plan.stream()
+        if splitter is None:
+            return {}
+        events = splitter.feed(text) + (splitter.finish() if final else [])
+        found: dict[int, str] = {}
+        for event in events:
+            if isinstance(event, ToolCallDelta):
+                found[event.index] = found.get(event.index, "") + event.arguments
+        return found
 
     def _finish_thinking(self, stats: GenerationStats) -> str | None:
         """The thinking block's text (None if the reply never opened one), its figures
@@ -492,6 +583,14 @@ class Reply:
         result = check_reply(kind, source, text, tools, calls)
         self.stats.as_written_ms = round((time.perf_counter() - started) * 1000, 3)
         return result
+
+
+def _mark_closing(tokens: list[TokenLogprob], start: int) -> list[TokenLogprob]:
+    """`tokens` with those from `start` on marked as the closing policy's (Corral's)."""
+    from dataclasses import replace
+
+    start = max(0, start)
+    return tokens[:start] + [replace(t, closing=True) for t in tokens[start:]]
 
 
 def _unclosed(needed: int | None, max_tokens: int) -> str:

@@ -245,6 +245,7 @@ class Scheduler:
         if isinstance(keys, tuple) and keys:  # a quantized cache: (values, scales, biases)
             keys = keys[0]
         width = keys.shape[2] if keys is not None and hasattr(keys, "shape") else 0
+        width = width or getattr(prompt.cache[0], "capacity", 0)  # a shared-prefix layer
         if width:  # buffers hold `width` token positions, whatever is filled
             self._token_bytes = cache_nbytes(prompt.cache) // width
 

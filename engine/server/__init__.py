@@ -10,9 +10,11 @@ check and API key), `streaming` (engine events into the event loop and out as SS
 `core` (reading bodies, admission, the engine call, cancellation), `app` (the Starlette
 app and the completion endpoints), `runner` (uvicorn on a thread or in the foreground),
 `compat` (the one table of fields real clients send: accepted or refused by name),
-`agents` (how Claude Code, Codex and OpenCode are pointed at the server) and `launch`
-(`python -m engine launch`: the server, then the agent). The only package under engine/
-that imports an HTTP framework.
+`agents` (how Claude Code, Codex and OpenCode are pointed at the server), `launch`
+(`python -m engine launch`: the server, then the agent), `keepalive` (what each dialect
+sends while a reply has nothing to say), `context_scaling` (`--report-context`) and
+`embeddings` (`/v1/embeddings` and `/v1/rerank`). The only package under engine/ that
+imports an HTTP framework.
 """
 
 from __future__ import annotations

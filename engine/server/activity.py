@@ -29,6 +29,8 @@ class RequestRecord:
     constraint: str | None = None
     stop_reason: str | None = None
     error: str | None = None
+    # how the first choice ended (engine.types.Ending): finished, filled, cut, ...
+    ending: str | None = None
 
     def line(self) -> str:
         """The record as one log line."""
@@ -36,11 +38,13 @@ class RequestRecord:
         head = f"{stamp} {self.status} {self.endpoint}{' (stream)' if self.stream else ''}"
         if self.error:
             return f"{head}: {self.error}"
+        if self.stop_reason is None and self.ttft_ms is None and not self.completion_tokens:
+            return f"{head}: {self.prompt_tokens} tokens"  # embeddings, rerank, counts
         ttft = f"{self.ttft_ms:.0f} ms" if self.ttft_ms is not None else "-"
         text = (
             f"{head}: {self.prompt_tokens} prompt ({self.cached_tokens} cached), "
             f"{self.completion_tokens} completion, TTFT {ttft}, {self.decode_tps:.1f} tok/s, "
-            f"{self.stop_reason}"
+            f"{self.ending or self.stop_reason}"
         )
         return text + (f", {self.constraint}" if self.constraint else "")
 

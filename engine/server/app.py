@@ -21,11 +21,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine.api import EngineAPI
+from engine.embeddings import EmbeddingSource
 from engine.server.activity import ServerActivity
 from engine.server.anthropic import MessagesAPI
 from engine.server.batches import BatchAPI
 from engine.server.config import ServerConfig
 from engine.server.core import Core, unknown_model
+from engine.server.embeddings import EmbeddingsAPI
 from engine.server.errors import EXCEPTION_HANDLERS, APIError
 from engine.server.guard import Guard
 from engine.server.openai_responses import ResponsesAPI
@@ -39,10 +41,11 @@ class Service:
     """The OpenAI completion endpoints and the model list. One per app; shares `engine`
     with whoever else uses it."""
 
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, embeddings: EmbeddingsAPI) -> None:
         self.core = core
         self.engine = core.engine
         self.activity = core.activity
+        self.embeddings = embeddings
 
     # ---- simple endpoints ----
 
@@ -71,11 +74,15 @@ class Service:
         }
 
     async def models(self, request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [self._model_card()]})
+        cards = [self._model_card(), *self.embeddings.cards()]
+        return JSONResponse({"object": "list", "data": cards})
 
     async def model(self, request: Request) -> Response:
-        card = self._model_card()
         wanted = request.path_params["model_id"]
+        for other in self.embeddings.cards():
+            if other["id"] == wanted:
+                return JSONResponse(other)
+        card = self._model_card()
         if wanted != card["id"]:
             raise unknown_model(wanted, card["id"])
         return JSONResponse(card)
@@ -126,10 +133,17 @@ class Service:
         )
 
 
-def create_app(engine: EngineAPI, config: ServerConfig, activity: ServerActivity) -> Starlette:
-    """The ASGI app serving `engine` with `config`; requests are counted in `activity`."""
+def create_app(
+    engine: EngineAPI,
+    config: ServerConfig,
+    activity: ServerActivity,
+    embeddings: EmbeddingSource | None = None,
+) -> Starlette:
+    """The ASGI app serving `engine` (and `embeddings`' models) with `config`; requests are
+    counted in `activity`."""
     core = Core(engine, config, activity)
-    service = Service(core)
+    vectors = EmbeddingsAPI(core, embeddings)
+    service = Service(core, vectors)
     messages = MessagesAPI(core)
     responses = ResponsesAPI(core)
     batches = BatchAPI(core)
@@ -143,6 +157,7 @@ def create_app(engine: EngineAPI, config: ServerConfig, activity: ServerActivity
         *messages.routes(),
         *responses.routes(),
         *batches.routes(),
+        *vectors.routes(),
     ]
     middleware = []
     if config.cors_origins:  # outermost: preflight requests carry no key

@@ -48,6 +48,14 @@ class ServerConfig:
     responses_db: Path | None = None
     max_stored_responses: int = 1000
     stored_response_days: float = 30.0
+    # While a reply has nothing to send (a long prompt being read, a queue), a keep-alive
+    # goes out at least this often: an SSE comment, Anthropic's `ping`, or a space before a
+    # whole JSON body (engine.server.keepalive). 0 sends none.
+    keep_alive_s: float = 10.0
+    # "Context scaling": token counts in usage and count_tokens reported as if the model
+    # read this many tokens (N / its real context), so an agent built for a larger window
+    # compacts in time (engine.server.report_context). None: the real counts.
+    report_context: int | None = None
 
     def check(self) -> None:
         """Raise ServerConfigError for settings the server must refuse to start with."""
@@ -55,6 +63,14 @@ class ServerConfig:
             raise ServerConfigError(f"port must be between 0 and 65535, got {self.port}")
         if self.api_key is not None and not self.api_key.strip():
             raise ServerConfigError("the API key is empty; give a key or none at all")
+        if not self.keep_alive_s >= 0:
+            raise ServerConfigError(
+                f"keep-alive must be 0 or more seconds, got {self.keep_alive_s}"
+            )
+        if self.report_context is not None and self.report_context < 1:
+            raise ServerConfigError(
+                f"the reported context must be a positive token count, got {self.report_context}"
+            )
         if not is_loopback(self.host) and not self.api_key:
             raise ServerConfigError(
                 f"refusing to serve on {self.host} without an API key: any machine that can "

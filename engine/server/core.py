@@ -16,7 +16,7 @@ import asyncio
 import functools
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -27,10 +27,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from engine.api import EngineAPI
 from engine.errors import CorralError, EngineBusyError, EngineClosedError
 from engine.runtime.context import CONTEXT_LENGTH_EXCEEDED
+from engine.runtime.handle import RequestHandle
 from engine.server.activity import RequestRecord, ServerActivity
 from engine.server.compat import Dialect, note_headers, screen
 from engine.server.config import ServerConfig
+from engine.server.context_scaling import reported, scale_factor, scaled_result
 from engine.server.errors import APIError, from_validation_error, param_path
+from engine.server.keepalive import JSON_SPACE, Ticker
 from engine.server.responses import IndexedEvent, error_message, failure, status_for
 from engine.server.streaming import EventChannel, StreamWriter, relay
 from engine.server.translate import ConstraintChecker, Prepared
@@ -166,6 +169,8 @@ class Core:
         n = prepared.n
         results: list[ChatResult | None] = [None] * n
 
+        factor = self.report_factor()
+
         def on_event(index: int, event: ChatEvent) -> None:  # engine thread
             if not first_token and isinstance(event, TextDelta | ToolCallDelta):
                 first_token.append(time.perf_counter())
@@ -175,6 +180,8 @@ class Core:
                 if len(done) == n:
                     ttft = (first_token[0] - started) * 1e3 if first_token else None
                     self.activity.end(_record(arrived, endpoint, stream, prepared, done, ttft))
+                if failure([event.result]) is None:  # the client's counts (the log's are real)
+                    event = Finished(scaled_result(event.result, factor))
             channel.push((index, event))
 
         requests = prepared.request.alternatives(n) if n > 1 else [prepared.request]
@@ -192,17 +199,24 @@ class Core:
             self.activity.end(RequestRecord(arrived, endpoint, 500, error=str(exc)))
             raise
         gone = asyncio.ensure_future(_until_disconnect(request))
+        keep_alive = self.config.keep_alive_s or None
         try:
-            events = await _next(channel, gone)
+            # The first events say whether the engine took the request (an error is still
+            # an HTTP status); past a keep-alive's wait the reply starts without them.
+            events = await _next(channel, gone, keep_alive)
             if stream and _finished(events) < n:
                 gone.cancel()  # the streaming response listens for the disconnect itself
                 return StreamingResponse(
-                    relay(writer, events, channel, handles),
+                    relay(writer, events, channel, handles, keep_alive),
                     media_type="text/event-stream",
                     headers=SSE_HEADERS,
                 )
             while _finished(events) < n:
-                events += await _next(channel, gone)
+                more = await _next(channel, gone, keep_alive)
+                if not more:  # silent for a keep-alive's wait: hold the connection open
+                    gone.cancel()
+                    return self._held(request, events, channel, handles, whole, n)
+                events += more
         except ClientGone:
             for handle in handles:
                 handle.cancel()
@@ -210,13 +224,66 @@ class Core:
         finally:
             gone.cancel()
         finished = _results(events)
-        info = self.engine.snapshot.model
-        raise_for_results(finished, info.context_length if info is not None else None)
+        raise_for_results(finished, self._context_length())
         if stream:  # finished before any token: a one-shot stream
             return StreamingResponse(
                 relay(writer, events, None, handles), media_type="text/event-stream"
             )
         return JSONResponse(whole(finished))
+
+    def reported(self, tokens: int) -> int:
+        """A token count as clients are told it (`--report-context`)."""
+        return reported(tokens, self.report_factor())
+
+    def report_factor(self) -> float:
+        """How much larger the token counts clients are told are than the real ones
+        (`--report-context`, engine.server.context_scaling)."""
+        return scale_factor(self.config.report_context, self._context_length())
+
+    def _context_length(self) -> int | None:
+        info = self.engine.snapshot.model
+        return info.context_length if info is not None else None
+
+    def _held(
+        self,
+        request: Request,
+        events: list[IndexedEvent],
+        channel: EventChannel,
+        handles: list[RequestHandle],
+        whole: Callable[[list[ChatResult]], dict[str, Any]],
+        n: int,
+    ) -> Response:
+        """A whole-JSON reply still being computed, its connection held open by a space
+        every keep-alive (engine.server.keepalive); a failure after this point is its
+        error body under the 200 already sent."""
+        ticker = Ticker(self.config.keep_alive_s)
+        path = request.url.path
+
+        def body() -> bytes:
+            finished = _results(events)
+            try:
+                raise_for_results(finished, self._context_length())
+                return bytes(JSONResponse(whole(finished)).body)
+            except APIError as exc:
+                return bytes(exc.response(path).body)
+
+        async def held() -> AsyncIterator[bytes]:
+            try:
+                yield JSON_SPACE
+                while _finished(events) < n:
+                    batch = await ticker.next(channel.next_batch)
+                    if batch is None:
+                        yield JSON_SPACE
+                    else:
+                        events.extend(batch)
+                yield body()
+            finally:
+                ticker.close()
+                for handle in handles:
+                    if not handle.done():
+                        handle.cancel()  # the client went away
+
+        return StreamingResponse(held(), media_type="application/json", headers=SSE_HEADERS)
 
 
 def prompt_length(request: ChatRequest, loaded: Any) -> int:
@@ -235,11 +302,13 @@ def prompt_length(request: ChatRequest, loaded: Any) -> int:
     return len(tokens)
 
 
-async def count_prompt(engine: EngineAPI, request: ChatRequest) -> int:
-    """`prompt_length` of `request` on `engine`'s thread; 501 where the model lives in
-    another process (a distributed group)."""
+async def count_prompt(core: Core, request: ChatRequest) -> int:
+    """`prompt_length` of `request` on the engine's thread (real tokens: `Core.reported`
+    gives what clients are told); 501 where the model lives in another process (a
+    distributed group)."""
+    run = core.engine.run(functools.partial(prompt_length, request))
     try:
-        return await asyncio.wrap_future(engine.run(functools.partial(prompt_length, request)))
+        return await asyncio.wrap_future(run)
     except APIError:
         raise
     except CorralError as exc:
@@ -291,14 +360,20 @@ def _parse_json(raw: bytes) -> dict[str, Any]:
     return data
 
 
-async def _next(channel: EventChannel, gone: asyncio.Future[None]) -> list[IndexedEvent]:
+async def _next(
+    channel: EventChannel, gone: asyncio.Future[None], timeout: float | None = None
+) -> list[IndexedEvent]:
+    """The channel's next events; [] when `timeout` seconds pass first (an event left
+    unread stays in the channel); ClientGone when the client disconnects first."""
     get = asyncio.ensure_future(channel.next_batch())
     waiting: set[asyncio.Future[Any]] = {get, gone}
-    done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-    if get not in done:
-        get.cancel()
+    done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    if get in done:
+        return get.result()
+    get.cancel()
+    if gone in done:
         raise ClientGone
-    return get.result()
+    return []
 
 
 def _unencodable_text(data: Any) -> str | None:
@@ -340,18 +415,23 @@ def _results(events: list[IndexedEvent]) -> list[ChatResult]:
 
 def raise_for_results(results: list[ChatResult], context_length: int | None = None) -> None:
     """APIError for a request whose replies the engine could not all produce. A prompt
-    longer than the model's `context_length` is worded as each API words it, with the
-    numbers: OpenAI's `context_length_exceeded`, Anthropic's "prompt is too long"."""
+    that leaves the reply no room (engine.runtime.context says what that means) is worded
+    as each API words it, with both numbers: OpenAI's `context_length_exceeded` and
+    Anthropic's "prompt is too long: N tokens > M maximum", M the most prompt tokens that
+    leave the reply room (the reason follows in brackets where it is not simply the
+    context's length)."""
     failed = failure(results)
     if failed is None:
         return
     message = error_message(failed)
     if failed.error_code == CONTEXT_LENGTH_EXCEEDED:
         tokens = failed.stats.prompt_tokens
-        if context_length and tokens >= context_length:
-            anthropic = f"prompt is too long: {tokens} tokens > {context_length} maximum"
-        else:  # the KV memory binds before the context does
-            anthropic = f"prompt is too long: {message}"
+        maximum = failed.max_prompt_tokens
+        if maximum is None:  # an engine that did not say: the context's length
+            maximum = max(0, (context_length or tokens) - 1)
+        anthropic = f"prompt is too long: {tokens} tokens > {maximum} maximum"
+        if not (context_length and tokens >= context_length and maximum == context_length - 1):
+            anthropic += f" ({message})"
         raise GenerationFailed(
             400,
             message,
@@ -395,4 +475,5 @@ def _record(
         constraint=prepared.constraint,
         stop_reason=(failed or result).stats.stop_reason,
         error=error_message(failed) if failed is not None and failed.error else None,
+        ending=(failed or result).ending.value,
     )

@@ -6,7 +6,8 @@ allowed among the N most likely, each renormalised as the mask renormalised the 
 (exact without penalties). A forced token has `logprob` 0.0 and itself as its only
 alternative. Corral's extension `corral` adds what the model wanted, before the mask:
 the token's `model_logprob`, the N most likely tokens with `allowed` flags, the number of
-tokens the grammar allowed, and the `forced` and `overridden` flags.
+tokens the grammar allowed, and the `forced`, `overridden` and `closing` flags (`closing`:
+Corral's closing policy wrote the token, not the model).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def corral_token(record: TokenLogprob) -> dict[str, Any]:
         "allowed": record.allowed,
         "forced": record.forced,
         "overridden": record.overridden,
+        "closing": record.closing,
         "top": [
             {
                 "token": a.text,

@@ -19,6 +19,7 @@ from engine.server.logprobs import chat_entry, chat_logprobs, completion_logprob
 from engine.types import (
     ChatEvent,
     ChatResult,
+    Ending,
     Finished,
     ReasoningDelta,
     StopReason,
@@ -37,9 +38,12 @@ def new_id(prefix: str) -> str:
 
 
 def finish_reason(result: ChatResult) -> str:
-    if result.tool_calls:
-        return "tool_calls"
-    return "length" if result.stop_reason == StopReason.LENGTH else "stop"
+    """OpenAI's word for the reply's Ending: "length" for a reply Corral filled or cut (tool
+    calls too: their arguments may hold values the model did not write), "tool_calls" or
+    "stop" only for a reply the model finished."""
+    if result.ending in (Ending.FILLED, Ending.CUT):
+        return "length"
+    return "tool_calls" if result.tool_calls else "stop"
 
 
 def status_for(result: ChatResult) -> int:
@@ -80,6 +84,8 @@ def corral_stats(result: ChatResult, warnings: list[str]) -> dict[str, Any]:
         "prefill_tps": round(s.prefill_tps, 2),
         "decode_tps": round(s.decode_tps, 2),
         "total_ms": round(s.total_s * 1e3, 2),
+        "ending": result.ending.value,
+        "filled_paths": list(result.filled_paths),
         "stop_reason": s.stop_reason,
         "constraint": result.constraint_name,
         "constraint_use": result.constraint_use,

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import uvicorn
 
 from engine.api import EngineAPI
+from engine.embeddings import EmbeddingSource
 from engine.server.activity import ServerActivity
 from engine.server.app import create_app
 from engine.server.config import ServerConfig, ServerConfigError
@@ -53,12 +54,15 @@ class HTTPServer:
         engine: EngineAPI,
         config: ServerConfig,
         activity: ServerActivity | None = None,
+        embeddings: EmbeddingSource | None = None,
     ) -> None:
+        """`embeddings`: the embedding and reranker models /v1/embeddings and /v1/rerank
+        serve (none: those endpoints answer that the server has none)."""
         config.check()
         self.engine = engine
         self.config = config
         self.activity = activity or ServerActivity()
-        self.app = create_app(engine, config, self.activity)
+        self.app = create_app(engine, config, self.activity, embeddings)
         self._uvicorn: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()

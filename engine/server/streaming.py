@@ -13,6 +13,7 @@ from typing import Protocol
 
 from engine.runtime.handle import RequestHandle
 from engine.server.errors import APIError
+from engine.server.keepalive import SSE_COMMENT, Ticker
 from engine.server.responses import (
     SSE_DONE,
     ChunkWriter,
@@ -65,6 +66,11 @@ class StreamWriter(Protocol):
         failed)."""
         ...
 
+    def keep_alive(self) -> bytes:
+        """What goes out while there is nothing to send, that the dialect's clients read
+        past (engine.server.keepalive)."""
+        ...
+
 
 def generation_error(results: list[ChatResult]) -> APIError | None:
     """The error of a request whose replies did not all finish, if any."""
@@ -97,16 +103,22 @@ class ChatChunkStream:
         error = generation_error(self.writer.finished())
         return ([encode_sse(error.body())] if error is not None else []) + [SSE_DONE]
 
+    def keep_alive(self) -> bytes:
+        return SSE_COMMENT
+
 
 async def relay(
     writer: StreamWriter,
     events: list[IndexedEvent],
     channel: EventChannel | None,
     handles: list[RequestHandle],
+    keep_alive_s: float | None = None,
 ) -> AsyncIterator[bytes]:
     """The SSE body: `events` already received, then the channel's until every reply has
-    finished, then the writer's ending. Leaving early (the client disconnected, or the
-    server is stopping) cancels the replies."""
+    finished, then the writer's ending; the writer's keep-alive whenever `keep_alive_s`
+    pass with nothing to send. Leaving early (the client disconnected, or the server is
+    stopping) cancels the replies."""
+    ticker = Ticker(keep_alive_s)
     try:
         for piece in writer.opening():
             yield piece
@@ -115,10 +127,14 @@ async def relay(
                 yield piece
             if writer.done or channel is None:
                 break
-            events = await channel.next_batch()
+            batch = await ticker.next(channel.next_batch)
+            if batch is None:
+                yield writer.keep_alive()
+            events = batch or []
         for piece in writer.ending():
             yield piece
     finally:
+        ticker.close()
         for handle in handles:
             if not handle.done():
                 handle.cancel()  # the client went away (or the server is stopping)

@@ -45,15 +45,20 @@ from engine.types.request import (
     ToolDefinition,
 )
 from engine.types.result import (
+    EXIT_STATUS,
     MAX_TOP_LOGPROBS,
     AsWrittenCheck,
     ChatResult,
+    Ending,
     ErrorKind,
     GenerationStats,
     StopReason,
     TokenAlternative,
     TokenLogprob,
     ToolCall,
+    decide_ending,
+    ending_note,
+    filled_names,
     logprobs_summary,
 )
 from engine.types.sampling import (
@@ -76,12 +81,14 @@ __all__ = [
     "ChatRequest",
     "ChatResult",
     "ChatRole",
+    "Ending",
     "CompiledConstraint",
     "ConstraintKind",
     "ConstraintSpec",
     "ConstraintUse",
     "DEFAULT_MAX_ROWS",
     "EFFORT_BUDGETS",
+    "EXIT_STATUS",
     "Diagnostic",
     "EngineSnapshot",
     "ErrorKind",
@@ -117,4 +124,7 @@ __all__ = [
     "check_sampling",
     "effort_budget",
     "logprobs_summary",
+    "decide_ending",
+    "ending_note",
+    "filled_names",
 ]

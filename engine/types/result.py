@@ -16,13 +16,101 @@ ErrorKind = Literal["input", "unavailable", "internal"]
 
 
 class StopReason(StrEnum):
-    """Why a reply ended."""
+    """Why the decode loop stopped a reply (the mechanism; `Ending` says what it means)."""
 
     EOS = "eos"
     LENGTH = "length"
     STOP_STRING = "stop"
     CANCELLED = "cancelled"
     ERROR = "error"
+
+
+class Ending(StrEnum):
+    """How a reply ended, in the one word every surface maps to its own: `finished` (the
+    model ended it: an end token or a stop string, its grammar complete), `filled`
+    (Corral's closing policy ended it validly to fit, on the token budget or because it
+    repeated itself: `ChatResult.filled_paths` names the values Corral wrote), `cut`
+    (stopped by the token budget or the context with no valid close, or ended before its
+    grammar was complete), `cancelled`, `failed` (no reply: `ChatResult.error` says why)."""
+
+    FINISHED = "finished"
+    FILLED = "filled"
+    CUT = "cut"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+def decide_ending(stop_reason: StopReason, *, closed_to_fit: bool, incomplete: bool) -> Ending:
+    """The one place a reply's Ending is decided, from the decode loop's stop reason and
+    what the closing policy did (`closed_to_fit`) or left undone (`incomplete`: a
+    constrained reply whose grammar was not complete when it stopped)."""
+    if stop_reason == StopReason.ERROR:
+        return Ending.FAILED
+    if stop_reason == StopReason.CANCELLED:
+        return Ending.CANCELLED
+    if closed_to_fit:
+        return Ending.FILLED
+    if stop_reason == StopReason.LENGTH or incomplete:
+        return Ending.CUT
+    return Ending.FINISHED
+
+
+# The exit status of `python -m engine chat` for each ending (2 is a bad command line).
+EXIT_STATUS = {
+    Ending.FINISHED: 0,
+    Ending.FAILED: 1,
+    Ending.FILLED: 3,
+    Ending.CUT: 3,
+    Ending.CANCELLED: 130,
+}
+
+
+def ending_note(
+    ending: str, *, close_reason: str = "", budget: int = 0, filled: list[str] | None = None
+) -> str:
+    """How a reply ended, in words for a reader (the app's reply tag, the CLI): what
+    Corral did to a `filled` reply and which values it wrote, why a `cut` one is not
+    complete; "" for the others (`finished` needs no note; cancelled and failed replies
+    have their own)."""
+    limit = f"at {budget:,} tokens" if budget else "at its token limit"
+    if ending == Ending.FILLED:
+        if close_reason == "repetition":
+            note = "Corral finished this reply: the model was repeating itself"
+        else:
+            note = f"Corral finished this reply to fit: the model was cut off {limit}"
+        names = [f"`{n}`" for n in filled_names(list(filled or []))]
+        if names:
+            listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+            note += f"; {listed} {'was' if len(names) == 1 else 'were'} filled in"
+        return note
+    if ending == Ending.CUT:
+        return f"The reply was cut off {limit} before it was complete"
+    return ""
+
+
+def filled_names(paths: list[str]) -> list[str]:
+    """The filled values' JSON pointers as a reader names them: `/date` → `date`,
+    `/items/0/amount` → `items[0].amount`, a tool call's `/tool_calls/1/arguments/city`
+    → `city` (calls are named apart), the whole reply (`""`) → `the whole reply`."""
+    names = []
+    for path in paths:
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in path.split("/")[1:]]
+        if len(parts) >= 3 and parts[0] == "tool_calls" and parts[2] == "arguments":
+            parts = parts[3:]
+            if not parts:
+                names.append("the call's arguments")
+                continue
+        elif len(parts) == 2 and parts[0] == "tool_calls":
+            names.append("a whole tool call")
+            continue
+        if not parts:
+            names.append("the whole reply")
+            continue
+        name = parts[0]
+        for part in parts[1:]:
+            name += f"[{part}]" if part.isdigit() else f".{part}"
+        names.append(name)
+    return list(dict.fromkeys(names))
 
 
 # Alternatives a recorded token keeps at most (OpenAI's `top_logprobs` limit).
@@ -83,6 +171,8 @@ class TokenLogprob:
     forced: bool = False
     overridden: bool = False
     bytes: tuple[int, ...] = ()
+    # Corral's closing policy wrote this token, not the model (an ending to fit)
+    closing: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +185,7 @@ class TokenLogprob:
             "forced": self.forced,
             "overridden": self.overridden,
             "bytes": list(self.bytes),
+            **({"closing": True} if self.closing else {}),
         }
 
     @classmethod
@@ -111,17 +202,19 @@ class TokenLogprob:
             bool(data.get("forced", False)),
             bool(data.get("overridden", False)),
             tuple(int(b) for b in data.get("bytes", ())),
+            bool(data.get("closing", False)),
         )
 
 
 def logprobs_summary(tokens: list[TokenLogprob]) -> str:
-    """One line about a recorded reply: where the constraint overrode the model, and how
-    many tokens it forced."""
+    """One line about a recorded reply: where the constraint overrode the model, how many
+    tokens it forced, and how many Corral wrote to close the reply."""
     overridden = sum(t.overridden for t in tokens)
-    forced = sum(t.forced for t in tokens)
+    forced = sum(t.forced and not t.closing for t in tokens)
+    closing = sum(t.closing for t in tokens)
     return (
         f"the constraint overrode the model at {overridden} of {len(tokens)} tokens; "
-        f"{forced} forced"
+        f"{forced} forced" + (f"; {closing} written by Corral to close it" if closing else "")
     )
 
 
@@ -145,6 +238,8 @@ class GenerationStats:
     mask_overhead_ms: float = 0.0
     forced_tokens: int = 0
     forward_passes: int = 0
+    # the reply's token budget: max_tokens, or what the context left when less
+    budget_tokens: int = 0
     # closing within the budget (engine.constraints.closing): whether the reply ended on
     # the closing policy's tokens, why ("budget" or "repetition"), how many it added, how
     # often the ending was computed, and whether loops inside a value were closed
@@ -248,6 +343,20 @@ class ChatResult:
     # what the model thought before it answered (its reasoning block, tags removed); None
     # when it did not think. Never part of `text`, never fed back into later prompts.
     reasoning: str | None = None
+    # JSON pointers of the values Corral's closing policy wrote rather than the model (a
+    # value the model began and Corral finished counts), into the reply's JSON or into a
+    # tool call's arguments (`/tool_calls/0/arguments/city`); empty unless `filled`
+    filled_paths: list[str] = field(default_factory=list)
+    # for a prompt refused as too long (error_code "context_length_exceeded"): the most
+    # prompt tokens that would leave the reply room
+    max_prompt_tokens: int | None = None
+
+    @property
+    def ending(self) -> Ending:
+        """How the reply ended (see Ending): what every surface reports."""
+        return decide_ending(
+            self.stop_reason, closed_to_fit=self.stats.closed_to_fit, incomplete=self.incomplete
+        )
 
     @property
     def valid_as_written(self) -> bool | None:
@@ -297,6 +406,8 @@ class ChatResult:
         return {
             "text": self.text,
             **({"reasoning": self.reasoning} if self.reasoning is not None else {}),
+            "ending": self.ending.value,
+            "filled_paths": list(self.filled_paths),
             "stop_reason": self.stop_reason.value,
             "incomplete": self.incomplete,
             "closed_to_fit": self.closed_to_fit,

@@ -54,7 +54,8 @@ class CacheStats:
     shrinks: int = 0
     rejected: int = 0
     reused_in_place: int = 0
-    copies: int = 0
+    copies: int = 0  # branches served by copying the shared prefix (at their first write)
+    shared_branches: int = 0  # branches served without copying: the prefix's blocks read by both
     cached_tokens_total: int = 0
     prompt_tokens_total: int = 0
     hit_rate: float = 0.0  # cached prompt tokens over all prompt tokens

@@ -1,5 +1,6 @@
 """The Extract window: choose a schema (a file, or field names with types), drop files or
-folders, start; rows fill the table as they finish, each marked valid or why not; pause,
+folders, start; rows fill the table as they finish, each marked valid, filled (with the
+fields Corral wrote: "filled: date, amount") or why not, counted apart; pause,
 resume, cancel; click a row to see its source text beside the reply; export CSV, JSONL or
 XLSX. The job lives in the data folder's extract.sqlite3, so it survives a quit."""
 
@@ -277,9 +278,9 @@ class ExtractWindow(QWidget):
         counts = outcome.counts
         self.status.setText(
             ("Paused: " if pending else "Done: ")
-            + f"{counts['valid']} valid, {counts['incomplete']} incomplete, "
-            f"{counts['unreadable']} unreadable, {counts['failed']} failed"
-            + (f", {pending} to do." if pending else ".")
+            + f"{counts['valid']} valid, {counts.get('filled', 0)} filled, "
+            f"{counts['incomplete']} incomplete, {counts['unreadable']} unreadable, "
+            f"{counts['failed']} failed" + (f", {pending} to do." if pending else ".")
         )
         # Rows split into page windows appear only now (their ids are new).
         for row in self.store.rows(self.job_id or ""):
@@ -288,6 +289,10 @@ class ExtractWindow(QWidget):
     def _show_progress(self, progress: Progress) -> None:
         self.progress.setRange(0, max(1, progress.total))
         self.progress.setValue(progress.done)
+        counts = progress.counts  # filled rows apart: never counted as valid
+        self.progress.setFormat(
+            f"%v/%m: {counts.get('valid', 0)} valid, {counts.get('filled', 0)} filled"
+        )
         left = progress.seconds_left
         self.status.setText(
             f"{progress.done} of {progress.total} done, {progress.per_minute:.1f} a minute"
@@ -300,7 +305,7 @@ class ExtractWindow(QWidget):
             self.table.insertRow(place)
         self.rows[row.id] = row
         data = row.result if isinstance(row.result, dict) else {}
-        values = [Path(row.path).name, row.pages or "", row.status]
+        values = [Path(row.path).name, row.pages or "", row.status_text]
         for c in range(len(FIXED), self.table.columnCount()):
             header = self.table.horizontalHeaderItem(c)
             values.append("" if header is None else _text(data.get(header.text())))

@@ -68,6 +68,6 @@ class MessagesAPI:
         prepared = await core.prepare(
             functools.partial(messages_request, body, core.config, core.check), compiles(body)
         )
-        count = await count_prompt(core.engine, prepared.request)
+        count = await count_prompt(core, prepared.request)
         core.activity.record(RequestRecord(arrived, request.url.path, 200, prompt_tokens=count))
-        return JSONResponse({"input_tokens": count})
+        return JSONResponse({"input_tokens": core.reported(count)})

@@ -5,29 +5,26 @@ A reply is a `message` whose content is a `text` block (when there is text) and 
 `ping`, per block `content_block_start`, `content_block_delta` (`text_delta` or
 `input_json_delta`) and `content_block_stop`, then `message_delta` (stop reason, usage)
 and `message_stop`; an `error` event where the reply failed after the stream began.
-Pings also go out while a long prompt is read, so clients do not give up on a silent
-connection.
+Pings are its keep-alive while a long prompt is read (engine.server.keepalive), so
+clients do not give up on a silent connection.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from engine.server.responses import IndexedEvent, corral_stats, failure
 from engine.server.streaming import generation_error
 from engine.types import (
     ChatResult,
+    Ending,
     Finished,
-    PrefillProgress,
     ReasoningDelta,
     StopReason,
     TextDelta,
     ToolCallDelta,
 )
-
-PING_EVERY_S = 10.0
 
 
 def encode_event(payload: dict[str, Any]) -> bytes:
@@ -37,10 +34,12 @@ def encode_event(payload: dict[str, Any]) -> bytes:
 
 
 def stop_reason(result: ChatResult) -> str:
+    """Anthropic's word for the reply's Ending: "max_tokens" for a reply Corral filled or
+    cut (tool calls too), the others only for a reply the model finished."""
+    if result.ending in (Ending.FILLED, Ending.CUT):
+        return "max_tokens"
     if result.tool_calls:
         return "tool_use"
-    if result.stop_reason == StopReason.LENGTH:
-        return "max_tokens"
     if result.stop_reason == StopReason.STOP_STRING:
         return "stop_sequence"
     return "end_turn"
@@ -112,7 +111,6 @@ class MessageStream:
         self._blocks = 0  # content blocks opened so far
         self._open: str | None = None  # the type of the open block, if one is
         self._pending: list[str] = []  # text or JSON of the open block not sent yet
-        self._last_sent = time.monotonic()
 
     @property
     def done(self) -> bool:
@@ -154,18 +152,16 @@ class MessageStream:
                     block = {"type": "tool_use", "id": event.id, "name": event.name, "input": {}}
                     self._start(out, block)
                 self._pending.append(event.arguments)
-            elif isinstance(event, PrefillProgress):
-                if time.monotonic() - self._last_sent > PING_EVERY_S:
-                    out.append(encode_event({"type": "ping"}))
             elif isinstance(event, Finished):
                 self._close(out)
                 self.result = event.result
                 if failure([event.result]) is None:
                     out += self._closing(event.result)
         self._flush(out)
-        if out:
-            self._last_sent = time.monotonic()
         return out
+
+    def keep_alive(self) -> bytes:
+        return encode_event({"type": "ping"})
 
     def ending(self) -> list[bytes]:
         error = generation_error([self.result] if self.result is not None else [])

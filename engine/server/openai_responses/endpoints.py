@@ -133,6 +133,8 @@ class ResponsesAPI:
         body = await core.read(request, InputTokensBody, "responses")
         core.check_model(body.model)
         translated = await self._translate(body)
-        count = await count_prompt(core.engine, translated.prepared.request)
+        count = await count_prompt(core, translated.prepared.request)
         core.activity.record(RequestRecord(arrived, request.url.path, 200, prompt_tokens=count))
-        return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
+        return JSONResponse(
+            {"object": "response.input_tokens", "input_tokens": core.reported(count)}
+        )

@@ -20,14 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.server.keepalive import SSE_COMMENT
 from engine.server.openai_responses.schemas import ResponsesBody
 from engine.server.responses import IndexedEvent, corral_stats, failure
 from engine.server.streaming import generation_error
 from engine.types import (
     ChatResult,
+    Ending,
     Finished,
     ReasoningDelta,
-    StopReason,
     TextDelta,
     ToolCallDelta,
 )
@@ -118,17 +119,23 @@ def call_item(
 
 
 def output_items(rid: str, result: ChatResult) -> list[dict[str, Any]]:
-    status = "incomplete" if _incomplete(result) else "completed"
+    """The reply's items; the last one (where the reply stopped) is `incomplete` when
+    the reply is, as it is streamed."""
     items = [reasoning_item(rid, result.reasoning)] if result.reasoning is not None else []
-    items += [message_item(rid, result.text, status)] if result.text else []
+    items += [message_item(rid, result.text, "completed")] if result.text else []
     for i, call in enumerate(result.tool_calls):
         arguments = json.dumps(call.arguments, ensure_ascii=False)
         items.append(call_item(rid, i, call.id, call.name, arguments))
+    if items and _incomplete(result) and items[-1]["type"] != "reasoning":
+        items[-1]["status"] = "incomplete"
     return items
 
 
 def _incomplete(result: ChatResult) -> bool:
-    return result.stop_reason == StopReason.LENGTH and not result.tool_calls
+    """The Responses word for a reply Corral filled or cut (tool calls too): `incomplete`,
+    its reason `max_output_tokens` (OpenAI's own; `corral.ending` and
+    `corral.close_reason` say whether it was the budget or a loop)."""
+    return result.ending in (Ending.FILLED, Ending.CUT)
 
 
 def usage(result: ChatResult) -> dict[str, Any]:
@@ -217,6 +224,9 @@ class ResponseStream:
         self._sequence += 1
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
         return f"event: {kind}\ndata: {data}\n\n".encode()
+
+    def keep_alive(self) -> bytes:
+        return SSE_COMMENT
 
     def opening(self) -> list[bytes]:
         start = response_json(self._id, self._created, self._settings, None)
@@ -340,7 +350,8 @@ class ResponseStream:
                     arguments=text,
                 )
             )
-            done = {**item, "arguments": text, "status": "completed"}
+            status = "incomplete" if incomplete else "completed"
+            done = {**item, "arguments": text, "status": status}
         out.append(self._event("response.output_item.done", output_index=index, item=done))
         self.items.append(done)
         self._open = None
