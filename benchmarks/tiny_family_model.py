@@ -60,12 +60,26 @@ _TAGS = (
 
 
 def template_markers(template: str) -> tuple[list[str], list[str]]:
-    """(special markers, ordinary added tags) a template writes."""
+    """(special markers, ordinary added tags) a template writes, and those of the call
+    syntax Corral reads in it (a family's tokenizer has its call markers even where its
+    template never writes one: gpt-oss's first template ends past calls with `<|end|>`, the
+    model with `<|call|>`; Kimi K2's first template renders no past call)."""
+    text = template + _call_syntax_text(template)
     special: set[str] = set()
     for pattern in _SPECIAL:
-        special.update(re.findall(pattern, template))
-    tags = [t for t in _TAGS if t in template and t not in special]
+        special.update(re.findall(pattern, text))
+    tags = [t for t in _TAGS if t in text and t not in special]
     return sorted(special), tags
+
+
+def _call_syntax_text(template: str) -> str:
+    """A call written in the syntax Corral serves `template` (empty for the fallback)."""
+    from engine.tools.formats import FORMATS
+
+    kind = next((k for k in FORMATS if k.detect(template)), None)
+    if kind is None:
+        return ""
+    return kind(None, native=True).calls_as_text([("get_weather", {"city": "Paris"})])  # type: ignore[arg-type]
 
 
 def build_family_tokenizer(out_dir: Path, tokenizer_dir: Path, template: str) -> Path:

@@ -390,6 +390,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         return 0
     print(f"model: {found['model']}")
     print(f"tool calls: {found['tool_syntax']}")
+    print(f"  {found['tool_syntax_why']}")
     print(f"thinking: {found['thinking_described']}")
     print(f"template renders tools: {'yes' if found['template_renders_tools'] else 'no'}")
     return 0

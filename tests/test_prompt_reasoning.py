@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.prompt.reasoning import SYNTAXES, detect_reasoning, reply_start, syntax_of
+from engine.prompt.reasoning import (
+    SYNTAXES,
+    detect_reasoning,
+    reply_start,
+    switched_messages,
+    syntax_of,
+)
 from engine.types import ChatRequest, ConstraintSpec, SamplingSettings
 from tests.template_support import markers_of, template_paths, template_tokenizer
 
@@ -110,9 +116,8 @@ def test_each_syntax_is_steered_and_opens_where_its_prompt_does(thinking_folders
         prompt = encode_chat(tok, [{"role": "user", "content": "hi"}], **thinking_kwargs(fmt, True))
         assert reply_start(fmt, prompt) == ("inside" if fmt.opens_in_prompt else "before"), name
         if fmt.switchable:  # switched off: the reply does not start inside a block
-            off = encode_chat(
-                tok, [{"role": "user", "content": "hi"}], **thinking_kwargs(fmt, False)
-            )
+            hi = switched_messages(fmt, [{"role": "user", "content": "hi"}], False)
+            off = encode_chat(tok, hi, **thinking_kwargs(fmt, False))
             assert reply_start(fmt, off) != "inside", name
     assert opens == OPENS_IN_PROMPT
 
@@ -184,3 +189,81 @@ def test_templates_are_told_the_effort_their_budget_stands_for() -> None:
     assert "thinking_effort=medium" in text
     off = render_template(template_text("kimi-k3.jinja"), user, **thinking_kwargs(kimi, False))
     assert off.endswith("<|open|>response<|sep|>")
+
+
+def test_an_end_of_several_tokens_is_opened_budgeted_and_closed(
+    tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path
+) -> None:
+    """Apriel's `[BEGIN FINAL RESPONSE]` is several tokens in its tokenizer (the family
+    model adds only the template's special markers): the engine still steers it, free and
+    constrained. Its thinking is budgeted and the end written as its exact tokens, which
+    never reach the reasoning or the answer; a reply that does not think has the block
+    closed in its prompt."""
+    from mlx_lm.tokenizer_utils import load
+
+    from benchmarks.tiny_family_model import build_family_models
+    from engine.engine import Engine
+    from tests.template_support import template_paths
+
+    path = next(p for p in template_paths() if p.name == "apriel-1.6-thinker.jinja")
+    folder = build_family_models(tmp_path_factory.mktemp("apriel"), default_model_dir, [path])
+    tok = load(folder[path.stem])
+    fmt = detect_reasoning(tok)
+    assert fmt is not None and fmt.steerable and fmt.end_is_text and len(fmt.closing) > 1
+    end = list(fmt.closing)
+
+    def holds_end(ids: list[int]) -> int:
+        return sum(ids[i : i + len(end)] == end for i in range(len(ids)))
+
+    engine = Engine()
+    try:
+        engine.load_model(str(folder[path.stem])).result()
+        for constraint in (None, ConstraintSpec("regex", "(yes|no)")):
+            settings = SamplingSettings(
+                temperature=0.0, max_tokens=30, think=True, max_thinking_tokens=3
+            )
+            result = engine.chat(
+                ChatRequest([{"role": "user", "content": "Yes?"}], settings, constraint)
+            )
+            assert result.error is None and result.reasoning is not None, result.error
+            assert result.stats.thinking_tokens <= 3 + len(end)
+            assert result.stats.thinking_forced_end
+            assert holds_end(result.reply_token_ids) == 1  # the end, as its exact tokens
+            assert fmt.end not in result.reasoning and fmt.end not in result.text
+            if constraint is not None:
+                assert re.fullmatch("yes|no", result.text), result.text
+        off = engine.chat(
+            ChatRequest(
+                [{"role": "user", "content": "Yes?"}],
+                SamplingSettings(temperature=0.0, max_tokens=8, think=False),
+            )
+        )
+        assert off.reasoning is None and off.error is None
+        prompt = off.token_ids[: off.stats.prompt_tokens]
+        assert prompt[-len(end) :] == end  # closed in the prompt: the reply is the answer
+    finally:
+        engine.close()
+
+
+def test_a_template_switched_by_words_in_the_system_message_is_told_them(
+    default_model_dir: Path, tmp_path: Path
+) -> None:
+    """Nemotron Super's template ignores `enable_thinking`: `/no_think` in the system
+    message switches its thinking off, and a reply that does not think gets it there."""
+    from mlx_lm.utils import load_tokenizer
+
+    from engine.prompt.chat import encode_chat
+
+    fixture = Path(__file__).resolve().parent / "fixtures" / "chat-templates"
+    template = (fixture / "nemotron-super-v1.5.jinja").read_text(encoding="utf-8")
+    tok = load_tokenizer(template_tokenizer(default_model_dir, template, tmp_path / "tok"))
+    fmt = detect_reasoning(tok)
+    assert fmt is not None and fmt.switchable and fmt.switch_words == ("/think", "/no_think")
+    ask = [{"role": "user", "content": "hi"}]
+    assert switched_messages(fmt, ask, True) == ask
+    off = switched_messages(fmt, ask, False)
+    assert off[0] == {"role": "system", "content": "/no_think"}
+    text = tok.decode(encode_chat(tok, off))
+    assert text.endswith("<think>\n\n</think>\n\n") and "/no_think" not in text
+    said = [{"role": "system", "content": "Be brief. /think"}, *ask]
+    assert switched_messages(fmt, said, False) == said  # the user's own word stands

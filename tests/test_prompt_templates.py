@@ -116,3 +116,36 @@ def test_the_thinking_of_a_message_reaches_the_template_under_its_names() -> Non
     template = "{% for m in messages %}[{{ m.reasoning_content }}/{{ m.thinking }}]{% endfor %}"
     messages = [*USER, {"role": "assistant", "content": "a", "reasoning_content": "hmm"}]
     assert render_template(template, messages) == "[/][hmm/hmm]"
+
+
+def test_templates_get_what_llama_cpps_renderer_gives_them() -> None:
+    """Attribute assignment on messages (MiroThinker), `tojson` of what a filter built
+    (llama.cpp's R1 template), `"text"|safe + value` left unescaped (Functionary v3.1),
+    `functions` as JSON text where joined to text and `datetime` (FireFunction), and an
+    empty description for each parameter where a template writes every one (gpt-oss as
+    first published); the messages the caller gave are left as they were."""
+    assigns = (
+        "{%- for m in messages %}{%- set m.content = m.content | upper %}"
+        "{%- set m.seen = 1 %}{{ m['role'] }}:{{ m.content }}{{ m.seen }};{%- endfor %}"
+    )
+    messages = [{"role": "user", "content": "hi"}]
+    assert render_template(assigns, messages) == "user:HI1;"
+    assert messages == [{"role": "user", "content": "hi"}]
+    mapped = "{{ tools | map(attribute='function') | map(attribute='name') | tojson }}"
+    assert render_template(mapped, USER, tools=[WEATHER_TOOL]) == '["get_weather"]'
+    safe = "{{ 'Use '|safe + tools[0]['function'] | tojson }}"
+    assert "&#34;" not in render_template(safe, USER, tools=[WEATHER_TOOL])
+    joined = "{{ 'Functions:\\n' + functions + '\\nToday is ' + datetime }}"
+    text = render_template(joined, USER, tools=[WEATHER_TOOL])
+    assert json.loads(text.split("\n", 1)[1].rsplit("\nToday", 1)[0])[0]["function"]["name"] == (
+        "get_weather"
+    )
+    assert datetime.date.today().strftime("%b %d %Y") in text
+    assert render_template(joined, USER).startswith("Functions:\n\nToday is ")  # no tools
+    described = (
+        "{%- for t in tools %}{{ t.function.name }} "
+        "{%- for k, p in t.function.parameters.properties.items() %}"
+        "{{ k }}: {{ '// ' + p.description }};{%- endfor %}{%- endfor %}"
+    )
+    text = render_template(described, USER, tools=[WEATHER_TOOL])
+    assert text == "get_weathercity: // ;days: // ;"

@@ -64,7 +64,7 @@ CALLS = {
     "\n</tool_call>",
     "llama3_2": '{"name": "instrument_price.get", "parameters": {"ticker": "AAPL"}}',
     "mistral_v3": '[TOOL_CALLS] [{"name": "instrument_price.get", "arguments": '
-    '{"ticker": "AAPL"}}]',
+    '{"ticker": "AAPL"}, "id": "a1B2c3D4e"}]',
 }
 
 

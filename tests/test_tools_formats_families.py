@@ -1,14 +1,18 @@
 """Every chat template of the dataset (`../shared/datasets/chat-templates`, read in place)
-served in its family's own call syntax.
+and of the further families kept as fixtures (`tests/fixtures/chat-templates`, their
+sources in its SOURCES.tsv) served in its family's own call syntax.
 
 For each template a tiny random model carries the template and its markers as added
 tokens (benchmarks/tiny_family_model.py). The checks: a template with tool support is
-never served by the fallback; the grammar accepts calls written the family's way (one, and
-two where the family allows parallel calls) and refuses bad arguments, unknown tools and
-calls a named tool_choice excludes; a required call decoded by the engine comes out in the
-family's syntax (checked by the family's own marker, written here, not by Corral's parser),
-parses, and its arguments validate with `jsonschema`; the call, its result and a follow-up
-reply render through the template again.
+never served by the fallback, and each syntax names the templates it is checked against;
+the grammar accepts calls written the family's way (one, and two where the family allows
+parallel calls) and refuses bad arguments, unknown tools and calls a named tool_choice
+excludes; a marker that is a special token is accepted as that token and never as its
+characters; a required call decoded by the engine comes out in the family's syntax
+(checked by the family's own marker, written here, not by Corral's parser), its markers
+the special tokens, parses, and its arguments validate with `jsonschema`; the call, its
+result and a follow-up reply render through the template again, the call token for token
+as the model wrote it (the prefix cache reuses it on the next turn).
 """
 
 from __future__ import annotations
@@ -22,11 +26,18 @@ import pytest
 from shared_datasets import DATASETS, dataset
 from tools_support import grammar_accepts
 
+from benchmarks.families import rendered_back
 from engine.tools import prepare_tool_request
-from engine.tools.formats import choose_format, has_tool_support
+from engine.tools.formats import FORMATS, choose_format, has_tool_support
 
 FOLDER = DATASETS / "chat-templates"
-NAMES = sorted(p.stem for p in FOLDER.glob("*.jinja")) if FOLDER.is_dir() else ["(missing)"]
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "chat-templates"
+FIXTURE_NAMES = sorted(p.stem for p in FIXTURES.glob("*.jinja"))
+NAMES = sorted(
+    [*(p.stem for p in FOLDER.glob("*.jinja")), *FIXTURE_NAMES]
+    if FOLDER.is_dir()
+    else ["(missing)"]
+)
 
 HERMES = ("hermes", "<tool_call>\n{")
 # What each family writes at the start of a call to get_weather: (format, marker).
@@ -42,8 +53,10 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "deepseek-v3.2": ("deepseek_dsml", '<｜DSML｜invoke name="get_weather">'),
     "functionary-v3.2": ("functionary", "get_weather\n{"),
     "gemma-3-vllm-pythonic": ("pythonic", "[get_weather(city="),
-    "gemma-4": ("gemma4", '<|tool_call>call:get_weather{city:<|"|>'),
-    "glm-4.5": ("glm", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>"),
+    # (Gemma 4's template writes the arguments in the order of their names: the grammar too)
+    "gemma-4": ("gemma4", "<|tool_call>call:get_weather{"),
+    # llama.cpp's GLM-4.5 template: no newline after the name or between arguments
+    "glm-4.5": ("glm", "<tool_call>get_weather<arg_key>city</arg_key>\n<arg_value>"),
     "glm-4.6": ("glm", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>"),
     "gpt-oss": ("harmony", " to=functions.get_weather<|channel|>commentary json<|message|>{"),
     "granite-3.3": ("granite", '<|tool_call|>[{"name": "get_weather"'),
@@ -69,7 +82,32 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "qwen3-coder": ("qwen_xml", "<tool_call>\n<function=get_weather>\n<parameter=city>\n"),
     "qwen3.5": ("qwen_xml", "<tool_call>\n<function=get_weather>\n<parameter=city>\n"),
     "qwq": HERMES,
+    # the further families (tests/fixtures/chat-templates)
+    "command-r-plus": (
+        "command_r_plus",
+        '\nAction:\n```json\n[\n    {\n        "tool_name": "get_weather",\n'
+        '        "parameters": {\n            "city": ',
+    ),
+    "deepseek-r1-llamacpp": (
+        "deepseek_r1_llamacpp",
+        "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{",
+    ),
+    "firefunction-v2": ("firefunction_v2", ' functools[{"name": "get_weather", "arguments": {'),
+    "functionary-v3.1": ("functionary_v3_1", '<function=get_weather>{"city": '),
+    "gpt-oss-first": (
+        "harmony_first",
+        " to=functions.get_weather<|channel|>commentary json<|message|>{",
+    ),
+    "mirothinker-v1": (
+        "mirothinker",
+        "<use_mcp_tool>\n<server_name>generic-extras</server_name>\n"
+        "<tool_name>get_weather</tool_name>\n<arguments>\n{",
+    ),
+    "nemotron-super-v1.5": ("nemotron_super", '<TOOLCALL>[{"name": "get_weather"'),
+    "seed-oss": ("seed_xml", "<seed:tool_call>\n<function=get_weather>\n<parameter=city>"),
 }
+# Templates that cannot render a past call as the model writes it (see the test).
+NOT_RENDERED_BACK = {"gemma-3-vllm-pythonic"}
 # Templates that render no tools: the fallback (tools described in the system prompt).
 NO_TOOLS = {"gemma-2", "phi-3.5-mini", "phi-3.5-vision", "qwen2-vl", "smollm3"}
 
@@ -113,8 +151,16 @@ def family_models(tmp_path_factory: pytest.TempPathFactory, default_model_dir: P
     from benchmarks.tiny_family_model import build_family_models
 
     folder = dataset("chat-templates")
-    paths = sorted(folder.glob("*.jinja"))
+    paths = [*sorted(folder.glob("*.jinja")), *sorted(FIXTURES.glob("*.jinja"))]
     return build_family_models(tmp_path_factory.mktemp("families"), default_model_dir, paths)
+
+
+def template_path(name: str) -> Path:
+    """The template file `name` (with its extension) in the dataset or the fixtures."""
+    for folder in (FIXTURES, dataset("chat-templates")):
+        if (folder / name).is_file():
+            return folder / name
+    raise FileNotFoundError(name)
 
 
 _LOADED: dict[Path, Any] = {}
@@ -134,10 +180,28 @@ def _tokenizer(family_models: dict[str, Path], name: str) -> Any:
 
 def test_every_template_in_the_dataset_is_classified() -> None:
     folder = dataset("chat-templates")
-    for path in sorted(folder.glob("*.jinja")):
+    for path in [*sorted(folder.glob("*.jinja")), *sorted(FIXTURES.glob("*.jinja"))]:
         template = path.read_text()
         assert (path.stem in EXPECTED) != (path.stem in NO_TOOLS), path.stem
         assert has_tool_support(template) == (path.stem in EXPECTED), path.stem
+
+
+def test_each_syntax_names_the_public_templates_it_is_checked_against() -> None:
+    """Every registered syntax names its templates, each of them a fixture or a dataset
+    file whose source SOURCES.tsv records, and each detected as that syntax; every template
+    with tools is named by the syntax that serves it."""
+    named: dict[str, str] = {}
+    for kind in FORMATS:
+        assert kind.checked_against, f"{kind.__name__} names no template it is checked against"
+        for file in kind.checked_against:
+            path = template_path(file)
+            sources = (path.parent / "SOURCES.tsv").read_text(encoding="utf-8")
+            assert f"\n{file}\t" in sources, f"{file}: no source in {path.parent}/SOURCES.tsv"
+            detected = next(k for k in FORMATS if k.detect(path.read_text(encoding="utf-8")))
+            assert detected is kind, (file, detected.__name__, kind.__name__)
+            named[path.stem] = kind.name
+    for name, (syntax, _) in EXPECTED.items():
+        assert named.get(name) == syntax, f"{name} is not named by the {syntax} syntax"
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -191,6 +255,59 @@ def test_the_grammar_holds_calls_to_the_family_syntax_and_the_schema(
     assert grammar_accepts(hf, named.constraint.source, fmt.calls_as_text([TWO[1]]))
 
 
+def _special_ids(hf: Any) -> dict[int, str]:
+    """The tokenizer's special added tokens: id -> text."""
+    decoder = getattr(hf, "added_tokens_decoder", None) or {}
+    return {int(i): t.content for i, t in decoder.items() if getattr(t, "special", False)}
+
+
+def _ids_accepted(hf: Any, grammar: str, ids: list[int]) -> bool:
+    from llguidance import LLMatcher
+    from tools_support import ll_tokenizer
+
+    matcher = LLMatcher(ll_tokenizer(hf), grammar, log_level=0)
+    return matcher.consume_tokens(ids) and matcher.is_accepting()
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED) if FOLDER.is_dir() else NAMES)
+def test_call_markers_that_are_special_tokens_are_written_as_those_tokens(
+    family_models, name: str
+) -> None:
+    """A marker that is one special token is accepted as that token's id, and its
+    characters spelled in ordinary tokens are refused: the model writes the token it was
+    trained on, never the text of it (`<｜tool▁calls▁begin｜>` in byte pieces)."""
+    from engine.prompt.shield import _plain_tokenizer
+
+    tok = _tokenizer(family_models, name)
+    hf = tok._tokenizer
+    grammar = prepare_tool_request(tok, ASK, TOOLS, "required").constraint.source
+    one = choose_format(tok).calls_as_text([GOOD])
+    ids = hf.encode(one, add_special_tokens=False)
+    special = _special_ids(hf)
+    markers = [t for t in ids if t in special]
+    if not markers:
+        pytest.skip(f"{name}: its call syntax has no special-token marker")
+    assert _ids_accepted(hf, grammar, ids), one
+    first = ids.index(markers[0])
+    spelled = _plain_tokenizer(hf).encode(special[markers[0]], add_special_tokens=False).ids
+    assert not _ids_accepted(hf, grammar, [*ids[:first], *spelled, *ids[first + 1 :]]), name
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED) if FOLDER.is_dir() else NAMES)
+def test_the_template_renders_a_past_call_back_as_the_model_wrote_it(
+    family_models, name: str
+) -> None:
+    """One call and, where the family writes several, two, given back as history: the
+    template writes them exactly as the format writes them (so as the grammar let the model
+    write them), but for vLLM's Gemma 3 template, which drops the commas between arguments
+    and refuses the calls written as text."""
+    from engine.tools.formats.fitting import ONE, TWO, renders_back
+
+    fmt = choose_format(_tokenizer(family_models, name))
+    back = renders_back(fmt, ONE) and (not fmt.parallel or renders_back(fmt, TWO))
+    assert back == (name not in NOT_RENDERED_BACK), (name, fmt.fitted)
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED) if FOLDER.is_dir() else NAMES)
 def test_tool_choice_none_offers_no_tools_and_no_grammar(family_models, name: str) -> None:
     tok = _tokenizer(family_models, name)
@@ -238,9 +355,13 @@ def test_a_required_call_decodes_in_the_family_syntax_and_round_trips(
     result = eng.chat(request)
     assert result.error is None, result.error
     tok = _tokenizer(family_models, name)
-    reply = result.token_ids[result.stats.prompt_tokens :]
+    reply = result.reply_token_ids
     raw = tok._tokenizer.decode(reply, skip_special_tokens=False)
     assert EXPECTED[name][1] in raw, raw
+    # each marker the reply holds is its special token (ids, not only the text)
+    special = _special_ids(tok._tokenizer)
+    canonical = tok._tokenizer.encode(raw, add_special_tokens=False)
+    assert [t for t in reply if t in special] == [t for t in canonical if t in special], raw
     assert result.tool_calls, raw
     written_ids = choose_format(tok).call_ids(raw)  # Mistral, Kimi K2: ids in the syntax
     if written_ids:
@@ -265,9 +386,12 @@ def test_a_required_call_decodes_in_the_family_syntax_and_round_trips(
             for c in result.tool_calls
         ),
     ]
-    again = prepare_tool_request(tok, history, TOOLS, "auto").prompt_text
+    plan = prepare_tool_request(tok, history, TOOLS, "auto")
+    again = plan.prompt_text
     assert "22 C and sunny" in again
     assert result.tool_calls[0].name in again.split("Weather in Paris?", 1)[1]
+    if name not in NOT_RENDERED_BACK:  # the reply, token for token (its free text's own)
+        assert rendered_back(tok, reply, plan.prompt_tokens), (raw, again)
     follow = [
         *history,
         {"role": "assistant", "content": "It is 22 C."},

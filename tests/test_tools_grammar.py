@@ -156,7 +156,7 @@ CALL_A = hermes_call("add", {"a": 1, "b": 2})
         ("required", "Hello there", False),
         ("required", "", False),
         ("required", CALL_W, True),
-        ("required", CALL_W + "\n", True),
+        ("required", CALL_W + "\n", False),  # the reply ends after its last call
         ("required", CALL_W + "\n" + CALL_A, True),
         ("required", "Sure. " + CALL_W, False),
         ("required", CALL_W + " and more text", False),

@@ -2,7 +2,9 @@
 
 `with_thinking` wraps a compiled grammar (a JSON schema, a Lark or GBNF grammar, a regex,
 the tools' grammar) as `start: <think> text </think> "\\n\\n" @answer`, where the text is
-anything but the end tag (a single token no text lexeme can produce) and `@answer` is the
+anything but the end tag (a single token no text lexeme can produce; an end of several
+tokens, Apriel's `[BEGIN FINAL RESPONSE]`, is those exact tokens, and the text never holds
+its words) and `@answer` is the
 user's grammar as a sub-grammar, unchanged: its forced tokens, the closing policy and
 drafts work inside it as before. A reply whose prompt already opened the block starts at
 the text. The wrapped grammar is built once per grammar and tag pair, so its compiled
@@ -16,6 +18,7 @@ needs before `max_tokens`), so one compiled grammar serves every budget.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import weakref
 from dataclasses import dataclass
@@ -24,6 +27,12 @@ from engine.constraints.compiled import CompiledGrammar
 
 # Qwen3 and R1 write a blank line between the block and the answer; it is forced.
 ANSWER_SEPARATOR = "\n\n"
+
+
+def _without(text: str) -> str:
+    """A Lark regex for any text that does not contain `text`."""
+    escaped = re.escape(text).replace("\\\n", "\\n").replace("/", "\\/")
+    return f"~/(?s:.*){escaped}(?s:.*)/"
 
 
 def _tokens(ids: tuple[int, ...]) -> str:
@@ -37,7 +46,7 @@ class ThinkingRow:
     the block, and at most how many thinking tokens (None: no budget of its own)."""
 
     start_id: int | None
-    end_id: int
+    end_id: int | None
     opened: bool = False
     max_tokens: int | None = None
     # the whole opening and closing (default: the two tags), the answer's optional prefix
@@ -46,6 +55,8 @@ class ThinkingRow:
     close_ids: tuple[int, ...] = ()
     prefix_ids: tuple[int, ...] = ()
     separator: str = ANSWER_SEPARATOR
+    # the closing's text where it is several tokens (`close_ids`; `end_id` is then None)
+    end_text: str = ""
 
     @property
     def opening(self) -> tuple[int, ...]:
@@ -55,7 +66,15 @@ class ThinkingRow:
 
     @property
     def closing(self) -> tuple[int, ...]:
-        return self.close_ids or (self.end_id,)
+        if self.close_ids:
+            return self.close_ids
+        return () if self.end_id is None else (self.end_id,)
+
+    @property
+    def end(self) -> tuple[int, ...]:
+        """The tokens whose writing ends the block: the end tag, or the whole closing
+        where it is several tokens."""
+        return self.closing if self.end_id is None else (self.end_id,)
 
 
 _lock = threading.Lock()
@@ -72,6 +91,7 @@ def with_thinking(answer: CompiledGrammar, thinking: ThinkingRow) -> CompiledGra
         thinking.prefix_ids,
         thinking.separator,
         thinking.opened,
+        thinking.end_text,
     )
     with _lock:
         found = _wrapped.setdefault(answer, {}).get(key)
@@ -90,9 +110,12 @@ def thinking_grammar(answer: CompiledGrammar, thinking: ThinkingRow) -> str:
     closer = _tokens(thinking.closing)
     separator = f" {json.dumps(thinking.separator)}" if thinking.separator else ""
     prefix = f" ({_tokens(thinking.prefix_ids)})?" if thinking.prefix_ids else ""
+    text = "/(?s:.*)/"
+    if thinking.end_text:  # text, then the closing's exact tokens: the text never holds it
+        text = f"THINK_TEXT\nTHINK_TEXT: /(?s:.*)/ & {_without(thinking.end_text)}"
     lark = (
         "%llguidance {}\n"
         f"start: {opener} think_text {closer}{separator}{prefix} @{name}\n"
-        "think_text: /(?s:.*)/\n"
+        f"think_text: {text}\n"
     )
     return json.dumps({"grammars": [{"name": "thinking", "lark_grammar": lark}, *grammars]})

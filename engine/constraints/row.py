@@ -140,6 +140,7 @@ class RowConstraint:
         self._phase = "answer" if thinking is None else "thinking" if thinking.opened else "before"
         self.thinking_tokens = 0  # tokens inside the block, tags excluded
         self._opening_left = 0  # tokens of a several-token opening still to come
+        self._recent: list[int] = []  # the block's last tokens, for an end of several
         self.thinking_cap: int | None = None  # set by _compile: where the end tag is forced
         self.thinking_forced = False  # the budget ended the block
         if thinking is not None:
@@ -451,7 +452,7 @@ class RowConstraint:
         if self._thinking is not None and self._phase != "answer":
             answer = self._note_thinking(tokens + ff)
             if self._phase == "thinking" and self._over_budget():
-                end = [self._thinking.end_id]
+                end = list(self._thinking.end)
                 if not matcher.consume_tokens(end):
                     return MaskStep(stopped=True, error=matcher.get_error())
                 after = matcher.compute_ff_tokens() if self._use_ff else []
@@ -468,19 +469,25 @@ class RowConstraint:
         return step
 
     def _note_thinking(self, tokens: list[int]) -> list[int]:
-        """Follow the thinking block through `tokens`; the ones after its end (the answer's)."""
+        """Follow the thinking block through `tokens`; the ones after its end (the answer's).
+        An end of several tokens is seen when its last one completes it (the grammar only
+        takes its exact tokens); its tokens count as the block's until then."""
         thinking = self._thinking
         assert thinking is not None
+        end = thinking.end
         for i, token in enumerate(tokens):
             if self._phase == "before":
-                self._phase = "thinking" if token == thinking.start_id else "answer"
-                self._opening_left = len(thinking.opening) - 1  # the rest of the opening
+                opening = thinking.opening
+                self._phase = "thinking" if opening and token == opening[0] else "answer"
+                self._opening_left = len(opening) - 1  # the rest of the opening
             elif self._opening_left > 0:
                 self._opening_left -= 1
-            elif token == thinking.end_id:
-                self._phase = "answer"
-                return tokens[i + 1 :]
             else:
+                self._recent = [*self._recent, token][-len(end) :]
+                if tuple(self._recent) == end:
+                    self._phase = "answer"
+                    self.thinking_tokens -= len(end) - 1  # the end's first tokens were counted
+                    return tokens[i + 1 :]
                 self.thinking_tokens += 1
             if self._phase == "answer":
                 return tokens[i:]
@@ -501,12 +508,12 @@ class RowConstraint:
             return cap
         probe = matcher.deep_copy()
         head = [] if thinking.opened else list(thinking.opening)
-        if not probe.consume_tokens([*head, thinking.end_id]):
+        if not probe.consume_tokens([*head, *thinking.end]):
             return cap
         forced = probe.compute_ff_tokens()
         probe.consume_tokens(forced)
         ending = ClosingPolicy.for_tokenizer(lltok).ending(probe, self._max_tokens)
-        needed = len(head) + 1 + len(forced) + len(ending or []) + MARGIN
+        needed = len(head) + len(thinking.end) + len(forced) + len(ending or []) + MARGIN
         room = max(0, self._max_tokens - needed)
         return room if cap is None else min(cap, room)
 

@@ -34,12 +34,15 @@ def check_roles(messages: Sequence[Mapping[str, Any]]) -> None:
             )
 
 
-def _plain_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Templates without tool support choke on None content; give them strings."""
+def _plain_messages(
+    messages: Sequence[Mapping[str, Any]], none_content_of_calls: bool = False
+) -> list[dict[str, Any]]:
+    """Templates without tool support choke on None content; give them strings (but for a
+    call turn whose template wants its empty text as None, when told so)."""
     out = []
     for m in messages:
         m = dict(m)
-        if m.get("content") is None:
+        if m.get("content") is None and not (none_content_of_calls and m.get("tool_calls")):
             m["content"] = ""
         out.append(m)
     return out
@@ -50,17 +53,20 @@ def render_chat(
     messages: Sequence[Mapping[str, Any]],
     *,
     add_generation_prompt: bool = True,
+    none_content_of_calls: bool = False,
     **template_kwargs: Any,
 ) -> str:
     """`messages` as prompt text, by the tokenizer's chat template (or ChatML).
 
     `tokenizer` is a ModelTokenizer, mlx-lm's TokenizerWrapper or a Hugging Face tokenizer;
-    `template_kwargs` go to the template (`tools=...`). Raises ValueError for a message
-    whose role is unknown (templates would render it silently).
+    `template_kwargs` go to the template (`tools=...`); `none_content_of_calls` keeps a
+    call turn's None text (the call format's choice: DeepSeek R1's llama.cpp template).
+    Raises ValueError for a message whose role is unknown (templates would render it
+    silently).
     """
     check_roles(messages)
     tok = ModelTokenizer.of(tokenizer)
-    plain = _plain_messages(messages)
+    plain = _plain_messages(messages, none_content_of_calls)
     try:
         return tok.apply_chat_template(
             plain, add_generation_prompt=add_generation_prompt, **template_kwargs

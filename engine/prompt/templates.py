@@ -5,15 +5,24 @@ The Jinja environment is transformers' (`apply_chat_template`'s): a sandbox with
 controls (`{% break %}`, `{% continue %}`), namespaces that take attribute assignment,
 `raise_exception`, `strftime_now` and a `tojson` with `ensure_ascii`, `indent`,
 `separators` and `sort_keys`. Around it this module adds what templates of 2025-26 expect
-and `apply_chat_template` does not give them:
+and `apply_chat_template` does not give them (llama.cpp's renderer gives them):
 
 - the tokenizer's special tokens (`bos_token`, `eos_token`, ...) and today's
-  `date_string`, always; `functions` as the tools for a template that reads that name;
+  `date_string`, always; `functions` as the tools for a template that reads that name (as
+  JSON text where the template joins it to text: FireFunction), `datetime` as today's date;
+- a `tojson` that also writes what a template builds with filters (`tools | map(...)`,
+  a generator: llama.cpp's DeepSeek R1 template) and the records below, and a `safe` that
+  leaves text as it is (transformers' made `"text"|safe + value` HTML-escape the value);
+- messages and tools as records that take attribute assignment, for a template that sets
+  attributes on them (`{% set message.content = ... %}`: MiroThinker), each render on
+  copies of its own;
 - the conversation in the shape the template accepts, found once per template by rendering
   a probe conversation (`template_traits`): tool-call arguments as an object or as JSON
   text, tools wrapped (`{"type": "function", "function": ...}`) or flat, tool-call ids of
   nine letters and digits (Mistral), the system message folded into the first user turn
-  where the template refuses a system role.
+  where the template refuses a system role, an empty description for a parameter that has
+  none where the template writes every parameter's description (gpt-oss as first
+  published, Command R+).
 
 A template that still cannot render raises `TemplateRenderError`, naming the template's
 line and what it says there.
@@ -27,11 +36,14 @@ import functools
 import hashlib
 import itertools
 import json
+import re
 import string
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from engine.prompt.template_values import assigns_attributes, plain, records, tojson
 
 _SPECIAL_TOKENS = ("bos_token", "eos_token", "pad_token", "unk_token")
 # Names a message's thinking is passed under: Qwen3, GLM, MiniMax read `reasoning_content`,
@@ -51,14 +63,22 @@ class TemplateRenderError(ValueError):
         super().__init__(f"{where}{shown}: {message}")
 
 
+@functools.lru_cache(maxsize=64)
 def compile_template(template: str) -> Any:
-    """`template` compiled in transformers' chat-template environment (cached by text).
-    Raises TemplateRenderError naming the line of a syntax error."""
+    """`template` compiled in transformers' chat-template environment (cached by text),
+    with Corral's `tojson` (see the module doc). Raises TemplateRenderError naming the
+    line of a syntax error."""
     import jinja2
     from transformers.utils.chat_template_utils import _compile_jinja_template
 
     try:
-        return _compile_jinja_template(template)
+        environment = _compile_jinja_template(template).environment
+        # this template's own environment: Corral's tojson, and `safe` as plain text (with
+        # autoescape off it only made `"text"|safe + value` HTML-escape the value:
+        # Functionary v3.1's tools came out as `&#34;name&#34;`)
+        environment.filters["tojson"] = tojson
+        environment.filters["safe"] = str
+        return environment.from_string(template)
     except jinja2.TemplateSyntaxError as exc:
         line = exc.lineno
         raise TemplateRenderError(exc.message or str(exc), line, _line(template, line)) from exc
@@ -102,6 +122,8 @@ class TemplateTraits:
     short_call_ids: bool = False
     fold_system: bool = False
     renders_tools: bool = False  # the tools' names appear in its rendering
+    # it writes every parameter's description, and fails on a parameter without one
+    described_parameters: bool = False
 
 
 _PROBE_TOOL = {
@@ -136,34 +158,77 @@ _PROBE_MESSAGES: list[dict[str, Any]] = [
 ]
 
 
+_PROBE_ARGUMENT = "corral_probe_word"
+
+
+def _probe_conversations() -> list[list[dict[str, Any]]]:
+    """The probe conversation, the same with the call turn's text null (DeepSeek R1's
+    llama.cpp template renders a call only then), and without the tool turns."""
+    with_calls = json.loads(json.dumps(_PROBE_MESSAGES))
+    with_calls[2]["tool_calls"][0]["function"]["arguments"] = {"word": _PROBE_ARGUMENT}
+    null_text = json.loads(json.dumps(with_calls))
+    null_text[2]["content"] = None
+    plain = [m for m in _PROBE_MESSAGES if m["role"] != "tool" and not m.get("tool_calls")]
+    return [with_calls, null_text, plain]
+
+
 @functools.lru_cache(maxsize=64)
 def template_traits(template: str) -> TemplateTraits:
     """How `template` wants a conversation with tools shaped: the fewest adaptations with
-    which the probe conversation renders, preferring one that shows the tools."""
+    which the probe conversation renders, preferring one that shows the tools and the
+    call (a template without tool support may refuse tool turns: then the plain
+    conversation decides, and the tools layer writes calls and results as text)."""
     compiled = compile_template(template)
-    plain = [m for m in _PROBE_MESSAGES if m["role"] != "tool" and not m.get("tool_calls")]
-    rendered_any: TemplateTraits | None = None
-    # A template without tool support may refuse tool turns: then the plain conversation
-    # decides (the tools layer writes calls and results as text for it).
-    for probe in (_PROBE_MESSAGES, plain):
+    best: tuple[int, TemplateTraits, list[dict[str, Any]]] | None = None
+    for probe in _probe_conversations():
         for flags in sorted(itertools.product((False, True), repeat=4), key=sum):
             traits = TemplateTraits(*flags)
             tools = shape_tools([_PROBE_TOOL], traits)
             try:
                 text = compiled.render(
-                    messages=shape_messages(probe, traits),
-                    tools=tools,
+                    messages=_shaped_for(template, probe, traits),
+                    tools=_shaped_tools_for(template, tools),
                     add_generation_prompt=True,
                     **_fixed_variables(template, {}, tools),
                 )
             except Exception:  # this shape is refused; try the next
                 continue
-            if "probe_lookup" in text:
-                return dataclasses.replace(traits, renders_tools=True)
-            rendered_any = rendered_any or traits
-        if rendered_any is not None:
-            return rendered_any
-    return TemplateTraits()
+            score = ("probe_lookup" in text) + 2 * (_PROBE_ARGUMENT in text)
+            if best is None or score > best[0]:
+                best = (score, traits, probe)
+            if score == 3:
+                break
+        if best is not None and best[0] == 3:
+            break
+    if best is None:
+        return TemplateTraits()
+    score, traits, probe = best
+    if not score % 2:  # the tools are not shown
+        return traits
+    return dataclasses.replace(
+        traits,
+        renders_tools=True,
+        described_parameters=_needs_parameter_descriptions(compiled, template, probe, traits),
+    )
+
+
+def _needs_parameter_descriptions(
+    compiled: Any, template: str, probe: list[dict[str, Any]], traits: TemplateTraits
+) -> bool:
+    """Whether the probe stops rendering when its parameter has no description."""
+    bare = json.loads(json.dumps(_PROBE_TOOL))
+    del bare["function"]["parameters"]["properties"]["word"]["description"]
+    tools = shape_tools([bare], traits)
+    try:
+        compiled.render(
+            messages=_shaped_for(template, probe, traits),
+            tools=_shaped_tools_for(template, tools),
+            add_generation_prompt=True,
+            **_fixed_variables(template, {}, tools),
+        )
+    except Exception:
+        return True
+    return False
 
 
 def _short_id(call_id: str) -> str:
@@ -176,9 +241,41 @@ def _short_id(call_id: str) -> str:
 
 def shape_tools(tools: Sequence[Mapping[str, Any]] | None, traits: TemplateTraits) -> Any:
     """`tools` (OpenAI's wrapped form) as the template reads them."""
-    if tools is None or not traits.flat_tools:
+    if tools is None:
+        return tools
+    if traits.described_parameters:
+        tools = [_with_parameter_descriptions(t) for t in tools]
+    if not traits.flat_tools:
         return tools
     return [dict(t.get("function", t)) if isinstance(t, Mapping) else t for t in tools]
+
+
+def _with_parameter_descriptions(tool: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`tool` with an empty description on each parameter that has none."""
+    function = tool.get("function")
+    if not isinstance(function, Mapping):
+        return tool
+    parameters = function.get("parameters")
+    properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return tool
+    described = {
+        k: {"description": "", **v} if isinstance(v, Mapping) else v for k, v in properties.items()
+    }
+    assert isinstance(parameters, Mapping)
+    return {**tool, "function": {**function, "parameters": {**parameters, "properties": described}}}
+
+
+def _shaped_for(
+    template: str, messages: Sequence[Mapping[str, Any]], traits: TemplateTraits
+) -> Any:
+    """`messages` shaped for `template`: records where it assigns their attributes."""
+    shaped = shape_messages(messages, traits)
+    return records(shaped) if assigns_attributes(template) else shaped
+
+
+def _shaped_tools_for(template: str, tools: Any) -> Any:
+    return records(tools) if assigns_attributes(template) else tools
 
 
 def shape_messages(
@@ -187,7 +284,9 @@ def shape_messages(
     """Copies of `messages` in the shape `traits` describes."""
     out: list[dict[str, Any]] = []
     for message in messages:
-        item = {k: v for k, v in message.items() if v is not None}
+        # absent rather than None (templates test `is defined`), but for a content the
+        # call format left None on purpose (DeepSeek R1's templates test `is none`)
+        item = {k: v for k, v in message.items() if v is not None or k == "content"}
         reasoning = next((item[k] for k in _REASONING_FIELDS if item.get(k)), None)
         if reasoning is not None:  # templates read it under one name or another
             item.update(dict.fromkeys(_REASONING_FIELDS, reasoning))
@@ -234,10 +333,22 @@ def _fixed_variables(
 ) -> dict[str, Any]:
     """Variables every rendering gets: special tokens, today's date, aliases it reads."""
     found: dict[str, Any] = {name: special_tokens.get(name) or "" for name in _SPECIAL_TOKENS}
-    found["date_string"] = datetime.date.today().strftime("%d %b %Y")
-    if tools is not None and "functions" in template_variables(template):
+    today = datetime.date.today()
+    found["date_string"] = today.strftime("%d %b %Y")
+    read = template_variables(template)
+    if "functions" in read and _joins_as_text(template, "functions"):
+        # FireFunction: the tools as JSON text, as llama.cpp gives them (even none)
+        found["functions"] = json.dumps(plain(tools), indent=2) if tools else ""
+    elif tools is not None and "functions" in read:
         found["functions"] = tools
+    if "datetime" in read:  # the day, not the second: the prompt stays the same all day
+        found["datetime"] = today.strftime("%b %d %Y")
     return found
+
+
+def _joins_as_text(template: str, name: str) -> bool:
+    """Whether `template` joins the variable `name` to text (`+ name`, `name +`, `~`)."""
+    return re.search(rf"[+~]\s*{name}\b|\b{name}\s*[+~]", template) is not None
 
 
 def special_tokens_of(hf_tokenizer: Any) -> dict[str, str]:
@@ -275,8 +386,10 @@ def render_template(
     try:
         if shaped_tools is not None:  # else undefined: templates test `tools is defined`
             context["tools"] = shaped_tools
+        if assigns_attributes(template) and "tools" in context:
+            context["tools"] = records(context["tools"])
         text: str = compiled.render(
-            messages=shape_messages(messages, traits),
+            messages=_shaped_for(template, messages, traits),
             add_generation_prompt=add_generation_prompt,
             **context,
         )

@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from engine.constraints.closing import MARGIN as CLOSING_MARGIN
 from engine.prompt.chat import encode_chat, render_continuation
-from engine.prompt.reasoning import ReplyStart, reply_start, thinking_kwargs, wants_thinking
+from engine.prompt.reasoning import (
+    ReplyStart,
+    reply_start,
+    switched_messages,
+    thinking_kwargs,
+    wants_thinking,
+)
 from engine.prompt.tokenizer import ModelTokenizer
 from engine.runtime.batch import DecodeRow
 from engine.runtime.context import KVMemory, reply_budget, room_taken, tool_definition_tokens
@@ -82,12 +88,13 @@ def request_prompt(
         **request.template_kwargs,
         **thinking_kwargs(reasoning, think, request.sampling.max_thinking_tokens),
     }
+    messages = switched_messages(reasoning, list(request.messages), think)
     if request.tools:
         from engine.tools import prepare_tool_request
 
         plan = prepare_tool_request(
             tokenizer,
-            request.messages,
+            messages,
             request.tools,
             request.tool_choice,
             parallel_tool_calls=request.parallel_tool_calls,
@@ -99,7 +106,7 @@ def request_prompt(
     if request.raw_prompt is not None:
         # As written (special-token text counts), with the BOS the model wants.
         return list(ModelTokenizer.of(tokenizer).hf.encode(request.raw_prompt)), None
-    return _closed(reasoning, encode_chat(tokenizer, request.messages, **kwargs), think), None
+    return _closed(reasoning, encode_chat(tokenizer, messages, **kwargs), think), None
 
 
 def _closed(reasoning: ReasoningFormat | None, prompt: list[int], think: bool) -> list[int]:
@@ -109,8 +116,8 @@ def _closed(reasoning: ReasoningFormat | None, prompt: list[int], think: bool) -
         return prompt
     if reply_start(reasoning, prompt) != "inside":
         return prompt
-    assert reasoning.end_id is not None
-    return [*prompt, reasoning.end_id]
+    end = reasoning.closing if reasoning.end_is_text else (reasoning.end_id,)
+    return [*prompt, *(t for t in end if t is not None)]
 
 
 def thinking_start(
@@ -178,6 +185,9 @@ class Reply:
 
         self.stats = GenerationStats(prompt_tokens=len(prompt_tokens))
         self.ends = end_token_ids(tokenizer)
+        for marker in self.tool_plan.end_markers() if self.tool_plan is not None else []:
+            if (marker_id := ModelTokenizer.of(tokenizer).token_id(marker)) is not None:
+                self.ends.add(marker_id)
         if reasoning is not None and reasoning.steerable and reasoning.end_id is not None:
             # gpt-oss closes its analysis with <|end|>, which other templates end turns with
             self.ends.discard(reasoning.end_id)
@@ -188,12 +198,15 @@ class Reply:
         self._phase: ReplyStart | str = thinking_start(reasoning, request, prompt_tokens)
         self._reasoning_format = reasoning
         self._thought = self._phase != "off"
-        self._reasoning = ReplyText(tokenizer, []) if self._thought else None
+        # the block's text; an end of several tokens is found in it, and never shown
+        stop = [reasoning.end_text] if reasoning is not None and reasoning.end_is_text else []
+        self._reasoning = ReplyText(tokenizer, stop) if self._thought else None
         self._thinking_tokens = 0
         # the rest of a marker being written (gpt-oss's `analysis<|message|>`), and
         # whether the reply forces it
         self._pending: list[int] = []
         self._forcing = False
+        self._ending: list[int] = []  # the rest of an end of several tokens being forced
         self._thinking_started: float | None = None
         self._thinking_s = 0.0
         self._answer_begun = False  # its leading blank lines are dropped
@@ -239,7 +252,7 @@ class Reply:
     def _thinking_row(self, budget: int | None) -> ThinkingRow | None:
         """The constraint's view of this reply's thinking (None: it does not think)."""
         fmt = self._reasoning_format
-        if not self._thought or fmt is None or fmt.end_id is None:
+        if not self._thought or fmt is None or not fmt.closing:
             return None
         from engine.constraints.reasoning import ThinkingRow
 
@@ -252,6 +265,7 @@ class Reply:
             close_ids=fmt.closing,
             prefix_ids=fmt.prefix_ids,
             separator=fmt.separator,
+            end_text=fmt.end_text if fmt.end_is_text else "",
         )
 
     def forced_token(self) -> int | None:
@@ -265,11 +279,14 @@ class Reply:
         if self._phase == "answer":
             return None
         cap, fmt = self._thinking_cap, self._reasoning_format
-        if self._phase == "before" and fmt is not None:
+        if self._phase == "before" and fmt is not None and fmt.opening:
             self._forcing = True
-            return fmt.start_id
+            return fmt.opening[0]
         if cap is None or fmt is None or self._thinking_tokens < cap:
             return None
+        if fmt.end_is_text:  # its tokens, one by one (each is taken as the block's text)
+            self._ending = self._ending or list(fmt.closing)
+            return self._ending[0]
         self._forcing = True
         return fmt.end_id
 
@@ -287,24 +304,34 @@ class Reply:
                 return False
         now = time.perf_counter()
         if self._phase == "before":
-            if token != fmt.start_id:
+            if not fmt.opening or token != fmt.opening[0]:
                 self._phase = "answer"
                 return False
             self._phase, self._thinking_started = "thinking", now
             self._pending = list(fmt.opening[1:])
             return True
         self._thinking_started = self._thinking_started or now
+        if self._ending and token == self._ending[0]:
+            self._ending.pop(0)  # a forced end of several tokens, taken as the others are
         if token == fmt.end_id:
-            self._phase = "answer"
-            self._pending = [*fmt.closing[1:], *fmt.prefix_ids]
-            self._thinking_s = now - self._thinking_started
-            if delta := self._reasoning.finish():
-                self.handle.emit(ReasoningDelta(delta))
+            self._end_thinking(now, [*fmt.closing[1:], *fmt.prefix_ids])
             return True
         self._thinking_tokens += 1
         if delta := self._reasoning.add(token):
             self.handle.emit(ReasoningDelta(delta))
+        if fmt.end_is_text and self._reasoning.stopped:  # its end's text is complete
+            self._ending = []
+            self._end_thinking(now, list(fmt.prefix_ids))
         return True
+
+    def _end_thinking(self, now: float, pending: list[int]) -> None:
+        """The block ended at `now`; `pending`: what may follow before the answer."""
+        assert self._reasoning is not None and self._thinking_started is not None
+        self._phase = "answer"
+        self._pending = pending
+        self._thinking_s = now - self._thinking_started
+        if delta := self._reasoning.finish():
+            self.handle.emit(ReasoningDelta(delta))
 
     @property
     def cancelled(self) -> bool:
@@ -478,6 +505,7 @@ class Reply:
             + (self.vision.notes if self.vision is not None else []),
             tight=tight,
             token_ids=list(fed),
+            reply_token_ids=list(self.generated),
             logprobs=logprobs,
             as_written=as_written,
             reasoning=reasoning,

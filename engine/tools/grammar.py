@@ -29,6 +29,7 @@ from engine.tools.definitions import (
     arguments_grammar_schema,
 )
 from engine.tools.formats import ToolFormat
+from engine.tools.formats.base import CALL_INDEX, MAX_NUMBERED_CALLS
 from engine.types import SchemaOptions
 
 ChoiceMode = Literal["auto", "required", "none", "function"]
@@ -83,21 +84,42 @@ def tool_grammar(
     choice: ToolChoice,
     parallel: bool = True,
     options: SchemaOptions = DEFAULT_OPTIONS,
+    first_index: int = 0,
 ) -> str:
-    """The Lark grammar constraining a reply to `fmt` calls of `tools` under `choice`."""
+    """The Lark grammar constraining a reply to `fmt` calls of `tools` under `choice`; a
+    numbered format's calls are numbered from `first_index` (ToolFormat.first_call_index)."""
     if choice.mode == "none":
         raise ValueError("tool_choice none has no grammar")
+    parallel = parallel and fmt.parallel  # a family that writes one call at a time
     if choice.mode == "function":  # exactly one call, to that function
         allowed = [t for t in tools if t.name == choice.function]
+        parallel = False
         rules = fmt.reply_lark(required=True, parallel=False)
     else:
         allowed = list(tools)
         rules = fmt.reply_lark(required=choice.mode == "required", parallel=parallel)
     lines = ["%llguidance {}", rules.rstrip("\n")]
-    lines.append("fn: " + " | ".join(f"fn_{i}" for i in range(len(allowed))))
+    per_tool = []
     for i, tool in enumerate(allowed):
         schema = arguments_grammar_schema(tool.parameters, options)
-        lines.extend(fmt.call_rules(f"fn_{i}", tool.name, schema))
+        per_tool.append(fmt.call_rules(f"fn_{i}", tool.name, schema))
+    if not fmt.numbered:
+        lines.append("fn: " + " | ".join(f"fn_{i}" for i in range(len(allowed))))
+        for rules_of_tool in per_tool:
+            lines.extend(rules_of_tool)
+        return "\n".join(lines) + "\n"
+    # Each position's call carries its own number: the call rule once per position.
+    positions = MAX_NUMBERED_CALLS if parallel else 1
+    for k in range(positions):
+        lines.append(f"fn_at{k}: " + " | ".join(f"fn_{i}_at{k}" for i in range(len(allowed))))
+    for i, (head, *rest) in enumerate(per_tool):
+        name, body = head.split(": ", 1)
+        if name != f"fn_{i}" or CALL_INDEX not in body:
+            raise ValueError(f"{fmt.name}: a numbered call rule must hold the call's index")
+        for k in range(positions):
+            number = json.dumps(str(first_index + k))
+            lines.append(f"fn_{i}_at{k}: " + body.replace(CALL_INDEX, number))
+        lines.extend(rest)
     return "\n".join(lines) + "\n"
 
 
@@ -107,13 +129,14 @@ def with_user_grammar(
     user: CompiledGrammar,
     parallel: bool = True,
     options: SchemaOptions = DEFAULT_OPTIONS,
+    first_index: int = 0,
 ) -> str | None:
     """llguidance's grammar (JSON) for `auto` with the user's grammar as the free text: the
     reply follows `user`, or it is calls only. None if the two could start with the same
     byte, which llguidance's sub-grammars cannot tell apart."""
     if not fmt.call_start or _can_start_with(user.grammar, fmt.call_start):
         return None
-    calls = tool_grammar(fmt, tools, ToolChoice("required"), parallel, options)
+    calls = tool_grammar(fmt, tools, ToolChoice("required"), parallel, options, first_index)
     head, rules = calls.split("\n", 1)  # "%llguidance {}", then rules that start with `start`
     if not rules.startswith("start:"):
         raise ValueError(f"{fmt.name}: the calls grammar must begin with its start rule")

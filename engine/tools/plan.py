@@ -35,7 +35,7 @@ from engine.tools.grammar import (
     with_user_grammar,
 )
 from engine.tools.parse import parse_tool_calls
-from engine.tools.prompt import render_chat_with_tools
+from engine.tools.prompt import render_chat_with_tools, reply_cuts
 from engine.tools.stream import ToolCallStream
 from engine.types import (
     KIND_NAMES,
@@ -81,6 +81,14 @@ class ToolPlan:
             return text, []
         return parse_tool_calls(self._format, text, self.schemas())
 
+    def end_markers(self) -> list[str]:
+        """Markup that ends a reply of calls as its end token (gpt-oss's `<|call|>`, which
+        its first template never writes: the model still ends a call with it)."""
+        fmt = self._format
+        if self.choice.mode == "none" or fmt is None or not fmt.reply_end:
+            return []
+        return [fmt.reply_end]
+
     def schemas(self) -> dict[str, dict[str, Any]]:
         """Each tool's parameters schema, by name."""
         return {t.name: t.parameters for t in self.tools}
@@ -122,20 +130,28 @@ def prepare_tool_request(
     # Messages and tool definitions are untrusted: their text is tokenized as plain text.
     shield = TextShield(tokenizer)
     offered = None if choice.mode == "none" else [shield_spec(shield, s) for s in specs]
-    text = render_chat_with_tools(
-        tokenizer,
-        with_image_markers(tokenizer, shield.value(list(messages))),
-        offered,
-        fmt,
-        template_kwargs,
-    )
+    shown = with_image_markers(tokenizer, shield.value(list(messages)))
+    text = render_chat_with_tools(tokenizer, shown, offered, fmt, template_kwargs)
+    cuts = reply_cuts(tokenizer, shown, offered, fmt, template_kwargs, text)
     user = compile_constraint(user_constraint) if user_constraint is not None else None
     # `template_kwargs`: what else the chat template is told (`enable_thinking`).
     constraint, use, notes = _reply_constraint(
-        fmt, specs, choice, parallel_tool_calls, user, schema_options
+        fmt,
+        specs,
+        choice,
+        parallel_tool_calls,
+        user,
+        schema_options,
+        fmt.first_call_index(list(messages)) if fmt.numbered else 0,
     )
+    # Each earlier reply is tokenized from where its generation prompt ended, so a reply
+    # the template renders back as written keeps its tokens (the prompt cache reuses it).
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    tokens = [
+        t for piece in pieces if piece for t in shield.encode(rewrite_images(tokenizer, piece))
+    ]
     return ToolPlan(
-        prompt_tokens=shield.encode(rewrite_images(tokenizer, text)),
+        prompt_tokens=tokens,
         constraint=constraint,
         user_constraint=use,
         format=fmt.name,
@@ -164,12 +180,14 @@ def _reply_constraint(
     parallel: bool,
     user: ConstraintSpec | None,
     options: SchemaOptions = DEFAULT_OPTIONS,
+    first_index: int = 0,
 ) -> tuple[ConstraintSpec | None, ConstraintUse | None, list[str]]:
     """The compiled grammar a reply decodes under, what became of the user's constraint,
-    and notes about both (llguidance's warnings, why a grammar is paused)."""
+    and notes about both (llguidance's warnings, why a grammar is paused); a numbered
+    format's calls are numbered from `first_index`."""
     if choice.mode == "none":
         return user, None if user is None else "alone", []
-    grammar = tool_grammar(fmt, specs, choice, parallel, options)
+    grammar = tool_grammar(fmt, specs, choice, parallel, options, first_index)
     compiled, warnings = _compiled_tool_grammar(grammar)
     name = f"tools: {choice.describe()} ({fmt.name})"
     tools_only = ConstraintSpec(kind="lark", source=grammar, name=name, compiled=compiled)
@@ -180,7 +198,7 @@ def _reply_constraint(
     if choice.mode == "auto":
         user_grammar = compiled_of(user)
         assert user_grammar is not None
-        joined = with_user_grammar(fmt, specs, user_grammar, parallel, options)
+        joined = with_user_grammar(fmt, specs, user_grammar, parallel, options, first_index)
         if joined is not None:
             both = ConstraintSpec(
                 kind="lark",

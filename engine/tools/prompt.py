@@ -171,7 +171,13 @@ def render_chat_with_tools(
         kwargs = {}
     try:
         try:
-            return render_chat(tokenizer, rendered, **kwargs, **(template_kwargs or {}))
+            return render_chat(
+                tokenizer,
+                rendered,
+                none_content_of_calls=fmt.native and fmt.call_content_none,
+                **kwargs,
+                **(template_kwargs or {}),
+            )
         except Exception:
             # Templates without a system role (Gemma 2) raise on the fallback's system
             # prompt: it goes at the head of the first user turn instead.
@@ -183,3 +189,31 @@ def render_chat_with_tools(
         raise ToolDefinitionError(
             f"the chat template could not render the conversation: {exc}"
         ) from exc
+
+
+def reply_cuts(
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
+    tools: list[ToolSpec] | None,
+    fmt: ToolFormat,
+    template_kwargs: Mapping[str, Any] | None,
+    text: str,
+) -> list[int]:
+    """Where in `text` (the rendering of `messages` with `tools`) each earlier assistant
+    reply's generation prompt ends: the prompt that reply was written after, where the
+    template renders the reply right after it."""
+    cuts: list[int] = []
+    for index, message in enumerate(messages):
+        if index == 0 or message.get("role") != "assistant":
+            continue
+        try:
+            head = render_chat_with_tools(tokenizer, messages[:index], tools, fmt, template_kwargs)
+        except ToolDefinitionError:  # the template wants more than this prefix: no cut here
+            continue
+        if (
+            0 < len(head) < len(text)
+            and text.startswith(head)
+            and (not cuts or len(head) > cuts[-1])
+        ):
+            cuts.append(len(head))
+    return cuts

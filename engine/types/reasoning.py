@@ -24,10 +24,12 @@ class ReasoningFormat:
     """Where a model writes its thinking.
 
     `start`/`end` are the markers' texts and `start_id`/`end_id` the tokens that open and
-    close the block (None where a marker is not one token: such a format is recognised
-    and shown, not steered). `open_ids` is the whole opening the model writes (its first
-    token is `start_id`, e.g. `<|channel|>analysis<|message|>`), `close_ids` the whole
-    closing up to the answer (its first token is `end_id`, e.g. `<|end|><|start|>assistant`);
+    close the block when a marker is one token. A marker of several tokens (Apriel's
+    `[BEGIN FINAL RESPONSE]`) is steered as its tokens: `open_ids`/`close_ids` hold them
+    and `start_id`/`end_id` are None (`end_is_text`: the block ends where its text does).
+    `open_ids` is the whole opening the model writes (its first token is `start_id`, e.g.
+    `<|channel|>analysis<|message|>`), `close_ids` the whole closing up to the answer (its
+    first token is `end_id`, e.g. `<|end|><|start|>assistant`);
     `prefix_ids` is what the answer may begin with and is not its text (gpt-oss's
     `<|channel|>final<|message|>`, Command R7B's `<|START_RESPONSE|>`). `separator` is the
     text written between the closing and the answer (Qwen3's blank line).
@@ -51,14 +53,25 @@ class ReasoningFormat:
     # the template's variables that switch thinking on or off, and the one naming its effort
     switches: tuple[str, ...] = ()
     effort_variable: str | None = None
+    # the closing's text, where it is several tokens (the block ends where it appears)
+    end_text: str = ""
+    # words in the system message that switch thinking on and off, where the template reads
+    # them instead of a variable (Nemotron's `/think` and `/no_think`)
+    switch_words: tuple[str, ...] = ()
+
+    @property
+    def end_is_text(self) -> bool:
+        """The block ends at a marker of several tokens: where its text appears."""
+        return self.end_id is None and bool(self.close_ids) and bool(self.end_text)
 
     @property
     def steerable(self) -> bool:
         """Whether the engine can separate, budget and constrain this format's thinking:
-        its block ends at a token of its own and opens at one (or in the prompt)."""
-        if self.end_id is None:
+        its block ends at a marker it can write (a token, or several) and opens at one (or
+        in the prompt)."""
+        if not self.closing:
             return False
-        return self.start_id is not None or self.opens_in_prompt
+        return bool(self.opening) or self.opens_in_prompt
 
     @property
     def opening(self) -> tuple[int, ...]:

@@ -335,6 +335,10 @@ class ChatResult:
     # measuring cache reuse on the tokens actually sent; not part of the JSON form. The
     # first stats.prompt_tokens of them are the prompt.
     token_ids: list[int] = field(default_factory=list, repr=False)
+    # Every token of the reply as it was written (sampled or forced, thinking included, the
+    # end token not), fed or not: what a client's next turn renders back (the families
+    # bench and tests compare the two); not part of the JSON form.
+    reply_token_ids: list[int] = field(default_factory=list, repr=False)
     # each reply token's log-probabilities, when the request asked (ChatRequest.logprobs)
     logprobs: list[TokenLogprob] | None = None
     # the reply checked against the schema (or tools' schemas) as the user wrote them, when

@@ -59,6 +59,7 @@ __all__ = [
     "detect_reasoning",
     "describe_reasoning",
     "reply_start",
+    "switched_messages",
     "syntax_of",
     "thinking_kwargs",
     "wants_thinking",
@@ -92,8 +93,9 @@ def describe_reasoning(fmt: ReasoningFormat | None) -> str:
         return "none"
     name = fmt.syntax or fmt.kind
     markers = " … ".join(m for m in (fmt.start, fmt.end) if m)
-    shown = "" if fmt.steerable else ", shown only (its markers are not single tokens)"
-    return f"{name} ({markers}){shown}"
+    shown = "" if fmt.steerable else ", shown only (the engine cannot write its markers)"
+    several = ", its end written as several tokens" if fmt.end_is_text else ""
+    return f"{name} ({markers}){several}{shown}"
 
 
 def _probe(tok: ModelTokenizer, fmt: ReasoningFormat) -> list[int]:
@@ -120,6 +122,30 @@ def thinking_kwargs(
     return out
 
 
+def switched_messages(fmt: ReasoningFormat | None, messages: list[Any], think: bool) -> list[Any]:
+    """`messages` with the word that switches thinking off (`/no_think`) in the system
+    message, for a template that reads it there (Nemotron, SmolLM3) and a reply that does
+    not think; unchanged otherwise, or where a message already says either word."""
+    if think or fmt is None or not fmt.switch_words:
+        return messages
+    said = any(
+        isinstance(m, dict) and isinstance(m.get("content"), str) and w in m["content"]
+        for m in messages
+        for w in fmt.switch_words
+    )
+    if said:
+        return messages
+    off = fmt.switch_words[-1]
+    first = messages[0] if messages else None
+    if (
+        isinstance(first, dict)
+        and first.get("role") == "system"
+        and isinstance(first.get("content"), str)
+    ):
+        return [{**first, "content": f"{first['content']} {off}".strip()}, *messages[1:]]
+    return [{"role": "system", "content": off}, *messages]
+
+
 def wants_thinking(fmt: ReasoningFormat | None, think: bool | None) -> bool:
     """Whether a reply thinks: the request's choice, else on for a model that can."""
     if fmt is None or not fmt.steerable:
@@ -130,11 +156,12 @@ def wants_thinking(fmt: ReasoningFormat | None, think: bool | None) -> bool:
 def reply_start(fmt: ReasoningFormat, prompt: list[int]) -> ReplyStart:
     """Where a reply to `prompt` starts: inside a block the prompt opened and left open,
     after a block the prompt closed at its very end (thinking off), or before any."""
-    if fmt.end_id is None:
+    end = fmt.closing if fmt.end_is_text else () if fmt.end_id is None else (fmt.end_id,)
+    if not end:
         return "off"
-    last_end = _last(prompt, (fmt.end_id,))
-    closed_at_end = last_end >= 0 and last_end >= len(prompt) - 3
-    if fmt.start_id is None:  # only the generation prompt opens it (Apriel)
+    last_end = _last(prompt, end)
+    closed_at_end = last_end >= 0 and last_end + len(end) - 1 >= len(prompt) - 3
+    if not fmt.opening:  # only the generation prompt opens it (Apriel)
         return "off" if closed_at_end or not fmt.opens_in_prompt else "inside"
     opening = fmt.opening
     last_start = _last(prompt, opening)

@@ -50,26 +50,32 @@ class ThinkingSyntax:
         return all(need in template for need in self.needs)
 
     def build(self, tok: ModelTokenizer, template: str) -> ReasoningFormat:
-        """This syntax for `tok` (markers that are not single tokens leave it unsteered)."""
+        """This syntax for `tok`: a marker that is one token is that token, one of several
+        tokens is steered as its tokens (`ReasoningFormat.end_is_text`)."""
         read = template_variables(template)
         switches = tuple(v for v in self.switches if v in read)[:1]
         start_id = single_token(tok, self.start) if self.start else None
         end_id = single_token(tok, self.end)
+        opener = self.opener or (self.start if start_id is None else "")
+        closer = self.closer or (self.end if end_id is None else "")
+        words = ("/think", "/no_think") if "/no_think" in template else ()
         return ReasoningFormat(
             self.kind,
             self.start,
             self.end,
             start_id,
             end_id,
-            switchable=bool(switches),
+            switchable=bool(switches or words),
             opens_in_prompt=self.always_opens,
             syntax=self.name,
-            open_ids=_ids(tok, self.opener) if start_id is not None else (),
-            close_ids=_ids(tok, self.closer) if end_id is not None else (),
+            open_ids=_ids(tok, opener),
+            close_ids=_ids(tok, closer),
             prefix_ids=_ids(tok, self.prefix),
             separator=self.separator,
             switches=switches,
             effort_variable=self.effort if self.effort in read else None,
+            end_text=closer if end_id is None else "",
+            switch_words=words,
         )
 
 

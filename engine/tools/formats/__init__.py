@@ -1,9 +1,13 @@
 """Tool-call formats: how a model writes calls, chosen from its chat template and tokenizer.
 
 One module per call syntax (JSON in tags, XML parameters, Harmony, DeepSeek, Kimi, Mistral,
-Llama, pythonic, Gemma 4); `FORMATS` is the registry, checked in order, and `choose_format`
-picks one for a model once, at load: the prompt, the grammar, the parser and the history
-all come from that one object. Adding a format = one class + one entry in `FORMATS`.
+Llama, pythonic, Gemma 4, Command R+, FireFunction, Functionary v3.1, Nemotron Super,
+MiroThinker, ...); `FORMATS` is the registry, checked in order, and `choose_format` picks
+one for a model once, at load, and fits it to the template (`fitting`): the prompt, the
+grammar, the parser and the history all come from that one object. Each names the public
+templates it is checked against (`checked_against`, files in the shared dataset or
+`tests/fixtures/chat-templates`). Adding a family = one module with its class, one entry
+in `FORMATS` and its template as a test fixture.
 """
 
 from __future__ import annotations
@@ -13,9 +17,15 @@ from typing import Any
 
 from engine.prompt.tokenizer import ModelTokenizer
 from engine.tools.formats.base import Marker, RawCall, Schemas, ToolFormat
+from engine.tools.formats.command_r_plus import CommandRPlusFormat
 from engine.tools.formats.deepseek import DeepSeekR1Format, DeepSeekV31Format
+from engine.tools.formats.deepseek_r1_llamacpp import DeepSeekR1LlamaCppFormat
+from engine.tools.formats.firefunction import FireFunctionFormat
+from engine.tools.formats.fitting import fit_template
+from engine.tools.formats.functionary_v31 import FunctionaryV31Format
 from engine.tools.formats.gemma4 import Gemma4Format
 from engine.tools.formats.harmony import HarmonyFormat
+from engine.tools.formats.harmony_first import HarmonyFirstFormat
 from engine.tools.formats.json_tags import (
     ApertusFormat,
     AprielFormat,
@@ -28,7 +38,9 @@ from engine.tools.formats.json_tags import (
 )
 from engine.tools.formats.kimi import KimiK2Format
 from engine.tools.formats.llama import FunctionaryFormat, Llama3JsonFormat
+from engine.tools.formats.mirothinker import MiroThinkerFormat
 from engine.tools.formats.mistral import MistralArgsFormat, MistralCallIdFormat, MistralFormat
+from engine.tools.formats.nemotron_super import NemotronSuperFormat
 from engine.tools.formats.pythonic import OlmoFormat, PythonicFormat
 from engine.tools.formats.xml_params import (
     DsmlFormat,
@@ -39,18 +51,24 @@ from engine.tools.formats.xml_params import (
     SeedXmlFormat,
 )
 
-# Checked in order; the first match wins. Specific markers first: XML parameters and GLM
-# write `<tool_call>` too (so before Hermes), Seed-OSS's template has Qwen's `<function=`
-# inside its own `<seed:tool_call>` (so before Qwen), Functionary uses Llama 3 headers, and the
-# Llama 3 JSON check is the loosest, so it is last.
+# Checked in order; the first match wins. Specific markers first: the first gpt-oss template
+# before the current one, MiroThinker's template and XML parameters and GLM write
+# `<tool_call>` too (so before Hermes), Seed-OSS's template has Qwen's `<function=` inside
+# its own `<seed:tool_call>` (so before Qwen), llama.cpp's DeepSeek R1 template is R1's with
+# a twist, Nemotron Super is Nemotron in Llama 3 turns, Functionary and FireFunction use
+# Llama 3 headers, and the Llama 3 JSON check is the loosest, so it is last.
 FORMATS: list[type[ToolFormat]] = [
+    HarmonyFirstFormat,
     HarmonyFormat,
+    MiroThinkerFormat,
+    CommandRPlusFormat,
     DsmlFormat,
     KimiK3Format,
     MiniMaxFormat,
     GlmFormat,
     SeedXmlFormat,
     QwenXmlFormat,
+    DeepSeekR1LlamaCppFormat,
     DeepSeekR1Format,
     DeepSeekV31Format,
     KimiK2Format,
@@ -63,10 +81,13 @@ FORMATS: list[type[ToolFormat]] = [
     Granite33Format,
     Phi4Format,
     Lfm2Format,
+    NemotronSuperFormat,
     NemotronFormat,
     AprielFormat,
     OlmoFormat,
+    FunctionaryV31Format,
     FunctionaryFormat,
+    FireFunctionFormat,
     HermesFormat,
     PythonicFormat,
     Llama3JsonFormat,
@@ -97,6 +118,7 @@ def choose_format(tokenizer: Any) -> ToolFormat:
         (cls(tok, native=True) for cls in FORMATS if cls.detect(template)),
         HermesFormat(tok, native=False),
     )
+    fit_template(chosen)
     try:
         _CHOSEN[tok.source] = chosen
     except TypeError:

@@ -6,10 +6,12 @@ for a reply (calls required or optional, one or several) built around one rule p
 format's own syntax), how to parse calls back, and how to adapt messages and tools for the
 template.
 
-Markers such as `<tool_call>` or `[TOOL_CALLS]` are often added tokens, which llguidance
-treats as special: they never come out of ordinary text bytes. `lark_text` writes any piece
-of call syntax so that each added token inside it is accepted as that token (or as text),
-and free text never contains the opener.
+Markers such as `<tool_call>` or `[TOOL_CALLS]` are often added tokens. Where a marker is
+one token, the grammar writes exactly that token (llguidance's `<[id]>`), never its
+characters spelled through byte-level pieces: the model writes the token it was trained on,
+and the template, which tokenizes its own markup, renders the call back token for token.
+`lark_text` writes any piece of call syntax that way, and free text never contains an
+opener (`text_then`).
 """
 
 from __future__ import annotations
@@ -17,12 +19,17 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from engine.prompt.tokenizer import ModelTokenizer
 
 RawCall = tuple[str, dict[str, Any]]  # (name, arguments)
+# Where a numbered format's call rule holds the call's index (never valid Lark: the grammar
+# replaces it with each position's number), and how many numbered calls one reply may hold.
+CALL_INDEX = "%CALL_INDEX%"
+MAX_NUMBERED_CALLS = 16
 Schemas = dict[str, dict[str, Any]]  # tool name -> its parameters schema
 
 _READS_DESCRIPTION = re.compile(r"\.description\b|\[.description.\]")
@@ -39,18 +46,38 @@ class Marker:
     token_id: int | None = None
 
     def lark(self) -> str:
-        """The marker as the single token or as text."""
+        """The marker as its single token (as text where it is not one)."""
         if self.token_id is None:
             return json.dumps(self.text)
-        return f"(<[{self.token_id}]> | {json.dumps(self.text)})"
+        return f"<[{self.token_id}]>"
 
     def no_text_containing(self) -> str:
         """A terminal for free text that does not contain the marker's text."""
-        return f"{TEXT} & ~/(?s:.*){re.escape(self.text)}(?s:.*)/"
+        return f"{TEXT} & {without(self.text)}"
+
+
+def without(text: str) -> str:
+    """A Lark regex for any text that does not contain `text`."""
+    return f"~/(?s:.*){regex_text(text)}(?s:.*)/"
+
+
+def regex_text(text: str) -> str:
+    """`text` as a Lark regex that matches exactly it (newlines and slashes escaped)."""
+    return re.escape(text).replace("\\\n", "\\n").replace("/", "\\/")
 
 
 def lit(text: str) -> str:
     return json.dumps(text)
+
+
+def text_then(opener: Marker) -> tuple[str, list[str]]:
+    """Lark for free text that ends with `opener` (the expression), and the rules it needs
+    (`TAIL`: text never containing the opener, `TEXT`). A token opener follows the text as
+    that token; a text opener ends the text at its first occurrence (a lazy match)."""
+    rules = [f"TAIL: {opener.no_text_containing()}", f"TEXT: {TEXT}"]
+    if opener.token_id is not None:
+        return f"TAIL <[{opener.token_id}]>", rules
+    return "head", [*rules, f"head[lazy]: TEXT {json.dumps(opener.text)}"]
 
 
 def decode_objects(text: str, pos: int, separator: str) -> tuple[list[Any], int]:
@@ -126,13 +153,38 @@ class ToolFormat:
     # The markup the prompt wraps tool results in (Hermes: <tool_response>): a model that
     # repeats a result copies it; the reply's text leaves it out (ToolPlan.hidden).
     result_markers: ClassVar[tuple[str, ...]] = ()
+    # Calls carry an index the template numbers itself (Command R7B's `tool_call_id`, Kimi's
+    # `functions.NAME:N`): call_rules write CALL_INDEX where it goes, and the grammar forces
+    # each call's number (`first_call_index` onwards), so the history renders it back alike.
+    numbered: ClassVar[bool] = False
+    # The public chat templates this syntax is checked against (tests: each is served it).
+    checked_against: ClassVar[tuple[str, ...]] = ()
+    # Markup that ends a reply of calls as its end token (gpt-oss's `<|call|>`): not one of
+    # the reply's tokens, so the history may write another there.
+    reply_end: ClassVar[str] = ""
+    # What joins a turn's text and its calls where calls are written into the text.
+    text_before_calls: ClassVar[str] = " "
+
+    # How the history is given to the template, settled once per template by rendering a
+    # probe call (engine.tools.formats.fitting: `fit_template`): the call's arguments as the
+    # template writes them back must be the ones the model wrote, token for token.
+    history_as_text = False  # calls written into the turn's text (as the model wrote them)
+    history_ids = True  # the calls' ids are given (False: the template writes none back)
+    call_content_none = False  # a call turn's empty text is given as None (DeepSeek R1)
 
     def __init__(self, tokenizer: ModelTokenizer, native: bool) -> None:
         self.native = native
         self.tokenizer = tokenizer
         self._template = ""
+        self.fitted = ""  # how the history was fitted to the template, in words
         if tokenizer is not None:
             self._template = ModelTokenizer.of(tokenizer).chat_template or ""
+
+    def layouts(self) -> list[dict[str, Any]]:
+        """The layouts (attribute values) this family's templates write calls in, most
+        common first; fitting keeps the first one its template renders back (a `_describe`
+        key says it in words, for `engine info`)."""
+        return [{}]
 
     @classmethod
     def detect(cls, template: str) -> bool:
@@ -143,7 +195,8 @@ class ToolFormat:
         """The call syntax in words, for `info` and the model library."""
         if not self.native:
             return "Hermes JSON calls described in the system prompt"
-        return (self.__class__.__doc__ or self.name).strip().split("\n")[0]
+        first = (self.__class__.__doc__ or self.name).strip().split("\n\n")[0]
+        return " ".join(first.split())  # its first paragraph, on one line
 
     # ---- markers ----
 
@@ -204,6 +257,27 @@ class ToolFormat:
     def call_json(self, name: str, arguments: dict[str, Any]) -> str:
         return json.dumps({"name": name, self.args_key: arguments}, ensure_ascii=False)
 
+    def calls_lark(self, sep: str, parallel: bool) -> str:
+        """Lark for the calls of one reply, `sep` (Lark, maybe empty) between two: `fn`, and
+        more where parallel; a numbered format's calls each at their position (`fn_atK`)."""
+        between = f"{sep} " if sep else ""
+        if not self.numbered:
+            return f"fn ({between}fn)*" if parallel else "fn"
+        n = MAX_NUMBERED_CALLS if parallel else 1
+        out = f"fn_at{n - 1}"
+        for k in range(n - 2, -1, -1):
+            out = f"fn_at{k} ({between}{out})?"
+        return out
+
+    def first_call_index(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """The index of a reply's first call after `messages` (numbered formats): by default
+        the number of calls the conversation made so far, as templates count them."""
+        return sum(
+            len(m.get("tool_calls") or [])
+            for m in messages
+            if isinstance(m, Mapping) and m.get("role") == "assistant"
+        )
+
     def reply_lark(self, required: bool, parallel: bool) -> str:
         """Lark rules, `start` included, for a whole reply; one call is the rule `fn`.
 
@@ -220,7 +294,14 @@ class ToolFormat:
         raise NotImplementedError
 
     def calls_as_text(self, calls: list[RawCall]) -> str:
-        """How an assistant turn's calls are written, for rendering history as text."""
+        """How an assistant turn's calls are written, for rendering history as text (a
+        numbered format's from the number a reply's first call takes)."""
+        if self.numbered:
+            return self.numbered_calls_text(calls, self.first_call_index([]))
+        raise NotImplementedError
+
+    def numbered_calls_text(self, calls: list[RawCall], first: int) -> str:
+        """A numbered format's calls as written, numbered from `first`."""
         raise NotImplementedError
 
     def new_call_id(self) -> str:
@@ -238,26 +319,39 @@ class ToolFormat:
     # ---- history ----
 
     def adapt_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Adjust normalised messages to what the native template accepts: arguments as a
-        dict or a JSON string (`history_arguments`)."""
-        if self.history_arguments == "dict":
-            return messages
+        """Normalised messages as the native template takes them, so that it renders each
+        past call as the model wrote it: written into the turn's text where the template
+        does not (`history_as_text`), else the family's own adaptation (`adapt_history`),
+        arguments as a dict or JSON text (`history_arguments`), ids left out where the
+        template writes none back, an empty text as None where the template wants it."""
+        if self.history_as_text:
+            return calls_into_text(self, messages)
         out = []
-        for message in messages:
+        for message in self.adapt_history(messages):
             if message.get("tool_calls"):
                 message = dict(message)
-                message["tool_calls"] = [
-                    {
-                        **c,
-                        "function": {
-                            **c["function"],
-                            "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False),
-                        },
-                    }
-                    for c in message["tool_calls"]
-                ]
+                calls = [self._history_call(c) for c in message["tool_calls"]]
+                message["tool_calls"] = calls
+                if self.call_content_none and not message.get("content"):
+                    message["content"] = None
             out.append(message)
         return out
+
+    def _history_call(self, call: dict[str, Any]) -> dict[str, Any]:
+        call = dict(call)
+        if not self.history_ids:
+            call.pop("id", None)
+        if self.history_arguments == "string":
+            function = call["function"]
+            arguments = function["arguments"]
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            call["function"] = {**function, "arguments": arguments}
+        return call
+
+    def adapt_history(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The family's own adjustments to a history (ids in its shape, ...)."""
+        return messages
 
     def adapt_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The OpenAI tool list as the template reads it: templates that read a tool's
@@ -271,14 +365,18 @@ class ToolFormat:
 
 
 def calls_into_text(fmt: ToolFormat, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Assistant turns with calls written into their text, for templates that do not render
-    `tool_calls` (the model still reads what it called)."""
+    """Assistant turns with calls written into their text, as the model wrote them, for
+    templates that do not render `tool_calls` back so (the model still reads what it
+    called). A numbered format's calls carry the numbers its grammar gave them."""
     out = []
-    for message in messages:
+    for i, message in enumerate(messages):
         if message.get("role") == "assistant" and message.get("tool_calls"):
-            text = " ".join(
-                filter(None, [message.get("content"), fmt.calls_as_text(history_calls(message))])
-            )
+            calls = history_calls(message)
+            if fmt.numbered:
+                written = fmt.numbered_calls_text(calls, fmt.first_call_index(messages[:i]))
+            else:
+                written = fmt.calls_as_text(calls)
+            text = fmt.text_before_calls.join(filter(None, [message.get("content"), written]))
             message = {"role": "assistant", "content": text}
         out.append(message)
     return out

@@ -24,6 +24,7 @@ class DeepSeekV31Format(RegionFormat):
     <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{…}<｜tool▁call▁end｜><｜tool▁calls▁end｜>`."""
 
     name = "deepseek_v3"
+    checked_against = ("deepseek-v3.1.jinja",)
     opener = CALLS_BEGIN
     history_arguments = "string"
     head: ClassVar[str] = ""  # before the name
@@ -86,6 +87,7 @@ class DeepSeekR1Format(DeepSeekV31Format):
     <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\n{…}\\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>`."""
 
     name = "deepseek_r1"
+    checked_against = ("deepseek-r1-distill-qwen.jinja",)
     head = "function" + SEP
     args_open = "\n```json\n"
     args_close = "\n```"

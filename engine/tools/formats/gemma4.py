@@ -22,8 +22,9 @@ _KEY = re.compile(r"[^\s:{}\[\],]+")
 
 
 class GemmaSyntax(LiteralSyntax):
-    def __init__(self, fmt: RegionFormat) -> None:
+    def __init__(self, fmt: Gemma4Format) -> None:
         self.fmt = fmt
+        self.sort_keys = fmt.sorted_keys
 
     def key(self, name: str) -> str:
         return lit(name)
@@ -68,13 +69,15 @@ def read_object(text: str, pos: int) -> tuple[dict[str, Any], int]:
     return out, pos + 1
 
 
-def gemma_value(value: Any) -> str:
+def gemma_value(value: Any, sort: bool = False) -> str:
+    """A value as Gemma 4 writes it (objects' keys by name with `sort`)."""
     if isinstance(value, str):
         return QUOTE + value + QUOTE
     if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{gemma_value(v)}" for k, v in value.items()) + "}"
+        items = sorted(value.items()) if sort else list(value.items())
+        return "{" + ",".join(f"{k}:{gemma_value(v, sort)}" for k, v in items) + "}"
     if isinstance(value, list):
-        return "[" + ",".join(gemma_value(v) for v in value) + "]"
+        return "[" + ",".join(gemma_value(v, sort) for v in value) + "]"
     return json.dumps(value)
 
 
@@ -84,6 +87,14 @@ class Gemma4Format(RegionFormat):
     name = "gemma4"
     opener = OPEN
     stream_closer = CLOSE
+    checked_against = ("gemma-4.jinja",)
+    sorted_keys = False  # arguments in the order of their names (the template dictsorts)
+
+    def layouts(self) -> list[dict[str, Any]]:
+        return [
+            {},
+            {"sorted_keys": True, "_describe": "arguments in the order of their names"},
+        ]
 
     @classmethod
     def detect(cls, template: str) -> bool:
@@ -92,7 +103,7 @@ class Gemma4Format(RegionFormat):
     def call_rules(self, rule: str, tool_name: str, schema: dict[str, Any]) -> list[str]:
         syntax = GemmaSyntax(self)
         items, out = [], []
-        for i, (key, sub, required) in enumerate(properties(schema)):
+        for i, (key, sub, required) in enumerate(properties(schema, self.sorted_keys)):
             value = f"{rule}_v{i}"
             out.append(f"{rule}_k{i}: {lit(key + ':')} {value}")
             out += syntax.rules(value, sub, schema)
@@ -120,4 +131,4 @@ class Gemma4Format(RegionFormat):
         return calls
 
     def calls_as_text(self, calls: list[RawCall]) -> str:
-        return "".join(f"{OPEN}call:{n}{gemma_value(a)}{CLOSE}" for n, a in calls)
+        return "".join(f"{OPEN}call:{n}{gemma_value(a, self.sorted_keys)}{CLOSE}" for n, a in calls)

@@ -29,6 +29,8 @@ class HarmonyFormat(ToolFormat):
     json<|message|>{…}<|call|>`."""
 
     name = "harmony"
+    checked_against = ("gpt-oss.jinja",)
+    reply_end = "<|call|>"
     call_start = " to=functions."
     marker_text = "to=functions."
     parallel = False

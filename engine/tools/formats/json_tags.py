@@ -16,13 +16,14 @@ import re
 from typing import Any, ClassVar
 
 from engine.tools.formats.base import (
-    TEXT,
+    CALL_INDEX,
     RawCall,
     Schemas,
     ToolFormat,
     as_call,
     decode_objects,
     lit,
+    text_then,
 )
 from engine.tools.formats.region import RegionFormat, json_region_calls
 
@@ -34,6 +35,13 @@ class HermesFormat(ToolFormat):
     """
 
     name = "hermes"
+    checked_against = (
+        "hermes-3-llama-3.1.jinja",
+        "qwen2.5.jinja",
+        "qwen3.jinja",
+        "qwq.jinja",
+        "granite-4.0.jinja",
+    )
     call_start = "<tool_call>"
     marker_text = "<tool_call>"
     stream_openers = (("<tool_call>", True),)
@@ -48,27 +56,19 @@ class HermesFormat(ToolFormat):
         opener = self.marker("<tool_call>")
         close = self.marker("</tool_call>")
         if required:
-            # Calls only; one trailing newline may precede the end of the reply.
+            # Calls only, and the reply ends after the last (as the template writes it back).
             more = ' ("\\n" call)*' if parallel else ""
-            return (
-                f'start: call{more} "\\n"?\ncall: {opener.lark()} "\\n" fn "\\n" {close.lark()}\n'
-            )
-        # Free text runs until the opener (lazily, as text; or the opener's own token), then
-        # the call is constrained. The final text may not contain the opener, so a call can
-        # never slip through as unconstrained text.
-        body = f'"\\n" fn "\\n" {close.lark()}'
-        call = f"head {body}"
-        if opener.token_id is not None:
-            call += f" | TAIL <[{opener.token_id}]> {body}"
+            return f'start: call{more}\ncall: {opener.lark()} "\\n" fn "\\n" {close.lark()}\n'
+        # Free text runs until the opener, then the call is constrained. The final text
+        # may not contain the opener, so a call can never slip through as free text.
+        head, rules = text_then(opener)
         return (
             "\n".join(
                 [
                     f"start: call{'*' if parallel else '?'} tail",
                     "tail: TAIL",
-                    f"TAIL: {opener.no_text_containing()}",
-                    f"head[lazy]: TEXT {json.dumps(opener.text)}",
-                    f"call: {call}",
-                    f"TEXT: {TEXT}",
+                    f'call: {head} "\\n" fn "\\n" {close.lark()}',
+                    *rules,
                 ]
             )
             + "\n"
@@ -109,14 +109,16 @@ class JsonListFormat(RegionFormat):
         self.stream_closer = self.closer or None  # type: ignore[misc]
 
     def region_lark(self, parallel: bool) -> str:
-        more = f" ({lit(self.list_sep)} fn)*" if parallel else ""
         close = f" {self.lark_text(self.closer)}" if self.closer else ""
-        return f"{lit(self.list_open)} fn{more} {lit(self.list_close)}{close}"
+        calls = self.calls_lark(lit(self.list_sep), parallel)
+        return f"{lit(self.list_open)} {calls} {lit(self.list_close)}{close}"
 
     def parse_region(self, region: str, schemas: Schemas | None) -> list[RawCall] | None:
         return json_region_calls(region, "", self.closer)
 
     def calls_as_text(self, calls: list[RawCall]) -> str:
+        if self.numbered:
+            return super().calls_as_text(calls)
         body = self.list_sep.join(self.call_json(n, a) for n, a in calls)
         return f"{self.opener_text()}{self.list_open}{body}{self.list_close}{self.closer}"
 
@@ -125,6 +127,7 @@ class Granite33Format(JsonListFormat):
     """Granite 3.3: `<|tool_call|>[{"name": …, "arguments": {…}}]`."""
 
     name = "granite"
+    checked_against = ("granite-3.3.jinja",)
     opener = "<|tool_call|>"
     history_as_text = True  # the template does not render past calls
 
@@ -137,6 +140,7 @@ class Phi4Format(JsonListFormat):
     """Phi-4-mini: `<|tool_call|>{"name": …, "arguments": {…}}<|/tool_call|>`."""
 
     name = "phi4"
+    checked_against = ("phi-4-mini.jinja",)
     opener = "<|tool_call|>"
     closer = "<|/tool_call|>"
     list_open = list_close = ""
@@ -166,6 +170,7 @@ class Lfm2Format(JsonListFormat):
     """LFM2: `<|tool_call_start|>[{"name": …, "arguments": {…}}]<|tool_call_end|>`."""
 
     name = "lfm2"
+    checked_against = ("lfm2-llamacpp.jinja",)
     opener = "<|tool_call_start|>"
     closer = "<|tool_call_end|>"
 
@@ -178,6 +183,7 @@ class NemotronFormat(JsonListFormat):
     """Nemotron: `<TOOLCALL>[{"name": …, "arguments": {…}}]</TOOLCALL>`."""
 
     name = "nemotron"
+    checked_against = ("nemotron-nano-v2.jinja",)
     opener = "<TOOLCALL>"
     closer = "</TOOLCALL>"
 
@@ -190,6 +196,7 @@ class AprielFormat(JsonListFormat):
     """Apriel: `<tool_calls>[{"name": …, "arguments": {…}}]</tool_calls>`."""
 
     name = "apriel"
+    checked_against = ("apriel-1.6-thinker.jinja",)
     opener = "<tool_calls>"
     closer = "</tool_calls>"
 
@@ -204,6 +211,8 @@ class CommandR7BFormat(JsonListFormat):
 
     name = "command_r7b"
     json_objects = False
+    numbered = True  # the template numbers every call of the conversation from 0
+    checked_against = ("command-r7b.jinja",)
     opener = "<|START_ACTION|>"
     closer = "<|END_ACTION|>"
     list_open, list_sep, list_close = "[\n    ", ",\n    ", "\n]"
@@ -214,12 +223,19 @@ class CommandR7BFormat(JsonListFormat):
         return "<|START_ACTION|>" in template
 
     def call_lark(self, tool_name: str, args_rule: str) -> str:
-        name = ', "tool_name": ' + json.dumps(tool_name) + ', "parameters": '
-        return f'"{{\\"tool_call_id\\": \\"" /[0-9]{{1,3}}/ "\\"" {lit(name)} {args_rule} "}}"'
+        head = lit('{"tool_call_id": "')
+        name = lit('", "tool_name": ' + json.dumps(tool_name) + ', "parameters": ')
+        return f"{head} {CALL_INDEX} {name} {args_rule} {lit('}')}"
 
-    def call_json(self, name: str, arguments: dict[str, Any]) -> str:
-        call = {"tool_call_id": "0", "tool_name": name, "parameters": arguments}
-        return json.dumps(call, ensure_ascii=False)
+    def numbered_calls_text(self, calls: list[RawCall], first: int) -> str:
+        body = self.list_sep.join(
+            json.dumps(
+                {"tool_call_id": str(first + i), "tool_name": n, "parameters": a},
+                ensure_ascii=False,
+            )
+            for i, (n, a) in enumerate(calls)
+        )
+        return f"{self.opener}{self.list_open}{body}{self.list_close}{self.closer}"
 
     def parse_region(self, region: str, schemas: Schemas | None) -> list[RawCall] | None:
         return json_region_calls(region, "", self.closer, "tool_name", ("parameters",))
@@ -229,6 +245,7 @@ class ApertusFormat(JsonListFormat):
     """Apertus: `<|tools_prefix|>[{"NAME": {…}}]<|tools_suffix|>`."""
 
     name = "apertus"
+    checked_against = ("apertus.jinja",)
     json_objects = False
     history_arguments = "string"
     opener = "<|tools_prefix|>"

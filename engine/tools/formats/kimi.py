@@ -2,8 +2,13 @@
 <|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{…}<|tool_call_end|><|tool_calls_section_end|>`.
 
 The call's id is part of the syntax (`functions.NAME:N`, N counting the conversation's
-calls); history ids are rewritten to that shape so results refer to them. The first K2
-template renders no past calls: they are written into the turn's text. (K3: xml_params.py.)
+calls): the grammar writes each call's N, and history ids are rewritten to that shape (the
+same numbers) so results refer to them. The first K2 template renders no past calls: they
+are written into the turn's text (fitting finds that). (K3: xml_params.py.)
+
+Checked against moonshotai/Kimi-K2-Instruct's first template and Kimi-K2-Thinking's, as
+llama.cpp's `models/templates` carries them (`moonshotai-Kimi-K2.jinja`,
+`moonshotai-Kimi-K2-Thinking.jinja`).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import json
 import re
 from typing import Any
 
-from engine.tools.formats.base import RawCall, Schemas, calls_into_text, json_arguments, lit
+from engine.tools.formats.base import CALL_INDEX, RawCall, Schemas, json_arguments, lit
 from engine.tools.formats.region import RegionFormat
 
 SECTION_BEGIN, SECTION_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
@@ -37,17 +42,19 @@ class KimiK2Format(RegionFormat):
 
     name = "kimi_k2"
     opener = SECTION_BEGIN
+    numbered = True
+    checked_against = ("kimi-k2.jinja", "kimi-k2-thinking.jinja")
 
     @classmethod
     def detect(cls, template: str) -> bool:
         return "<|im_middle|>" in template and "tool" in template
 
     def call_lark(self, tool_name: str, args_rule: str) -> str:
-        head = self.lark_text(CALL_BEGIN) + " " + lit(f"functions.{tool_name}:") + " /[0-9]{1,3}/"
+        head = f"{self.lark_text(CALL_BEGIN)} {lit(f'functions.{tool_name}:')} {CALL_INDEX}"
         return f"{head} {self.lark_text(ARGS_BEGIN)} {args_rule} {self.lark_text(CALL_END)}"
 
     def region_lark(self, parallel: bool) -> str:
-        return f"fn{' fn*' if parallel else ''} {self.lark_text(SECTION_END)}"
+        return f"{self.calls_lark('', parallel)} {self.lark_text(SECTION_END)}"
 
     def parse_region(self, region: str, schemas: Schemas | None) -> list[RawCall] | None:
         if SECTION_END not in region:
@@ -64,17 +71,15 @@ class KimiK2Format(RegionFormat):
         found = re.findall(re.escape(CALL_BEGIN) + r"\s*(functions\.[^\s:<]+:\d+)", text)
         return [str(f) for f in found]
 
-    def calls_as_text(self, calls: list[RawCall]) -> str:
+    def numbered_calls_text(self, calls: list[RawCall], first: int) -> str:
         body = "".join(
-            f"{CALL_BEGIN}functions.{n}:{i}{ARGS_BEGIN}"
+            f"{CALL_BEGIN}functions.{n}:{first + i}{ARGS_BEGIN}"
             f"{json.dumps(a, ensure_ascii=False)}{CALL_END}"
             for i, (n, a) in enumerate(calls)
         )
         return SECTION_BEGIN + body + SECTION_END
 
-    def adapt_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if SECTION_BEGIN not in self._template:
-            return calls_into_text(self, messages)
+    def adapt_history(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ids: dict[str, str] = {}
         out = []
         for message in messages:

@@ -24,10 +24,11 @@ from engine.tools.formats.base import (
 
 class Llama3JsonFormat(ToolFormat):
     """Llama 3.1/3.2 JSON calls: the whole reply is `{"name": ..., "parameters": {...}}`
-    (several joined by "; "), optionally after `<|python_tag|>`; ends with `<|eot_id|>`
-    or `<|eom_id|>`."""
+    (several joined by "; "); ends with `<|eot_id|>` or `<|eom_id|>`. (A reply read back
+    may start with `<|python_tag|>`, which the built-in tools' calls begin with.)"""
 
     name = "llama3_json"
+    checked_against = ("llama-3.2.jinja", "llama-3.3.jinja")
     call_start = '{"name": '
     marker_text = '{"name": '
     args_key = "parameters"
@@ -42,10 +43,10 @@ class Llama3JsonFormat(ToolFormat):
         )
 
     def reply_lark(self, required: bool, parallel: bool) -> str:
-        tag = self.tokenizer.added_token_id("<|python_tag|>")
-        prefix = f"<[{tag}]>? " if tag is not None else ""
+        # Bare JSON, as the template renders a past call (`<|python_tag|>` opens calls of
+        # the built-in tools, which are code, not JSON).
         more = ' ("; " fn)*' if parallel else ""
-        calls = f"calls: {prefix}fn{more}\n"
+        calls = f"calls: fn{more}\n"
         if required:
             return f"start: calls\n{calls}"
         # A text reply may not start with "{" (or blanks before one): that is a call.
@@ -66,7 +67,7 @@ class Llama3JsonFormat(ToolFormat):
     def calls_as_text(self, calls: list[RawCall]) -> str:
         return "; ".join(self.call_json(name, args) for name, args in calls)
 
-    def adapt_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def adapt_history(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # Llama templates raise on more than one call per turn; write those as text.
         several = [m for m in messages if len(m.get("tool_calls") or []) > 1]
         return calls_into_text(self, messages) if several else messages
@@ -77,6 +78,7 @@ class FunctionaryFormat(ToolFormat):
     `>>>all\\n…`."""
 
     name = "functionary"
+    checked_against = ("functionary-v3.2.jinja",)
     call_start = ""
     marker_text = ">>>"
     json_objects = False

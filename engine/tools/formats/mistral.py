@@ -15,7 +15,6 @@ import uuid
 from typing import Any, ClassVar
 
 from engine.tools.formats.base import (
-    TEXT,
     RawCall,
     Schemas,
     ToolFormat,
@@ -23,6 +22,7 @@ from engine.tools.formats.base import (
     decode_objects,
     json_arguments,
     lit,
+    text_then,
 )
 from engine.tools.formats.region import RegionFormat
 
@@ -59,6 +59,7 @@ class MistralFormat(ToolFormat):
     letters and digits."""
 
     name = "mistral"
+    checked_against = ("mistral-nemo.jinja", "mistral-small-3.1.jinja")
     marker_text = "[TOOL_CALLS]"
 
     @property
@@ -85,8 +86,9 @@ class MistralFormat(ToolFormat):
     def call_lark(self, tool_name: str, args_rule: str) -> str:
         if not self.with_ids:
             return super().call_lark(tool_name, args_rule)
+        # the id the template writes back (and results refer to): the model's own
         head = '{"name": ' + json.dumps(tool_name) + ', "arguments": '
-        return f'{lit(head)} {args_rule} (", \\"id\\": \\"" /[A-Za-z0-9]{{9}}/ "\\"")? "}}"'
+        return f'{lit(head)} {args_rule} ", \\"id\\": \\"" /[A-Za-z0-9]{{9}}/ "\\"}}"'
 
     def call_ids(self, text: str) -> list[str]:
         return re.findall(r'"id": "([A-Za-z0-9]{9})"', text) if self.with_ids else []
@@ -97,19 +99,17 @@ class MistralFormat(ToolFormat):
         block = f'{lit(self.gap + "[")} fn{more} "]"'
         if required:
             return f"start: {opener.lark()} {block}\n"
-        start = "TAIL | head block"
-        if opener.token_id is not None:
-            start += f" | TAIL <[{opener.token_id}]> block"
+        head, rules = text_then(opener)
+        tail, *rest = rules
         return (
             "\n".join(
                 [
-                    f"start: {start}",
+                    f"start: TAIL | {head} block",
                     f"block: {block}",
                     # Text may not look like a call list either: parse() accepts one without the
                     # marker, for detokenizers that drop special tokens.
-                    f"TAIL: {opener.no_text_containing()} & ~/\\s*\\[\\{{(?s:.*)/",
-                    f"head[lazy]: TEXT {json.dumps(opener.text)}",
-                    f"TEXT: {TEXT}",
+                    f"{tail} & ~/\\s*\\[\\{{(?s:.*)/",
+                    *rest,
                 ]
             )
             + "\n"
@@ -149,7 +149,7 @@ class MistralFormat(ToolFormat):
     def new_call_id(self) -> str:
         return nine_char_id()
 
-    def adapt_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def adapt_history(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return short_ids(messages)
 
 
@@ -157,6 +157,7 @@ class MistralArgsFormat(RegionFormat):
     """Magistral: `[TOOL_CALLS]NAME[ARGS]{…}`, one block per call."""
 
     name = "mistral_args"
+    checked_against = ("magistral-small-2509.jinja",)
     opener = "[TOOL_CALLS]"
     marker_text = "[ARGS]"
     with_id: ClassVar[bool] = False
@@ -200,7 +201,7 @@ class MistralArgsFormat(RegionFormat):
     def call_ids(self, text: str) -> list[str]:
         return re.findall(r"\[CALL_ID\]([A-Za-z0-9]+)\[ARGS\]", text) if self.with_id else []
 
-    def adapt_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def adapt_history(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return short_ids(messages)
 
 
@@ -208,6 +209,7 @@ class MistralCallIdFormat(MistralArgsFormat):
     """Mistral Small 3.2: `[TOOL_CALLS]NAME[CALL_ID]id[ARGS]{…}`."""
 
     name = "mistral_call_id"
+    checked_against = ("mistral-small-3.2.jinja",)
     with_id = True
 
     @classmethod

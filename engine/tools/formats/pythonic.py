@@ -10,20 +10,77 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from engine.tools.formats.base import RawCall, Schemas, lit
 from engine.tools.formats.region import RegionFormat
-from engine.tools.formats.values import LiteralSyntax, properties, sequence
+from engine.tools.formats.values import (
+    LiteralSyntax,
+    Rules,
+    json_value,
+    properties,
+    raw_regex,
+    sequence,
+)
 
 
 class PythonSyntax(LiteralSyntax):
+    """Python literals: `True`, `None`, strings in double quotes (JSON's escapes)."""
+
     true, false, null = "True", "False", "None"
     item_sep = ", "
     key_sep = ": "
 
     def key(self, name: str) -> str:
         return lit(json.dumps(name))  # a dict's keys are quoted strings
+
+    def write(self, value: Any) -> str:
+        """`value` as this syntax writes it."""
+        if isinstance(value, bool) or value is None:
+            return {True: self.true, False: self.false, None: self.null}[value]
+        if isinstance(value, list):
+            return "[" + ", ".join(self.write(x) for x in value) + "]"
+        if isinstance(value, dict):
+            items = ", ".join(f"{json.dumps(k)}: {self.write(x)}" for k, x in value.items())
+            return "{" + items + "}"
+        return json.dumps(value, ensure_ascii=False)
+
+
+class JsonCallSyntax(PythonSyntax):
+    """Each argument's value as JSON (`key=value | tojson`: `true`, `null`)."""
+
+    true, false, null = "true", "false", "null"
+
+
+class OlmoSyntax(PythonSyntax):
+    """OLMo 3's template: strings raw in single quotes (no quote, backslash or newline
+    inside: the template writes them as they are), `true`/`false`/`null`, anything else as
+    JSON."""
+
+    true, false, null = "true", "false", "null"
+
+    def string(self, rule: str, sub: dict[str, Any], root: dict[str, Any]) -> Rules:
+        if "enum" in sub or "const" in sub:
+            values = sub["enum"] if "enum" in sub else [sub["const"]]
+            return [f"{rule}: " + " | ".join(lit(f"'{v}'") for v in values)]
+        return [f'{rule}: "\'" {rule.upper()}_Q "\'"', f"{rule.upper()}_Q: {quoted(sub)}"]
+
+    def rules(self, rule: str, sub: dict[str, Any], root: dict[str, Any]) -> Rules:
+        if sub.get("type") in ("array", "object"):
+            return json_value(rule, sub, root)  # the template writes them with tojson
+        return super().rules(rule, sub, root)
+
+    def write(self, value: Any) -> str:
+        if isinstance(value, str):
+            return f"'{value}'"
+        if isinstance(value, (list, dict)):
+            return json.dumps(value, ensure_ascii=False)
+        return super().write(value)
+
+
+def quoted(sub: dict[str, Any]) -> str:
+    """A Lark regex for a string value of `sub` without `'`, backslash or newline."""
+    return f"{raw_regex(sub)} & /[^'\\\\\\n]*/"
 
 
 _NAMES = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
@@ -84,17 +141,10 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def python_call(name: str, arguments: dict[str, Any]) -> str:
-    def value(v: Any) -> str:
-        if isinstance(v, bool) or v is None:
-            return {True: "True", False: "False", None: "None"}[v]
-        if isinstance(v, list):
-            return "[" + ", ".join(value(x) for x in v) + "]"
-        if isinstance(v, dict):
-            return "{" + ", ".join(f"{json.dumps(k)}: {value(x)}" for k, x in v.items()) + "}"
-        return json.dumps(v, ensure_ascii=False)
-
-    return f"{name}(" + ", ".join(f"{k}={value(v)}" for k, v in arguments.items()) + ")"
+def python_call(name: str, arguments: dict[str, Any], syntax: PythonSyntax | None = None) -> str:
+    """A call as Python source, its values in `syntax` (Python literals by default)."""
+    write = (syntax or PythonSyntax()).write
+    return f"{name}(" + ", ".join(f"{k}={write(v)}" for k, v in arguments.items()) + ")"
 
 
 class PythonicFormat(RegionFormat):
@@ -103,7 +153,15 @@ class PythonicFormat(RegionFormat):
     name = "pythonic"
     opener = "["
     leading_only = True
-    syntax = PythonSyntax()
+    syntax: PythonSyntax = PythonSyntax()
+    checked_against: ClassVar[tuple[str, ...]] = (
+        "llama-4-vllm-pythonic.jinja",
+        "gemma-3-vllm-pythonic.jinja",
+    )
+
+    def layouts(self) -> list[dict[str, Any]]:
+        json_values = "each value written as JSON (`true`, `null`)"
+        return [{"syntax": PythonSyntax()}, {"syntax": JsonCallSyntax(), "_describe": json_values}]
 
     @classmethod
     def detect(cls, template: str) -> bool:
@@ -128,7 +186,7 @@ class PythonicFormat(RegionFormat):
         return read_calls("[" + region[: end + 1]) if end >= 0 else None
 
     def calls_as_text(self, calls: list[RawCall]) -> str:
-        return "[" + ", ".join(python_call(n, a) for n, a in calls) + "]"
+        return "[" + ", ".join(python_call(n, a, self.syntax) for n, a in calls) + "]"
 
 
 class OlmoFormat(PythonicFormat):
@@ -138,6 +196,11 @@ class OlmoFormat(PythonicFormat):
     opener = "<function_calls>"
     leading_only = False
     stream_closer = "</function_calls>"
+    checked_against = ("olmo-3-vllm.jinja",)
+
+    def layouts(self) -> list[dict[str, Any]]:
+        quotes = "strings in single quotes, true/false/null (the template's own writing)"
+        return [{"syntax": OlmoSyntax(), "_describe": quotes}, {"syntax": PythonSyntax()}]
 
     @classmethod
     def detect(cls, template: str) -> bool:
@@ -152,5 +215,5 @@ class OlmoFormat(PythonicFormat):
         return read_calls(body) if closed else None
 
     def calls_as_text(self, calls: list[RawCall]) -> str:
-        lines = "\n".join(python_call(n, a) for n, a in calls)
+        lines = "\n".join(python_call(n, a, self.syntax) for n, a in calls)
         return f"<function_calls>\n{lines}\n</function_calls>"

@@ -10,11 +10,16 @@ never slip through as unconstrained text.
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any, ClassVar
 
-from engine.tools.formats.base import TEXT, RawCall, Schemas, ToolFormat, calls_into_text
+from engine.tools.formats.base import (
+    TEXT,
+    RawCall,
+    Schemas,
+    ToolFormat,
+    regex_text,
+    text_then,
+)
 
 
 class RegionFormat(ToolFormat):
@@ -25,8 +30,6 @@ class RegionFormat(ToolFormat):
     # with it, and text elsewhere may contain it.
     leading_only: ClassVar[bool] = False
     json_objects = False
-    # The template does not render `tool_calls` in history: write them into the text.
-    history_as_text: ClassVar[bool] = False
 
     def __init__(self, tokenizer: Any, native: bool) -> None:
         super().__init__(tokenizer, native)
@@ -40,9 +43,13 @@ class RegionFormat(ToolFormat):
         """The opener for this template (some families differ by template)."""
         return self.opener
 
+    def written_opener(self) -> str:
+        """The opener as the grammar writes it (the opener, or more: a newline before)."""
+        return self.opener_text()
+
     @property
     def call_start(self) -> str:  # type: ignore[override]
-        return self.opener_text()
+        return self.written_opener()
 
     @property
     def marker_text(self) -> str:  # type: ignore[override]
@@ -57,7 +64,7 @@ class RegionFormat(ToolFormat):
         raise NotImplementedError
 
     def reply_lark(self, required: bool, parallel: bool) -> str:
-        opener = self.opener_text()
+        opener = self.written_opener()
         region = self.region_lark(parallel)
         pieces = self.pieces(opener)
         whole = " ".join(p.lark() for p in pieces)
@@ -65,23 +72,11 @@ class RegionFormat(ToolFormat):
             return f"start: {whole} {region}\n"
         if self.leading_only:
             # A text reply may not start with the opener (blanks before it included).
-            text = f"{TEXT} & ~/\\s*{re.escape(opener)}(?s:.*)/"
+            text = f"{TEXT} & ~/\\s*{regex_text(opener)}(?s:.*)/"
             return f"start: TEXT | {whole} {region}\nTEXT: {text}\n"
-        first, rest = pieces[0], " ".join(p.lark() for p in pieces[1:])
-        calls = [f"head {rest} {region}"]
-        if first.token_id is not None:
-            calls.append(f"TAIL <[{first.token_id}]> {rest} {region}")
-        return (
-            "\n".join(
-                [
-                    f"start: TAIL | {' | '.join(calls)}",
-                    f"TAIL: {first.no_text_containing()}",
-                    f"head[lazy]: TEXT {json.dumps(first.text)}",
-                    f"TEXT: {TEXT}",
-                ]
-            )
-            + "\n"
-        )
+        rest = " ".join(p.lark() for p in pieces[1:])
+        head, rules = text_then(pieces[0])
+        return "\n".join([f"start: TAIL | {head} {rest} {region}", *rules]) + "\n"
 
     def parse(self, text: str, schemas: Schemas | None = None) -> tuple[str, list[RawCall]]:
         opener = self.opener_text()
@@ -99,11 +94,6 @@ class RegionFormat(ToolFormat):
         if not calls:
             return text.strip(), []
         return before.strip(), calls
-
-    def adapt_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if self.history_as_text:
-            return calls_into_text(self, messages)
-        return super().adapt_messages(messages)
 
 
 def json_region_calls(

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from engine.tools.formats.base import Marker, lit
+from engine.tools.formats.base import Marker, lit, without
 
 Rules = list[str]
 
@@ -31,11 +31,15 @@ def embedded(sub: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def properties(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any], bool]]:
-    """(name, subschema, required) of each declared property, in the schema's order."""
+def properties(
+    schema: dict[str, Any], sort: bool = False
+) -> list[tuple[str, dict[str, Any], bool]]:
+    """(name, subschema, required) of each declared property, in the schema's order (in
+    the order of their names with `sort`: templates that write arguments `dictsort`ed)."""
     props = schema.get("properties") or {}
     required = set(schema.get("required") or [])
-    return [(k, v if isinstance(v, dict) else {}, k in required) for k, v in props.items()]
+    found = [(k, v if isinstance(v, dict) else {}, k in required) for k, v in props.items()]
+    return sorted(found, key=lambda p: p[0]) if sort else found
 
 
 def is_raw_string(sub: dict[str, Any]) -> bool:
@@ -68,16 +72,22 @@ def raw_regex(sub: dict[str, Any]) -> str:
 
 def raw_until(rule: str, sub: dict[str, Any], closer: list[Marker]) -> Rules:
     """Rules for `rule`: a raw string value of `sub`, then the `closer` markup. The value
-    ends at the first closer (a lazy match where the closer is text)."""
+    ends at the first closer: it never contains the closer's first piece as text, and a
+    closer that is a token follows it as that token."""
     term = rule.upper() + "_RAW"
     first, rest = closer[0], " ".join(m.lark() for m in closer[1:])
-    out = [f"{term}: {raw_regex(sub)}"]
-    options = [f"{rule}_lazy {rest}"]
-    out.append(f"{rule}_lazy[lazy]: {term} {lit(first.text)}")
     if first.token_id is not None:
-        options.append(f"{term} <[{first.token_id}]> {rest}")
-    out.insert(0, f"{rule}: {' | '.join(options)}")
-    return out
+        # no text spells the token, but the value must not hold its text either: a parse
+        # reads the value up to the first closer
+        return [
+            f"{rule}: {term} {first.lark()} {rest}",
+            f"{term}: {raw_regex(sub)} & {without(first.text)}",
+        ]
+    return [
+        f"{rule}: {rule}_lazy {rest}",
+        f"{term}: {raw_regex(sub)}",
+        f"{rule}_lazy[lazy]: {term} {lit(first.text)}",
+    ]
 
 
 def json_value(rule: str, sub: dict[str, Any], root: dict[str, Any]) -> Rules:
@@ -86,12 +96,12 @@ def json_value(rule: str, sub: dict[str, Any], root: dict[str, Any]) -> Rules:
 
 def sequence(rule: str, items: list[tuple[str, bool]], sep: str, empty_ok: bool = True) -> Rules:
     """Rules for `rule`: the item rules in order, optional ones skippable, `sep` (Lark)
-    between those present."""
+    between those present; at least one present unless `empty_ok`."""
     n = len(items)
     out: Rules = []
     for i in range(n + 1):
         if i == n:
-            out += [f"{rule}_f{i}: ", f"{rule}_a{i}: "]
+            out += [f"{rule}_f{i}: ", f"{rule}_a{i}: "] if empty_ok else [f"{rule}_a{i}: "]
             continue
         item, required = items[i]
         after = f"{sep} {item} {rule}_a{i + 1}" if sep else f"{item} {rule}_a{i + 1}"
@@ -101,7 +111,9 @@ def sequence(rule: str, items: list[tuple[str, bool]], sep: str, empty_ok: bool 
             out.append(f"{rule}_f{i}: {first}")
         else:
             out.append(f"{rule}_a{i}: {after} | {rule}_a{i + 1}")
-            out.append(f"{rule}_f{i}: {first} | {rule}_f{i + 1}")
+            # with empty_ok False, the last item is there if no other one is
+            skip = f" | {rule}_f{i + 1}" if empty_ok or i + 1 < n else ""
+            out.append(f"{rule}_f{i}: {first}{skip}")
     out.insert(0, f"{rule}: {rule}_f0")
     return out
 
@@ -115,6 +127,7 @@ class LiteralSyntax:
     true, false, null = "true", "false", "null"
     item_sep = ","
     key_sep = ":"
+    sort_keys = False  # objects' keys in the order of their names
 
     def string(self, rule: str, sub: dict[str, Any], root: dict[str, Any]) -> Rules:
         return json_value(rule, sub, root)
@@ -189,13 +202,71 @@ class LiteralSyntax:
 
     def _object(self, rule: str, sub: dict[str, Any], root: dict[str, Any]) -> Rules:
         items, out = [], []
-        for i, (name, prop, required) in enumerate(properties(sub)):
+        for i, (name, prop, required) in enumerate(properties(sub, self.sort_keys)):
             value = f"{rule}_p{i}"
             out.append(f"{value}_kv: {self.key(name)} {lit(self.key_sep)} {value}")
             out += self.rules(value, prop, root)
             items.append((f"{value}_kv", required))
         body = sequence(f"{rule}_body", items, lit(self.item_sep))
         return [f"{rule}: {lit('{')} {rule}_body {lit('}')}", *body, *out]
+
+
+# ---- JSON as `tojson(indent=...)` writes it (Command R+) ----
+
+
+class IndentedJson:
+    """JSON written one key or item a line, as `tojson(indent=step)|indent(base)` writes
+    it: nested lines `step` deeper each level, every line after the first `base` further in.
+    Objects with declared properties and arrays are laid out so; anything else (strings,
+    numbers, free-form objects) is compact JSON held to its subschema."""
+
+    def __init__(self, step: int = 4, base: int = 0) -> None:
+        self.step, self.base = step, base
+
+    def newline(self, depth: int) -> str:
+        return "\n" + " " * (self.base + self.step * depth)
+
+    def rules(self, rule: str, sub: dict[str, Any], root: dict[str, Any], depth: int = 0) -> Rules:
+        """Rules for `rule`: a value of `sub` at nesting `depth`."""
+        sub = _resolve(sub, root)
+        plain = not any(k in sub for k in ("anyOf", "oneOf", "allOf", "enum", "const"))
+        if plain and sub.get("type") == "object" and sub.get("properties"):
+            return self._object(rule, sub, root, depth)
+        if plain and sub.get("type") == "array" and isinstance(sub.get("items"), dict):
+            return self._array(rule, sub, root, depth)
+        return json_value(rule, sub, root)
+
+    def write(self, value: Any) -> str:
+        """`value` as these rules write it."""
+        text = json.dumps(value, ensure_ascii=False, indent=self.step)
+        return text.replace("\n", "\n" + " " * self.base)
+
+    def _object(self, rule: str, sub: dict[str, Any], root: dict[str, Any], depth: int) -> Rules:
+        items, out = [], []
+        for i, (name, prop, required) in enumerate(properties(sub)):
+            value = f"{rule}_p{i}"
+            out.append(f"{value}_kv: {lit(json.dumps(name) + ': ')} {value}")
+            out += self.rules(value, prop, root, depth + 1)
+            items.append((f"{value}_kv", required))
+        inner, outer = self.newline(depth + 1), self.newline(depth)
+        body = sequence(f"{rule}_body", items, lit("," + inner), empty_ok=False)
+        full = f"{lit('{' + inner)} {rule}_body {lit(outer + '}')}"
+        empty = "" if any(required for _, required in items) else f" | {lit('{}')}"
+        return [f"{rule}: {full}{empty}", *body, *out]
+
+    def _array(self, rule: str, sub: dict[str, Any], root: dict[str, Any], depth: int) -> Rules:
+        item = f"{rule}_item"
+        inner, outer = self.newline(depth + 1), self.newline(depth)
+        low, high = sub.get("minItems", 0), sub.get("maxItems")
+        sep, head, tail = lit("," + inner), lit("[" + inner), lit(outer + "]")
+        if isinstance(high, int) and high <= 8:  # small bounds: spelled out
+            counts = range(max(low, 1), high + 1)
+            forms = [" ".join([head, item, *[f"{sep} {item}"] * (n - 1), tail]) for n in counts]
+        else:
+            forms = [f"{head} {item} ({sep} {item})* {tail}"]
+        if not low:
+            forms.append(lit("[]"))
+        return [f"{rule}: {' | '.join(forms)}", *self.rules(item, sub["items"], root, depth + 1)]
 
 
 def _resolve(sub: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from engine.tools.formats.base import RawCall, Schemas
+from engine.tools.formats.base import CALL_INDEX, RawCall, Schemas
 from engine.tools.formats.region import RegionFormat
 from engine.tools.formats.values import (
     is_raw_string,
@@ -59,9 +60,9 @@ class XmlParamsFormat(RegionFormat):
         raise NotImplementedError
 
     def region_lark(self, parallel: bool) -> str:
-        more = f" ({self.lark_text(self.call_sep)} fn)*" if parallel else ""
+        sep = self.lark_text(self.call_sep) if self.call_sep else ""
         close = f" {self.lark_text(self.region_close)}" if self.region_close else ""
-        return f"fn{more}{close}"
+        return f"{self.calls_lark(sep, parallel)}{close}"
 
     def call_rules(self, rule: str, tool_name: str, schema: dict[str, Any]) -> list[str]:
         out: list[str] = []
@@ -74,7 +75,7 @@ class XmlParamsFormat(RegionFormat):
                 out += raw_until(value, sub, closer)
             else:
                 out.append(f"{value}: {value}_json {self.lark_text(self.param_close)}")
-                out += json_value(f"{value}_json", sub, schema)
+                out += self.value_rules(f"{value}_json", sub, schema)
             items.append((param, required))
         out += sequence(f"{rule}_params", items, "")
         head, tail = self.call_head_lark(tool_name), self.lark_text(self.call_tail)
@@ -98,16 +99,43 @@ class XmlParamsFormat(RegionFormat):
         return read_value(text, sub)
 
     def calls_as_text(self, calls: list[RawCall]) -> str:
+        if self.numbered:
+            return super().calls_as_text(calls)
+        return self.numbered_calls_text(calls, 0)
+
+    def numbered_calls_text(self, calls: list[RawCall], first: int) -> str:
         parts = []
-        for name, arguments in calls:
+        for i, (name, arguments) in enumerate(calls):
             params = "".join(
-                self.param_head(k, _value_schema(v))
-                + (v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
-                + self.param_close
+                self.param_head(k, _value_schema(v)) + self.value_text(v) + self.param_close
                 for k, v in arguments.items()
             )
-            parts.append(self.call_head(name) + params + self.call_tail)
+            parts.append(self.call_head_at(name, first + i) + params + self.call_tail)
         return self.opener_text() + self.call_sep.join(parts) + self.region_close
+
+    def call_head_at(self, name: str, index: int) -> str:
+        """The head of the call at `index` (numbered formats write it)."""
+        return self.call_head(name)
+
+    # A scalar that is not a string written as Python writes it (`True`, `None`), where the
+    # template writes values with `| string` (Qwen3-Coder, Qwen3.5, Seed-OSS).
+    python_scalars = False
+
+    def value_rules(self, rule: str, sub: dict[str, Any], root: dict[str, Any]) -> list[str]:
+        """Rules for a value that is not a raw string: JSON, or a Python scalar."""
+        if self.python_scalars and sub.get("type") == "boolean" and "enum" not in sub:
+            return [f'{rule}: "True" | "False"']
+        if self.python_scalars and sub.get("type") == "null":
+            return [f'{rule}: "None"']
+        return json_value(rule, sub, root)
+
+    def value_text(self, value: Any) -> str:
+        """A parameter's value as written: strings raw, anything else as JSON (or Python)."""
+        if isinstance(value, str):
+            return value
+        if self.python_scalars and (isinstance(value, bool) or value is None):
+            return str(value)
+        return json.dumps(value, ensure_ascii=False)
 
 
 class QwenXmlFormat(XmlParamsFormat):
@@ -115,6 +143,7 @@ class QwenXmlFormat(XmlParamsFormat):
     `<tool_call>\\n<function=NAME>\\n<parameter=k>\\nv\\n</parameter>\\n</function>\\n</tool_call>`."""
 
     name = "qwen_xml"
+    checked_against: ClassVar[tuple[str, ...]] = ("qwen3-coder.jinja", "qwen3.5.jinja")
     opener = "<tool_call>"
     call_sep = "\n<tool_call>"
     param_close = "\n</parameter>\n"
@@ -128,6 +157,10 @@ class QwenXmlFormat(XmlParamsFormat):
     @classmethod
     def detect(cls, template: str) -> bool:
         return "<function=" in template and "<parameter=" in template
+
+    def layouts(self) -> list[dict[str, Any]]:
+        python = "True, False and None written as Python writes them"
+        return [{"python_scalars": True, "_describe": python}, {"python_scalars": False}]
 
     def call_head(self, name: str) -> str:
         return f"\n<function={name}>\n"
@@ -146,6 +179,7 @@ class SeedXmlFormat(QwenXmlFormat):
     </function>\\n</seed:tool_call>`, one region per call (its template writes them so)."""
 
     name = "seed_xml"
+    checked_against = ("seed-oss.jinja",)
     opener = "<seed:tool_call>"
     call_sep = "\n<seed:tool_call>"
     param_close = "</parameter>\n"
@@ -166,6 +200,7 @@ class MiniMaxFormat(XmlParamsFormat):
     name="k">v</parameter>\\n</invoke>\\n</minimax:tool_call>`."""
 
     name = "minimax"
+    checked_against = ("minimax-m2.jinja",)
     opener = "<minimax:tool_call>"
     region_close = "</minimax:tool_call>"
     param_close = "</parameter>\n"
@@ -196,6 +231,7 @@ class DsmlFormat(XmlParamsFormat):
     name="NAME">\\n<｜DSML｜parameter name="k" string="true">v</｜DSML｜parameter>…`."""
 
     name = "deepseek_dsml"
+    checked_against = ("deepseek-v3.2.jinja",)
     opener = "<｜DSML｜function_calls>"
     region_close = "</｜DSML｜function_calls>"
     param_close = "</｜DSML｜parameter>\n"
@@ -256,6 +292,8 @@ class KimiK3Format(XmlParamsFormat):
     <|open|>argument key="k" type="string"<|sep|>v<|close|>argument<|sep|>…`."""
 
     name = "kimi_xtml"
+    numbered = True
+    checked_against = ("kimi-k3.jinja",)
     opener = "<|close|>response<|sep|><|open|>tools<|sep|>"
     region_close = "<|close|>tools<|sep|>"
     param_close = "<|close|>argument<|sep|>"
@@ -276,12 +314,18 @@ class KimiK3Format(XmlParamsFormat):
         return "<|open|>" in template and "'argument'" in template
 
     def call_head_lark(self, tool_name: str) -> str:
-        # The call's index (1, 2, …) is the model's to write.
+        # The call's index (1, 2, … within the reply, as the template numbers them).
         head = self.lark_text(f'<|open|>call tool="{tool_name}" index="')
-        return f"{head} /[0-9]{{1,3}}/ {self.lark_text(chr(34) + '<|sep|>')}"
+        return f"{head} {CALL_INDEX} {self.lark_text(chr(34) + '<|sep|>')}"
 
     def call_head(self, name: str) -> str:
-        return f'<|open|>call tool="{name}" index="1"<|sep|>'
+        return self.call_head_at(name, 1)
+
+    def call_head_at(self, name: str, index: int) -> str:
+        return f'<|open|>call tool="{name}" index="{index}"<|sep|>'
+
+    def first_call_index(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        return 1  # each reply's calls count from 1
 
     def param_head(self, key: str, sub: dict[str, Any]) -> str:
         return f'<|open|>argument key="{key}" type="{_xtml_type(sub)}"<|sep|>'
@@ -295,6 +339,7 @@ class GlmFormat(XmlParamsFormat):
     `<tool_call>NAME\\n<arg_key>k</arg_key>\\n<arg_value>v</arg_value>\\n</tool_call>`."""
 
     name = "glm"
+    checked_against = ("glm-4.5.jinja", "glm-4.6.jinja")
     opener = "<tool_call>"
     call_sep = "\n<tool_call>"
     param_close = "</arg_value>\n"
@@ -311,8 +356,14 @@ class GlmFormat(XmlParamsFormat):
     def detect(cls, template: str) -> bool:
         return "<arg_key>" in template
 
+    name_sep = "\n"  # after the call's name
+
+    def layouts(self) -> list[dict[str, Any]]:
+        tight = "no newline after the name or between arguments (GLM-4.5's llama.cpp layout)"
+        return [{}, {"name_sep": "", "param_close": "</arg_value>", "_describe": tight}]
+
     def call_head(self, name: str) -> str:
-        return f"{name}\n"
+        return f"{name}{self.name_sep}"
 
     def param_head(self, key: str, sub: dict[str, Any]) -> str:
         return f"<arg_key>{key}</arg_key>\n<arg_value>"
