@@ -63,23 +63,35 @@ def _report_startup(window: Any, bridge: Any) -> None:
             flush=True,
         )
 
+    # A load that ends before the first paint (a folder that is not there is refused at
+    # once) is reported after it: the window is shown either way, then the model's outcome.
+    waiting: list[tuple[str, dict[str, Any]]] = []
+
     class FirstPaint(QObject):
         def eventFilter(self, watched: QObject, event: QEvent) -> bool:
             if event.type() == QEvent.Type.Paint:
                 window.removeEventFilter(self)
+                window._startup_filter = None
                 emit("shown", model_loading=bridge.loading or bridge.model_info is None)
+                for name, extra in waiting:
+                    outcome(name, **extra)
             return False
 
     window._startup_filter = FirstPaint(window)
     window.installEventFilter(window._startup_filter)
 
-    def ready(_info: object) -> None:
-        emit("model_ready")
+    def outcome(event: str, **extra: Any) -> None:
+        if window._startup_filter is not None:
+            waiting.append((event, extra))
+            return
+        emit(event, **extra)
         QApplication.quit()
 
+    def ready(_info: object) -> None:
+        outcome("model_ready")
+
     def failed(message: str) -> None:
-        emit("model_failed", error=message)
-        QApplication.quit()
+        outcome("model_failed", error=message)
 
     bridge.modelLoaded.connect(ready)
     bridge.loadFailed.connect(failed)

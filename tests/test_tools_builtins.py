@@ -79,6 +79,17 @@ def test_current_datetime_in_a_named_zone() -> None:
         current_datetime("Mars/Olympus")
 
 
+def test_a_zone_named_by_its_city_under_another_region_says_which_zone_answered() -> None:
+    """The default model asks for "America/Paris": the only Paris answers, and says so;
+    a city two zones share, or none, stays an error."""
+    moment = datetime(2024, 7, 1, 12, 30, tzinfo=UTC)
+    assert current_datetime("America/Paris", now=moment) == (
+        "2024-07-01T14:30:00+02:00 (Monday, CEST; Europe/Paris, the only zone named 'Paris')"
+    )
+    with pytest.raises(BuiltinError, match='unknown time zone "Asia/Atlantis"'):
+        current_datetime("Asia/Atlantis")
+
+
 def test_the_weekday_is_english_whatever_the_locale() -> None:
     """The model reads the weekday: a German desktop (LC_TIME set by Qt at start) must not
     turn Monday into Montag."""

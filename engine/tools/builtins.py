@@ -12,6 +12,7 @@ wrong type give an "error: ..." result, never an exception.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import math
 import operator
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from engine.tools.definitions import ToolDefinitionError
 from engine.types import ToolDefinition
@@ -175,16 +176,35 @@ def current_datetime(timezone: str | None = None, now: datetime | None = None) -
         raise BuiltinError("timezone must be a string, such as Europe/Paris")
     if timezone and len(timezone) > _MAX_NAME:
         raise BuiltinError(f"unknown time zone (longer than {_MAX_NAME} characters)")
+    read_as = ""
     if timezone:
-        try:
-            zone = ZoneInfo(timezone)
-        except (ZoneInfoNotFoundError, ValueError, OSError):
-            raise BuiltinError(f'unknown time zone "{timezone}"') from None
+        zone = _zone(timezone)
+        if zone.key != timezone:  # say which zone answered: the model named another
+            read_as = f"; {zone.key}, the only zone named {timezone.rsplit('/', 1)[-1]!r}"
         moment = (now or datetime.now(zone)).astimezone(zone)
     else:
         moment = (now or datetime.now()).astimezone()
     weekday = _WEEKDAYS[moment.weekday()]
-    return f"{moment.isoformat(timespec='seconds')} ({weekday}, {moment.tzname()})"
+    return f"{moment.isoformat(timespec='seconds')} ({weekday}, {moment.tzname()}{read_as})"
+
+
+def _zone(name: str) -> ZoneInfo:
+    """The zone `name` names; failing that, the one zone whose city is its last part (a
+    small model writes "America/Paris" for Paris: Europe/Paris is the only Paris)."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        pass
+    city = name.rsplit("/", 1)[-1].strip().replace(" ", "_").lower()
+    named = [key for key in _zone_keys() if key.rsplit("/", 1)[-1].lower() == city]
+    if len(named) != 1:
+        raise BuiltinError(f'unknown time zone "{name}"')
+    return ZoneInfo(named[0])
+
+
+@functools.cache
+def _zone_keys() -> tuple[str, ...]:
+    return tuple(sorted(available_timezones()))
 
 
 # --- unit conversion ----------------------------------------------------------------------
