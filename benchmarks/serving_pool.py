@@ -24,6 +24,8 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -132,14 +134,13 @@ def _swap(pool: ModelPool, client: Any, big: str, small: list[str], tokens: int)
     return first - started
 
 
-def _cap_held(
-    pool: ModelPool, client: Any, names: list[str], rounds: int, tokens: int
-) -> dict[str, Any]:
-    """Requests to each model in turn, every published snapshot checked against the limit."""
+@contextmanager
+def watching(pool: ModelPool) -> Iterator[list[PoolSnapshot]]:
+    """Every distinct pool snapshot published while the block runs (polled every few ms)."""
     seen: list[PoolSnapshot] = []
     stop = threading.Event()
 
-    def watch() -> None:
+    def poll() -> None:
         last = None
         while not stop.is_set():
             snap = pool.snapshot.pool
@@ -148,19 +149,27 @@ def _cap_held(
                 last = snap
             time.sleep(0.001)
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    served = 0
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
     try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _cap_held(
+    pool: ModelPool, client: Any, names: list[str], rounds: int, tokens: int
+) -> dict[str, Any]:
+    """Requests to each model in turn, every published snapshot checked against the limit."""
+    served = 0
+    with watching(pool) as seen:
         for _ in range(rounds):
             for name in names:
                 answered = _ask(pool, client, name, tokens)
                 if answered != name:
                     raise RuntimeError(f"{answered} answered a request for {name}")
                 served += 1
-    finally:
-        stop.set()
-        watcher.join()
     limit = pool.memory_limit_bytes
     worst = max(s.held_bytes for s in seen) if seen else 0
     swaps = sum(

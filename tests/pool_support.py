@@ -4,15 +4,13 @@ records every snapshot the pool publishes while a test runs."""
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from engine.pool import ModelPool, ModelSettings
-from engine.types import ChatRequest, PoolSnapshot, SamplingSettings
+from engine.types import ChatRequest, SamplingSettings
 
 MiB = 1 << 20
 KV = ModelSettings(kv_budget_bytes=48 * MiB)  # a small, fixed prompt cache per model
@@ -55,27 +53,3 @@ def state_of(pool: ModelPool, name: str) -> str:
     found = snap.find(name)
     assert found is not None, name
     return found.state
-
-
-@contextmanager
-def watching(pool: ModelPool) -> Iterator[list[PoolSnapshot]]:
-    """Every distinct pool snapshot published while the block runs (polled every few ms)."""
-    seen: list[PoolSnapshot] = []
-    stop = threading.Event()
-
-    def poll() -> None:
-        last = None
-        while not stop.is_set():
-            snap = pool.snapshot.pool
-            if snap is not None and snap is not last:
-                seen.append(snap)
-                last = snap
-            time.sleep(0.002)
-
-    thread = threading.Thread(target=poll, daemon=True)
-    thread.start()
-    try:
-        yield seen
-    finally:
-        stop.set()
-        thread.join()
