@@ -187,7 +187,8 @@ def test_batch_survives_a_server_restart_with_no_line_run_twice(
     from engine.server.batches.store import BatchStore
 
     model = tiny_engine.snapshot.model.name
-    lines = [_chat_line(i, model, max_tokens=200) for i in range(12)]
+    # budgets apart, so lines end one by one: the server stops with the last ones mid-reply
+    lines = [_chat_line(i, model, max_tokens=40 + 30 * i) for i in range(12)]
     with serving(tiny_engine, max_queued_requests=None) as server:
         client = openai_client(server)
         batch = client.batches.create(
