@@ -32,8 +32,13 @@ BUDGET_SCHEMA = {
     },
     "required": ["name", "tags", "n", "code"],
 }
-# ... and repeats itself inside this string long before 200 tokens: closed (repetition).
-LOOP_SCHEMA = {"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]}
+# ... and repeats itself inside this string long before 200 tokens, where the string may not
+# end yet (not before "#end#": a loop is moved on only where it may end): closed (repetition).
+LOOP_SCHEMA = {
+    "type": "object",
+    "properties": {"s": {"type": "string", "pattern": "^[^#]*#end#$"}},
+    "required": ["s"],
+}
 # ... and ends this one itself: a finished reply.
 DONE_SCHEMA = {"enum": ["alpha", "beta", "gamma"]}
 CASES = {  # name: (schema, max tokens, how Corral closed it)
