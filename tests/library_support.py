@@ -101,4 +101,5 @@ def make_stores(tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.Monkey
         "hub": hub,
         "ollama": ollama,
         "q4k": q4k,
+        "q6k": q6k,
     }

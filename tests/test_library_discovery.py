@@ -79,6 +79,25 @@ def test_every_store_is_listed_with_what_people_need_to_choose(stores: dict) -> 
     assert elapsed < 10
 
 
+def test_an_import_is_known_by_where_its_gguf_is_now(stores: dict) -> None:
+    """The app (or its venv) moved since the import: the same file loaded from its new place
+    reuses the import, and the library names that place as the import's origin, so the
+    built-in model's import is still shown as the built-in model."""
+    from engine.library.load import ensure_gguf_imported
+
+    old = stores["q6k"]
+    moved = old.parent.parent / "moved" / old.name
+    moved.parent.mkdir()
+    old.rename(moved)
+    first = _by_name(scan_library(LibraryRoots.default(stores["corral"]), BIG))
+    before = first["TinyLlama-Q6_K (imported)"]
+    assert before.origin == str(old)  # nothing newer known: the recorded place
+    folder = ensure_gguf_imported(moved)
+    assert str(folder) == before.path  # the same import, not a second one
+    again = _by_name(scan_library(LibraryRoots.default(stores["corral"]), BIG))
+    assert again["TinyLlama-Q6_K (imported)"].origin == str(moved.resolve())
+
+
 def test_memory_budget_decides_can_run(stores: dict) -> None:
     tiny = MemoryBudget(False, 2 * GiB)  # nothing left after the OS's headroom
     found = scan_library(LibraryRoots.default(stores["corral"]), tiny)

@@ -320,16 +320,28 @@ def _ggufs(folder: Path) -> Iterator[Path]:
             yield p
 
 
+def _import_origin(folder: Path) -> str | None:
+    """Where the GGUF an import in `folder` came from is now, resolved: the newest path its
+    marker saw that still exists (the app or its venv may have moved since the import,
+    and a moved default model must still be known as the default), else the one recorded."""
+    try:
+        marker = _read_json(folder / "corral_source.json")
+        recorded = marker.get("gguf")
+        seen = [s.get("path") for s in marker.get("seen", []) if isinstance(s, dict)]
+    except (OSError, ValueError, AttributeError):
+        return None
+    for path in [*seen, recorded]:
+        if isinstance(path, str) and Path(path).is_file():
+            return str(Path(path).resolve())
+    return recorded if isinstance(recorded, str) else None
+
+
 def scan_corral(root: Path, budget: MemoryBudget) -> Iterator[LibraryModel]:
     """Corral's GGUF imports (models/) and downloads (downloads/): its own, deletable."""
     for folder in sorted((root / "models").glob("*")):
         if not folder.is_dir() or folder.name.startswith("."):
             continue
-        origin = None
-        try:
-            origin = _read_json(folder / "corral_source.json").get("gguf")
-        except (OSError, ValueError, AttributeError):
-            pass
+        origin = _import_origin(folder)
         name = f"{Path(origin).stem} (imported)" if origin else folder.name
         yield describe_mlx_folder(
             folder, budget, name=name, source="corral", deletable=True, origin=origin
