@@ -269,7 +269,48 @@ def _ids_accepted(hf: Any, grammar: str, ids: list[int]) -> bool:
     return matcher.consume_tokens(ids) and matcher.is_accepting()
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED) if FOLDER.is_dir() else NAMES)
+# The families whose call markers include a special token of their tokenizer; every other
+# family's markers are ordinary text (checked below, so a family that gains one is named).
+SPECIAL_MARKERS = frozenset(
+    {
+        "apertus",
+        "command-r7b",
+        "deepseek-r1-distill-qwen",
+        "deepseek-r1-llamacpp",
+        "deepseek-v3.1",
+        "gemma-4",
+        "gpt-oss",
+        "gpt-oss-first",
+        "granite-3.3",
+        "kimi-k2",
+        "kimi-k2-thinking",
+        "kimi-k3",
+        "lfm2-llamacpp",
+        "magistral-small-2509",
+        "mistral-nemo",
+        "mistral-small-3.1",
+        "mistral-small-3.2",
+        "phi-4-mini",
+    }
+)
+FAMILY_NAMES = sorted(EXPECTED) if FOLDER.is_dir() else NAMES
+
+
+def _call_markers(family_models: Any, name: str) -> tuple[Any, Any, list[int], list[int]]:
+    """(tokenizer, HF tokenizer, a call's ids, the special tokens among them)."""
+    tok = _tokenizer(family_models, name)
+    hf = tok._tokenizer
+    ids = hf.encode(choose_format(tok).calls_as_text([GOOD]), add_special_tokens=False)
+    return tok, hf, ids, [t for t in ids if t in _special_ids(hf)]
+
+
+def test_the_other_families_markers_are_ordinary_text(family_models) -> None:
+    others = [n for n in FAMILY_NAMES if n not in SPECIAL_MARKERS]
+    with_special = [n for n in others if _call_markers(family_models, n)[3]]
+    assert with_special == [], "add these to SPECIAL_MARKERS: their markers are special tokens"
+
+
+@pytest.mark.parametrize("name", [n for n in FAMILY_NAMES if n in SPECIAL_MARKERS])
 def test_call_markers_that_are_special_tokens_are_written_as_those_tokens(
     family_models, name: str
 ) -> None:
@@ -278,18 +319,13 @@ def test_call_markers_that_are_special_tokens_are_written_as_those_tokens(
     trained on, never the text of it (`<｜tool▁calls▁begin｜>` in byte pieces)."""
     from engine.prompt.shield import _plain_tokenizer
 
-    tok = _tokenizer(family_models, name)
-    hf = tok._tokenizer
+    tok, hf, ids, markers = _call_markers(family_models, name)
+    assert markers, f"{name}: no special token among its call's markers"
     grammar = prepare_tool_request(tok, ASK, TOOLS, "required").constraint.source
-    one = choose_format(tok).calls_as_text([GOOD])
-    ids = hf.encode(one, add_special_tokens=False)
-    special = _special_ids(hf)
-    markers = [t for t in ids if t in special]
-    if not markers:
-        pytest.skip(f"{name}: its call syntax has no special-token marker")
-    assert _ids_accepted(hf, grammar, ids), one
+    assert _ids_accepted(hf, grammar, ids), hf.decode(ids)
     first = ids.index(markers[0])
-    spelled = _plain_tokenizer(hf).encode(special[markers[0]], add_special_tokens=False).ids
+    marker_text = _special_ids(hf)[markers[0]]
+    spelled = _plain_tokenizer(hf).encode(marker_text, add_special_tokens=False).ids
     assert not _ids_accepted(hf, grammar, [*ids[:first], *spelled, *ids[first + 1 :]]), name
 
 
