@@ -122,8 +122,8 @@ def test_each_syntax_is_steered_and_opens_where_its_prompt_does(thinking_folders
     assert opens == OPENS_IN_PROMPT
 
 
-@pytest.mark.parametrize("constrained", [True, False])
-def test_thinking_is_separated_in_every_thinking_syntax(thinking_folders, constrained) -> None:
+def test_thinking_is_separated_in_every_thinking_syntax(thinking_folders) -> None:
+    """Each model loaded once, asked with and without a constraint on its answer."""
     from engine.engine import Engine
 
     engine = Engine()
@@ -133,20 +133,22 @@ def test_thinking_is_separated_in_every_thinking_syntax(thinking_folders, constr
                 continue
             engine.load_model(str(folder)).result()
             fmt = engine.snapshot.model.reasoning  # type: ignore[union-attr]
-            settings = SamplingSettings(
-                temperature=0.0, max_tokens=14, think=True, max_thinking_tokens=3
-            )
-            constraint = ConstraintSpec("regex", "(yes|no)") if constrained else None
-            request = ChatRequest([{"role": "user", "content": "Yes?"}], settings, constraint)
-            result = engine.chat(request)
-            assert result.error is None, (name, result.error)
-            assert result.reasoning is not None, name
-            assert result.stats.thinking_tokens <= 3 and result.stats.thinking_forced_end, name
-            # the engine opened the block (the reply thought) and closed it (the budget)
-            assert fmt.end not in result.reasoning, name
-            assert not constrained or fmt.end not in result.text, name
-            if constrained:
-                assert re.fullmatch("yes|no", result.text), (name, result.text)
+            for constrained in (True, False):
+                settings = SamplingSettings(
+                    temperature=0.0, max_tokens=14, think=True, max_thinking_tokens=3
+                )
+                constraint = ConstraintSpec("regex", "(yes|no)") if constrained else None
+                request = ChatRequest([{"role": "user", "content": "Yes?"}], settings, constraint)
+                result = engine.chat(request)
+                case = (name, constrained)
+                assert result.error is None, (case, result.error)
+                assert result.reasoning is not None, case
+                assert result.stats.thinking_tokens <= 3 and result.stats.thinking_forced_end, case
+                # the engine opened the block (the reply thought) and closed it (the budget)
+                assert fmt.end not in result.reasoning, case
+                assert not constrained or fmt.end not in result.text, case
+                if constrained:
+                    assert re.fullmatch("yes|no", result.text), (case, result.text)
     finally:
         engine.close()
 
