@@ -88,6 +88,9 @@ def test_a_zone_named_by_its_city_under_another_region_says_which_zone_answered(
     )
     with pytest.raises(BuiltinError, match='unknown time zone "Asia/Atlantis"'):
         current_datetime("Asia/Atlantis")
+    # America/Indianapolis and America/Indiana/Indianapolis: no one zone to choose
+    with pytest.raises(BuiltinError, match='unknown time zone "Europe/Indianapolis"'):
+        current_datetime("Europe/Indianapolis")
 
 
 def test_the_weekday_is_english_whatever_the_locale() -> None:

@@ -25,6 +25,7 @@ from engine.errors import ModelLoadError
 from engine.files import read_text_limited
 from engine.library.architectures import ARCHITECTURES
 from engine.library.gguf_file import GGUFHeader, read_header
+from engine.library.import_cache import read_marker
 from engine.library.quants import CHOICES, SUPPORTED_TYPES
 from engine.memory.budget import MemoryBudget, gb
 
@@ -324,13 +325,13 @@ def _import_origin(folder: Path) -> str | None:
     """Where the GGUF an import in `folder` came from is now, resolved: the newest path its
     marker saw that still exists (the app or its venv may have moved since the import,
     and a moved default model must still be known as the default), else the one recorded."""
-    try:
-        marker = _read_json(folder / "corral_source.json")
-        recorded = marker.get("gguf")
-        seen = [s.get("path") for s in marker.get("seen", []) if isinstance(s, dict)]
-    except (OSError, ValueError, AttributeError):
+    marker = read_marker(folder)
+    if marker is None:
         return None
-    for path in [*seen, recorded]:
+    recorded = marker.get("gguf")
+    seen = marker.get("seen")
+    places = [s.get("path") for s in seen if isinstance(s, dict)] if isinstance(seen, list) else []
+    for path in [*places, recorded]:
         if isinstance(path, str) and Path(path).is_file():
             return str(Path(path).resolve())
     return recorded if isinstance(recorded, str) else None
