@@ -96,12 +96,13 @@ def test_an_import_is_known_by_where_its_gguf_is_now(stores: dict) -> None:
     assert str(folder) == before.path  # the same import, not a second one
     again = _by_name(scan_library(LibraryRoots.default(stores["corral"]), BIG))
     assert again["TinyLlama-Q6_K (imported)"].origin == str(moved.resolve())
-    # a marker whose list of places is damaged: the place recorded at import, no crash
+    # a marker whose list of places is damaged or hostile: the place recorded at import
     marker_path = Path(folder) / "corral_source.json"
     marker = json.loads(marker_path.read_text())
-    marker_path.write_text(json.dumps({**marker, "seen": 5}))
-    damaged = _by_name(scan_library(LibraryRoots.default(stores["corral"]), BIG))
-    assert damaged["TinyLlama-Q6_K (imported)"].origin == marker["gguf"]
+    for seen in (5, [{"path": "x" * 100_000}, {"path": "a\x00b"}, "not a place"]):
+        marker_path.write_text(json.dumps({**marker, "seen": seen}))
+        damaged = _by_name(scan_library(LibraryRoots.default(stores["corral"]), BIG))
+        assert damaged["TinyLlama-Q6_K (imported)"].origin == marker["gguf"], seen
 
 
 def test_memory_budget_decides_can_run(stores: dict) -> None:

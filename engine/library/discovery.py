@@ -332,8 +332,11 @@ def _import_origin(folder: Path) -> str | None:
     seen = marker.get("seen")
     places = [s.get("path") for s in seen if isinstance(s, dict)] if isinstance(seen, list) else []
     for path in [*places, recorded]:
-        if isinstance(path, str) and Path(path).is_file():
-            return str(Path(path).resolve())
+        try:
+            if isinstance(path, str) and Path(path).is_file():
+                return str(Path(path).resolve())
+        except OSError:  # a name too long for the file system: not where the GGUF is
+            continue
     return recorded if isinstance(recorded, str) else None
 
 
